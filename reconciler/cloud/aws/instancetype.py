@@ -1,0 +1,109 @@
+"""Turn hardware facts + offerings + NodeClass settings into the engine's ``InstanceType``.
+
+Shared by the bundled preset (simulator) and the live AWS provider so that both
+present exactly the same capacity, overhead and labels for a type.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from reconciler.cloud.aws.allocatable import (
+    DEFAULT_VM_MEMORY_OVERHEAD_PERCENT,
+    KubeletOverrides,
+    capacity_and_overhead,
+)
+from reconciler.cloud.aws.amifamily import AL2023, CUSTOM, AMIFamily
+from reconciler.cloud.aws.catalog import InstanceTypeInfo
+from reconciler.cloud.types import InstanceType, Offering
+from reconciler.model.quantity import QuantityError, parse_quantity
+
+SPOT_FRACTION_MIN = 0.30
+SPOT_FRACTION_SPAN = 0.15
+LAUNCHABLE_CAPACITY_TYPES = ("on-demand", "spot")
+
+
+def build_instance_type(
+    info: InstanceTypeInfo,
+    offerings: Iterable[Offering],
+    *,
+    region: str,
+    family: AMIFamily = AL2023,
+    kubelet: KubeletOverrides | None = None,
+    ephemeral_storage_milli: int | None = None,
+    vm_overhead_percent: float = DEFAULT_VM_MEMORY_OVERHEAD_PERCENT,
+    reserved_enis: int = 0,
+) -> InstanceType | None:
+    """The ``InstanceType`` for ``info`` under an AMI family, or None when the family cannot run it.
+
+    Windows families only run on amd64; everything else runs on any arch we list.
+    """
+    if family.os == "windows" and info.arch != "amd64":
+        return None
+    capacity, overhead = capacity_and_overhead(
+        info.shape(),
+        family=family,
+        kubelet=kubelet,
+        ephemeral_storage_milli=ephemeral_storage_milli,
+        vm_overhead_percent=vm_overhead_percent,
+        reserved_enis=reserved_enis,
+    )
+    return InstanceType(
+        name=info.name,
+        capacity=capacity + info.extended_resources(),
+        overhead=overhead,
+        offerings=tuple(offerings),
+        labels=info.labels(region, os=family.os),
+    )
+
+
+def spot_fraction(instance_type: str, zone: str) -> float:
+    """The simulated spot discount: a fixed fraction of on-demand in [0.30, 0.45).
+
+    Derived from SHA-256 of ``"<type>/<zone>"`` so every run, machine and Python
+    version gets the same number and zones of one type differ a little, as real
+    spot markets do.
+    """
+    digest = hashlib.sha256(f"{instance_type}/{zone}".encode()).digest()
+    unit = int.from_bytes(digest[:8], "big") / 2**64
+    return SPOT_FRACTION_MIN + SPOT_FRACTION_SPAN * unit
+
+
+def ephemeral_storage_milli(
+    spec: Mapping[str, Any], family: AMIFamily, info: InstanceTypeInfo, *, path: str = "spec"
+) -> int:
+    """Ephemeral storage capacity a node of ``info`` gets under an EC2NodeClass ``spec``.
+
+    RAID0 instance store wins; else the block device flagged ``rootVolume``; else the
+    family's data device (Custom: the last mapping); else the family default size.
+    """
+    if spec.get("instanceStorePolicy") == "RAID0" and info.local_nvme_gb:
+        return info.local_nvme_gb * 10**9 * 1000
+    mappings: Sequence[Mapping[str, Any]] = spec.get("blockDeviceMappings") or []
+    if mappings:
+        for index, mapping in enumerate(mappings):
+            if mapping.get("rootVolume"):
+                size = _volume_size(mapping, f"{path}.blockDeviceMappings[{index}]")
+                if size is not None:
+                    return size
+        if family is CUSTOM:
+            size = _volume_size(mappings[-1], f"{path}.blockDeviceMappings[{len(mappings) - 1}]")
+            return family.default_ephemeral_milli if size is None else size
+        for index, mapping in enumerate(mappings):
+            if mapping.get("deviceName") == family.ephemeral_device:
+                size = _volume_size(mapping, f"{path}.blockDeviceMappings[{index}]")
+                if size is not None:
+                    return size
+    return family.default_ephemeral_milli
+
+
+def _volume_size(mapping: Mapping[str, Any], where: str) -> int | None:
+    size = (mapping.get("ebs") or {}).get("volumeSize")
+    if size is None:
+        return None
+    try:
+        return parse_quantity(size)
+    except QuantityError as err:
+        raise ValueError(f"{where}.ebs.volumeSize: {err}") from None

@@ -1,0 +1,152 @@
+"""A simulated cloud: launches from a fixed catalogue, deterministically.
+
+Launch picks the cheapest available offering compatible with the request
+(instance-type options x allowed zones x allowed capacity types), preferring a
+reserved offering when one is allowed, like Karpenter's fake provider. Ties go
+to the earlier option, then zone name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from reconciler.cloud.types import (
+    Instance,
+    InstanceNotFoundError,
+    InstanceType,
+    InsufficientCapacityError,
+    LaunchRequest,
+    Offering,
+)
+from reconciler.model import labels as wk
+
+
+class SimulatedCloud:
+    name = "simulated"
+
+    def __init__(self, instance_types: Iterable[InstanceType], clock: Callable[[], datetime]) -> None:
+        self._types: dict[str, InstanceType] = {t.name: t for t in instance_types}
+        self._clock = clock
+        self._instances: dict[str, Instance] = {}
+        self._launches = 0
+        self.calls: list[tuple[str, str]] = []  # (operation, subject), for tests and reports
+
+    # -- catalogue -------------------------------------------------------------------------
+    def catalog(self) -> list[InstanceType]:
+        return list(self._types.values())
+
+    def mark_unavailable(self, instance_type: str, zone: str | None, capacity_type: str | None) -> int:
+        """Make matching offerings unavailable from now on; returns how many changed."""
+        existing = self._types.get(instance_type)
+        if existing is None:
+            raise KeyError(instance_type)
+        changed = 0
+        offerings = []
+        for offering in existing.offerings:
+            matches = (zone is None or offering.zone == zone) and (
+                capacity_type is None or offering.capacity_type == capacity_type
+            )
+            if matches and offering.available:
+                offering = replace(offering, available=False)
+                changed += 1
+            offerings.append(offering)
+        self._types[instance_type] = replace(existing, offerings=tuple(offerings))
+        return changed
+
+    def register_existing(self, instance: Instance) -> None:
+        """Adopt an instance that a scenario declares as already running."""
+        self._instances[instance.provider_id] = instance
+
+    def price_of(self, instance_type: str, zone: str, capacity_type: str) -> float | None:
+        known = self._types.get(instance_type)
+        if known is None:
+            return None
+        for offering in known.offerings:
+            if offering.zone == zone and offering.capacity_type == capacity_type:
+                return offering.price
+        return None
+
+    # -- CloudProvider ---------------------------------------------------------------------
+    async def instance_types(self, nodeclass: Mapping[str, Any] | None) -> list[InstanceType]:
+        return self.catalog()
+
+    async def create(self, request: LaunchRequest, nodeclass: Mapping[str, Any] | None) -> Instance:
+        self.calls.append(("create", request.nodeclaim))
+        choice = self._choose(request)
+        if choice is None:
+            tried = [
+                (name, offering.zone, offering.capacity_type)
+                for name in request.instance_types
+                for offering in self._types.get(name, InstanceType(name, capacity=request.requests)).offerings
+                if self._allowed(request, offering)
+            ]
+            raise InsufficientCapacityError(
+                f"no available offering for nodeclaim {request.nodeclaim} among "
+                f"{len(request.instance_types)} instance types", tried
+            )
+        instance_type, offering = choice
+        self._launches += 1
+        digest = hashlib.sha256(f"{request.nodeclaim}/{self._launches}".encode()).hexdigest()[:17]
+        provider_id = f"aws:///{offering.zone}/i-{digest}"
+        labels = dict(instance_type.labels)
+        labels.update({wk.ZONE: offering.zone, wk.CAPACITY_TYPE: offering.capacity_type})
+        instance = Instance(
+            provider_id=provider_id,
+            instance_type=instance_type.name,
+            zone=offering.zone,
+            capacity_type=offering.capacity_type,
+            price=offering.price,
+            nodeclaim=request.nodeclaim,
+            nodepool=request.nodepool,
+            image_id="ami-simulated",
+            launched_at=self._clock(),
+            capacity=instance_type.capacity,
+            allocatable=instance_type.allocatable,
+            labels=labels,
+            tags={"karpenter.sh/nodeclaim": request.nodeclaim, "karpenter.sh/nodepool": request.nodepool},
+        )
+        self._instances[provider_id] = instance
+        return instance
+
+    async def delete(self, provider_id: str) -> None:
+        self.calls.append(("delete", provider_id))
+        if self._instances.pop(provider_id, None) is None:
+            raise InstanceNotFoundError(f"instance {provider_id} not found")
+
+    async def get(self, provider_id: str) -> Instance:
+        try:
+            return self._instances[provider_id]
+        except KeyError:
+            raise InstanceNotFoundError(f"instance {provider_id} not found") from None
+
+    async def list(self) -> list[Instance]:
+        return list(self._instances.values())
+
+    async def is_drifted(self, instance: Instance, nodeclass: Mapping[str, Any] | None) -> str | None:
+        return None
+
+    # -- internals -------------------------------------------------------------------------
+    @staticmethod
+    def _allowed(request: LaunchRequest, offering: Offering) -> bool:
+        if request.zones is not None and offering.zone not in request.zones:
+            return False
+        return request.capacity_types is None or offering.capacity_type in request.capacity_types
+
+    def _choose(self, request: LaunchRequest) -> tuple[InstanceType, Offering] | None:
+        best: tuple[tuple[int, float, int, str], InstanceType, Offering] | None = None
+        for position, name in enumerate(request.instance_types):
+            instance_type = self._types.get(name)
+            if instance_type is None:
+                continue
+            for offering in instance_type.offerings:
+                if not offering.available or not self._allowed(request, offering):
+                    continue
+                reserved_first = 0 if offering.capacity_type == wk.CAPACITY_TYPE_RESERVED else 1
+                rank = (reserved_first, offering.price, position, offering.zone)
+                if best is None or rank < best[0]:
+                    best = (rank, instance_type, offering)
+        return None if best is None else (best[1], best[2])

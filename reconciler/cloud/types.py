@@ -1,0 +1,204 @@
+"""The cloud-provider port: instance types, offerings, launch requests, instances, errors.
+
+Everything provider-specific (AWS, the simulator) hides behind ``CloudProvider``.
+The engine only sees ``InstanceType``s with their ``Offering``s and asks the
+provider to launch, look up and delete ``Instance``s for NodeClaims.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from reconciler.model import labels as wk
+from reconciler.model.resources import EMPTY, Resources
+
+
+@dataclass(slots=True, frozen=True)
+class Offering:
+    """One way to buy an instance type: a capacity type in a zone, at a price."""
+
+    zone: str
+    capacity_type: str
+    price: float
+    available: bool = True
+
+
+@dataclass(slots=True)
+class InstanceType:
+    """A launchable machine shape.
+
+    ``labels`` holds the single-valued well-known labels of the type
+    (instance-type, arch, os, region, ``karpenter.k8s.aws/instance-*``); zone and
+    capacity type come from ``offerings``. ``overhead`` is kube-reserved +
+    system-reserved + eviction threshold, so ``allocatable = capacity - overhead``.
+    """
+
+    name: str
+    capacity: Resources
+    overhead: Resources = EMPTY
+    offerings: tuple[Offering, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def allocatable(self) -> Resources:
+        return (self.capacity - self.overhead).clamp_non_negative()
+
+    @property
+    def arch(self) -> str:
+        return self.labels.get(wk.ARCH, "amd64")
+
+    def available_offerings(self) -> list[Offering]:
+        return [o for o in self.offerings if o.available]
+
+    def cheapest_offering(
+        self, zones: Sequence[str] | None = None, capacity_types: Sequence[str] | None = None
+    ) -> Offering | None:
+        """Cheapest available offering within the allowed zones and capacity types (None = any)."""
+        best: Offering | None = None
+        for offering in self.offerings:
+            if not offering.available:
+                continue
+            if zones is not None and offering.zone not in zones:
+                continue
+            if capacity_types is not None and offering.capacity_type not in capacity_types:
+                continue
+            if best is None or (offering.price, offering.zone, offering.capacity_type) < (
+                best.price,
+                best.zone,
+                best.capacity_type,
+            ):
+                best = offering
+        return best
+
+
+@dataclass(slots=True)
+class LaunchRequest:
+    """What a NodeClaim asks of the cloud: one instance from these options.
+
+    ``instance_types`` is ordered cheapest first (as the scheduler left it);
+    ``zones``/``capacity_types`` are the allowed values (None = unconstrained).
+    """
+
+    nodeclaim: str
+    nodepool: str
+    nodeclass: str
+    instance_types: Sequence[str]
+    capacity_types: Sequence[str] | None = None
+    zones: Sequence[str] | None = None
+    requests: Resources = EMPTY
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: Sequence[Mapping[str, Any]] = ()
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_nodeclaim(cls, manifest: Mapping[str, Any]) -> LaunchRequest:
+        """Read a ``karpenter.sh/v1`` NodeClaim manifest (as stored in the API server)."""
+        metadata = manifest.get("metadata") or {}
+        spec = manifest.get("spec") or {}
+        labels = dict(metadata.get("labels") or {})
+        allowed: dict[str, list[str] | None] = {wk.INSTANCE_TYPE: None, wk.CAPACITY_TYPE: None, wk.ZONE: None}
+        excluded: dict[str, set[str]] = {key: set() for key in allowed}
+        for requirement in spec.get("requirements") or []:
+            key = wk.NORMALIZED_LABELS.get(requirement.get("key", ""), requirement.get("key", ""))
+            if key not in allowed:
+                continue
+            values = [str(v) for v in requirement.get("values") or []]
+            operator = requirement.get("operator")
+            if operator == "In":
+                current = allowed[key]
+                allowed[key] = values if current is None else [v for v in current if v in values]
+            elif operator == "NotIn":
+                excluded[key].update(values)
+            elif operator == "DoesNotExist":
+                allowed[key] = []
+        for key, values in allowed.items():
+            if values is not None:
+                allowed[key] = [v for v in values if v not in excluded[key]]
+        ref = spec.get("nodeClassRef") or {}
+        return cls(
+            nodeclaim=str(metadata.get("name", "")),
+            nodepool=str(labels.get(wk.NODEPOOL, "")),
+            nodeclass=str(ref.get("name", "")),
+            instance_types=allowed[wk.INSTANCE_TYPE] or [],
+            capacity_types=allowed[wk.CAPACITY_TYPE],
+            zones=allowed[wk.ZONE],
+            requests=Resources.from_manifest((spec.get("resources") or {}).get("requests")),
+            labels=labels,
+            taints=list(spec.get("taints") or []),
+        )
+
+
+@dataclass(slots=True)
+class Instance:
+    """A launched machine as the cloud reports it."""
+
+    provider_id: str
+    instance_type: str
+    zone: str
+    capacity_type: str
+    price: float
+    nodeclaim: str = ""
+    nodepool: str = ""
+    image_id: str = ""
+    state: str = "running"
+    launched_at: datetime | None = None
+    capacity: Resources = EMPTY
+    allocatable: Resources = EMPTY
+    labels: Mapping[str, str] = field(default_factory=dict)
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+
+class CloudError(Exception):
+    """Base class for errors a provider reports to the engine."""
+
+
+class InsufficientCapacityError(CloudError):
+    """No requested offering could be launched; ``offerings`` are (instance type, zone, capacity type)."""
+
+    def __init__(self, message: str, offerings: Sequence[tuple[str, str, str]] = ()) -> None:
+        super().__init__(message)
+        self.offerings = list(offerings)
+
+
+class NodeClassNotReadyError(CloudError):
+    """The NodeClaim's node class is missing or not Ready; the claim is deleted and pods retried."""
+
+
+class InstanceNotFoundError(CloudError):
+    """The instance does not exist (any more); for delete this means done."""
+
+
+class CloudProvider(Protocol):
+    """What the engine needs from a cloud. Methods are async: adapters do I/O."""
+
+    name: str
+
+    async def instance_types(self, nodeclass: Mapping[str, Any] | None) -> list[InstanceType]:
+        """All instance types usable with ``nodeclass`` (an EC2NodeClass manifest, or None).
+
+        Availability lives on offerings: unavailable types are returned with no
+        available offering rather than left out.
+        """
+        ...
+
+    async def create(self, request: LaunchRequest, nodeclass: Mapping[str, Any] | None) -> Instance:
+        """Launch one instance for a NodeClaim; raise ``InsufficientCapacityError`` when none can."""
+        ...
+
+    async def delete(self, provider_id: str) -> None:
+        """Terminate; idempotent. Raises ``InstanceNotFoundError`` when it is already gone."""
+        ...
+
+    async def get(self, provider_id: str) -> Instance:
+        ...
+
+    async def list(self) -> list[Instance]:
+        """Every instance this cluster's reconciler owns (by tag), for garbage collection."""
+        ...
+
+    async def is_drifted(self, instance: Instance, nodeclass: Mapping[str, Any] | None) -> str | None:
+        """A drift reason (e.g. ``AMIDrifted``) when the instance no longer matches its node class."""
+        ...

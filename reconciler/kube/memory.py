@@ -1,0 +1,489 @@
+"""An in-process cluster implementing ``KubeAPI`` with the API server's semantics.
+
+Used by the simulator (virtual time through the injectable clock, seeded names and
+uids) and by tests. What it keeps from the real API server: one cluster-wide
+monotonically increasing ``resourceVersion``; uid/creationTimestamp/generation
+bookkeeping; 409 on stale updates and duplicate creates; JSON merge patch with
+optional ``resourceVersion`` precondition; the status subresource (writes to the main
+resource ignore ``status`` and vice versa); finalizers and ``deletionTimestamp``;
+watches from a resourceVersion with a bounded history (``GoneError`` beyond it);
+label and field selectors; the Eviction subresource evaluating PodDisruptionBudgets.
+
+Not modelled (the kube-controller-manager's and kubelet's job, not the API server's):
+owner-reference garbage collection, graceful pod termination (a pod without
+finalizers is removed at once), namespace existence and lifecycle, admission defaults.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import random
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from reconciler.kube.api import (
+    PDB,
+    POD,
+    ApiError,
+    ConflictError,
+    GoneError,
+    Kind,
+    Manifest,
+    NotFoundError,
+    WatchEvent,
+    WatchEventType,
+    kind_of,
+)
+from reconciler.kube.memory_eviction import check_eviction
+from reconciler.kube.semantics import (
+    NON_SPEC_FIELDS,
+    STATUS_DROPPED_ON_CREATE,
+    BadRequestError,
+    FieldMatcher,
+    LabelMatcher,
+    clone,
+    field_selector_matcher,
+    format_time,
+    has_status_subresource,
+    label_selector_matcher,
+    merge_patch,
+    plural,
+    qualified_resource,
+)
+
+KindKey = tuple[str, str]
+ObjectKey = tuple[str, str]  # (namespace or "", name)
+Listener = Callable[[Kind, WatchEvent], None]
+_NAME_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # the API server's generateName alphabet
+
+
+@dataclass(slots=True)
+class _Recorded:
+    resource_version: int
+    kind_key: KindKey
+    namespace: str
+    type: WatchEventType
+    object: Manifest
+    previous: Manifest | None  # the state before a MODIFIED, to translate it for selector watches
+
+
+@dataclass(slots=True)
+class _Fault:
+    verb: str
+    kind_key: KindKey | None
+    error: ApiError
+    remaining: int
+
+
+@dataclass(slots=True, eq=False)
+class _Watcher:
+    wakeup: asyncio.Event = field(default_factory=asyncio.Event)
+    ending: ApiError | None = None
+    closed: bool = False
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _key_of(kind: Kind) -> KindKey:
+    return (kind.api_version, kind.kind)
+
+
+class MemoryKube:
+    """``KubeAPI`` over dicts in memory. ``history`` bounds how many past events watches can replay."""
+
+    def __init__(
+        self, clock: Callable[[], datetime] | None = None, *, seed: int | None = None, history: int = 10_000
+    ) -> None:
+        self._clock = clock or _utc_now
+        self._random = random.Random(seed)
+        self._history_limit = history
+        self._objects: dict[KindKey, dict[ObjectKey, Manifest]] = {}
+        self._kinds: dict[KindKey, Kind] = {}
+        self._revision = 0
+        self._log: list[_Recorded] = []
+        self._oldest_replayable = 0  # watches from a resourceVersion below this get 410
+        self._watchers: set[_Watcher] = set()
+        self._listeners: list[Listener] = []
+        self._faults: list[_Fault] = []
+
+    # --- synchronous access for the simulator and tests ------------------------------------
+
+    @property
+    def resource_version(self) -> str:
+        return str(self._revision)
+
+    def objects(self, kind: Kind | None = None) -> list[Manifest]:
+        """Deep copies of the stored objects (of one kind, or all), in creation order."""
+        if kind is not None:
+            return [clone(obj) for obj in self._objects.get(_key_of(kind), {}).values()]
+        return [clone(obj) for store in self._objects.values() for obj in store.values()]
+
+    def peek(self, kind: Kind, name: str, namespace: str | None = None) -> Manifest | None:
+        """A deep copy of one object, or ``None``; no fault injection, no await."""
+        found = self._objects.get(_key_of(kind), {}).get(self._object_key(kind, name, namespace))
+        return clone(found) if found is not None else None
+
+    def load(self, manifests: Iterable[Manifest]) -> None:
+        """Seed objects as a restored backup would: kept as given (status included), with
+        uid/creationTimestamp/resourceVersion filled in when missing; emits ADDED events."""
+        for manifest in manifests:
+            kind = self._remember(kind_of(manifest))
+            obj = clone(manifest)
+            metadata = self._prepare_metadata(kind, obj)
+            store = self._objects.setdefault(_key_of(kind), {})
+            key = (metadata.get("namespace", ""), metadata["name"])
+            if key in store:
+                raise ConflictError(self._already_exists(kind, metadata["name"]), reason="AlreadyExists")
+            metadata.setdefault("generation", 1)
+            self._write(kind, key, obj, "ADDED")
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener(kind, event)`` synchronously after every write; returns an unsubscribe."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
+    def inject_fault(self, verb: str, error: ApiError, *, kind: Kind | None = None, times: int = 1) -> None:
+        """Make the next ``times`` calls of ``verb`` (get, list, watch, create, replace, patch,
+        delete, evict) on ``kind`` (any when ``None``) fail with ``error``."""
+        self._faults.append(_Fault(verb, _key_of(kind) if kind else None, error, times))
+
+    def compact(self) -> None:
+        """Forget the event history: watches from any earlier resourceVersion now get 410."""
+        self._log.clear()
+        self._oldest_replayable = self._revision + 1
+
+    def break_watches(self, *, gone: bool = False) -> None:
+        """End every open watch: as a closed stream, or with ``GoneError`` when ``gone``."""
+        for watcher in self._watchers:
+            watcher.ending = GoneError("too old resource version (scripted)") if gone else None
+            watcher.closed = True
+            watcher.wakeup.set()
+
+    # --- KubeAPI ----------------------------------------------------------------------------
+
+    async def get(self, kind: Kind, name: str, namespace: str | None = None) -> Manifest:
+        self._maybe_fail("get", kind)
+        return clone(self._stored(kind, name, namespace))
+
+    async def list(
+        self,
+        kind: Kind,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> tuple[list[Manifest], str]:
+        self._maybe_fail("list", kind)
+        matches = self._matcher(kind, namespace, label_selector, field_selector)
+        items = [clone(obj) for obj in self._objects.get(_key_of(kind), {}).values() if matches(obj)]
+        return items, str(self._revision)
+
+    def watch(
+        self,
+        kind: Kind,
+        resource_version: str,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> AsyncIterator[WatchEvent]:
+        return self._watch(kind, resource_version, namespace, label_selector, field_selector)
+
+    async def create(self, manifest: Manifest) -> Manifest:
+        kind = self._remember(kind_of(manifest))
+        self._maybe_fail("create", kind)
+        obj = clone(manifest)
+        metadata = obj.get("metadata") or {}
+        obj["metadata"] = metadata
+        if not metadata.get("name") and metadata.get("generateName"):
+            suffix = "".join(self._random.choice(_NAME_SUFFIX_ALPHABET) for _ in range(5))
+            metadata["name"] = f"{metadata['generateName']}{suffix}"
+        for managed in ("resourceVersion", "uid", "creationTimestamp", "deletionTimestamp", "generation"):
+            metadata.pop(managed, None)
+        metadata = self._prepare_metadata(kind, obj)
+        key = (metadata.get("namespace", ""), metadata["name"])
+        store = self._objects.setdefault(_key_of(kind), {})
+        if key in store:
+            raise ConflictError(self._already_exists(kind, metadata["name"]), reason="AlreadyExists")
+        metadata["generation"] = 1
+        if (kind.api_version, kind.kind) in STATUS_DROPPED_ON_CREATE:
+            obj.pop("status", None)
+        elif kind == POD:
+            obj["status"] = {"phase": "Pending"}
+        return clone(self._write(kind, key, obj, "ADDED"))
+
+    async def replace(self, manifest: Manifest) -> Manifest:
+        kind = self._remember(kind_of(manifest))
+        self._maybe_fail("replace", kind)
+        metadata = manifest.get("metadata") or {}
+        current = self._stored(kind, str(metadata.get("name", "")), metadata.get("namespace"))
+        self._check_precondition(kind, current, metadata.get("resourceVersion"))
+        return clone(self._update(kind, current, clone(manifest), status_only=False))
+
+    async def patch(
+        self,
+        kind: Kind,
+        name: str,
+        patch: Mapping[str, Any],
+        namespace: str | None = None,
+        subresource: str | None = None,
+    ) -> Manifest:
+        kind = self._remember(kind)
+        self._maybe_fail("patch", kind)
+        if subresource not in (None, "status"):
+            raise BadRequestError(f"subresource {subresource!r} cannot be patched")
+        if not isinstance(patch, Mapping):
+            raise BadRequestError("a merge patch must be a JSON object")
+        current = self._stored(kind, name, namespace)
+        precondition = (patch.get("metadata") or {}).get("resourceVersion")
+        self._check_precondition(kind, current, precondition)
+        merged = merge_patch(current, patch)
+        return clone(self._update(kind, current, merged, status_only=subresource == "status"))
+
+    async def delete(self, kind: Kind, name: str, namespace: str | None = None) -> None:
+        kind = self._remember(kind)
+        self._maybe_fail("delete", kind)
+        current = self._stored(kind, name, namespace)
+        self._request_deletion(kind, current)
+
+    async def evict(self, name: str, namespace: str) -> None:
+        self._maybe_fail("evict", POD)
+        pod = self._stored(POD, name, namespace)
+        pdbs = [p for (ns, _), p in self._objects.get(_key_of(PDB), {}).items() if ns == namespace]
+        if pdbs:
+            pods = [p for (ns, _), p in self._objects.get(_key_of(POD), {}).items() if ns == namespace]
+            check_eviction(pod, pdbs, pods)
+        self._request_deletion(POD, pod)
+
+    # --- internals --------------------------------------------------------------------------
+
+    def _remember(self, kind: Kind) -> Kind:
+        return self._kinds.setdefault(_key_of(kind), kind)
+
+    def _object_key(self, kind: Kind, name: str, namespace: str | None) -> ObjectKey:
+        return ((namespace or "default") if kind.namespaced else "", name)
+
+    def _stored(self, kind: Kind, name: str, namespace: str | None) -> Manifest:
+        found = self._objects.get(_key_of(kind), {}).get(self._object_key(kind, name, namespace))
+        if found is None:
+            raise NotFoundError(f'{qualified_resource(kind)} "{name}" not found')
+        return found
+
+    def _already_exists(self, kind: Kind, name: str) -> str:
+        return f'{qualified_resource(kind)} "{name}" already exists'
+
+    def _maybe_fail(self, verb: str, kind: Kind) -> None:
+        for fault in self._faults:
+            if fault.verb == verb and fault.kind_key in (None, _key_of(kind)):
+                fault.remaining -= 1
+                if fault.remaining <= 0:
+                    self._faults.remove(fault)
+                raise fault.error
+
+    def _prepare_metadata(self, kind: Kind, obj: Manifest) -> dict[str, Any]:
+        metadata = obj.setdefault("metadata", {})
+        name = metadata.get("name")
+        if not name or not isinstance(name, str):
+            raise ApiError(
+                422, "Invalid", f"{kind.kind}.metadata.name: Required value: name or generateName is required"
+            )
+        if kind.namespaced:
+            metadata["namespace"] = metadata.get("namespace") or "default"
+        else:
+            metadata.pop("namespace", None)
+        metadata.setdefault("uid", str(uuid.UUID(int=self._random.getrandbits(128), version=4)))
+        metadata.setdefault("creationTimestamp", format_time(self._clock()))
+        return metadata
+
+    def _matcher(
+        self, kind: Kind, namespace: str | None, label_selector: str | None, field_selector: str | None
+    ) -> Callable[[Manifest], bool]:
+        labels_match: LabelMatcher = label_selector_matcher(label_selector)
+        fields_match: FieldMatcher = field_selector_matcher(field_selector)
+        scoped = namespace if kind.namespaced else None
+
+        def matches(obj: Manifest) -> bool:
+            metadata = obj.get("metadata") or {}
+            if scoped and metadata.get("namespace") != scoped:
+                return False
+            return labels_match(metadata.get("labels") or {}) and fields_match(obj)
+
+        return matches
+
+    def _check_precondition(self, kind: Kind, current: Manifest, resource_version: Any) -> None:
+        if resource_version in (None, ""):
+            return
+        if str(resource_version) != current["metadata"]["resourceVersion"]:
+            name = current["metadata"]["name"]
+            raise ConflictError(
+                f'Operation cannot be fulfilled on {qualified_resource(kind)} "{name}": '
+                "the object has been modified; please apply your changes to the latest version and try again"
+            )
+
+    def _update(self, kind: Kind, current: Manifest, desired: Manifest, *, status_only: bool) -> Manifest:
+        old_meta = current["metadata"]
+        if (
+            desired.get("kind", kind.kind) != kind.kind
+            or str(desired.get("metadata", {}).get("name")) != old_meta["name"]
+        ):
+            raise BadRequestError(f"{plural(kind)}: the name and kind in the body must match the object")
+        if status_only:
+            if not has_status_subresource(kind):
+                raise NotFoundError(f"{qualified_resource(kind)} has no status subresource")
+            # The status subresource ignores every change outside ``status``.
+            updated = clone(current)
+            if "status" in desired:
+                updated["status"] = desired["status"]
+            else:
+                updated.pop("status", None)
+        else:
+            updated = desired
+            updated["apiVersion"], updated["kind"] = kind.api_version, kind.kind
+            metadata = updated.setdefault("metadata", {})
+            metadata["resourceVersion"] = old_meta["resourceVersion"]
+            for managed in (
+                "uid",
+                "creationTimestamp",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "generation",
+                "namespace",
+            ):
+                if managed in old_meta:
+                    metadata[managed] = old_meta[managed]
+                else:
+                    metadata.pop(managed, None)
+            if has_status_subresource(kind):
+                if "status" in current:
+                    updated["status"] = clone(current["status"])
+                else:
+                    updated.pop("status", None)
+            if old_meta.get("deletionTimestamp"):
+                # A terminating object may only lose finalizers, never gain new ones.
+                added = set(metadata.get("finalizers") or []) - set(old_meta.get("finalizers") or [])
+                if added:
+                    raise ApiError(
+                        422,
+                        "Invalid",
+                        f"metadata.finalizers: Forbidden: no new finalizers can be added "
+                        f"if the object is being deleted, found new finalizers {sorted(added)}",
+                    )
+            spec_changed = any(
+                current.get(f) != updated.get(f)
+                for f in set(current) | set(updated)
+                if f not in NON_SPEC_FIELDS
+            )
+            metadata["generation"] = old_meta.get("generation", 1) + (1 if spec_changed else 0)
+        if updated == current:
+            return current  # a no-op write does not bump resourceVersion, as on a real server
+        key = (old_meta.get("namespace", ""), old_meta["name"])
+        if updated["metadata"].get("deletionTimestamp") and not updated["metadata"].get("finalizers"):
+            return self._write(kind, key, updated, "DELETED")
+        return self._write(kind, key, updated, "MODIFIED", previous=current)
+
+    def _request_deletion(self, kind: Kind, current: Manifest) -> None:
+        metadata = current["metadata"]
+        key = (metadata.get("namespace", ""), metadata["name"])
+        if not metadata.get("finalizers"):
+            self._write(kind, key, clone(current), "DELETED")
+            return
+        if metadata.get("deletionTimestamp"):
+            return  # already terminating: a repeated delete changes nothing
+        updated = clone(current)
+        updated["metadata"]["deletionTimestamp"] = format_time(self._clock())
+        updated["metadata"]["deletionGracePeriodSeconds"] = 0
+        self._write(kind, key, updated, "MODIFIED", previous=current)
+
+    def _write(
+        self,
+        kind: Kind,
+        key: ObjectKey,
+        obj: Manifest,
+        event_type: WatchEventType,
+        previous: Manifest | None = None,
+    ) -> Manifest:
+        self._revision += 1
+        obj["metadata"]["resourceVersion"] = str(self._revision)
+        store = self._objects.setdefault(_key_of(kind), {})
+        if event_type == "DELETED":
+            store.pop(key, None)
+        else:
+            store[key] = obj
+        self._log.append(_Recorded(self._revision, _key_of(kind), key[0], event_type, obj, previous))
+        if len(self._log) > 2 * self._history_limit:
+            dropped = len(self._log) - self._history_limit
+            self._oldest_replayable = self._log[dropped].resource_version
+            del self._log[:dropped]
+        for watcher in self._watchers:
+            watcher.wakeup.set()
+        for listener in list(self._listeners):
+            listener(kind, WatchEvent(event_type, clone(obj)))
+        return obj
+
+    async def _watch(
+        self,
+        kind: Kind,
+        resource_version: str,
+        namespace: str | None,
+        label_selector: str | None,
+        field_selector: str | None,
+    ) -> AsyncIterator[WatchEvent]:
+        self._maybe_fail("watch", kind)
+        matches = self._matcher(kind, namespace, label_selector, field_selector)
+        kind_key = _key_of(kind)
+        watcher = _Watcher()
+        self._watchers.add(watcher)
+        try:
+            if resource_version in ("", "0"):
+                # "Start at most recent": synthetic ADDED events for the current state first.
+                cursor = self._revision
+                for obj in list(self._objects.get(kind_key, {}).values()):
+                    if matches(obj):
+                        yield WatchEvent("ADDED", clone(obj))
+            else:
+                try:
+                    cursor = int(resource_version)
+                except ValueError:
+                    raise BadRequestError(f"resourceVersion: {resource_version!r} is not valid") from None
+                if cursor + 1 < self._oldest_replayable:
+                    raise GoneError(f"too old resource version: {cursor} ({self._oldest_replayable - 1})")
+            while True:
+                if cursor + 1 < self._oldest_replayable:
+                    raise GoneError(f"too old resource version: {cursor} ({self._oldest_replayable - 1})")
+                start = bisect.bisect_right(self._log, cursor, key=lambda r: r.resource_version)
+                pending = self._log[start:]
+                if pending:
+                    cursor = pending[-1].resource_version
+                for record in pending:
+                    if record.kind_key == kind_key:
+                        event_type = _as_seen_through(record, matches)
+                        if event_type:
+                            yield WatchEvent(event_type, clone(record.object))
+                if watcher.closed:
+                    if watcher.ending is not None:
+                        raise watcher.ending
+                    return
+                if self._revision == cursor:
+                    watcher.wakeup.clear()
+                    await watcher.wakeup.wait()
+        finally:
+            self._watchers.discard(watcher)
+
+
+def _as_seen_through(record: _Recorded, matches: Callable[[Manifest], bool]) -> WatchEventType | None:
+    """How a selector-filtered watch reports a change: objects entering the selection are
+    ADDED and objects leaving it are DELETED, as the API server does."""
+    now = matches(record.object)
+    if record.type != "MODIFIED" or record.previous is None:
+        return record.type if now else None
+    before = matches(record.previous)
+    if now and before:
+        return "MODIFIED"
+    if now:
+        return "ADDED"
+    return "DELETED" if before else None

@@ -1,0 +1,211 @@
+"""NodeClaim lifecycle, first half: launch, registration, initialization.
+
+These are the async executors shared by the live controllers and the simulator:
+they read and write through ``KubeAPI`` and ``CloudProvider`` only, and are
+idempotent so any replica can resume them after a crash.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from reconciler.cloud.types import CloudProvider, InsufficientCapacityError, Instance, LaunchRequest, NodeClassNotReadyError
+from reconciler.kube.api import EC2NODECLASS, NODE, NODECLAIM, KubeAPI, Manifest, NotFoundError
+from reconciler.model import labels as wk
+
+LAUNCH_TIMEOUT_SECONDS = 5 * 60
+REGISTRATION_TIMEOUT_SECONDS = 15 * 60
+
+
+def timestamp(now: datetime) -> str:
+    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def condition(kind: str, status: bool, now: datetime, reason: str = "", message: str = "") -> dict[str, Any]:
+    return {
+        "type": kind,
+        "status": "True" if status else "False",
+        "reason": reason or (kind if status else f"Not{kind}"),
+        "message": message,
+        "lastTransitionTime": timestamp(now),
+    }
+
+
+def has_condition(manifest: Mapping[str, Any], kind: str) -> bool:
+    for item in (manifest.get("status") or {}).get("conditions") or []:
+        if item.get("type") == kind:
+            return item.get("status") == "True"
+    return False
+
+
+def merged_conditions(manifest: Mapping[str, Any], *updates: dict[str, Any]) -> list[dict[str, Any]]:
+    """Conditions with ``updates`` applied; an unchanged status keeps its transition time."""
+    current = {c["type"]: c for c in (manifest.get("status") or {}).get("conditions") or []}
+    for update in updates:
+        previous = current.get(update["type"])
+        if previous is not None and previous.get("status") == update["status"]:
+            update = {**update, "lastTransitionTime": previous.get("lastTransitionTime", update["lastTransitionTime"])}
+        current[update["type"]] = update
+    return list(current.values())
+
+
+@dataclass(slots=True)
+class LaunchOutcome:
+    nodeclaim: str
+    instance: Instance | None = None
+    error: str = ""
+    unavailable_offerings: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+async def launch(kube: KubeAPI, cloud: CloudProvider, nodeclaim: Manifest, now: datetime) -> LaunchOutcome:
+    """Launch the instance for a NodeClaim and record it in the claim's status.
+
+    Insufficient capacity or a missing node class deletes the claim at once so
+    that its pods are planned again in the next batch (Karpenter's behaviour).
+    """
+    name = nodeclaim["metadata"]["name"]
+    status = nodeclaim.get("status") or {}
+    if status.get("providerID"):
+        return LaunchOutcome(name, instance=await cloud.get(status["providerID"]))
+    nodeclass = await _nodeclass(kube, nodeclaim)
+    request = LaunchRequest.from_nodeclaim(nodeclaim)
+    try:
+        instance = await cloud.create(request, nodeclass)
+    except (InsufficientCapacityError, NodeClassNotReadyError) as err:
+        await _delete_unlaunched(kube, name)
+        offerings = list(getattr(err, "offerings", []))
+        return LaunchOutcome(name, error=str(err), unavailable_offerings=offerings)
+    labels = {
+        wk.INSTANCE_TYPE: instance.instance_type,
+        wk.ZONE: instance.zone,
+        wk.CAPACITY_TYPE: instance.capacity_type,
+    }
+    for key in (wk.ARCH, wk.OS, wk.REGION):
+        if key in instance.labels:
+            labels[key] = instance.labels[key]
+    await kube.patch(NODECLAIM, name, {"metadata": {"labels": labels}})
+    await set_condition(
+        kube,
+        name,
+        condition("Launched", True, now),
+        providerID=instance.provider_id,
+        imageID=instance.image_id,
+        capacity=instance.capacity.to_manifest(),
+        allocatable=instance.allocatable.to_manifest(),
+    )
+    return LaunchOutcome(name, instance=instance)
+
+
+async def set_condition(kube: KubeAPI, nodeclaim_name: str, update: dict[str, Any], **status: Any) -> None:
+    """Set one NodeClaim condition (and other status fields) against the freshest copy of the claim."""
+    current = await kube.get(NODECLAIM, nodeclaim_name)
+    patch = {"conditions": merged_conditions(current, update), **status}
+    await kube.patch(NODECLAIM, nodeclaim_name, {"status": patch}, subresource="status")
+
+
+async def _nodeclass(kube: KubeAPI, nodeclaim: Manifest) -> Manifest | None:
+    ref = (nodeclaim.get("spec") or {}).get("nodeClassRef") or {}
+    if not ref.get("name"):
+        return None
+    try:
+        return await kube.get(EC2NODECLASS, ref["name"])
+    except NotFoundError:
+        return None
+
+
+async def _delete_unlaunched(kube: KubeAPI, name: str) -> None:
+    """Nothing was launched, so the termination finalizer has nothing to clean up."""
+    try:
+        await kube.patch(NODECLAIM, name, {"metadata": {"finalizers": None}})
+        await kube.delete(NODECLAIM, name)
+    except NotFoundError:
+        pass
+
+
+def node_for_instance(nodeclaim: Manifest, instance: Instance, now: datetime) -> Manifest:
+    """The Node a kubelet registers for a launched NodeClaim (used by the simulated kubelet).
+
+    Like a real kubelet started by Karpenter's user data, it carries the claim's
+    labels, taints and startup taints plus ``karpenter.sh/unregistered:NoExecute``.
+    """
+    spec = nodeclaim.get("spec") or {}
+    name = nodeclaim["metadata"]["name"]
+    labels = dict(instance.labels)
+    labels.update((nodeclaim.get("metadata") or {}).get("labels") or {})
+    labels[wk.HOSTNAME] = name
+    taints = [dict(t) for t in spec.get("taints") or []] + [dict(t) for t in spec.get("startupTaints") or []]
+    taints.append({"key": wk.UNREGISTERED_TAINT_KEY, "effect": "NoExecute"})
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"providerID": instance.provider_id, "taints": taints},
+        "status": {
+            "capacity": instance.capacity.to_manifest(),
+            "allocatable": instance.allocatable.to_manifest(),
+            "conditions": [
+                {"type": "Ready", "status": "True", "reason": "KubeletReady", "lastTransitionTime": timestamp(now)}
+            ],
+        },
+    }
+
+
+async def register(kube: KubeAPI, nodeclaim: Manifest, node: Manifest, now: datetime) -> None:
+    """The Node for this claim appeared: sync labels/taints, drop the unregistered taint, own it."""
+    claim_meta = nodeclaim.get("metadata") or {}
+    node_meta = node.get("metadata") or {}
+    labels = dict(claim_meta.get("labels") or {})
+    labels[wk.REGISTERED] = "true"
+    taints = [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("key") != wk.UNREGISTERED_TAINT_KEY]
+    if (node_meta.get("labels") or {}).get(wk.DO_NOT_SYNC_TAINTS) != "true":
+        present = {(t.get("key"), t.get("effect")) for t in taints}
+        for taint in (nodeclaim.get("spec") or {}).get("taints") or []:
+            if (taint.get("key"), taint.get("effect")) not in present:
+                taints.append(dict(taint))
+    finalizers = list(node_meta.get("finalizers") or [])
+    if wk.TERMINATION_FINALIZER not in finalizers:
+        finalizers.append(wk.TERMINATION_FINALIZER)
+    annotations = claim_meta.get("annotations") or {}
+    await kube.patch(
+        NODE,
+        node_meta["name"],
+        {
+            "metadata": {"labels": labels, "finalizers": finalizers, "annotations": annotations or None},
+            "spec": {"taints": taints},
+        },
+    )
+    await kube.patch(NODECLAIM, claim_meta["name"], {"metadata": {"labels": {wk.REGISTERED: "true"}}})
+    await set_condition(kube, claim_meta["name"], condition("Registered", True, now), nodeName=node_meta["name"])
+
+
+def initialization_blockers(nodeclaim: Manifest, node: Manifest) -> list[str]:
+    """Why a registered node is not initialized yet (empty when it is)."""
+    blockers = []
+    if not has_condition(node, "Ready"):
+        blockers.append("node is not Ready")
+    startup = {(t.get("key"), t.get("effect")) for t in (nodeclaim.get("spec") or {}).get("startupTaints") or []}
+    for taint in (node.get("spec") or {}).get("taints") or []:
+        key = taint.get("key", "")
+        if (key, taint.get("effect")) in startup:
+            blockers.append(f"startup taint {key} is still present")
+        elif key in wk.EPHEMERAL_TAINT_KEYS or key.startswith(wk.EPHEMERAL_TAINT_PREFIX):
+            blockers.append(f"taint {key} is still present")
+    requested = ((nodeclaim.get("spec") or {}).get("resources") or {}).get("requests") or {}
+    allocatable = (node.get("status") or {}).get("allocatable") or {}
+    for resource in requested:
+        if "/" in resource and str(allocatable.get(resource, "0")) in ("0", "0m"):
+            blockers.append(f"extended resource {resource} is not registered yet")
+    return blockers
+
+
+async def initialize(kube: KubeAPI, nodeclaim: Manifest, node: Manifest, now: datetime) -> bool:
+    if initialization_blockers(nodeclaim, node):
+        return False
+    name = nodeclaim["metadata"]["name"]
+    await kube.patch(NODE, node["metadata"]["name"], {"metadata": {"labels": {wk.INITIALIZED: "true"}}})
+    await kube.patch(NODECLAIM, name, {"metadata": {"labels": {wk.INITIALIZED: "true"}}})
+    await set_condition(kube, name, condition("Initialized", True, now))
+    return True

@@ -1,0 +1,145 @@
+"""NodeClaim termination: taint, drain through the Eviction API, delete the instance, release finalizers.
+
+``Terminator.step`` does as much as it can right now and returns; callers (the
+live finalizer controller, the simulator) call it again later. Every step is
+idempotent, so a crash at any point is resumed by the next leader.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from reconciler.cloud.types import CloudProvider, InstanceNotFoundError
+from reconciler.kube.api import NODE, NODECLAIM, PDB, POD, KubeAPI, Manifest, NotFoundError, TooManyRequestsError
+from reconciler.disruption.pdb import PdbLimits
+from reconciler.lifecycle.drain import DrainPlan, plan_drain, termination_deadline
+from reconciler.model import labels as wk
+
+DISRUPTED_TAINT = {"key": wk.DISRUPTED_TAINT_KEY, "effect": "NoSchedule"}
+
+
+@dataclass(slots=True)
+class TerminationStep:
+    nodeclaim: str
+    evicted: list[str] = field(default_factory=list)
+    force_deleted: list[str] = field(default_factory=list)
+    blocked: list[str] = field(default_factory=list)
+    instance_deleted: bool = False
+    finished: bool = False
+
+    @property
+    def progressed(self) -> bool:
+        return bool(self.evicted or self.force_deleted or self.instance_deleted or self.finished)
+
+
+class Terminator:
+    def __init__(self, kube: KubeAPI, cloud: CloudProvider) -> None:
+        self._kube = kube
+        self._cloud = cloud
+
+    async def step(self, nodeclaim: Manifest, now: datetime) -> TerminationStep:
+        name = nodeclaim["metadata"]["name"]
+        result = TerminationStep(name)
+        node = await self._node_for(nodeclaim)
+        if node is not None:
+            await self._taint(node)
+            pods, _ = await self._kube.list(POD)
+            on_node = [p for p in pods if (p.get("spec") or {}).get("nodeName") == node["metadata"]["name"]]
+            pdbs, _ = await self._kube.list(PDB)
+            limits = PdbLimits.from_manifests(pdbs, pods)
+            plan = plan_drain(on_node, limits, now, deadline=termination_deadline(nodeclaim))
+            await self._execute_drain(plan, result)
+            if not plan.complete:
+                return result
+        await self._delete_instance(nodeclaim, result)
+        if node is not None:
+            await self._release_node(node)
+        await self._release(NODECLAIM, name, None)
+        result.finished = True
+        return result
+
+    async def _node_for(self, nodeclaim: Manifest) -> Manifest | None:
+        status = nodeclaim.get("status") or {}
+        if status.get("nodeName"):
+            try:
+                return await self._kube.get(NODE, status["nodeName"])
+            except NotFoundError:
+                return None
+        provider_id = status.get("providerID")
+        if not provider_id:
+            return None
+        nodes, _ = await self._kube.list(NODE)
+        return next((n for n in nodes if (n.get("spec") or {}).get("providerID") == provider_id), None)
+
+    async def _taint(self, node: Manifest) -> None:
+        taints = list((node.get("spec") or {}).get("taints") or [])
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        patch: dict[str, Any] = {}
+        if not any(t.get("key") == wk.DISRUPTED_TAINT_KEY for t in taints):
+            patch["spec"] = {"taints": [*taints, dict(DISRUPTED_TAINT)]}
+        if labels.get(wk.EXCLUDE_FROM_LB) != "karpenter":
+            patch["metadata"] = {"labels": {wk.EXCLUDE_FROM_LB: "karpenter"}}
+        if patch:
+            await self._kube.patch(NODE, node["metadata"]["name"], patch)
+
+    async def _execute_drain(self, plan: DrainPlan, result: TerminationStep) -> None:
+        for key in plan.evict:
+            namespace, _, name = key.partition("/")
+            try:
+                await self._kube.evict(name, namespace)
+                result.evicted.append(key)
+            except TooManyRequestsError as err:
+                result.blocked.append(f"eviction of {key} refused: {err.message}")
+            except NotFoundError:
+                continue
+        for forced in plan.force_delete:
+            namespace, _, name = forced.pod.partition("/")
+            try:
+                await self._kube.delete(POD, name, namespace)
+                result.force_deleted.append(forced.pod)
+            except NotFoundError:
+                continue
+        result.blocked.extend(f"{pod}: {why}" for pod, why in plan.blocked.items())
+
+    async def _delete_instance(self, nodeclaim: Manifest, result: TerminationStep) -> None:
+        provider_id = (nodeclaim.get("status") or {}).get("providerID")
+        if not provider_id:
+            return
+        try:
+            await self._cloud.delete(provider_id)
+            result.instance_deleted = True
+        except InstanceNotFoundError:
+            pass  # already gone: deletion is idempotent
+
+    async def _release_node(self, node: Manifest) -> None:
+        """The instance is gone: its pods die with it, the Node object goes."""
+        name = node["metadata"]["name"]
+        pods, _ = await self._kube.list(POD)
+        for pod in pods:
+            if (pod.get("spec") or {}).get("nodeName") == name:
+                try:
+                    await self._kube.delete(POD, pod["metadata"]["name"], pod["metadata"].get("namespace"))
+                except NotFoundError:
+                    continue
+        await self._release(NODE, name, None)
+
+    async def _release(self, kind: Any, name: str, namespace: str | None) -> None:
+        """Remove our finalizer and make sure deletion was requested."""
+        try:
+            current = await self._kube.get(kind, name, namespace)
+        except NotFoundError:
+            return
+        finalizers = [f for f in current["metadata"].get("finalizers") or [] if f != wk.TERMINATION_FINALIZER]
+        if finalizers != (current["metadata"].get("finalizers") or []):
+            await self._kube.patch(kind, name, {"metadata": {"finalizers": finalizers or None}}, namespace)
+        try:
+            await self._kube.delete(kind, name, namespace)
+        except NotFoundError:
+            pass
+
+
+def deletion_requested(manifest: Mapping[str, Any]) -> bool:
+    return bool((manifest.get("metadata") or {}).get("deletionTimestamp"))

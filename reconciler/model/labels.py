@@ -1,0 +1,111 @@
+"""Well-known label, annotation, taint and finalizer names (Karpenter v1 and Kubernetes)."""
+
+from __future__ import annotations
+
+# Kubernetes well-known labels.
+HOSTNAME = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
+REGION = "topology.kubernetes.io/region"
+INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+ARCH = "kubernetes.io/arch"
+OS = "kubernetes.io/os"
+WINDOWS_BUILD = "node.kubernetes.io/windows-build"
+EXCLUDE_FROM_LB = "node.kubernetes.io/exclude-from-external-load-balancers"
+
+# Karpenter core.
+GROUP = "karpenter.sh"
+NODEPOOL = "karpenter.sh/nodepool"
+CAPACITY_TYPE = "karpenter.sh/capacity-type"
+REGISTERED = "karpenter.sh/registered"
+INITIALIZED = "karpenter.sh/initialized"
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+DO_NOT_SYNC_TAINTS = "karpenter.sh/do-not-sync-taints"
+NODEPOOL_HASH = "karpenter.sh/nodepool-hash"
+NODEPOOL_HASH_VERSION = "karpenter.sh/nodepool-hash-version"
+NODECLAIM_TERMINATION_TIMESTAMP = "karpenter.sh/nodeclaim-termination-timestamp"
+MIN_VALUES_RELAXED = "karpenter.sh/nodeclaim-min-values-relaxed"
+TERMINATION_FINALIZER = "karpenter.sh/termination"
+DISRUPTED_TAINT_KEY = "karpenter.sh/disrupted"
+UNREGISTERED_TAINT_KEY = "karpenter.sh/unregistered"
+POD_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
+
+CAPACITY_TYPE_SPOT = "spot"
+CAPACITY_TYPE_ON_DEMAND = "on-demand"
+CAPACITY_TYPE_RESERVED = "reserved"
+CAPACITY_TYPES = (CAPACITY_TYPE_RESERVED, CAPACITY_TYPE_SPOT, CAPACITY_TYPE_ON_DEMAND)
+
+# Karpenter AWS provider.
+AWS_GROUP = "karpenter.k8s.aws"
+EC2NODECLASS = "karpenter.k8s.aws/ec2nodeclass"
+INSTANCE_CATEGORY = "karpenter.k8s.aws/instance-category"
+INSTANCE_FAMILY = "karpenter.k8s.aws/instance-family"
+INSTANCE_GENERATION = "karpenter.k8s.aws/instance-generation"
+INSTANCE_SIZE = "karpenter.k8s.aws/instance-size"
+INSTANCE_CPU = "karpenter.k8s.aws/instance-cpu"
+INSTANCE_MEMORY = "karpenter.k8s.aws/instance-memory"
+INSTANCE_HYPERVISOR = "karpenter.k8s.aws/instance-hypervisor"
+INSTANCE_GPU_NAME = "karpenter.k8s.aws/instance-gpu-name"
+INSTANCE_GPU_MANUFACTURER = "karpenter.k8s.aws/instance-gpu-manufacturer"
+INSTANCE_GPU_COUNT = "karpenter.k8s.aws/instance-gpu-count"
+INSTANCE_GPU_MEMORY = "karpenter.k8s.aws/instance-gpu-memory"
+ZONE_ID = "topology.k8s.aws/zone-id"
+
+# Labels whose values come from instance types/offerings, so a NodePool need not define them.
+WELL_KNOWN_LABELS = frozenset(
+    {
+        NODEPOOL,
+        ZONE,
+        REGION,
+        INSTANCE_TYPE,
+        ARCH,
+        OS,
+        CAPACITY_TYPE,
+        WINDOWS_BUILD,
+        ZONE_ID,
+        INSTANCE_CATEGORY,
+        INSTANCE_FAMILY,
+        INSTANCE_GENERATION,
+        INSTANCE_SIZE,
+        INSTANCE_CPU,
+        INSTANCE_MEMORY,
+        INSTANCE_HYPERVISOR,
+        INSTANCE_GPU_NAME,
+        INSTANCE_GPU_MANUFACTURER,
+        INSTANCE_GPU_COUNT,
+        INSTANCE_GPU_MEMORY,
+        "karpenter.k8s.aws/instance-cpu-manufacturer",
+        "karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz",
+        "karpenter.k8s.aws/instance-encryption-in-transit-supported",
+        "karpenter.k8s.aws/instance-local-nvme",
+        "karpenter.k8s.aws/instance-ebs-bandwidth",
+        "karpenter.k8s.aws/instance-network-bandwidth",
+        "karpenter.k8s.aws/instance-accelerator-name",
+        "karpenter.k8s.aws/instance-accelerator-manufacturer",
+        "karpenter.k8s.aws/instance-accelerator-count",
+        "karpenter.k8s.aws/instance-capability-flex",
+        "karpenter.k8s.aws/instance-tenancy",
+    }
+)
+
+# Pre-v1 label keys that Karpenter rewrites to their stable names.
+NORMALIZED_LABELS = {
+    "failure-domain.beta.kubernetes.io/zone": ZONE,
+    "failure-domain.beta.kubernetes.io/region": REGION,
+    "beta.kubernetes.io/arch": ARCH,
+    "beta.kubernetes.io/os": OS,
+    "beta.kubernetes.io/instance-type": INSTANCE_TYPE,
+    "topology.ebs.csi.aws.com/zone": ZONE,
+}
+
+# Taints that uninitialized managed nodes carry for a while and that scheduling ignores there.
+EPHEMERAL_TAINT_KEYS = frozenset(
+    {
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+        "node.cloudprovider.kubernetes.io/uninitialized",
+        UNREGISTERED_TAINT_KEY,
+    }
+)
+EPHEMERAL_TAINT_PREFIX = "readiness.k8s.io/"
+
+CRITICAL_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})

@@ -1,0 +1,186 @@
+"""Reconciler settings, read from environment variables with Karpenter's names.
+
+The simulator builds the same ``Settings`` from a scenario's ``settings:`` map
+(camelCase keys such as ``batchIdleDuration``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+DEFAULT_FEATURE_GATES: dict[str, bool] = {
+    "NodeRepair": False,
+    "ReservedCapacity": True,
+    "SpotToSpotConsolidation": False,
+    "NodeOverlay": False,
+    "StaticCapacity": False,
+    "CapacityBuffer": False,
+}
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
+_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+class SettingsError(ValueError):
+    """A setting with a bad value; the message names the setting."""
+
+
+def parse_duration(text: str, *, name: str = "duration") -> float:
+    """Go-style duration (``1s``, ``1m30s``, ``500ms``, ``2h``) in seconds."""
+    value = str(text).strip()
+    if value == "0":
+        return 0.0
+    position, seconds = 0, 0.0
+    for match in _DURATION_PART.finditer(value):
+        if match.start() != position:
+            break
+        seconds += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        position = match.end()
+    if position != len(value) or not value:
+        raise SettingsError(f"{name}: {text!r} is not a duration (expected e.g. 10s, 1m30s, 2h)")
+    return seconds
+
+
+def format_duration(seconds: float) -> str:
+    whole = int(seconds)
+    if whole != seconds:
+        return f"{seconds}s"
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    text = (f"{hours}h" if hours else "") + (f"{minutes}m" if minutes else "") + (f"{secs}s" if secs else "")
+    return text or "0s"
+
+
+def parse_feature_gates(text: str | Mapping[str, Any], *, name: str = "FEATURE_GATES") -> dict[str, bool]:
+    gates = dict(DEFAULT_FEATURE_GATES)
+    items: list[tuple[str, Any]]
+    if isinstance(text, Mapping):
+        items = list(text.items())
+    else:
+        items = []
+        for part in filter(None, (p.strip() for p in str(text).split(","))):
+            key, sep, value = part.partition("=")
+            if not sep:
+                raise SettingsError(f"{name}: {part!r} must look like Gate=true")
+            items.append((key.strip(), value.strip()))
+    for key, value in items:
+        if key not in DEFAULT_FEATURE_GATES:
+            raise SettingsError(f"{name}: unknown feature gate {key!r} (known: {', '.join(DEFAULT_FEATURE_GATES)})")
+        if isinstance(value, bool):
+            gates[key] = value
+        elif str(value).lower() in ("true", "false"):
+            gates[key] = str(value).lower() == "true"
+        else:
+            raise SettingsError(f"{name}.{key}: {value!r} is not true or false")
+    return gates
+
+
+@dataclass(slots=True, frozen=True)
+class Settings:
+    cluster_name: str = ""
+    cluster_endpoint: str = ""
+    interruption_queue: str = ""
+    aws_region: str = ""
+    batch_idle_duration: float = 1.0
+    batch_max_duration: float = 10.0
+    preference_policy: str = "Respect"
+    min_values_policy: str = "Strict"
+    feature_gates: Mapping[str, bool] = field(default_factory=lambda: dict(DEFAULT_FEATURE_GATES))
+    # Karpenter waits 15 s before executing a consolidation command and re-validates it.
+    consolidation_validation_wait: float = 15.0
+    disruption_poll_period: float = 10.0
+    max_instance_types: int = 600
+    log_level: str = "info"
+    metrics_port: int = 8080
+    health_probe_port: int = 8081
+    leader_elect: bool = True
+
+    def gate(self, name: str) -> bool:
+        return bool(self.feature_gates.get(name, False))
+
+    def with_overrides(self, **changes: Any) -> Settings:
+        return replace(self, **changes)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Settings:
+        """Karpenter's environment variable names; bad values raise ``SettingsError`` naming the variable."""
+        values: dict[str, Any] = {}
+        text_settings = {
+            "CLUSTER_NAME": "cluster_name",
+            "CLUSTER_ENDPOINT": "cluster_endpoint",
+            "INTERRUPTION_QUEUE": "interruption_queue",
+            "LOG_LEVEL": "log_level",
+        }
+        for var, attr in text_settings.items():
+            if env.get(var):
+                values[attr] = env[var]
+        region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+        if region:
+            values["aws_region"] = region
+        for var, attr in (("BATCH_IDLE_DURATION", "batch_idle_duration"), ("BATCH_MAX_DURATION", "batch_max_duration")):
+            if env.get(var):
+                values[attr] = parse_duration(env[var], name=var)
+        for var, attr, allowed in (
+            ("PREFERENCE_POLICY", "preference_policy", ("Respect", "Ignore")),
+            ("MIN_VALUES_POLICY", "min_values_policy", ("Strict", "BestEffort")),
+        ):
+            if env.get(var):
+                if env[var] not in allowed:
+                    raise SettingsError(f"{var}: {env[var]!r} must be one of {', '.join(allowed)}")
+                values[attr] = env[var]
+        if env.get("FEATURE_GATES"):
+            values["feature_gates"] = parse_feature_gates(env["FEATURE_GATES"])
+        for var, attr in (("METRICS_PORT", "metrics_port"), ("HEALTH_PROBE_PORT", "health_probe_port")):
+            if env.get(var):
+                try:
+                    values[attr] = int(env[var])
+                except ValueError:
+                    raise SettingsError(f"{var}: {env[var]!r} is not a port number") from None
+        if env.get("DISABLE_LEADER_ELECTION", "").lower() == "true":
+            values["leader_elect"] = False
+        settings = cls(**values)
+        settings.validate()
+        return settings
+
+    @classmethod
+    def from_scenario(cls, raw: Mapping[str, Any] | None, *, path: str = "settings") -> Settings:
+        """The ``settings:`` block of a scenario file (camelCase keys)."""
+        if raw is None:
+            return cls()
+        if not isinstance(raw, Mapping):
+            raise SettingsError(f"{path}: expected a map")
+        values: dict[str, Any] = {}
+        for key, value in raw.items():
+            where = f"{path}.{key}"
+            if key in ("batchIdleDuration", "batchMaxDuration", "consolidationValidationWait"):
+                attr = {"batchIdleDuration": "batch_idle_duration", "batchMaxDuration": "batch_max_duration",
+                        "consolidationValidationWait": "consolidation_validation_wait"}[key]
+                values[attr] = parse_duration(str(value), name=where)
+            elif key == "preferencePolicy":
+                if value not in ("Respect", "Ignore"):
+                    raise SettingsError(f"{where}: {value!r} must be Respect or Ignore")
+                values["preference_policy"] = value
+            elif key == "minValuesPolicy":
+                if value not in ("Strict", "BestEffort"):
+                    raise SettingsError(f"{where}: {value!r} must be Strict or BestEffort")
+                values["min_values_policy"] = value
+            elif key == "featureGates":
+                values["feature_gates"] = parse_feature_gates(value, name=where)
+            elif key == "clusterName":
+                values["cluster_name"] = str(value)
+            elif key == "clock":
+                continue  # read by the simulator's clock, not a reconciler setting
+            else:
+                raise SettingsError(f"{where}: unknown setting")
+        settings = cls(**values)
+        settings.validate(prefix=f"{path}.")
+        return settings
+
+    def validate(self, prefix: str = "") -> None:
+        if self.batch_idle_duration <= 0 or self.batch_max_duration <= 0:
+            raise SettingsError(f"{prefix}batch durations must be positive")
+        if self.batch_idle_duration > self.batch_max_duration:
+            raise SettingsError(f"{prefix}batchIdleDuration must not exceed batchMaxDuration")

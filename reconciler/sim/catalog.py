@@ -1,0 +1,122 @@
+"""The scenario ``catalog:`` section -> the simulated cloud's instance types."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from reconciler.cloud.types import InstanceType, Offering
+from reconciler.model import labels as wk
+from reconciler.model.resources import Resources
+from reconciler.sim.scenario import ScenarioError
+
+PRESETS = ("aws-us-east-1",)
+_TYPE_KEYS = {"name", "arch", "os", "capacity", "labels", "overhead", "offerings"}
+_CATALOG_KEYS = {"preset", "zones", "region", "overhead", "instanceTypes"}
+
+
+def build_catalog(catalog: Mapping[str, Any]) -> list[InstanceType]:
+    for key in catalog:
+        if key not in _CATALOG_KEYS:
+            raise ScenarioError(f"catalog.{key}: unknown key (expected one of {', '.join(sorted(_CATALOG_KEYS))})")
+    region = str(catalog.get("region") or "")
+    zones = catalog.get("zones")
+    if zones is not None and (not isinstance(zones, list) or not all(isinstance(z, str) for z in zones)):
+        raise ScenarioError("catalog.zones: expected a list of zone names")
+    default_overhead = _resources(catalog.get("overhead"), "catalog.overhead") if "overhead" in catalog else None
+    types: dict[str, InstanceType] = {}
+    preset = catalog.get("preset")
+    if preset is not None:
+        if preset not in PRESETS:
+            raise ScenarioError(f"catalog.preset: {preset!r} is not a known preset (known: {', '.join(PRESETS)})")
+        from reconciler.cloud.aws.preset import load_preset
+
+        for instance_type in load_preset(region=region or "us-east-1", zones=zones):
+            types[instance_type.name] = instance_type
+    raw_types = catalog.get("instanceTypes") or []
+    if not isinstance(raw_types, list):
+        raise ScenarioError("catalog.instanceTypes: expected a list")
+    for index, raw in enumerate(raw_types):
+        instance_type = _instance_type(raw, f"catalog.instanceTypes[{index}]", region, default_overhead)
+        types[instance_type.name] = instance_type
+    if not types:
+        raise ScenarioError("catalog: no instance types (give preset: aws-us-east-1 or instanceTypes)")
+    return list(types.values())
+
+
+def _instance_type(
+    raw: Any, path: str, region: str, default_overhead: Resources | None
+) -> InstanceType:
+    if not isinstance(raw, Mapping):
+        raise ScenarioError(f"{path}: expected a map")
+    for key in raw:
+        if key not in _TYPE_KEYS:
+            raise ScenarioError(f"{path}.{key}: unknown key")
+    name = raw.get("name")
+    if not isinstance(name, str) or not name:
+        raise ScenarioError(f"{path}.name: required")
+    arch = raw.get("arch", "amd64")
+    if arch not in ("amd64", "arm64"):
+        raise ScenarioError(f"{path}.arch: {arch!r} must be amd64 or arm64")
+    os_name = raw.get("os", "linux")
+    if os_name not in ("linux", "windows"):
+        raise ScenarioError(f"{path}.os: {os_name!r} must be linux or windows")
+    capacity = _resources(raw.get("capacity"), f"{path}.capacity")
+    for required in ("cpu", "memory", "pods"):
+        if capacity.amount(required) <= 0:
+            raise ScenarioError(f"{path}.capacity.{required}: required and positive")
+    if "overhead" in raw:
+        overhead = _resources(raw.get("overhead"), f"{path}.overhead")
+    elif default_overhead is not None:
+        overhead = default_overhead
+    else:
+        from reconciler.cloud.aws.allocatable import overhead_for
+
+        overhead = overhead_for(capacity, arch)
+    extra_labels = raw.get("labels") or {}
+    if not isinstance(extra_labels, Mapping):
+        raise ScenarioError(f"{path}.labels: expected a map of label to value")
+    labels = {wk.INSTANCE_TYPE: name, wk.ARCH: arch, wk.OS: os_name}
+    if region:
+        labels[wk.REGION] = region
+    labels.update({str(k): str(v) for k, v in extra_labels.items()})
+    offerings = _offerings(raw.get("offerings"), f"{path}.offerings")
+    return InstanceType(name=name, capacity=capacity, overhead=overhead, offerings=offerings, labels=labels)
+
+
+def _offerings(raw: Any, path: str) -> tuple[Offering, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise ScenarioError(f"{path}: required, a list of {{capacityType, zone, price}}")
+    offerings = []
+    seen: set[tuple[str, str]] = set()
+    for index, item in enumerate(raw):
+        where = f"{path}[{index}]"
+        if not isinstance(item, Mapping):
+            raise ScenarioError(f"{where}: expected a map")
+        unknown = set(item) - {"capacityType", "zone", "price", "available"}
+        if unknown:
+            raise ScenarioError(f"{where}.{sorted(unknown)[0]}: unknown key")
+        capacity_type = item.get("capacityType")
+        if capacity_type not in wk.CAPACITY_TYPES:
+            raise ScenarioError(f"{where}.capacityType: {capacity_type!r} must be one of {', '.join(wk.CAPACITY_TYPES)}")
+        zone = item.get("zone")
+        if not isinstance(zone, str) or not zone:
+            raise ScenarioError(f"{where}.zone: required")
+        price = item.get("price")
+        if isinstance(price, bool) or not isinstance(price, int | float) or price < 0:
+            raise ScenarioError(f"{where}.price: required, a non-negative number (USD per hour)")
+        available = item.get("available", True)
+        if not isinstance(available, bool):
+            raise ScenarioError(f"{where}.available: must be true or false")
+        if (capacity_type, zone) in seen:
+            raise ScenarioError(f"{where}: duplicate offering {capacity_type} in {zone}")
+        seen.add((capacity_type, zone))
+        offerings.append(Offering(zone=zone, capacity_type=capacity_type, price=float(price), available=available))
+    return tuple(offerings)
+
+
+def _resources(raw: Any, path: str) -> Resources:
+    try:
+        return Resources.from_manifest(raw, path=path)
+    except ValueError as err:
+        raise ScenarioError(str(err)) from None

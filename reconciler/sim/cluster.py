@@ -1,0 +1,255 @@
+"""The simulated cluster's moving parts: provisioning passes, kube-scheduler binding, kubelets, terminations.
+
+``SimulatedCluster`` calls Adze's real engine (``provisioning``, ``disruption``)
+and lifecycle executors (``lifecycle``) and plays kube-scheduler and the kubelet
+around them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from reconciler.kube.api import NODE, NODECLAIM, POD, Kind, Manifest, NotFoundError
+from reconciler.lifecycle.launch import has_condition, initialize, launch, node_for_instance, register
+from reconciler.lifecycle.termination import Terminator
+from reconciler.model import labels as wk
+from reconciler.sim import engine
+from reconciler.sim.workloads import running_status
+
+if TYPE_CHECKING:
+    from reconciler.sim.runner import Simulation
+
+# Re-planning after insufficient capacity at launch is bounded, like Karpenter's next batches.
+MAX_LAUNCH_RETRIES = 3
+UNPLANNED = "not yet considered by a provisioning pass"
+
+
+def pod_key(pod: Mapping[str, Any]) -> str:
+    metadata = pod.get("metadata") or {}
+    return f"{metadata.get('namespace', 'default')}/{metadata.get('name')}"
+
+
+def is_terminal(pod: Mapping[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+class SimulatedCluster:
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+        self.reasons: dict[str, str] = {}
+        self.booting: dict[str, str] = {}  # nodeclaim -> provider id, launched with `launch: pending`
+        self.terminator = Terminator(sim.kube, sim.cloud)
+
+    # -- reading the cluster --------------------------------------------------------------------
+    def pods(self) -> list[Manifest]:
+        return self.sim.kube.objects(POD)
+
+    def pending_pods(self) -> list[Manifest]:
+        return [
+            p for p in self.pods()
+            if not (p.get("spec") or {}).get("nodeName") and not is_terminal(p)
+            and not (p.get("metadata") or {}).get("deletionTimestamp")
+        ]
+
+    def pending_reasons(self) -> dict[str, str]:
+        return {pod_key(p): self.reasons.get(pod_key(p), UNPLANNED) for p in self.pending_pods()}
+
+    def daemon_pod_fits(self, template: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
+        return engine.daemon_pod_fits(template, node)
+
+    def state(self) -> Any:
+        return engine.build_state(self.sim.kube.objects(), self.sim.now)
+
+    # -- provisioning ---------------------------------------------------------------------------
+    async def provision(self, record: dict[str, Any], *, launch_ready: bool) -> None:
+        for _ in range(MAX_LAUNCH_RETRIES):
+            plan = await self._plan()
+            await self._bind(plan.existing, record)
+            retry = False
+            for planned in plan.nodeclaims:
+                outcome = await self._launch_planned(planned, record, launch_ready=launch_ready)
+                retry = retry or outcome is None
+            self.reasons.update(plan.pending)
+            for key, reason in plan.pending.items():
+                record["events"].append({"object": f"Pod/{key}", "reason": "FailedScheduling", "message": reason})
+            if not retry:
+                break
+
+    async def _plan(self) -> Any:
+        types = await self.sim.cloud.instance_types(None)
+        return engine.plan(self.state(), types, self.sim.settings, self.sim.now, self.sim.names)
+
+    async def _launch_planned(self, planned: Any, record: dict[str, Any], *, launch_ready: bool) -> str | None:
+        manifest = planned.manifest()
+        await self.sim.kube.create(manifest)
+        claim = self.sim.kube.peek(NODECLAIM, manifest["metadata"]["name"])
+        outcome = await launch(self.sim.kube, self.sim.cloud, claim, self.sim.now)
+        if outcome.instance is None:
+            record["events"].append(
+                {"object": f"NodeClaim/{outcome.nodeclaim}", "reason": "InsufficientCapacityError",
+                 "message": outcome.error}
+            )
+            return None
+        instance = outcome.instance
+        record["launched"].append(
+            {
+                "nodeclaim": planned.name,
+                "nodepool": planned.nodepool,
+                "node": planned.name,
+                "instanceType": instance.instance_type,
+                "zone": instance.zone,
+                "capacityType": instance.capacity_type,
+                "price": instance.price,
+                "instanceTypeOptions": list(planned.instance_type_options),
+                "pods": list(planned.pods),
+            }
+        )
+        record["events"].append(
+            {"object": f"NodeClaim/{planned.name}", "reason": "Launched",
+             "message": f"launched {instance.instance_type} {instance.capacity_type} in {instance.zone} "
+                        f"for {len(planned.pods)} pod(s) at {instance.price} $/h"}
+        )
+        if launch_ready:
+            await self.boot(planned.name)
+            await self._bind({key: planned.name for key in planned.pods}, record)
+        else:
+            self.booting[planned.name] = instance.provider_id
+        return planned.name
+
+    async def boot(self, nodeclaim_name: str) -> None:
+        """The simulated kubelet joins, Adze registers and initializes the claim (startup agents done)."""
+        claim = self.sim.kube.peek(NODECLAIM, nodeclaim_name)
+        if claim is None:
+            return
+        instance = await self.sim.cloud.get(claim["status"]["providerID"])
+        node = node_for_instance(claim, instance, self.sim.now)
+        await self.sim.kube.create(node)
+        await register(self.sim.kube, claim, self.sim.kube.peek(NODE, nodeclaim_name), self.sim.now)
+        # The agents that own startup taints (e.g. a CNI) remove them once they run.
+        startup = {(t.get("key"), t.get("effect")) for t in (claim.get("spec") or {}).get("startupTaints") or []}
+        current = self.sim.kube.peek(NODE, nodeclaim_name)
+        if startup:
+            taints = [t for t in current["spec"].get("taints") or [] if (t.get("key"), t.get("effect")) not in startup]
+            await self.sim.kube.patch(NODE, nodeclaim_name, {"spec": {"taints": taints}})
+        await initialize(
+            self.sim.kube, self.sim.kube.peek(NODECLAIM, nodeclaim_name),
+            self.sim.kube.peek(NODE, nodeclaim_name), self.sim.now,
+        )
+        await self.sim.workloads.reconcile()  # DaemonSet pods for the new node
+
+    async def boot_pending_nodes(self, record: dict[str, Any]) -> None:
+        for name in list(self.booting):
+            del self.booting[name]
+            await self.boot(name)
+
+    async def _bind(self, placements: Mapping[str, str], record: dict[str, Any]) -> None:
+        """kube-scheduler binds pods where Adze planned them."""
+        for key, node_name in placements.items():
+            namespace, _, name = key.partition("/")
+            try:
+                pod = await self.sim.kube.get(POD, name, namespace)
+            except NotFoundError:
+                continue
+            if (pod.get("spec") or {}).get("nodeName"):
+                continue
+            await self.sim.kube.patch(POD, name, {"spec": {"nodeName": node_name}}, namespace)
+            await self.sim.kube.patch(POD, name, {"status": running_status(self.sim.now)}, namespace,
+                                      subresource="status")
+            record["bound"][key] = node_name
+            self.reasons.pop(key, None)
+        if placements:
+            await engine.record_pod_events(self.sim.kube, placements.values(), self.sim.now)
+
+    async def settle(self, record: dict[str, Any]) -> None:
+        """Let terminations progress and let kube-scheduler place pending pods on existing capacity."""
+        await self.progress_terminations(record)
+        if self.pending_pods():
+            plan = await self._plan_existing_only()
+            await self._bind(plan, record)
+
+    async def _plan_existing_only(self) -> dict[str, str]:
+        types = await self.sim.cloud.instance_types(None)
+        return engine.bindable(self.state(), types, self.sim.settings, self.sim.now)
+
+    # -- disruption and termination -------------------------------------------------------------
+    async def disrupt_once(self, record: dict[str, Any]) -> bool:
+        return await engine.disrupt_once(self, record)
+
+    async def expire(self, record: dict[str, Any]) -> None:
+        await engine.expire(self, record)
+
+    async def interrupt(self, node_name: str, kind: str, record: dict[str, Any], *, path: str) -> None:
+        await engine.interrupt(self, node_name, kind, record, path=path)
+
+    async def delete_capacity(self, kind: Kind, name: str, record: dict[str, Any]) -> None:
+        """A user deleted a Node or NodeClaim: Adze's termination finalizer drains it first."""
+        claim_name = name
+        if kind == NODE:
+            node = self.sim.kube.peek(NODE, name)
+            if node is None:
+                raise NotFoundError(f"node {name}")
+            claim_name = engine.nodeclaim_for_node(self.sim.kube, node) or ""
+            if not claim_name:
+                await self.sim.kube.delete(NODE, name)
+                return
+        await self.sim.kube.delete(NODECLAIM, claim_name)
+        await self.progress_terminations(record)
+
+    async def progress_terminations(self, record: dict[str, Any]) -> None:
+        """Drive every deleting NodeClaim's termination as far as it can go now."""
+        for _ in range(10):
+            deleting = [c for c in self.sim.kube.objects(NODECLAIM) if c["metadata"].get("deletionTimestamp")]
+            if not deleting:
+                return
+            progressed = False
+            for claim in deleting:
+                result = await self.terminator.step(claim, self.sim.now)
+                for key in result.evicted:
+                    record["events"].append({"object": f"Pod/{key}", "reason": "Evicted",
+                                             "message": f"evicted from {claim['metadata']['name']}"})
+                for message in result.blocked:
+                    record["events"].append({"object": f"NodeClaim/{claim['metadata']['name']}",
+                                             "reason": "TerminationBlocked", "message": message})
+                progressed = progressed or result.progressed
+            await self.sim.workloads.reconcile()
+            if self.pending_pods():
+                await self._bind(await self._plan_existing_only(), record)
+            if not progressed:
+                return
+
+    # -- results --------------------------------------------------------------------------------
+    def final_summary(self) -> dict[str, Any]:
+        pods_by_node: dict[str, list[str]] = {}
+        for pod in self.pods():
+            node_name = (pod.get("spec") or {}).get("nodeName")
+            if node_name and not is_terminal(pod):
+                pods_by_node.setdefault(node_name, []).append(pod_key(pod))
+        nodes = []
+        total = 0.0
+        for node in sorted(self.sim.kube.objects(NODE), key=lambda n: n["metadata"]["name"]):
+            labels = node["metadata"].get("labels") or {}
+            price = self.sim.cloud.price_of(
+                labels.get(wk.INSTANCE_TYPE, ""), labels.get(wk.ZONE, ""), labels.get(wk.CAPACITY_TYPE, "")
+            ) or 0.0
+            total += price
+            nodes.append(
+                {
+                    "name": node["metadata"]["name"],
+                    "nodepool": labels.get(wk.NODEPOOL),
+                    "instanceType": labels.get(wk.INSTANCE_TYPE),
+                    "zone": labels.get(wk.ZONE),
+                    "capacityType": labels.get(wk.CAPACITY_TYPE),
+                    "price": price,
+                    "pods": sorted(pods_by_node.get(node["metadata"]["name"], [])),
+                    "managed": wk.NODEPOOL in labels,
+                }
+            )
+        return {
+            "nodes": nodes,
+            "pending": sorted(pod_key(p) for p in self.pending_pods()),
+            "costPerHour": round(total, 6),
+        }
+
+
+__all__ = ["SimulatedCluster", "has_condition"]

@@ -1,0 +1,86 @@
+"""Result documents: JSON output and the human-readable tables of ``simulate``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+
+def write_result(result: dict[str, Any], *, json_stdout: bool, out_path: str | None) -> None:
+    text = json.dumps(result, indent=2, sort_keys=False) + "\n"
+    if out_path:
+        with open(out_path, "w") as handle:
+            handle.write(text)
+    if json_stdout:
+        sys.stdout.write(text)
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
+    out = [line.rstrip()]
+    out.extend("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows)
+    return out
+
+
+def _pods_summary(pods: list[str], limit: int = 4) -> str:
+    if len(pods) <= limit:
+        return ", ".join(pods) or "-"
+    return ", ".join(pods[:limit]) + f" (+{len(pods) - limit} more)"
+
+
+def render_text(result: dict[str, Any]) -> str:
+    lines = [f"scenario: {result['scenario']}", ""]
+    for index, step in enumerate(result["steps"]):
+        lines.append(f"step {index}: {step['step']} @ {step['clock']}")
+        if step["launched"]:
+            rows = [
+                [
+                    item["nodeclaim"], item["nodepool"], item["instanceType"], item["zone"], item["capacityType"],
+                    f"{item['price']:.4f}", str(len(item["pods"])),
+                    ", ".join(item["instanceTypeOptions"][:3]) + (" ..." if len(item["instanceTypeOptions"]) > 3 else ""),
+                ]
+                for item in step["launched"]
+            ]
+            lines.append("  launched:")
+            lines.extend(
+                "    " + row
+                for row in _table(["NODECLAIM", "NODEPOOL", "TYPE", "ZONE", "CAPACITY", "$/H", "PODS", "OPTIONS"], rows)
+            )
+        if step["bound"]:
+            by_node: dict[str, list[str]] = {}
+            for pod, node in step["bound"].items():
+                by_node.setdefault(node, []).append(pod)
+            lines.append("  bound:")
+            lines.extend(f"    {node} <- {_pods_summary(pods)}" for node, pods in sorted(by_node.items()))
+        for item in step["disrupted"]:
+            replacements = ", ".join(item.get("replacements") or []) or "none"
+            lines.append(
+                f"  disrupted: {item['node']} reason={item['reason']} method={item['method']} "
+                f"action={item['action']} replacements={replacements} "
+                f"savings={item.get('savingsPerHour', 0):.4f} $/h"
+            )
+        for item in step["events"]:
+            if item["reason"] in ("DisruptionBlocked", "Unconsolidatable", "TerminationBlocked"):
+                lines.append(f"  {item['reason']}: {item['object']}: {item['message']}")
+        if step["pending"]:
+            lines.append(f"  pending ({len(step['pending'])}):")
+            for pod, reason in list(step["pending"].items())[:10]:
+                lines.append(f"    {pod}: {reason}")
+            if len(step["pending"]) > 10:
+                lines.append(f"    ... {len(step['pending']) - 10} more")
+        lines.append("")
+    final = result["final"]
+    lines.append("final nodes:")
+    rows = [
+        [
+            node["name"], node.get("nodepool") or "-", node.get("instanceType") or "-", node.get("zone") or "-",
+            node.get("capacityType") or "-", f"{node['price']:.4f}", str(len(node["pods"])),
+        ]
+        for node in final["nodes"]
+    ]
+    lines.extend("  " + row for row in _table(["NODE", "NODEPOOL", "TYPE", "ZONE", "CAPACITY", "$/H", "PODS"], rows))
+    lines.append(f"pending pods: {len(final['pending'])}")
+    lines.append(f"cost: {final['costPerHour']:.4f} $/h ({final['costPerHour'] * 730:.2f} $/month)")
+    return "\n".join(lines) + "\n"

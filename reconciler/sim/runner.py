@@ -1,0 +1,244 @@
+"""The scenario runner: the real engine against an in-memory cluster and a simulated cloud.
+
+The simulator plays the parts Adze does not own — kube-controller-manager
+(workload controllers), kube-scheduler (binding), the kubelet (Nodes appear and
+become Ready at once) — and runs Adze's own provisioning, disruption and
+lifecycle code unchanged. Time is virtual: only ``advance`` and validation
+waits move the clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import string
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from reconciler.cloud.sim.provider import SimulatedCloud
+from reconciler.cloud.types import Instance
+from reconciler.kube.api import NODE, NODECLAIM, POD, Kind, Manifest, NotFoundError, kind_of
+from reconciler.kube.memory import MemoryKube
+from reconciler.model import labels as wk
+from reconciler.model.resources import Resources
+from reconciler.sim.catalog import build_catalog
+from reconciler.sim.cluster import SimulatedCluster
+from reconciler.sim.scenario import Scenario, ScenarioError, Step, load_scenario_file
+from reconciler.sim.workloads import WORKLOAD_KINDS, WorkloadControllers, expand_pod_replicas
+
+__all__ = ["ScenarioError", "Simulation", "run_scenario", "run_scenario_file"]
+
+MAX_STABLE_PASSES = 100
+
+
+class NameGenerator:
+    """Deterministic ``<nodepool>-<5 letters>`` NodeClaim names, seeded by the scenario name."""
+
+    def __init__(self, seed: str) -> None:
+        self._random = random.Random(seed)
+        self._used: set[str] = set()
+
+    def __call__(self, nodepool: str) -> str:
+        while True:
+            suffix = "".join(self._random.choices(string.ascii_lowercase + string.digits, k=5))
+            name = f"{nodepool}-{suffix}"
+            if name not in self._used:
+                self._used.add(name)
+                return name
+
+    def reserve(self, name: str) -> None:
+        self._used.add(name)
+
+
+def new_step_record(kind: str, clock: datetime) -> dict[str, Any]:
+    return {
+        "step": kind,
+        "clock": clock.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "launched": [],
+        "bound": {},
+        "pending": {},
+        "disrupted": [],
+        "events": [],
+    }
+
+
+class Simulation:
+    def __init__(self, scenario: Scenario) -> None:
+        self.scenario = scenario
+        self.settings = scenario.settings
+        self.now = scenario.clock
+        self.kube = MemoryKube(clock=lambda: self.now, seed=0)
+        self.cloud = SimulatedCloud(build_catalog(scenario.catalog), clock=lambda: self.now)
+        self.names = NameGenerator(scenario.name)
+        self.cluster = SimulatedCluster(self)
+        self.workloads = WorkloadControllers(
+            self.kube, self.snapshot, lambda: self.now, self.cluster.daemon_pod_fits
+        )
+
+    # -- helpers used by the step handlers ------------------------------------------------------
+    def snapshot(self, kind_name: str) -> list[Manifest]:
+        return [o for o in self.kube.objects() if o.get("kind") == kind_name]
+
+    def advance(self, seconds: float) -> None:
+        self.now = self.now + timedelta(seconds=seconds)
+
+    async def load(self) -> None:
+        expanded: list[Manifest] = []
+        for index, manifest in enumerate(self.scenario.objects):
+            for obj in expand_pod_replicas(manifest):
+                obj.setdefault("metadata", {})
+                if kind_of(obj).namespaced:
+                    obj["metadata"].setdefault("namespace", "default")
+                expanded.append(obj)
+            if manifest.get("kind") == "NodeClaim":
+                self.names.reserve(manifest["metadata"]["name"])
+            if manifest.get("kind") == "Node":
+                self._adopt_instance(manifest, f"objects[{index}]")
+        try:
+            self.kube.load(expanded)
+        except Exception as err:  # duplicate names and the like
+            raise ScenarioError(f"objects: {err}") from None
+        await self.workloads.reconcile()
+
+    def _adopt_instance(self, node: Mapping[str, Any], path: str) -> None:
+        """A scenario Node with a providerID is a running instance of the simulated cloud."""
+        provider_id = (node.get("spec") or {}).get("providerID")
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        if not provider_id:
+            return
+        instance_type = labels.get(wk.INSTANCE_TYPE, "")
+        zone = labels.get(wk.ZONE, "")
+        capacity_type = labels.get(wk.CAPACITY_TYPE, wk.CAPACITY_TYPE_ON_DEMAND)
+        price = self.cloud.price_of(instance_type, zone, capacity_type) or 0.0
+        capacity = Resources.from_manifest((node.get("status") or {}).get("capacity"), path=f"{path}.status.capacity")
+        self.cloud.register_existing(
+            Instance(
+                provider_id=provider_id,
+                instance_type=instance_type,
+                zone=zone,
+                capacity_type=capacity_type,
+                price=price,
+                nodepool=labels.get(wk.NODEPOOL, ""),
+                capacity=capacity,
+                labels=dict(labels),
+            )
+        )
+
+    # -- steps ---------------------------------------------------------------------------------
+    async def run(self) -> dict[str, Any]:
+        await self.load()
+        steps = []
+        for step in self.scenario.steps:
+            record = new_step_record(step.kind, self.now)
+            await getattr(self, f"_step_{step.kind}")(step, record)
+            record["clock"] = self.now.strftime("%Y-%m-%dT%H:%M:%SZ")
+            record["pending"] = self.cluster.pending_reasons()
+            steps.append(record)
+        return {"scenario": self.scenario.name, "steps": steps, "final": self.cluster.final_summary()}
+
+    async def _step_provision(self, step: Step, record: dict[str, Any]) -> None:
+        await self.cluster.provision(record, launch_ready=step.args.get("launch", "ready") == "ready")
+
+    async def _step_disrupt(self, step: Step, record: dict[str, Any]) -> None:
+        passes = MAX_STABLE_PASSES if step.args.get("until") == "stable" else 1
+        for _ in range(passes):
+            acted = await self.cluster.disrupt_once(record)
+            if not acted:
+                break
+
+    async def _step_expire(self, step: Step, record: dict[str, Any]) -> None:
+        await self.cluster.expire(record)
+
+    async def _step_advance(self, step: Step, record: dict[str, Any]) -> None:
+        self.advance(step.args)
+        await self.cluster.boot_pending_nodes(record)
+        await self.cluster.settle(record)
+
+    async def _step_apply(self, step: Step, record: dict[str, Any]) -> None:
+        for index, manifest in enumerate(step.args):
+            for obj in expand_pod_replicas(manifest):
+                await self._apply_object(obj, f"{step.path}.apply[{index}]")
+        await self.workloads.reconcile()
+        await self.cluster.settle(record)
+
+    async def _apply_object(self, manifest: Manifest, path: str) -> None:
+        kind = kind_of(manifest)
+        metadata = manifest.setdefault("metadata", {})
+        if kind.namespaced:
+            metadata.setdefault("namespace", "default")
+        current = self.kube.peek(kind, metadata["name"], metadata.get("namespace"))
+        try:
+            if current is None:
+                await self.kube.create(manifest)
+            else:
+                metadata["resourceVersion"] = current["metadata"]["resourceVersion"]
+                await self.kube.replace(manifest)
+        except Exception as err:
+            raise ScenarioError(f"{path}: {err}") from None
+
+    async def _step_delete(self, step: Step, record: dict[str, Any]) -> None:
+        for index, ref in enumerate(step.args):
+            kind = _kind_for_reference(ref, f"{step.path}.delete[{index}]")
+            namespace = ref.get("namespace", "default") if kind.namespaced else None
+            try:
+                if kind == NODECLAIM or kind == NODE:
+                    await self.cluster.delete_capacity(kind, ref["name"], record)
+                else:
+                    await self.kube.delete(kind, ref["name"], namespace)
+            except NotFoundError:
+                record["events"].append(
+                    {"object": f"{ref['kind']}/{ref['name']}", "reason": "NotFound", "message": "nothing to delete"}
+                )
+        await self.workloads.reconcile()
+        await self.cluster.settle(record)
+
+    async def _step_interrupt(self, step: Step, record: dict[str, Any]) -> None:
+        await self.cluster.interrupt(step.args["node"], step.args.get("kind", "spot_interrupted"), record,
+                                     path=f"{step.path}.interrupt.node")
+
+    async def _step_unavailable(self, step: Step, record: dict[str, Any]) -> None:
+        for index, offering in enumerate(step.args):
+            try:
+                changed = self.cloud.mark_unavailable(
+                    offering["instanceType"], offering.get("zone"), offering.get("capacityType")
+                )
+            except KeyError:
+                raise ScenarioError(
+                    f"{step.path}.unavailable[{index}].instanceType: {offering['instanceType']!r} is not in the catalog"
+                ) from None
+            record["events"].append(
+                {
+                    "object": f"InstanceType/{offering['instanceType']}",
+                    "reason": "InsufficientCapacity",
+                    "message": f"{changed} offering(s) marked unavailable",
+                }
+            )
+
+
+_DELETABLE: dict[str, Kind] = {}
+
+
+def _kind_for_reference(ref: Mapping[str, Any], path: str) -> Kind:
+    from reconciler.kube.api import KNOWN_KINDS
+
+    if not _DELETABLE:
+        _DELETABLE.update({kind.kind: kind for kind in KNOWN_KINDS.values()})
+    kind = _DELETABLE.get(str(ref.get("kind")))
+    if kind is None:
+        raise ScenarioError(f"{path}.kind: {ref.get('kind')!r} is not a kind the simulator knows")
+    return kind
+
+
+def run_scenario(scenario: Scenario) -> dict[str, Any]:
+    return asyncio.run(Simulation(scenario).run())
+
+
+def run_scenario_file(path: str | Path) -> dict[str, Any]:
+    return run_scenario(load_scenario_file(path))
+
+
+# Re-exported for the CLI and tests: the kinds a scenario may declare workloads with.
+SIMULATED_WORKLOADS = sorted(WORKLOAD_KINDS)
+_ = (POD,)

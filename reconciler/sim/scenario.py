@@ -1,0 +1,190 @@
+"""Scenario documents (``scenario-format.md``): loading and validation.
+
+Every problem raises ``ScenarioError`` with a one-line message that starts with
+the offending key path, e.g. ``steps[2].advance: '3 minutes' is not a duration``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from reconciler.settings import Settings, SettingsError, parse_duration
+
+STEP_KINDS = ("provision", "disrupt", "expire", "advance", "apply", "delete", "interrupt", "unavailable")
+INTERRUPTION_KINDS = (
+    "spot_interrupted",
+    "rebalance_recommendation",
+    "instance_stopped",
+    "instance_terminated",
+    "scheduled_change",
+)
+DEFAULT_CLOCK = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class ScenarioError(ValueError):
+    """An invalid scenario; the message names the key path."""
+
+
+@dataclass(slots=True)
+class Step:
+    kind: str
+    args: Any
+    path: str
+
+
+@dataclass(slots=True)
+class Scenario:
+    name: str
+    settings: Settings
+    clock: datetime
+    catalog: Mapping[str, Any]
+    objects: list[dict[str, Any]]
+    steps: list[Step] = field(default_factory=list)
+    source: str = ""
+
+
+def load_scenario_file(path: str | Path) -> Scenario:
+    file = Path(path)
+    try:
+        text = file.read_text()
+    except OSError as err:
+        raise ScenarioError(f"{path}: cannot read scenario file ({err.strerror or err})") from None
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or "invalid YAML"
+        raise ScenarioError(f"{path}: {problem}{where}") from None
+    return parse_scenario(document, source=str(path), default_name=file.stem)
+
+
+def parse_scenario(document: Any, *, source: str = "", default_name: str = "scenario") -> Scenario:
+    if not isinstance(document, Mapping):
+        raise ScenarioError("(document): a scenario must be a YAML map with catalog, objects and steps")
+    known = {"name", "settings", "catalog", "objects", "steps", "description"}
+    for key in document:
+        if key not in known:
+            raise ScenarioError(f"{key}: unknown top-level key (expected one of {', '.join(sorted(known))})")
+    name = document.get("name", default_name)
+    if not isinstance(name, str) or not name:
+        raise ScenarioError("name: must be a non-empty string")
+    raw_settings = document.get("settings") or {}
+    if not isinstance(raw_settings, Mapping):
+        raise ScenarioError("settings: expected a map")
+    try:
+        settings = Settings.from_scenario(raw_settings)
+    except SettingsError as err:
+        raise ScenarioError(str(err)) from None
+    clock = _parse_clock(raw_settings.get("clock"))
+    catalog = document.get("catalog")
+    if not isinstance(catalog, Mapping):
+        raise ScenarioError("catalog: required map (preset and/or instanceTypes)")
+    objects = document.get("objects") or []
+    if not isinstance(objects, list):
+        raise ScenarioError("objects: expected a list of Kubernetes manifests")
+    for index, manifest in enumerate(objects):
+        check_manifest(manifest, f"objects[{index}]")
+    raw_steps = document.get("steps") or []
+    if not isinstance(raw_steps, list):
+        raise ScenarioError("steps: expected a list")
+    steps = [_parse_step(raw, f"steps[{index}]") for index, raw in enumerate(raw_steps)]
+    return Scenario(name, settings, clock, catalog, [dict(o) for o in objects], steps, source)
+
+
+def _parse_clock(value: Any) -> datetime:
+    if value is None:
+        return DEFAULT_CLOCK
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    try:
+        parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        raise ScenarioError(f"settings.clock: {value!r} is not an RFC 3339 time such as 2026-01-01T00:00:00Z") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def check_manifest(manifest: Any, path: str) -> None:
+    if not isinstance(manifest, Mapping):
+        raise ScenarioError(f"{path}: expected a Kubernetes manifest (a map)")
+    for key in ("apiVersion", "kind"):
+        if not isinstance(manifest.get(key), str) or not manifest.get(key):
+            raise ScenarioError(f"{path}.{key}: required")
+    metadata = manifest.get("metadata")
+    if not isinstance(metadata, Mapping):
+        raise ScenarioError(f"{path}.metadata: required map")
+    if not isinstance(metadata.get("name"), str) or not metadata.get("name"):
+        raise ScenarioError(f"{path}.metadata.name: required")
+    replicas = manifest.get("replicas")
+    if replicas is not None and (manifest.get("kind") != "Pod" or not isinstance(replicas, int) or replicas < 0):
+        raise ScenarioError(f"{path}.replicas: only a Pod may carry top-level replicas, a non-negative integer")
+
+
+def _parse_step(raw: Any, path: str) -> Step:
+    if not isinstance(raw, Mapping) or len(raw) != 1:
+        raise ScenarioError(f"{path}: a step is a map with exactly one key, one of {', '.join(STEP_KINDS)}")
+    ((kind, args),) = raw.items()
+    if kind not in STEP_KINDS:
+        raise ScenarioError(f"{path}.{kind}: unknown step (expected one of {', '.join(STEP_KINDS)})")
+    where = f"{path}.{kind}"
+    if kind == "advance":
+        try:
+            seconds = parse_duration(str(args), name=where)
+        except SettingsError as err:
+            raise ScenarioError(str(err)) from None
+        if seconds < 0:
+            raise ScenarioError(f"{where}: cannot move the clock backwards")
+        return Step(kind, seconds, path)
+    if kind in ("provision", "disrupt", "expire"):
+        args = _check_options(args, where, {"provision": {"launch"}, "disrupt": {"until"}, "expire": set()}[kind])
+        if kind == "provision" and args.get("launch", "ready") not in ("ready", "pending"):
+            raise ScenarioError(f"{where}.launch: must be ready or pending")
+        if kind == "disrupt" and args.get("until", "once") not in ("once", "stable"):
+            raise ScenarioError(f"{where}.until: must be stable")
+        return Step(kind, args, path)
+    if kind == "apply":
+        if not isinstance(args, list):
+            raise ScenarioError(f"{where}: expected a list of manifests")
+        for index, manifest in enumerate(args):
+            check_manifest(manifest, f"{where}[{index}]")
+        return Step(kind, args, path)
+    if kind == "delete":
+        if not isinstance(args, list):
+            raise ScenarioError(f"{where}: expected a list of {{kind, name, namespace}} references")
+        for index, ref in enumerate(args):
+            if not isinstance(ref, Mapping) or not ref.get("kind") or not ref.get("name"):
+                raise ScenarioError(f"{where}[{index}]: a reference needs kind and name (and namespace)")
+        return Step(kind, args, path)
+    if kind == "interrupt":
+        if not isinstance(args, Mapping) or not args.get("node"):
+            raise ScenarioError(f"{where}.node: required (the node whose instance is interrupted)")
+        if args.get("kind", "spot_interrupted") not in INTERRUPTION_KINDS:
+            raise ScenarioError(f"{where}.kind: {args.get('kind')!r} must be one of {', '.join(INTERRUPTION_KINDS)}")
+        return Step(kind, dict(args), path)
+    # unavailable
+    if not isinstance(args, list):
+        raise ScenarioError(f"{where}: expected a list of {{instanceType, zone, capacityType}}")
+    for index, offering in enumerate(args):
+        if not isinstance(offering, Mapping) or not offering.get("instanceType"):
+            raise ScenarioError(f"{where}[{index}].instanceType: required")
+        unknown = set(offering) - {"instanceType", "zone", "capacityType"}
+        if unknown:
+            raise ScenarioError(f"{where}[{index}].{sorted(unknown)[0]}: unknown key")
+    return Step(kind, args, path)
+
+
+def _check_options(args: Any, where: str, allowed: set[str]) -> dict[str, Any]:
+    if args is None:
+        return {}
+    if not isinstance(args, Mapping):
+        raise ScenarioError(f"{where}: expected a map of options ({{}} for none)")
+    for key in args:
+        if key not in allowed:
+            raise ScenarioError(f"{where}.{key}: unknown option")
+    return dict(args)

@@ -1,0 +1,121 @@
+"""The bundled us-east-1 catalogue: contents, determinism, generator freshness."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from reconciler.cloud.aws.catalog import InstanceTypeInfo
+from reconciler.cloud.aws.instancetype import spot_fraction
+from reconciler.cloud.aws.preset import PresetError, load_catalog, load_preset
+from reconciler.model import labels as wk
+from reconciler.model.quantity import parse_quantity
+
+REPO = Path(__file__).resolve().parents[3]
+PRICES = REPO.parent / "shared" / "data" / "ec2-on-demand-prices-us-east-1.json"
+
+
+def by_name() -> dict:
+    return {it.name: it for it in load_preset()}
+
+
+def test_preset_has_real_types_with_aws_allocatable() -> None:
+    types = by_name()
+    assert len(types) > 1000
+    m5 = types["m5.large"]
+    assert m5.capacity["cpu"] == parse_quantity("2")
+    assert m5.allocatable.to_manifest() == {
+        "cpu": "1930m",
+        "memory": "6903Mi",
+        "pods": "29",
+        "ephemeral-storage": "17Gi",
+    }
+    assert m5.labels[wk.INSTANCE_FAMILY] == "m5"
+    assert m5.labels[wk.INSTANCE_CATEGORY] == "m"
+    assert m5.labels[wk.INSTANCE_GENERATION] == "5"
+    assert m5.labels[wk.INSTANCE_SIZE] == "large"
+    assert m5.labels[wk.INSTANCE_CPU] == "2"
+    assert m5.labels[wk.INSTANCE_MEMORY] == "8192"
+    assert m5.labels[wk.INSTANCE_HYPERVISOR] == "nitro"
+    assert m5.labels[wk.REGION] == "us-east-1"
+    assert m5.labels[wk.ARCH] == "amd64"
+    assert types["c7g.xlarge"].labels[wk.ARCH] == "arm64"
+
+
+def test_gpu_neuron_and_efa_types_expose_extended_resources_and_labels() -> None:
+    types = by_name()
+    p4d = types["p4d.24xlarge"]
+    assert p4d.capacity["nvidia.com/gpu"] == parse_quantity("8")
+    assert p4d.capacity["vpc.amazonaws.com/efa"] == parse_quantity("4")
+    assert p4d.capacity["pods"] == parse_quantity("737")
+    assert p4d.labels[wk.INSTANCE_GPU_NAME] == "a100"
+    assert p4d.labels[wk.INSTANCE_GPU_MANUFACTURER] == "nvidia"
+    assert p4d.labels[wk.INSTANCE_GPU_MEMORY] == "40960"
+    assert p4d.labels["karpenter.k8s.aws/instance-local-nvme"] == "8000"
+    trn1 = types["trn1.32xlarge"]
+    assert trn1.capacity["aws.amazon.com/neuron"] == parse_quantity("16")
+    assert trn1.capacity["aws.amazon.com/neuroncore"] == parse_quantity("32")
+
+
+def test_offerings_on_demand_at_list_price_and_spot_at_documented_fraction() -> None:
+    m5 = by_name()["m5.large"]
+    on_demand = [o for o in m5.offerings if o.capacity_type == "on-demand"]
+    spot = [o for o in m5.offerings if o.capacity_type == "spot"]
+    assert on_demand and all(o.price == 0.096 for o in on_demand)
+    assert {o.zone for o in spot} == {o.zone for o in on_demand}
+    for offering in spot:
+        assert 0.30 * 0.096 <= offering.price < 0.45 * 0.096
+        assert offering.price == round(0.096 * spot_fraction("m5.large", offering.zone), 6)
+    assert len({o.price for o in spot}) > 1  # zones differ
+
+
+def test_spot_fraction_is_deterministic_and_bounded() -> None:
+    values = [spot_fraction(f"t{i}.large", "us-east-1a") for i in range(200)]
+    assert all(0.30 <= v < 0.45 for v in values)
+    assert spot_fraction("m5.large", "us-east-1a") == spot_fraction("m5.large", "us-east-1a")
+    assert max(values) - min(values) > 0.1
+
+
+def test_zone_filter_limits_offerings_and_drops_types_without_any() -> None:
+    only_e = load_preset(zones=["us-east-1e"])
+    assert 0 < len(only_e) < 200
+    assert all(o.zone == "us-east-1e" for it in only_e for o in it.offerings)
+    two = load_preset(zones=("us-east-1b", "us-east-1a"))
+    assert {o.zone for it in two for o in it.offerings} == {"us-east-1a", "us-east-1b"}
+
+
+def test_preset_errors_name_the_problem() -> None:
+    with pytest.raises(PresetError, match="eu-west-9"):
+        load_preset("eu-west-9")
+    with pytest.raises(PresetError, match="us-east-1z"):
+        load_preset(zones=["us-east-1z"])
+
+
+def test_catalog_record_round_trips() -> None:
+    catalog = load_catalog()
+    for entry in catalog.entries[:50]:
+        assert InstanceTypeInfo.from_record(entry.info.name, entry.info.to_record()) == entry.info
+    assert catalog.zone_ids["us-east-1a"].startswith("use1-az")
+
+
+def test_bundled_catalogue_is_what_the_generator_produces(tmp_path: Path) -> None:
+    """Regenerating from moto data and the shared price table reproduces the committed file exactly."""
+    if not PRICES.exists():
+        pytest.skip(f"{PRICES} not available")
+    spec = importlib.util.spec_from_file_location("gen_aws_catalog", REPO / "scripts" / "gen_aws_catalog.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["gen_aws_catalog"] = module
+    spec.loader.exec_module(module)
+    out = tmp_path / "catalog.json"
+    assert module.main(["--prices", str(PRICES), "--out", str(out)]) == 0
+    bundled = REPO / "reconciler" / "cloud" / "data" / "aws-us-east-1.json"
+    assert out.read_bytes() == bundled.read_bytes()
+    document = json.loads(out.read_text())
+    prices = json.loads(PRICES.read_text())["prices"]
+    assert set(document["types"]) <= set(prices)
+    assert len(out.read_bytes()) < 400_000

@@ -101,11 +101,16 @@ def _pattern(regex: str, what: str) -> AfterValidator:
 
 Cidr = Annotated[str, _checked(_cidr_problem)]
 DnsLabel = Annotated[
-    str, _pattern(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", "a DNS-1123 label (lower-case alphanumerics and '-')")
+    str,
+    _pattern(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", "a DNS-1123 label (lower-case alphanumerics and '-')"),
 ]
 RoleArn = Annotated[str, _pattern(r"arn:aws(-[a-z]+)*:iam::\d{12}:role/[\w+=,.@/-]+", "an IAM role ARN")]
-KmsKeyArn = Annotated[str, _pattern(r"arn:aws(-[a-z]+)*:kms:[a-z0-9-]+:\d{12}:(key|alias)/[\w/-]+", "a KMS key ARN")]
-InstanceType = Annotated[str, _pattern(r"[a-z][a-z0-9-]*\.[a-z0-9]+", "an EC2 instance type such as m6i.large")]
+KmsKeyArn = Annotated[
+    str, _pattern(r"arn:aws(-[a-z]+)*:kms:[a-z0-9-]+:\d{12}:(key|alias)/[\w/-]+", "a KMS key ARN")
+]
+InstanceType = Annotated[
+    str, _pattern(r"[a-z][a-z0-9-]*\.[a-z0-9]+", "an EC2 instance type such as m6i.large")
+]
 ClusterName = Annotated[
     str,
     Field(min_length=1, max_length=100),
@@ -125,8 +130,12 @@ class NetworkConfig(ConfigModel):
     availability_zones: Annotated[int, Field(ge=2, le=6)] = 3
     nat_gateways: Literal["single", "one-per-az"] = "one-per-az"
     vpc_id: Annotated[str, _pattern(r"vpc-[0-9a-f]{8,17}", "a VPC id (vpc-...)")] | None = None
-    private_subnet_ids: list[Annotated[str, _pattern(r"subnet-[0-9a-f]{8,17}", "a subnet id (subnet-...)")]] = []
-    public_subnet_ids: list[Annotated[str, _pattern(r"subnet-[0-9a-f]{8,17}", "a subnet id (subnet-...)")]] = []
+    private_subnet_ids: list[
+        Annotated[str, _pattern(r"subnet-[0-9a-f]{8,17}", "a subnet id (subnet-...)")]
+    ] = []
+    public_subnet_ids: list[
+        Annotated[str, _pattern(r"subnet-[0-9a-f]{8,17}", "a subnet id (subnet-...)")]
+    ] = []
     tag_elb_roles: bool = False
 
     @model_validator(mode="after")
@@ -136,7 +145,9 @@ class NetworkConfig(ConfigModel):
             if not self.vpc_id:
                 raise _field_problem("required when mode is existing", "vpcId")
             if len(self.private_subnet_ids) < 2:
-                raise _field_problem("needs at least two subnets in different zones (EKS)", "privateSubnetIds")
+                raise _field_problem(
+                    "needs at least two subnets in different zones (EKS)", "privateSubnetIds"
+                )
             for key in ("cidr", "availability_zones", "nat_gateways"):
                 if key in given:
                     raise _field_problem("only valid with mode: create", to_camel(key))
@@ -215,7 +226,7 @@ class ContainerResources(ConfigModel):
         for resource, limit in self.limits.items():
             request = self.requests.get(resource)
             if request is not None and parse_quantity(request) > parse_quantity(limit):
-                raise _field_problem(f"request {request} exceeds limit {limit}", f"requests.{resource}")
+                raise _field_problem(f"request {request} exceeds limit {limit}", f"requests[{resource}]")
         return self
 
 
@@ -231,22 +242,26 @@ class ReconcilerConfig(ConfigModel):
     def _settings(self) -> ReconcilerConfig:
         for key in self.settings:
             if key in RESERVED_SETTINGS:
-                raise _field_problem("set by the stack; remove it", f"settings.{key}")
+                raise _field_problem("set by the stack; remove it", f"settings[{key}]")
             if key not in ALLOWED_SETTINGS:
-                raise _field_problem(f"unknown setting (known: {', '.join(sorted(ALLOWED_SETTINGS))})", f"settings.{key}")
+                raise _field_problem(
+                    f"unknown setting (known: {', '.join(sorted(ALLOWED_SETTINGS))})", f"settings[{key}]"
+                )
         try:
             Settings.from_env(self.settings)
         except SettingsError as err:
             variable, _, message = str(err).partition(": ")
-            if message and re.fullmatch(r"[A-Z_]+(\.\w+)?", variable):
-                raise _field_problem(message, f"settings.{variable}") from None
+            if message and re.fullmatch(r"[A-Z_]+", variable):
+                raise _field_problem(message, f"settings[{variable}]") from None
             raise _field_problem(str(err), "settings") from None
         return self
 
 
 class StackConfig(ConfigModel):
     cluster_name: ClusterName
-    kubernetes_version: Annotated[str, _pattern(r"1\.\d{2}", "a Kubernetes minor version such as 1.33")] = "1.33"
+    kubernetes_version: Annotated[str, _pattern(r"1\.\d{2}", "a Kubernetes minor version such as 1.33")] = (
+        "1.33"
+    )
     endpoint_public_access: bool = True
     public_access_cidrs: list[Cidr] = ["0.0.0.0/0"]
     cluster_log_types: list[Literal["api", "audit", "authenticator", "controllerManager", "scheduler"]] = [
@@ -282,14 +297,22 @@ class StackConfig(ConfigModel):
 
 # Keys whose values are objects or lists; Pulumi hands them over as JSON text.
 _STRUCTURED_KEYS = frozenset(
-    {"network", "systemNodeGroup", "interruption", "reconciler", "nodeClasses", "nodePools",
-     "publicAccessCidrs", "clusterLogTypes"}
+    {
+        "network",
+        "systemNodeGroup",
+        "interruption",
+        "reconciler",
+        "nodeClasses",
+        "nodePools",
+        "publicAccessCidrs",
+        "clusterLogTypes",
+    }
 )
 KNOWN_KEYS = frozenset(field.alias or name for name, field in StackConfig.model_fields.items())
 
 
 def load_stack_config(raw: Mapping[str, Any]) -> StackConfig:
-    """Validate the project's config keys (``adze:`` prefix stripped); raise ``ConfigError`` naming each path."""
+    """Validate the config keys (``adze:`` prefix stripped); ``ConfigError`` names each bad path."""
     prefix = f"{NAMESPACE}:"
     problems = [Problem(f"{prefix}{key}", "unknown config key") for key in raw if key not in KNOWN_KEYS]
     config: StackConfig | None = None
@@ -304,6 +327,14 @@ def load_stack_config(raw: Mapping[str, Any]) -> StackConfig:
         raw.get("nodeClasses", []), raw.get("nodePools", []), cluster_name=cluster_name, prefix=prefix
     )
     problems += karpenter_problems
+    if config and config.metrics_server and config.system_node_group.taint and not raw.get("nodePools"):
+        problems.append(
+            Problem(
+                f"{prefix}metricsServer",
+                "metrics-server needs a NodePool to run on (system nodes are tainted): "
+                "declare one in adze:nodePools or set metricsServer: false",
+            )
+        )
     if problems or config is None:
         raise ConfigError(problems)
     return config.model_copy(update={"node_classes": node_classes, "node_pools": node_pools})
@@ -315,8 +346,29 @@ def parse_raw_value(key: str, value: Any) -> Any:
         try:
             return json.loads(value)
         except json.JSONDecodeError as err:
-            raise ConfigError([Problem(f"{NAMESPACE}:{key}", f"is not valid JSON/YAML structure ({err})")]) from None
+            raise ConfigError(
+                [Problem(f"{NAMESPACE}:{key}", f"is not valid JSON/YAML structure ({err})")]
+            ) from None
     return value
+
+
+def read_pulumi_config() -> StackConfig:
+    """Read every ``adze:*`` key of the running stack (including unknown ones, to report typos)."""
+    import pulumi
+    from pulumi.runtime import config as runtime_config
+
+    prefix = f"{NAMESPACE}:"
+    # Real runs pass config in PULUMI_CONFIG; unit tests set it in-process (set_all_config).
+    names = set(runtime_config.get_config_env()) | set(runtime_config.CONFIG.get())
+    keys = {name[len(prefix) :] for name in names if name.startswith(prefix)} | KNOWN_KEYS
+    stack_config = pulumi.Config(NAMESPACE)
+    raw: dict[str, Any] = {}
+    for key in sorted(keys):
+        value = stack_config.get(key)
+        # Pulumi.yaml declares optional strings with an empty default.
+        if value is not None and value != "":
+            raw[key] = parse_raw_value(key, value)
+    return load_stack_config(raw)
 
 
 __all__ = [
@@ -329,4 +381,5 @@ __all__ = [
     "SystemNodeGroupConfig",
     "load_stack_config",
     "parse_raw_value",
+    "read_pulumi_config",
 ]

@@ -1,4 +1,4 @@
-"""``adze:nodeClasses`` / ``adze:nodePools``: Karpenter v1 specs in stack config, checked by the reconciler's models.
+"""``adze:nodeClasses`` / ``adze:nodePools``: Karpenter v1 specs, checked by the reconciler's models.
 
 Each entry is ``name`` plus the fields of the object's ``spec`` (EC2NodeClass or
 NodePool), so a problem reads ``adze:nodePools[1].disruption.budgets[0].schedule``.
@@ -11,6 +11,7 @@ Where a NodeClass omits them, the stack fills in:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,11 +27,13 @@ NODECLASS_GROUP = "karpenter.k8s.aws"
 NODECLASS_KIND = "EC2NodeClass"
 # Stands in for the node role's name (an Output) while the spec is validated.
 ROLE_PLACEHOLDER = "adze-node-role"
+# Names become label values (karpenter.sh/nodepool) and EC2 tag values, hence a DNS-1123 label.
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
 @dataclass(slots=True, frozen=True)
 class NodeClassEntry:
-    """An EC2NodeClass from config; ``spec`` has the stack's defaults except ``role`` (see ``uses_stack_role``)."""
+    """An EC2NodeClass from config: ``spec`` has the stack defaults but ``role`` (see ``uses_stack_role``)."""
 
     name: str
     spec: Mapping[str, Any] = field(default_factory=dict)
@@ -76,11 +79,16 @@ def validate_karpenter_entries(
         ref = spec["template"]["spec"]["nodeClassRef"]
         ref_path = f"{path}.template.spec.nodeClassRef"
         if (ref.get("group"), ref.get("kind")) != (NODECLASS_GROUP, NODECLASS_KIND):
-            problems.append(Problem(ref_path, f"must reference group {NODECLASS_GROUP}, kind {NODECLASS_KIND}"))
+            problems.append(
+                Problem(ref_path, f"must reference group {NODECLASS_GROUP}, kind {NODECLASS_KIND}")
+            )
         elif ref.get("name") not in class_names:
             known = ", ".join(sorted(class_names)) or "none declared"
             problems.append(
-                Problem(f"{ref_path}.name", f"no nodeClass named {ref.get('name')!r} in adze:nodeClasses ({known})")
+                Problem(
+                    f"{ref_path}.name",
+                    f"no nodeClass named {ref.get('name')!r} in adze:nodeClasses ({known})",
+                )
             )
         else:
             pools.append(NodePoolEntry(name=name, node_class=str(ref["name"]), spec=spec))
@@ -90,11 +98,13 @@ def validate_karpenter_entries(
 def _names(raw: Any) -> set[str]:
     if not isinstance(raw, list):
         return set()
-    return {str(item["name"]) for item in raw if isinstance(item, Mapping) and isinstance(item.get("name"), str)}
+    return {
+        str(item["name"]) for item in raw if isinstance(item, Mapping) and isinstance(item.get("name"), str)
+    }
 
 
 def _entries(raw: Any, key_path: str, problems: list[Problem]) -> list[tuple[str, str, dict[str, Any]]]:
-    """(config path, name, spec) of each well-formed entry; shape problems and duplicate names are reported."""
+    """(config path, name, spec) of each well-formed entry; reports bad shapes and duplicate names."""
     if raw is None:
         return []
     if not isinstance(raw, list):
@@ -109,6 +119,11 @@ def _entries(raw: Any, key_path: str, problems: list[Problem]) -> list[tuple[str
         name = item.get("name")
         if not isinstance(name, str) or not name:
             problems.append(Problem(f"{path}.name", "required field is missing"))
+            continue
+        if not _NAME.fullmatch(name):
+            problems.append(
+                Problem(f"{path}.name", f"{name!r} must be a DNS-1123 label (lower-case alphanumerics and '-', <= 63)")
+            )
             continue
         if name in seen:
             problems.append(Problem(f"{path}.name", f"duplicate name {name!r}"))

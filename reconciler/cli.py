@@ -15,8 +15,8 @@ EXIT_INVALID = 2
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from reconciler.sim.runner import ScenarioError, run_scenario_file
     from reconciler.sim.report import render_text, write_result
+    from reconciler.sim.runner import ScenarioError, run_scenario_file
 
     try:
         result = run_scenario_file(args.scenario)

@@ -9,7 +9,7 @@ reported through :class:`ValidationFailure`, never as a pydantic traceback.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,26 +55,47 @@ def join_path(prefix: str, path: str) -> str:
     return f"{prefix}{path}" if path.startswith("[") else f"{prefix}.{path}"
 
 
-def format_loc(loc: Iterable[str | int]) -> str:
-    """``("spec", "requirements", 0, "key")`` -> ``spec.requirements[0].key``; map keys go in brackets."""
+def format_loc(loc: Iterable[str | int], schema: Mapping[str, Any] | None = None) -> str:
+    """``("spec", "requirements", 0, "key")`` -> ``spec.requirements[0].key``; map keys go in brackets.
+
+    With the object's (inlined) JSON schema, map keys are told from field names exactly;
+    without it, keys that are not identifiers (``karpenter.sh/foo``) are bracketed.
+    """
     path = ""
+    node: Mapping[str, Any] | None = schema
     for part in loc:
-        if isinstance(part, int):
-            path += f"[{part}]"
-        elif part == "[key]":  # pydantic marks an error in a mapping's key this way
+        if part == "[key]":  # pydantic marks an error in a mapping's key this way
             continue
-        elif _IDENTIFIER.match(part):
-            path = join_path(path, part)
-        else:
+        is_key = False
+        if node is not None:
+            node, is_key = _descend(node, part)
+        if isinstance(part, int) or is_key or not _IDENTIFIER.match(part):
             path += f"[{part}]"
+        else:
+            path = join_path(path, part)
     return path
 
 
-def problems_from_validation_error(err: ValidationError, prefix: str = "") -> list[Problem]:
+def _descend(node: Mapping[str, Any], part: str | int) -> tuple[Mapping[str, Any] | None, bool]:
+    if isinstance(part, int):
+        return node.get("items"), False
+    properties = node.get("properties") or {}
+    if part in properties:
+        return properties[part], False
+    extra = node.get("additionalProperties")
+    if isinstance(extra, Mapping):
+        return extra, True
+    return None, False
+
+
+def problems_from_validation_error(
+    err: ValidationError, prefix: str = "", schema: Mapping[str, Any] | None = None
+) -> list[Problem]:
+    """One :class:`Problem` per error; pass the model's inlined schema to bracket map keys exactly."""
     problems = []
     for detail in err.errors(include_url=False):
         ctx = detail.get("ctx") or {}
-        path = format_loc(detail["loc"])
+        path = format_loc(detail["loc"], schema)
         subpath = ctx.get("subpath") if detail["type"] == ERROR_TYPE else ""
         if subpath:
             path = join_path(path, subpath)
@@ -89,8 +110,8 @@ def format_validation_error(err: ValidationError | ValidationFailure, prefix: st
     return "\n".join(str(problem) for problem in problems_from_validation_error(err, prefix))
 
 
-def failure_from(err: ValidationError, prefix: str = "") -> ValidationFailure:
-    return ValidationFailure(problems_from_validation_error(err, prefix))
+def failure_from(err: ValidationError, prefix: str = "", schema: Mapping[str, Any] | None = None) -> ValidationFailure:
+    return ValidationFailure(problems_from_validation_error(err, prefix, schema))
 
 
 def _message(detail: Any) -> str:
@@ -107,7 +128,10 @@ def _message(detail: Any) -> str:
     if kind == "value_error":
         return str(ctx.get("error", detail["msg"]))
     message: str = detail["msg"]
-    return message[:1].lower() + message[1:] + f" (got {_short(detail.get('input'))})"
+    message = message[:1].lower() + message[1:]
+    if kind in ("too_long", "too_short"):  # the input is a whole list or map: too long to repeat
+        return message
+    return f"{message} (got {_short(detail.get('input'))})"
 
 
 def _short(value: Any) -> str:

@@ -15,7 +15,7 @@ from pydantic import ConfigDict, Field, model_validator
 
 from reconciler.model.quantity import QuantityError, parse_quantity
 
-from .base import ApiModel, SchemaExtra, cel, cel_quote
+from .base import QUANTITY_PATTERN, ApiModel, SchemaExtra, cel, cel_quote
 from .durations import DurationError, parse_duration
 from .errors import field_error
 
@@ -31,7 +31,10 @@ RESERVABLE_RESOURCES = ("cpu", "memory", "ephemeral-storage", "pid")
 # Karpenter sets these itself at bootstrap; a user value would be silently overwritten.
 KARPENTER_OWNED_FIELDS = {"registerWithTaints": "Karpenter sets it from the NodeClaim's taints"}
 
-_PERCENT = re.compile(r"^(\d+(\.\d+)?)%$")
+_QUANTITY_BODY = QUANTITY_PATTERN[1:-1]
+PERCENT_PATTERN = r"^(\d{1,2}(\.\d+)?|100(\.0+)?)%$"
+EVICTION_VALUE_PATTERN = rf"^((\d{{1,2}}(\.\d+)?|100(\.0+)?)%|{_QUANTITY_BODY})$"
+_PERCENT = re.compile(PERCENT_PATTERN)
 
 
 def _keys_rule(field: str, allowed: tuple[str, ...]) -> dict[str, Any]:
@@ -42,12 +45,16 @@ def _keys_rule(field: str, allowed: tuple[str, ...]) -> dict[str, Any]:
 def _reserved_schema(field: str) -> SchemaExtra:
     rules = _keys_rule(field, RESERVABLE_RESOURCES)
     rules["x-kubernetes-validations"].append(
-        {"message": f"{field} value cannot be a negative resource quantity", "rule": "self.all(x, !self[x].startsWith('-'))"}
+        {
+            "message": f"{field} value cannot be a negative resource quantity",
+            "rule": "self.all(x, !self[x].startsWith('-'))",
+        }
     )
     return SchemaExtra(rules)
 
 
-EvictionMap = dict[str, str]
+EvictionMap = dict[str, Annotated[str, SchemaExtra({"pattern": EVICTION_VALUE_PATTERN})]]
+ReservedMap = dict[str, Annotated[str, SchemaExtra({"pattern": QUANTITY_PATTERN})]]
 
 
 class KubeletConfiguration(ApiModel):
@@ -80,12 +87,12 @@ class KubeletConfiguration(ApiModel):
     cluster_dns: list[str] | None = Field(default=None, alias="clusterDNS")
     max_pods: Annotated[int, Field(ge=0)] | None = None
     pods_per_core: Annotated[int, Field(ge=0)] | None = None
-    system_reserved: Annotated[dict[str, str], _reserved_schema("systemReserved")] | None = None
-    kube_reserved: Annotated[dict[str, str], _reserved_schema("kubeReserved")] | None = None
+    system_reserved: Annotated[ReservedMap, _reserved_schema("systemReserved")] | None = None
+    kube_reserved: Annotated[ReservedMap, _reserved_schema("kubeReserved")] | None = None
     eviction_hard: Annotated[EvictionMap, SchemaExtra(_keys_rule("evictionHard", EVICTION_SIGNALS))] | None = None
     eviction_soft: Annotated[EvictionMap, SchemaExtra(_keys_rule("evictionSoft", EVICTION_SIGNALS))] | None = None
     eviction_soft_grace_period: (
-        Annotated[EvictionMap, SchemaExtra(_keys_rule("evictionSoftGracePeriod", EVICTION_SIGNALS))] | None
+        Annotated[dict[str, str], SchemaExtra(_keys_rule("evictionSoftGracePeriod", EVICTION_SIGNALS))] | None
     ) = None
     eviction_max_pod_grace_period: Annotated[int, Field(ge=0)] | None = None
     image_gc_high_threshold_percent: Annotated[int, Field(ge=0, le=100)] | None = Field(
@@ -125,8 +132,9 @@ class KubeletConfiguration(ApiModel):
             except DurationError:
                 negative = True
             if negative:
-                raise field_error(f"{value!r} must be a non-negative duration (e.g. 1m30s)",
-                                  f"evictionSoftGracePeriod[{key}]")
+                raise field_error(
+                    f"{value!r} must be a non-negative duration (e.g. 1m30s)", f"evictionSoftGracePeriod[{key}]"
+                )
         soft, grace = set(self.eviction_soft or ()), set(self.eviction_soft_grace_period or ())
         if soft - grace:
             raise field_error("has no matching evictionSoftGracePeriod", f"evictionSoft[{min(soft - grace)}]")
@@ -146,9 +154,8 @@ class KubeletConfiguration(ApiModel):
 
 
 def _quantity_problem(value: str, *, allow_percent: bool) -> str | None:
-    percent = _PERCENT.match(value)
-    if percent and allow_percent:
-        return None if float(percent[1]) <= 100 else f"{value!r} is more than 100%"
+    if allow_percent and value.endswith("%"):
+        return None if _PERCENT.match(value) else f"{value!r} must be a percentage from 0% to 100%"
     try:
         amount = parse_quantity(value)
     except QuantityError:

@@ -152,7 +152,9 @@ def label_value_problem(value: str) -> str | None:
     return None
 
 
-def restricted_label_problem(key: str, *, allow_nodepool: bool, extra_allowed: frozenset[str] = frozenset()) -> str | None:
+def restricted_label_problem(
+    key: str, *, allow_nodepool: bool, extra_allowed: frozenset[str] = frozenset()
+) -> str | None:
     """Why Karpenter forbids ``key`` in a NodePool (or, with ``allow_nodepool``, a NodeClaim), or ``None``."""
     if key == NODEPOOL_LABEL and not allow_nodepool:
         return f"label {key!r} is restricted (Karpenter sets it)"

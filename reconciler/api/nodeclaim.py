@@ -9,7 +9,7 @@ from pydantic import ConfigDict, Field, model_validator
 
 from reconciler.model.resources import Resources
 
-from .base import ApiModel, HasConditions, ObjectMeta, ResourceList, SchemaExtra, cel
+from .base import ApiModel, HasConditions, ObjectMeta, ResourceList, cel
 from .durations import parse_duration, parse_nillable_duration
 from .errors import field_error
 from .nodepool import ATOMIC, Duration, NillableDuration
@@ -66,7 +66,7 @@ class NodeClaimStatus(HasConditions):
 
 
 class NodeClaim(ApiModel):
-    """A Karpenter NodeClaim (``karpenter.sh/v1``)."""
+    """A Karpenter NodeClaim (karpenter.sh/v1): one requested node."""
 
     api_version: Literal["karpenter.sh/v1"] = API_VERSION
     kind: Literal["NodeClaim"] = "NodeClaim"

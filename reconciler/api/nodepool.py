@@ -140,9 +140,9 @@ NodePoolLabelKey = Annotated[str, check_with(lambda key: label_key_problem(key, 
 class NodeClaimTemplateMetadata(ApiModel):
     """Labels and annotations copied to every NodeClaim and Node of the pool."""
 
-    labels: Annotated[dict[NodePoolLabelKey, LabelValue], Field(max_length=100), SchemaExtra(_labels_rules())] | None = (
-        None
-    )
+    labels: (
+        Annotated[dict[NodePoolLabelKey, LabelValue], Field(max_length=100), SchemaExtra(_labels_rules())] | None
+    ) = None
     annotations: dict[str, str] | None = None
 
 
@@ -197,7 +197,9 @@ class NodePoolSpec(ApiModel):
     model_config = ConfigDict(json_schema_extra=_STATIC_RULES)
 
     template: NodeClaimTemplate
-    disruption: Disruption = Field(default_factory=Disruption, json_schema_extra={"default": {"consolidateAfter": "0s"}})
+    disruption: Disruption = Field(
+        default_factory=Disruption, json_schema_extra={"default": {"consolidateAfter": "0s"}}
+    )
     limits: ResourceList | None = None
     weight: Annotated[int, Field(ge=1, le=100)] | None = None
     replicas: Annotated[int, Field(ge=0)] | None = None
@@ -220,7 +222,7 @@ class NodePoolStatus(HasConditions):
 
 
 class NodePool(ApiModel):
-    """A Karpenter NodePool (``karpenter.sh/v1``)."""
+    """A Karpenter NodePool (karpenter.sh/v1): a set of nodes Karpenter may launch and the rules for them."""
 
     api_version: Literal["karpenter.sh/v1"] = API_VERSION
     kind: Literal["NodePool"] = "NodePool"
@@ -296,10 +298,13 @@ class NodePool(ApiModel):
             usable = [value for value in requirement.values or () if value in known]
             path = f"spec.template.spec.requirements[{index}]"
             if not usable:
-                problems.append(f"{path}: none of {requirement.values} is a known value of {requirement.key} "
-                                f"(expected one of {sorted(known)})")
+                problems.append(
+                    f"{path}: none of {requirement.values} is a known value of {requirement.key} "
+                    f"(expected one of {sorted(known)})"
+                )
             elif requirement.min_values and len(usable) < requirement.min_values:
-                problems.append(f"{path}: only {len(usable)} known value(s) of {requirement.key}, "
-                                f"fewer than minValues {requirement.min_values}")
+                problems.append(
+                    f"{path}: only {len(usable)} known value(s) of {requirement.key}, "
+                    f"fewer than minValues {requirement.min_values}"
+                )
         return problems
-

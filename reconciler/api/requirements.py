@@ -11,6 +11,7 @@ from pydantic import ConfigDict, Field, model_validator
 from .base import ApiModel, SchemaExtra, cel, check_with, matching
 from .errors import field_error
 from .labels import (
+    EC2NODECLASS_LABEL,
     LABEL_KEY_MAX_LENGTH,
     LABEL_VALUE_MAX_LENGTH,
     LABEL_VALUE_PATTERN,
@@ -60,6 +61,8 @@ class NodeSelectorRequirementWithMinValues(ApiModel):
     model_config = ConfigDict(json_schema_extra=_REQUIREMENT_RULES)
     # Whether the karpenter.sh/nodepool key may be used (NodeClaims: yes; NodePools: Karpenter sets it).
     allow_nodepool_key: ClassVar[bool] = True
+    # Restricted-domain keys allowed anyway (NodeClaims carry their node class label as a requirement).
+    extra_allowed_keys: ClassVar[frozenset[str]] = frozenset()
 
     key: LabelKeySyntax
     operator: Operator
@@ -68,7 +71,9 @@ class NodeSelectorRequirementWithMinValues(ApiModel):
 
     @model_validator(mode="after")
     def _check_operator_values(self) -> NodeSelectorRequirementWithMinValues:
-        problem = restricted_label_problem(normalize_label_key(self.key), allow_nodepool=self.allow_nodepool_key)
+        problem = restricted_label_problem(
+            normalize_label_key(self.key), allow_nodepool=self.allow_nodepool_key, extra_allowed=self.extra_allowed_keys
+        )
         if problem:
             raise field_error(problem, "key")
         values = self.values or []
@@ -107,7 +112,12 @@ class NodePoolRequirement(NodeSelectorRequirementWithMinValues):
 class NodeClaimRequirement(NodeSelectorRequirementWithMinValues):
     """A NodeClaim requirement; may name the owning NodePool and node class."""
 
-    key: Annotated[LabelKeySyntax, SchemaExtra(cel(*restricted_key_cel(allow_nodepool=True)))]
+    extra_allowed_keys: ClassVar[frozenset[str]] = frozenset({EC2NODECLASS_LABEL})
+
+    key: Annotated[
+        LabelKeySyntax,
+        SchemaExtra(cel(*restricted_key_cel(allow_nodepool=True, extra_allowed=frozenset({EC2NODECLASS_LABEL})))),
+    ]
 
 
 def _taint_part(what: str) -> Any:

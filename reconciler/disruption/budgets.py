@@ -16,9 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from croniter import croniter
-from croniter.croniter import CroniterError
-
+from reconciler.api.cron import cron_problem, window_is_active
 from reconciler.settings import SettingsError, format_duration, parse_duration
 
 REASON_EMPTY = "Empty"
@@ -32,7 +30,6 @@ UNLIMITED = 2**31 - 1
 DEFAULT_BUDGETS: tuple[Mapping[str, Any], ...] = ({"nodes": "10%"},)
 
 _NODES = re.compile(r"^((100|[0-9]{1,2})%|[0-9]+)$")
-_DESCRIPTORS = frozenset({"@annually", "@yearly", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"})
 
 
 class BudgetError(ValueError):
@@ -94,17 +91,13 @@ class Budget:
             return True
         if self.schedule is None or self.duration is None:
             raise BudgetError(f"{self.path}: schedule and duration must be set together")
-        schedule = self.schedule.strip()
-        if not (schedule in _DESCRIPTORS or len(schedule.split()) == 5):
-            raise BudgetError(f"{self.path}.schedule: {self.schedule!r} is not a 5-field cron or @descriptor")
-        checkpoint = _utc(now) - timedelta(seconds=self.duration)
+        problem = cron_problem(self.schedule.strip())
+        if problem is not None:
+            raise BudgetError(f"{self.path}.schedule: {problem}")
         try:
-            next_hit: datetime = croniter(schedule, checkpoint).get_next(datetime)
-        except (CroniterError, ValueError, KeyError) as err:
-            raise BudgetError(
-                f"{self.path}.schedule: {self.schedule!r} is not a valid cron schedule ({err})"
-            ) from None
-        return next_hit <= _utc(now)
+            return window_is_active(self.schedule.strip(), timedelta(seconds=self.duration), _utc(now))
+        except ValueError as err:  # e.g. a date that never comes ("0 0 31 2 *")
+            raise BudgetError(f"{self.path}.schedule: {self.schedule!r} never fires ({err})") from None
 
     def limit(self, node_count: int, now: datetime) -> int:
         """Nodes this budget allows at ``now`` out of ``node_count`` (UNLIMITED when inactive)."""

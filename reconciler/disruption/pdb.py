@@ -2,9 +2,9 @@
 
 ``disruptionsAllowed`` is read from the PDB's status when the API server's
 disruption controller has written one; otherwise it is computed from the pods
-the way that controller does (healthy = Ready and not terminating; minAvailable /
-maxUnavailable as a count or a percentage rounded up). As in Kubernetes, a pod
-matched by more than one PDB cannot be evicted at all.
+the way that controller does (healthy = running, Ready and not terminating;
+minAvailable / maxUnavailable as a count or a percentage rounded up). As in
+Kubernetes, a pod matched by more than one PDB cannot be evicted at all.
 """
 
 from __future__ import annotations
@@ -16,54 +16,14 @@ from datetime import datetime
 from typing import Any
 
 from reconciler.disruption import pods as podutil
+from reconciler.disruption.pods import PodFacts, PodLike, facts
+from reconciler.model.selectors import LabelSelector, SelectorError
 
 Manifest = Mapping[str, Any]
 
 
-class SelectorError(ValueError):
-    """A label selector that cannot be evaluated; the message names the field path."""
-
-
-@dataclass(slots=True, frozen=True)
-class LabelSelector:
-    """A Kubernetes ``LabelSelector``; ``None`` selector (not ``{}``) matches nothing."""
-
-    match_labels: tuple[tuple[str, str], ...] = ()
-    match_expressions: tuple[tuple[str, str, frozenset[str]], ...] = ()
-    matches_nothing: bool = False
-
-    @classmethod
-    def from_manifest(cls, raw: Any, *, path: str = "spec.selector") -> LabelSelector:
-        if raw is None:
-            return cls(matches_nothing=True)
-        if not isinstance(raw, Mapping):
-            raise SelectorError(f"{path}: expected a label selector map")
-        labels = tuple(sorted((str(k), str(v)) for k, v in (raw.get("matchLabels") or {}).items()))
-        expressions = []
-        for i, expr in enumerate(raw.get("matchExpressions") or []):
-            operator = expr.get("operator")
-            if operator not in ("In", "NotIn", "Exists", "DoesNotExist"):
-                raise SelectorError(f"{path}.matchExpressions[{i}].operator: {operator!r} is not supported")
-            values = frozenset(str(v) for v in expr.get("values") or [])
-            expressions.append((str(expr.get("key", "")), str(operator), values))
-        return cls(labels, tuple(expressions))
-
-    def matches(self, labels: Mapping[str, str]) -> bool:
-        if self.matches_nothing:
-            return False
-        if any(labels.get(key) != value for key, value in self.match_labels):
-            return False
-        for key, operator, values in self.match_expressions:
-            present = key in labels
-            if operator == "In" and not (present and labels[key] in values):
-                return False
-            if operator == "NotIn" and present and labels[key] in values:
-                return False
-            if operator == "Exists" and not present:
-                return False
-            if operator == "DoesNotExist" and present:
-                return False
-        return True
+class PdbError(ValueError):
+    """A PodDisruptionBudget that cannot be evaluated; the message names the object and field."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -79,7 +39,7 @@ class Pdb:
 def _scaled(value: Any, total: int, *, path: str) -> int:
     """An int-or-percent field scaled against ``total`` (percentages round up, as the controller does)."""
     if isinstance(value, bool):
-        raise SelectorError(f"{path}: expected an integer or a percentage")
+        raise PdbError(f"{path}: expected an integer or a percentage")
     if isinstance(value, int):
         return value
     text = str(value).strip()
@@ -87,20 +47,18 @@ def _scaled(value: Any, total: int, *, path: str) -> int:
         return -(-int(text[:-1]) * total // 100)
     if text.isdigit():
         return int(text)
-    raise SelectorError(f"{path}: {value!r} is not an integer or a percentage")
+    raise PdbError(f"{path}: {value!r} is not an integer or a percentage")
 
 
 def _is_fully_blocking(spec: Mapping[str, Any]) -> bool:
-    max_unavailable = spec.get("maxUnavailable")
-    min_available = spec.get("minAvailable")
-    return max_unavailable in (0, "0", "0%") or min_available == "100%"
+    return spec.get("maxUnavailable") in (0, "0%") or spec.get("minAvailable") == "100%"
 
 
-def computed_disruptions_allowed(spec: Mapping[str, Any], matching: Sequence[Manifest], *, path: str) -> int:
+def computed_disruptions_allowed(spec: Mapping[str, Any], matching: Sequence[PodFacts], *, path: str) -> int:
     """What the disruption controller would write to ``status.disruptionsAllowed`` for these pods."""
     counted = [p for p in matching if not podutil.is_terminal(p)]
     expected = len(counted)
-    healthy = sum(1 for p in counted if not podutil.is_terminating(p) and podutil.is_ready(p))
+    healthy = sum(1 for p in counted if podutil.is_healthy(p))
     if spec.get("maxUnavailable") is not None:
         desired = expected - _scaled(spec["maxUnavailable"], expected, path=f"{path}.spec.maxUnavailable")
     elif spec.get("minAvailable") is not None:
@@ -122,28 +80,34 @@ class PdbLimits:
 
     @classmethod
     def from_manifests(
-        cls, pdbs: Iterable[Manifest], pods: Iterable[Manifest], *, prefer_status: bool = True
+        cls, pdbs: Iterable[Manifest], pods: Iterable[PodLike], *, prefer_status: bool = True
     ) -> PdbLimits:
-        """Build from PDB manifests; ``pods`` (all pods of the snapshot) are used when a PDB has no status."""
-        pods_by_namespace: dict[str, list[Manifest]] = defaultdict(list)
-        for pod in pods:
-            pods_by_namespace[(pod.get("metadata") or {}).get("namespace") or "default"].append(pod)
+        """Build from PDB manifests; ``pods`` (all pods of the snapshot) are used when a PDB has no status.
+
+        Raises ``PdbError`` naming the PDB and field when one cannot be read.
+        """
+        pods_by_namespace: dict[str, list[PodFacts]] | None = None
         items = []
         for manifest in pdbs:
             metadata = manifest.get("metadata") or {}
-            namespace = metadata.get("namespace") or "default"
+            namespace = str(metadata.get("namespace") or "default")
             key = f"{namespace}/{metadata.get('name', '')}"
             path = f"PodDisruptionBudget {key}"
             spec = manifest.get("spec") or {}
-            selector = LabelSelector.from_manifest(spec.get("selector"), path=f"{path}.spec.selector")
+            try:
+                selector = LabelSelector.from_manifest(spec.get("selector"), path=f"{path}: spec.selector")
+            except SelectorError as err:
+                raise PdbError(str(err)) from None
             status = manifest.get("status") or {}
             if prefer_status and "disruptionsAllowed" in status:
                 allowed = int(status["disruptionsAllowed"])
             else:
-                matching = [
-                    p for p in pods_by_namespace.get(namespace, ())
-                    if selector.matches((p.get("metadata") or {}).get("labels") or {})
-                ]
+                if pods_by_namespace is None:
+                    pods_by_namespace = defaultdict(list)
+                    for pod in pods:
+                        view = facts(pod)
+                        pods_by_namespace[view.namespace].append(view)
+                matching = [p for p in pods_by_namespace.get(namespace, ()) if selector.matches(p.labels)]
                 allowed = computed_disruptions_allowed(spec, matching, path=path)
             items.append(
                 Pdb(
@@ -157,60 +121,61 @@ class PdbLimits:
             )
         return cls(items)
 
-    def matching(self, pod: Manifest) -> list[Pdb]:
-        metadata = pod.get("metadata") or {}
-        candidates = self._by_namespace.get(metadata.get("namespace") or "default")
+    def matching(self, pod: PodLike | PodFacts) -> list[Pdb]:
+        view = facts(pod)
+        candidates = self._by_namespace.get(view.namespace)
         if not candidates:
             return []
-        labels = metadata.get("labels") or {}
-        return [pdb for pdb in candidates if pdb.selector.matches(labels)]
+        return [pdb for pdb in candidates if pdb.selector.matches(view.labels)]
 
     def eviction_blocker(
-        self, pod: Manifest, now: datetime, *, fully_blocking_only: bool = False
+        self, pod: PodLike | PodFacts, now: datetime, *, fully_blocking_only: bool = False
     ) -> str | None:
         """Why evicting ``pod`` would be refused now (None when it would be allowed or is not evicted at all).
 
         ``fully_blocking_only`` asks the weaker question "will it *ever* be evictable"
         (used to decide whether to plan capacity for the pod).
         """
-        if not podutil.is_evictable(pod, now):
+        view = facts(pod)
+        if not podutil.is_evictable(view, now):
             return None
-        matching = self.matching(pod)
+        matching = self.matching(view)
         if len(matching) > 1:
             keys = ", ".join(sorted(p.key for p in matching))
-            return f"pod {podutil.pod_key(pod)} is matched by several PDBs ({keys}): not evictable"
+            return f"pod {view.key} is matched by several PDBs ({keys}): not evictable"
         for pdb in matching:
-            if pdb.always_allow_unhealthy and podutil.is_explicitly_unready(pod):
+            if pdb.always_allow_unhealthy and podutil.is_explicitly_unready(view):
                 return None
             if fully_blocking_only:
                 if pdb.fully_blocking:
-                    return f"PDB {pdb.key} never allows evicting pod {podutil.pod_key(pod)}"
+                    return f"PDB {pdb.key} never allows evicting pod {view.key}"
             elif pdb.disruptions_allowed <= 0:
-                return f"PDB {pdb.key} allows 0 disruptions (pod {podutil.pod_key(pod)})"
+                return f"PDB {pdb.key} allows 0 disruptions (pod {view.key})"
         return None
 
-    def is_currently_reschedulable(self, pod: Manifest, now: datetime) -> bool:
+    def is_currently_reschedulable(self, pod: PodLike | PodFacts, now: datetime) -> bool:
         """Would move if its node were drained now (not do-not-disrupt, not fully PDB-blocked)."""
+        view = facts(pod)
         return (
-            podutil.is_reschedulable(pod)
-            and podutil.do_not_disrupt(pod, now) is None
-            and self.eviction_blocker(pod, now, fully_blocking_only=True) is None
+            podutil.is_reschedulable(view)
+            and podutil.do_not_disrupt(view, now) is None
+            and self.eviction_blocker(view, now, fully_blocking_only=True) is None
         )
 
 
-def pods_blocker(pods: Iterable[Manifest], pdbs: PdbLimits, now: datetime) -> str | None:
+def pods_blocker(pods: Iterable[PodLike | PodFacts], pdbs: PdbLimits, now: datetime) -> str | None:
     """The first reason these pods (one node's) forbid a graceful disruption, or None.
 
     Blocks on an active do-not-disrupt pod (DaemonSet and static pods included,
     as in Karpenter), a PDB allowing 0 disruptions, or a pod under several PDBs.
     """
-    pods = list(pods)
-    for pod in pods:
-        protection = podutil.do_not_disrupt(pod, now)
+    views = [facts(p) for p in pods]
+    for view in views:
+        protection = podutil.do_not_disrupt(view, now)
         if protection is not None:
-            return protection.describe(podutil.pod_key(pod))
-    for pod in pods:
-        blocker = pdbs.eviction_blocker(pod, now)
+            return protection.describe(view.key)
+    for view in views:
+        blocker = pdbs.eviction_blocker(view, now)
         if blocker is not None:
             return blocker
     return None

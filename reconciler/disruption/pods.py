@@ -1,108 +1,191 @@
-"""Pod predicates that disruption and drain decide on, read from Pod manifests.
+"""Pod predicates that disruption and drain decide on.
 
-Pods arrive as plain manifests (as the API server returns them). These
-functions answer: is the pod still running, would it have to move, can it be
-evicted, is it protected by ``karpenter.sh/do-not-disrupt`` at ``now``, and how
-much does evicting it cost.
+Pods reach disruption in two shapes: plain manifests (the lead's terminator, the
+API server) and ``reconciler.model.pod.Pod`` (cluster state). ``facts()`` reads
+either into one small ``PodFacts`` view; the predicates below answer: is the pod
+still running, would it have to move, can it be evicted, is it protected by
+``karpenter.sh/do-not-disrupt`` at ``now``, and how much does evicting it cost.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from reconciler.model import labels as wk
+from reconciler.model.meta import ManifestError, controller_owner
+from reconciler.model.meta import parse_time as parse_manifest_time
+from reconciler.model.pod import MIRROR_POD_ANNOTATION, Pod
+from reconciler.model.taints import NO_SCHEDULE, Taint, TaintError, Toleration, parse_tolerations
 from reconciler.settings import SettingsError, parse_duration
 
-Manifest = Mapping[str, Any]
+PodLike = Mapping[str, Any] | Pod
 
 # kube-apiserver defaults terminationGracePeriodSeconds to 30 when a pod omits it.
 DEFAULT_TERMINATION_GRACE_SECONDS = 30
 # A pod still terminating this long after its deletion timestamp no longer holds up a drain.
 STUCK_TERMINATING_AFTER = timedelta(minutes=1)
-
-
-def pod_key(pod: Manifest) -> str:
-    metadata = pod.get("metadata") or {}
-    return f"{metadata.get('namespace') or 'default'}/{metadata.get('name', '')}"
+DISRUPTED_TAINT = Taint(wk.DISRUPTED_TAINT_KEY, NO_SCHEDULE)
 
 
 def parse_time(value: Any) -> datetime | None:
-    """An RFC 3339 timestamp from a manifest (``2026-01-01T08:00:00Z``), or None when absent/invalid."""
-    if isinstance(value, datetime):
-        return value
-    if not value:
-        return None
+    """An RFC 3339 timestamp from a manifest, or None when absent or unreadable."""
     try:
-        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
+        return parse_manifest_time(value)
+    except ManifestError:
         return None
 
 
-def _owned_by(pod: Manifest, api_version: str, kind: str) -> bool:
-    owners = (pod.get("metadata") or {}).get("ownerReferences") or []
-    return any(o.get("apiVersion") == api_version and o.get("kind") == kind for o in owners)
+@dataclass(slots=True, frozen=True)
+class PodFacts:
+    key: str  # "namespace/name"
+    namespace: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    phase: str
+    deletion_timestamp: datetime | None
+    start_time: datetime | None
+    ready: bool | None  # None: no Ready condition known
+    owner_kind: str
+    owner_api_version: str
+    priority: int
+    priority_class_name: str
+    termination_grace_seconds: int
+    tolerates_disrupted: bool
 
 
-def is_owned_by_daemonset(pod: Manifest) -> bool:
-    return _owned_by(pod, "apps/v1", "DaemonSet")
+def facts(pod: PodLike | PodFacts) -> PodFacts:
+    if isinstance(pod, PodFacts):
+        return pod
+    if isinstance(pod, Pod):
+        return _from_model(pod)
+    return _from_manifest(pod)
 
 
-def is_owned_by_statefulset(pod: Manifest) -> bool:
-    return _owned_by(pod, "apps/v1", "StatefulSet")
-
-
-def is_static(pod: Manifest) -> bool:
-    """A mirror (static) pod: owned by its Node, managed by the kubelet, never evicted through the API."""
-    return _owned_by(pod, "v1", "Node")
-
-
-def is_terminal(pod: Manifest) -> bool:
-    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-
-
-def is_terminating(pod: Manifest) -> bool:
-    return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
-
-
-def is_active(pod: Manifest) -> bool:
-    return not is_terminal(pod) and not is_terminating(pod)
-
-
-def is_reschedulable(pod: Manifest) -> bool:
-    """Needs a new home if its node goes (terminating StatefulSet pods count: their successor will)."""
-    return (
-        (is_active(pod) or (is_owned_by_statefulset(pod) and is_terminating(pod)))
-        and not is_owned_by_daemonset(pod)
-        and not is_static(pod)
+def _from_model(pod: Pod) -> PodFacts:
+    owner = pod.owner
+    return PodFacts(
+        key=pod.key,
+        namespace=pod.namespace,
+        labels=pod.labels,
+        annotations=pod.annotations,
+        phase=pod.phase,
+        deletion_timestamp=pod.deletion_timestamp,
+        # Read defensively: older Pod models may lack these fields.
+        start_time=getattr(pod, "start_time", None),
+        ready=getattr(pod, "ready", None),
+        owner_kind="Node" if pod.is_static else (owner.kind if owner else ""),
+        owner_api_version="v1" if pod.is_static else (owner.api_version if owner else ""),
+        priority=pod.priority,
+        priority_class_name=pod.priority_class_name,
+        termination_grace_seconds=pod.termination_grace_period_seconds,
+        tolerates_disrupted=_tolerates(pod.tolerations),
     )
 
 
-def is_explicitly_unready(pod: Manifest) -> bool:
+def _from_manifest(pod: Mapping[str, Any]) -> PodFacts:
+    metadata = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    namespace = str(metadata.get("namespace") or "default")
+    owner = controller_owner(metadata)
+    annotations = metadata.get("annotations") or {}
+    if MIRROR_POD_ANNOTATION in annotations:
+        owner_kind, owner_api = "Node", "v1"
+    else:
+        owner_kind, owner_api = (owner.kind, owner.api_version) if owner else ("", "")
+    ready = None
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "Ready":
+            ready = condition.get("status") == "True"
+    try:
+        tolerates = _tolerates(parse_tolerations(spec.get("tolerations"), path="spec.tolerations"))
+    except TaintError:
+        tolerates = False
+    grace = spec.get("terminationGracePeriodSeconds")
+    priority = spec.get("priority")
+    return PodFacts(
+        key=f"{namespace}/{metadata.get('name', '')}",
+        namespace=namespace,
+        labels=metadata.get("labels") or {},
+        annotations=annotations,
+        phase=str(status.get("phase") or "Pending"),
+        deletion_timestamp=parse_time(metadata.get("deletionTimestamp")),
+        start_time=parse_time(status.get("startTime")),
+        ready=ready,
+        owner_kind=owner_kind,
+        owner_api_version=owner_api,
+        priority=priority if isinstance(priority, int) else 0,
+        priority_class_name=str(spec.get("priorityClassName") or ""),
+        termination_grace_seconds=DEFAULT_TERMINATION_GRACE_SECONDS if grace is None else int(grace),
+        tolerates_disrupted=tolerates,
+    )
+
+
+def _tolerates(tolerations: Iterable[Toleration]) -> bool:
+    return any(t.tolerates(DISRUPTED_TAINT) for t in tolerations)
+
+
+def pod_key(pod: PodLike | PodFacts) -> str:
+    return facts(pod).key
+
+
+def is_owned_by_daemonset(pod: PodLike | PodFacts) -> bool:
+    return facts(pod).owner_kind == "DaemonSet"
+
+
+def is_owned_by_statefulset(pod: PodLike | PodFacts) -> bool:
+    return facts(pod).owner_kind == "StatefulSet"
+
+
+def is_static(pod: PodLike | PodFacts) -> bool:
+    """A mirror (static) pod: owned by its Node, managed by the kubelet, never evicted through the API."""
+    return facts(pod).owner_kind == "Node"
+
+
+def is_terminal(pod: PodLike | PodFacts) -> bool:
+    return facts(pod).phase in ("Succeeded", "Failed")
+
+
+def is_terminating(pod: PodLike | PodFacts) -> bool:
+    return facts(pod).deletion_timestamp is not None
+
+
+def is_active(pod: PodLike | PodFacts) -> bool:
+    view = facts(pod)
+    return not is_terminal(view) and not is_terminating(view)
+
+
+def is_reschedulable(pod: PodLike | PodFacts) -> bool:
+    """Needs a new home if its node goes (terminating StatefulSet pods count: their successor will)."""
+    view = facts(pod)
+    return (
+        (is_active(view) or (is_owned_by_statefulset(view) and is_terminating(view)))
+        and not is_owned_by_daemonset(view)
+        and not is_static(view)
+    )
+
+
+def is_healthy(pod: PodLike | PodFacts) -> bool:
+    """Counts toward a PDB's healthy pods: running, not terminating, Ready (or readiness unknown)."""
+    view = facts(pod)
+    return is_active(view) and view.phase == "Running" and view.ready is not False
+
+
+def is_explicitly_unready(pod: PodLike | PodFacts) -> bool:
     """Ready condition present and False: what ``unhealthyPodEvictionPolicy: AlwaysAllow`` lets through."""
-    for condition in (pod.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == "Ready":
-            return condition.get("status") == "False"
-    return False
+    return facts(pod).ready is False
 
 
-def is_ready(pod: Manifest) -> bool:
-    for condition in (pod.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == "Ready":
-            return condition.get("status") == "True"
-    return False
+def is_critical(pod: PodLike | PodFacts) -> bool:
+    return facts(pod).priority_class_name in wk.CRITICAL_PRIORITY_CLASSES
 
 
-def is_critical(pod: Manifest) -> bool:
-    return (pod.get("spec") or {}).get("priorityClassName") in wk.CRITICAL_PRIORITY_CLASSES
-
-
-def termination_grace_seconds(pod: Manifest) -> int:
-    value = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
-    return DEFAULT_TERMINATION_GRACE_SECONDS if value is None else int(value)
+def termination_grace_seconds(pod: PodLike | PodFacts) -> int:
+    return facts(pod).termination_grace_seconds
 
 
 @dataclass(slots=True, frozen=True)
@@ -117,7 +200,7 @@ class DoNotDisrupt:
         return f"pod {key} has annotation {wk.DO_NOT_DISRUPT} (protected until {self.until.isoformat()})"
 
 
-def do_not_disrupt(pod: Manifest, now: datetime) -> DoNotDisrupt | None:
+def do_not_disrupt(pod: PodLike | PodFacts, now: datetime) -> DoNotDisrupt | None:
     """The pod's do-not-disrupt protection if active at ``now``.
 
     ``"true"`` protects forever; a positive Go duration (``"2m"``) protects until
@@ -125,8 +208,9 @@ def do_not_disrupt(pod: Manifest, now: datetime) -> DoNotDisrupt | None:
     start time: fail safe). Any other value is ignored, as Karpenter does.
     Only active pods are protected; terminal and terminating pods never block.
     """
-    value = ((pod.get("metadata") or {}).get("annotations") or {}).get(wk.DO_NOT_DISRUPT)
-    if value is None or not is_active(pod):
+    view = facts(pod)
+    value = view.annotations.get(wk.DO_NOT_DISRUPT)
+    if value is None or not is_active(view):
         return None
     if value == "true":
         return DoNotDisrupt(until=None)
@@ -136,67 +220,54 @@ def do_not_disrupt(pod: Manifest, now: datetime) -> DoNotDisrupt | None:
         return None
     if seconds <= 0:
         return None
-    started = parse_time((pod.get("status") or {}).get("startTime"))
-    if started is None:
+    if view.start_time is None:
         return DoNotDisrupt(until=None)
-    until = started + timedelta(seconds=seconds)
+    until = view.start_time + timedelta(seconds=seconds)
     return DoNotDisrupt(until=until) if now < until else None
 
 
-def tolerates_disrupted_taint(pod: Manifest) -> bool:
+def tolerates_disrupted_taint(pod: PodLike | PodFacts) -> bool:
     """Tolerates ``karpenter.sh/disrupted:NoSchedule``: such pods are never drained (they would come back)."""
-    for toleration in (pod.get("spec") or {}).get("tolerations") or []:
-        key = toleration.get("key") or ""
-        operator = toleration.get("operator") or "Equal"
-        effect = toleration.get("effect") or ""
-        if effect not in ("", "NoSchedule"):
-            continue
-        if operator == "Exists" and key in ("", wk.DISRUPTED_TAINT_KEY):
-            return True
-        if operator == "Equal" and key == wk.DISRUPTED_TAINT_KEY and (toleration.get("value") or "") == "":
-            return True
-    return False
+    return facts(pod).tolerates_disrupted
 
 
-def is_evictable(pod: Manifest, now: datetime) -> bool:
+def is_evictable(pod: PodLike | PodFacts, now: datetime) -> bool:
     """Karpenter would call the Eviction API for it (so PDBs matter for it)."""
+    view = facts(pod)
     return (
-        is_active(pod)
-        and not tolerates_disrupted_taint(pod)
-        and not is_static(pod)
-        and do_not_disrupt(pod, now) is None
+        is_active(view)
+        and not view.tolerates_disrupted
+        and not is_static(view)
+        and do_not_disrupt(view, now) is None
     )
 
 
-def is_stuck_terminating(pod: Manifest, now: datetime) -> bool:
-    deleted = parse_time((pod.get("metadata") or {}).get("deletionTimestamp"))
+def is_stuck_terminating(pod: PodLike | PodFacts, now: datetime) -> bool:
+    deleted = facts(pod).deletion_timestamp
     return deleted is not None and now - deleted > STUCK_TERMINATING_AFTER
 
 
-def is_drainable(pod: Manifest, now: datetime) -> bool:
+def is_drainable(pod: PodLike | PodFacts, now: datetime) -> bool:
     """A drain waits for it to leave (do-not-disrupt pods included: the drain stalls on them)."""
-    return not tolerates_disrupted_taint(pod) and not is_stuck_terminating(pod, now) and not is_static(pod)
+    view = facts(pod)
+    return not view.tolerates_disrupted and not is_stuck_terminating(view, now) and not is_static(view)
 
 
-def eviction_cost(pod: Manifest) -> float:
+def eviction_cost(pod: PodLike | PodFacts) -> float:
     """Relative cost of evicting the pod: 1 + pod-deletion-cost/2^27 + priority/2^25, clamped to [-10, 10]."""
+    view = facts(pod)
     cost = 1.0
-    raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(wk.POD_DELETION_COST)
+    raw = view.annotations.get(wk.POD_DELETION_COST)
     if raw is not None:
         try:
             deletion_cost = float(raw)
         except ValueError:
             deletion_cost = 0.0
-        if math.isfinite(deletion_cost):
-            cost += deletion_cost / 2**27
-        else:
-            cost += math.copysign(20.0, deletion_cost)
-    priority = (pod.get("spec") or {}).get("priority")
-    if isinstance(priority, int):
-        cost += priority / 2**25
+        cost += deletion_cost / 2**27 if math.isfinite(deletion_cost) else math.copysign(20.0, deletion_cost)
+    cost += view.priority / 2**25
     return min(10.0, max(-10.0, cost))
 
 
-def reschedule_cost(pods: list[Manifest]) -> float:
+def reschedule_cost(pods: Iterable[PodLike | PodFacts]) -> float:
     """Per-node disruption cost: 1 for the node plus each reschedulable pod's non-negative eviction cost."""
     return 1.0 + sum(max(0.0, eviction_cost(p)) for p in pods)

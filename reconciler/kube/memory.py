@@ -153,6 +153,9 @@ class MemoryKube:
         delete, evict) on ``kind`` (any when ``None``) fail with ``error``."""
         self._faults.append(_Fault(verb, _key_of(kind) if kind else None, error, times))
 
+    def clear_faults(self) -> None:
+        self._faults.clear()
+
     def compact(self) -> None:
         """Forget the event history: watches from any earlier resourceVersion now get 410."""
         self._log.clear()
@@ -191,8 +194,16 @@ class MemoryKube:
         *,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        bookmark_interval: float | None = None,
     ) -> AsyncIterator[WatchEvent]:
-        return self._watch(kind, resource_version, namespace, label_selector, field_selector)
+        """Changes after ``resource_version`` (``""``/``"0"``: current objects as ADDED first).
+
+        With ``bookmark_interval`` (seconds of event-loop time), a BOOKMARK carrying the
+        latest resourceVersion is sent after that long without a matching event.
+        """
+        return self._watch(
+            kind, resource_version, namespace, label_selector, field_selector, bookmark_interval
+        )
 
     async def create(self, manifest: Manifest) -> Manifest:
         kind = self._remember(kind_of(manifest))
@@ -217,13 +228,16 @@ class MemoryKube:
             obj["status"] = {"phase": "Pending"}
         return clone(self._write(kind, key, obj, "ADDED"))
 
-    async def replace(self, manifest: Manifest) -> Manifest:
+    async def replace(self, manifest: Manifest, *, subresource: str | None = None) -> Manifest:
+        """Update; ``subresource="status"`` replaces only ``status`` (PUT .../status)."""
         kind = self._remember(kind_of(manifest))
         self._maybe_fail("replace", kind)
+        if subresource not in (None, "status"):
+            raise BadRequestError(f"subresource {subresource!r} cannot be replaced")
         metadata = manifest.get("metadata") or {}
         current = self._stored(kind, str(metadata.get("name", "")), metadata.get("namespace"))
         self._check_precondition(kind, current, metadata.get("resourceVersion"))
-        return clone(self._update(kind, current, clone(manifest), status_only=False))
+        return clone(self._update(kind, current, clone(manifest), status_only=subresource == "status"))
 
     async def patch(
         self,
@@ -257,10 +271,22 @@ class MemoryKube:
         pdbs = [p for (ns, _), p in self._objects.get(_key_of(PDB), {}).items() if ns == namespace]
         if pdbs:
             pods = [p for (ns, _), p in self._objects.get(_key_of(POD), {}).items() if ns == namespace]
-            check_eviction(pod, pdbs, pods)
+            check_eviction(pod, pdbs, pods, lambda owner: self._scale_of(namespace, owner))
         self._request_deletion(POD, pod)
 
     # --- internals --------------------------------------------------------------------------
+
+    def _scale_of(self, namespace: str, owner: Mapping[str, Any]) -> int | None:
+        """Desired replicas of a pod's controller, following a ReplicaSet up to its Deployment."""
+        kind = Kind(str(owner.get("apiVersion", "")), str(owner.get("kind", "")))
+        found = self._objects.get(_key_of(kind), {}).get((namespace, str(owner.get("name", ""))))
+        if found is None:
+            return None
+        for parent in found["metadata"].get("ownerReferences") or []:
+            if parent.get("controller") and parent.get("kind") == "Deployment":
+                return self._scale_of(namespace, parent)
+        replicas = (found.get("spec") or {}).get("replicas")
+        return int(replicas) if isinstance(replicas, int) else None
 
     def _remember(self, kind: Kind) -> Kind:
         return self._kinds.setdefault(_key_of(kind), kind)
@@ -432,6 +458,7 @@ class MemoryKube:
         namespace: str | None,
         label_selector: str | None,
         field_selector: str | None,
+        bookmark_interval: float | None,
     ) -> AsyncIterator[WatchEvent]:
         self._maybe_fail("watch", kind)
         matches = self._matcher(kind, namespace, label_selector, field_selector)
@@ -470,9 +497,21 @@ class MemoryKube:
                     return
                 if self._revision == cursor:
                     watcher.wakeup.clear()
-                    await watcher.wakeup.wait()
+                    try:
+                        await asyncio.wait_for(watcher.wakeup.wait(), bookmark_interval)
+                    except TimeoutError:
+                        # Everything up to ``cursor`` has been delivered: safe to resume from it.
+                        yield WatchEvent("BOOKMARK", _bookmark(kind, cursor))
         finally:
             self._watchers.discard(watcher)
+
+
+def _bookmark(kind: Kind, resource_version: int) -> Manifest:
+    return {
+        "apiVersion": kind.api_version,
+        "kind": kind.kind,
+        "metadata": {"resourceVersion": str(resource_version)},
+    }
 
 
 def _as_seen_through(record: _Recorded, matches: Callable[[Manifest], bool]) -> WatchEventType | None:

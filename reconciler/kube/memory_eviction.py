@@ -9,7 +9,7 @@ and pkg/controller/disruption).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,7 +66,36 @@ def _scaled(value: Any, total: int, *, field: str) -> int:
     raise ApiError(422, "Invalid", f"{field}: {value!r} is neither an integer nor a percentage")
 
 
-def budget_status(pdb: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> BudgetStatus:
+# Given a pod's controller ownerReference, the desired replica count of the workload behind it
+# (a ReplicaSet owned by a Deployment answers with the Deployment's), or None when unknown.
+ScaleLookup = Callable[[Mapping[str, Any]], int | None]
+
+
+def _controller_of(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    for owner in (pod.get("metadata") or {}).get("ownerReferences") or []:
+        if owner.get("controller"):
+            return owner
+    return None
+
+
+def _expected_pods(selected: list[Mapping[str, Any]], scale_of: ScaleLookup | None) -> int:
+    """What the disruption controller calls expectedCount: the summed scale of the controllers
+    of the selected pods; pods without a known controller count as themselves."""
+    expected, seen = 0, set()
+    for pod in selected:
+        owner = _controller_of(pod)
+        replicas = scale_of(owner) if owner is not None and scale_of is not None else None
+        if owner is None or replicas is None:
+            expected += 1
+        elif owner.get("uid", owner.get("name")) not in seen:
+            seen.add(owner.get("uid", owner.get("name")))
+            expected += replicas
+    return expected
+
+
+def budget_status(
+    pdb: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], scale_of: ScaleLookup | None = None
+) -> BudgetStatus:
     """Healthy and desired pod counts for one budget over the pods of its namespace."""
     metadata = pdb.get("metadata") or {}
     spec = pdb.get("spec") or {}
@@ -77,8 +106,12 @@ def budget_status(pdb: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> 
         if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
         and selects((pod.get("metadata") or {}).get("labels") or {})
     ]
-    expected = len(selected)
     name = str(metadata.get("name", ""))
+    min_available = spec.get("minAvailable")
+    if spec.get("maxUnavailable") is None and isinstance(min_available, int):
+        expected = len(selected)  # an integer minAvailable needs no controller scale
+    else:
+        expected = _expected_pods(selected, scale_of)
     if spec.get("maxUnavailable") is not None:
         unavailable = _scaled(spec["maxUnavailable"], expected, field=f"{name}.spec.maxUnavailable")
         desired = max(0, expected - unavailable)
@@ -90,7 +123,9 @@ def budget_status(pdb: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> 
     return BudgetStatus(name=name, expected_pods=expected, desired_healthy=desired, current_healthy=healthy)
 
 
-def check_eviction(pod: Manifest, pdbs: Iterable[Manifest], namespace_pods: Iterable[Manifest]) -> None:
+def check_eviction(
+    pod: Manifest, pdbs: Iterable[Manifest], namespace_pods: Iterable[Manifest], scale_of: ScaleLookup | None = None
+) -> None:
     """Raise ``TooManyRequestsError`` when a budget forbids evicting ``pod``; return when allowed."""
     if can_ignore_budget(pod):
         return
@@ -108,7 +143,7 @@ def check_eviction(pod: Manifest, pdbs: Iterable[Manifest], namespace_pods: Iter
             "which the eviction subresource does not support.",
         )
     pdb = covering[0]
-    status = budget_status(pdb, list(namespace_pods))
+    status = budget_status(pdb, list(namespace_pods), scale_of)
     if not is_pod_healthy(pod):
         policy = (pdb.get("spec") or {}).get("unhealthyPodEvictionPolicy", "IfHealthyBudget")
         if policy == "AlwaysAllow" or status.current_healthy >= status.desired_healthy:

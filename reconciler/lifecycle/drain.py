@@ -29,6 +29,7 @@ from typing import Any
 
 from reconciler.disruption import pods as podutil
 from reconciler.disruption.pdb import PdbLimits
+from reconciler.disruption.pods import PodFacts, PodLike, facts
 from reconciler.model import labels as wk
 from reconciler.settings import SettingsError, parse_duration
 
@@ -82,23 +83,23 @@ def termination_deadline(nodeclaim: Manifest | None) -> datetime | None:
         return None
 
 
-def tier_of(pod: Manifest) -> int:
+def tier_of(pod: PodLike | PodFacts) -> int:
     return (2 if podutil.is_critical(pod) else 0) + (1 if podutil.is_owned_by_daemonset(pod) else 0)
 
 
-def needs_force_delete(pod: Manifest, deadline: datetime | None, now: datetime) -> bool:
+def needs_force_delete(pod: PodLike | PodFacts, deadline: datetime | None, now: datetime) -> bool:
     """The pod's own grace period would run past the node's deadline if we waited any longer."""
     if deadline is None:
         return False
-    if podutil.is_terminating(pod):
+    view = facts(pod)
+    if view.deletion_timestamp is not None:
         # Already deleting, but with a grace period that ends after the deadline: shorten it.
-        deleted = podutil.parse_time((pod.get("metadata") or {}).get("deletionTimestamp"))
-        return deleted is not None and deleted > deadline
-    return now > deadline - timedelta(seconds=podutil.termination_grace_seconds(pod))
+        return view.deletion_timestamp > deadline
+    return now > deadline - timedelta(seconds=view.termination_grace_seconds)
 
 
 def plan_drain(
-    pods: Iterable[Manifest],
+    pods: Iterable[PodLike],
     pdbs: PdbLimits | None,
     now: datetime,
     *,
@@ -106,17 +107,18 @@ def plan_drain(
 ) -> DrainPlan:
     """Decide this round of the drain for one node's pods (all pods bound to it)."""
     plan = DrainPlan(deadline=deadline)
-    graceful: list[list[Manifest]] = [[], [], [], []]
+    graceful: list[list[PodFacts]] = [[], [], [], []]
     for pod in pods:
-        if podutil.is_terminal(pod) or not podutil.is_drainable(pod, now):
+        view = facts(pod)
+        if podutil.is_terminal(view) or not podutil.is_drainable(view, now):
             continue
-        key = podutil.pod_key(pod)
+        key = view.key
         plan.waiting.append(key)
-        if needs_force_delete(pod, deadline, now):
+        if needs_force_delete(view, deadline, now):
             remaining = int((deadline - now).total_seconds()) if deadline is not None else 0
             plan.force_delete.append(ForceDelete(key, max(remaining, 1)))
         else:
-            graceful[tier_of(pod)].append(pod)
+            graceful[tier_of(view)].append(view)
     budget_left: dict[str, int] = {}
     for index, tier in enumerate(graceful):
         if not tier:
@@ -129,9 +131,9 @@ def plan_drain(
 
 
 def _plan_eviction(
-    pod: Manifest, pdbs: PdbLimits | None, now: datetime, plan: DrainPlan, budget_left: dict[str, int]
+    pod: PodFacts, pdbs: PdbLimits | None, now: datetime, plan: DrainPlan, budget_left: dict[str, int]
 ) -> None:
-    key = podutil.pod_key(pod)
+    key = pod.key
     if podutil.is_terminating(pod):
         plan.blocked[key] = "terminating"
         return

@@ -12,7 +12,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from reconciler.cloud.types import CloudProvider, InsufficientCapacityError, Instance, LaunchRequest, NodeClassNotReadyError
+from reconciler.cloud.types import (
+    CloudProvider,
+    Instance,
+    InsufficientCapacityError,
+    LaunchRequest,
+    NodeClassNotReadyError,
+)
 from reconciler.kube.api import EC2NODECLASS, NODE, NODECLAIM, KubeAPI, Manifest, NotFoundError
 from reconciler.model import labels as wk
 

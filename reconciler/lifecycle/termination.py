@@ -7,14 +7,24 @@ idempotent, so a crash at any point is resumed by the next leader.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from reconciler.cloud.types import CloudProvider, InstanceNotFoundError
-from reconciler.kube.api import NODE, NODECLAIM, PDB, POD, KubeAPI, Manifest, NotFoundError, TooManyRequestsError
 from reconciler.disruption.pdb import PdbLimits
+from reconciler.kube.api import (
+    NODE,
+    NODECLAIM,
+    PDB,
+    POD,
+    KubeAPI,
+    Manifest,
+    NotFoundError,
+    TooManyRequestsError,
+)
 from reconciler.lifecycle.drain import DrainPlan, plan_drain, termination_deadline
 from reconciler.model import labels as wk
 
@@ -135,10 +145,8 @@ class Terminator:
         finalizers = [f for f in current["metadata"].get("finalizers") or [] if f != wk.TERMINATION_FINALIZER]
         if finalizers != (current["metadata"].get("finalizers") or []):
             await self._kube.patch(kind, name, {"metadata": {"finalizers": finalizers or None}}, namespace)
-        try:
+        with contextlib.suppress(NotFoundError):
             await self._kube.delete(kind, name, namespace)
-        except NotFoundError:
-            pass
 
 
 def deletion_requested(manifest: Mapping[str, Any]) -> bool:

@@ -98,7 +98,8 @@ def _offerings(raw: Any, path: str) -> tuple[Offering, ...]:
             raise ScenarioError(f"{where}.{sorted(unknown)[0]}: unknown key")
         capacity_type = item.get("capacityType")
         if capacity_type not in wk.CAPACITY_TYPES:
-            raise ScenarioError(f"{where}.capacityType: {capacity_type!r} must be one of {', '.join(wk.CAPACITY_TYPES)}")
+            allowed = ", ".join(wk.CAPACITY_TYPES)
+            raise ScenarioError(f"{where}.capacityType: {capacity_type!r} must be one of {allowed}")
         zone = item.get("zone")
         if not isinstance(zone, str) or not zone:
             raise ScenarioError(f"{where}.zone: required")

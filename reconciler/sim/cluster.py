@@ -15,7 +15,7 @@ from reconciler.lifecycle.launch import has_condition, initialize, launch, node_
 from reconciler.lifecycle.termination import Terminator
 from reconciler.model import labels as wk
 from reconciler.sim import engine
-from reconciler.sim.workloads import running_status
+from reconciler.sim.workloads import OWNER_ANNOTATION, running_status, unschedulable_status
 
 if TYPE_CHECKING:
     from reconciler.sim.runner import Simulation
@@ -174,13 +174,19 @@ class SimulatedCluster:
 
     # -- disruption and termination -------------------------------------------------------------
     async def disrupt_once(self, record: dict[str, Any]) -> bool:
-        return await engine.disrupt_once(self, record)
+        from reconciler.sim import disruption_steps
+
+        return await disruption_steps.disrupt_once(self, record)
 
     async def expire(self, record: dict[str, Any]) -> None:
-        await engine.expire(self, record)
+        from reconciler.sim import disruption_steps
+
+        await disruption_steps.expire(self, record)
 
     async def interrupt(self, node_name: str, kind: str, record: dict[str, Any], *, path: str) -> None:
-        await engine.interrupt(self, node_name, kind, record, path=path)
+        from reconciler.sim import disruption_steps
+
+        await disruption_steps.interrupt(self, node_name, kind, record, path=path)
 
     async def delete_capacity(self, kind: Kind, name: str, record: dict[str, Any]) -> None:
         """A user deleted a Node or NodeClaim: Adze's termination finalizer drains it first."""
@@ -204,7 +210,9 @@ class SimulatedCluster:
                 return
             progressed = False
             for claim in deleting:
+                before = {pod_key(p): p for p in self.pods()}
                 result = await self.terminator.step(claim, self.sim.now)
+                await self._recreate_unowned(before, result.evicted + result.force_deleted)
                 for key in result.evicted:
                     record["events"].append({"object": f"Pod/{key}", "reason": "Evicted",
                                              "message": f"evicted from {claim['metadata']['name']}"})
@@ -217,6 +225,24 @@ class SimulatedCluster:
                 await self._bind(await self._plan_existing_only(), record)
             if not progressed:
                 return
+
+    async def _recreate_unowned(self, before: Mapping[str, Manifest], removed: list[str]) -> None:
+        """Evicted pods that no simulated workload controller owns come back pending under the same name."""
+        for key in removed:
+            pod = before.get(key)
+            if pod is None or OWNER_ANNOTATION in ((pod.get("metadata") or {}).get("annotations") or {}):
+                continue
+            metadata = pod["metadata"]
+            fresh = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {k: v for k, v in metadata.items()
+                             if k in ("name", "namespace", "labels", "annotations", "ownerReferences")},
+                "spec": {k: v for k, v in (pod.get("spec") or {}).items() if k != "nodeName"},
+                "status": unschedulable_status(self.sim.now),
+            }
+            if self.sim.kube.peek(POD, metadata["name"], metadata.get("namespace")) is None:
+                await self.sim.kube.create(fresh)
 
     # -- results --------------------------------------------------------------------------------
     def final_summary(self) -> dict[str, Any]:

@@ -30,6 +30,10 @@ def _pods_summary(pods: list[str], limit: int = 4) -> str:
     return ", ".join(pods[:limit]) + f" (+{len(pods) - limit} more)"
 
 
+def _options_summary(options: list[str], limit: int = 3) -> str:
+    return ", ".join(options[:limit]) + (" ..." if len(options) > limit else "")
+
+
 def render_text(result: dict[str, Any]) -> str:
     lines = [f"scenario: {result['scenario']}", ""]
     for index, step in enumerate(result["steps"]):
@@ -39,7 +43,7 @@ def render_text(result: dict[str, Any]) -> str:
                 [
                     item["nodeclaim"], item["nodepool"], item["instanceType"], item["zone"], item["capacityType"],
                     f"{item['price']:.4f}", str(len(item["pods"])),
-                    ", ".join(item["instanceTypeOptions"][:3]) + (" ..." if len(item["instanceTypeOptions"]) > 3 else ""),
+                    _options_summary(item["instanceTypeOptions"]),
                 ]
                 for item in step["launched"]
             ]

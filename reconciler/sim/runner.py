@@ -183,7 +183,7 @@ class Simulation:
             kind = _kind_for_reference(ref, f"{step.path}.delete[{index}]")
             namespace = ref.get("namespace", "default") if kind.namespaced else None
             try:
-                if kind == NODECLAIM or kind == NODE:
+                if kind in (NODECLAIM, NODE):
                     await self.cluster.delete_capacity(kind, ref["name"], record)
                 else:
                     await self.kube.delete(kind, ref["name"], namespace)

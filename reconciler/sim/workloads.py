@@ -9,6 +9,7 @@ DaemonSet pods are created for every node they tolerate and select.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import json
@@ -185,10 +186,8 @@ class WorkloadControllers:
             await self._kube.create(pod)
 
     async def _delete_pod(self, pod: Manifest) -> None:
-        try:
+        with contextlib.suppress(NotFoundError):
             await self._kube.delete(POD, pod["metadata"]["name"], pod["metadata"].get("namespace", "default"))
-        except NotFoundError:
-            pass
 
 
 def running_status(now: datetime) -> dict[str, Any]:

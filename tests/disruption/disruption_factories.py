@@ -41,14 +41,28 @@ def pod(
         "creationTimestamp": ts((started or NOW) - timedelta(seconds=1)),
     }
     if owner:
-        api = {"ReplicaSet": "apps/v1", "DaemonSet": "apps/v1", "StatefulSet": "apps/v1", "Node": "v1", "Job": "batch/v1"}
+        api = {
+            "ReplicaSet": "apps/v1",
+            "DaemonSet": "apps/v1",
+            "StatefulSet": "apps/v1",
+            "Node": "v1",
+            "Job": "batch/v1",
+        }
         metadata["ownerReferences"] = [
-            {"apiVersion": api[owner], "kind": owner, "name": f"{name}-owner", "uid": f"owner-{name}", "controller": True}
+            {
+                "apiVersion": api[owner],
+                "kind": owner,
+                "name": f"{name}-owner",
+                "uid": f"owner-{name}",
+                "controller": True,
+            }
         ]
     if deleted is not None:
         metadata["deletionTimestamp"] = ts(deleted)
     spec: dict[str, Any] = {
-        "containers": [{"name": "main", "image": "pause", "resources": {"requests": {"cpu": cpu, "memory": memory}}}],
+        "containers": [
+            {"name": "main", "image": "pause", "resources": {"requests": {"cpu": cpu, "memory": memory}}}
+        ],
     }
     if node:
         spec["nodeName"] = node
@@ -98,3 +112,130 @@ def pdb(
     if allowed is not None:
         manifest["status"] = {"disruptionsAllowed": allowed}
     return manifest
+
+
+def nodepool(
+    name: str = "default",
+    *,
+    consolidate_after: str = "0s",
+    policy: str = "WhenEmptyOrUnderutilized",
+    budgets: list[dict[str, Any]] | None = None,
+    requirements: list[dict[str, Any]] | None = None,
+    labels: dict[str, str] | None = None,
+    expire_after: str = "720h",
+    termination_grace_period: str | None = None,
+    weight: int | None = None,
+) -> dict[str, Any]:
+    template_spec: dict[str, Any] = {
+        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+        "requirements": requirements
+        if requirements is not None
+        else [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}],
+        "expireAfter": expire_after,
+    }
+    if termination_grace_period:
+        template_spec["terminationGracePeriod"] = termination_grace_period
+    spec: dict[str, Any] = {
+        "template": {"metadata": {"labels": dict(labels or {})}, "spec": template_spec},
+        "disruption": {"consolidateAfter": consolidate_after, "consolidationPolicy": policy},
+    }
+    if budgets is not None:
+        spec["disruption"]["budgets"] = budgets
+    if weight is not None:
+        spec["weight"] = weight
+    return {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": name}, "spec": spec}
+
+
+def managed_node(
+    name: str,
+    *,
+    instance_type: str = "m5.large",
+    zone: str = "test-zone-1",
+    capacity_type: str = "on-demand",
+    pool: str = "default",
+    cpu: str = "2",
+    memory: str = "8Gi",
+    max_pods: str = "110",
+    created: datetime | None = None,
+    initialized: bool = True,
+    last_pod_event: datetime | None = None,
+    annotations: dict[str, str] | None = None,
+    claim_annotations: dict[str, str] | None = None,
+    ready: bool = True,
+    termination_grace_period: str | None = None,
+    expire_after: str = "720h",
+    extra_labels: dict[str, str] | None = None,
+    conditions: list[dict[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
+    """A registered Node and its NodeClaim (named ``<name>-claim``)."""
+    created = created or NOW - timedelta(hours=2)
+    labels = {
+        "kubernetes.io/hostname": name,
+        "karpenter.sh/nodepool": pool,
+        "node.kubernetes.io/instance-type": instance_type,
+        "topology.kubernetes.io/zone": zone,
+        "karpenter.sh/capacity-type": capacity_type,
+        "kubernetes.io/arch": "amd64",
+        "kubernetes.io/os": "linux",
+        "karpenter.sh/registered": "true",
+        **(extra_labels or {}),
+    }
+    if initialized:
+        labels["karpenter.sh/initialized"] = "true"
+    provider_id = f"sim:///{zone}/i-{name}"
+    capacity = {"cpu": cpu, "memory": memory, "pods": max_pods}
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": labels,
+            "annotations": dict(annotations or {}),
+            "creationTimestamp": ts(created),
+            "finalizers": ["karpenter.sh/termination"],
+        },
+        "spec": {"providerID": provider_id},
+        "status": {
+            "capacity": capacity,
+            "allocatable": capacity,
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
+    claim_conditions = [
+        {"type": "Launched", "status": "True", "lastTransitionTime": ts(created)},
+        {"type": "Registered", "status": "True", "lastTransitionTime": ts(created)},
+    ]
+    if initialized:
+        claim_conditions.append({"type": "Initialized", "status": "True", "lastTransitionTime": ts(created)})
+    claim_conditions.extend(conditions or [])
+    spec: dict[str, Any] = {
+        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+        "requirements": [
+            {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [instance_type]}
+        ],
+        "expireAfter": expire_after,
+    }
+    if termination_grace_period:
+        spec["terminationGracePeriod"] = termination_grace_period
+    status: dict[str, Any] = {
+        "nodeName": name,
+        "providerID": provider_id,
+        "capacity": capacity,
+        "allocatable": capacity,
+        "conditions": claim_conditions,
+    }
+    if last_pod_event is not None:
+        status["lastPodEventTime"] = ts(last_pod_event)
+    claim = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {
+            "name": f"{name}-claim",
+            "labels": {k: v for k, v in labels.items() if k != "kubernetes.io/hostname"},
+            "annotations": dict(claim_annotations or {}),
+            "creationTimestamp": ts(created),
+        },
+        "spec": spec,
+        "status": status,
+    }
+    return [node, claim]

@@ -314,3 +314,23 @@ async def test_missing_name_is_a_clear_error() -> None:
         await kube.create({"apiVersion": "v1", "kind": "Node", "metadata": {}})
     assert error.value.status == 422
     assert "metadata.name" in error.value.message
+
+
+async def test_watch_sends_bookmarks_when_idle() -> None:
+    kube = MemoryKube()
+    await kube.create(nodeclaim("a"))
+    await kube.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"}})
+    events = await asyncio.wait_for(collect(kube.watch(NODECLAIM, "1", bookmark_interval=0.01), 1), 2)
+    assert events[0].type == "BOOKMARK"
+    assert events[0].object["metadata"]["resourceVersion"] == "2", "bookmarks carry the latest version"
+
+
+async def test_status_replace_changes_only_status() -> None:
+    kube = MemoryKube()
+    created = await kube.create(nodeclaim("a"))
+    body = dict(created, status={"providerID": "aws:///z/i-1"}, spec={"taints": []})
+    updated = await kube.replace(body, subresource="status")
+    assert updated["status"] == {"providerID": "aws:///z/i-1"}
+    assert updated["spec"] == created["spec"]
+    with pytest.raises(ConflictError):
+        await kube.replace(body, subresource="status")

@@ -1,0 +1,220 @@
+"""The EKS cluster: API authentication, private nodes, a tainted system node group, add-ons, one k8s provider.
+
+``pulumi_eks.Cluster`` is a multi-language component; its children are built by the eks
+plugin. Everything else here is a plain resource so the mocks can see and check it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_eks as eks
+import pulumi_kubernetes as k8s
+
+from components.common import (
+    CRITICAL_ADDONS_TAINT,
+    SYSTEM_NODE_LABEL,
+    SYSTEM_NODE_LABEL_VALUE,
+    discovery_tags,
+    type_token,
+)
+from components.config import StackConfig
+from components.karpenter_config import DISCOVERY_TAG
+from components.policies import AwsScope, node_role_trust_policy
+
+# What every node role needs; SSM lets operators reach nodes without SSH keys.
+NODE_MANAGED_POLICIES = (
+    "AmazonEKSWorkerNodePolicy",
+    "AmazonEKS_CNI_Policy",
+    "AmazonEC2ContainerRegistryPullOnly",
+    "AmazonSSMManagedInstanceCore",
+)
+CLUSTER_ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
+
+
+def managed_policy_arn(partition: str, name: str) -> str:
+    return f"arn:{partition}:iam::aws:policy/{name}"
+
+
+def attach_node_policies(
+    name: str, role: aws.iam.Role, scope: pulumi.Output[AwsScope], parent: pulumi.Resource
+) -> list[aws.iam.RolePolicyAttachment]:
+    return [
+        aws.iam.RolePolicyAttachment(
+            f"{name}-{policy}",
+            role=role.name,
+            policy_arn=scope.apply(lambda s, p=policy: managed_policy_arn(s.partition, p)),
+            opts=pulumi.ResourceOptions(parent=parent),
+        )
+        for policy in NODE_MANAGED_POLICIES
+    ]
+
+
+@dataclass(slots=True)
+class ClusterArgs:
+    config: StackConfig
+    vpc_id: pulumi.Input[str]
+    private_subnet_ids: pulumi.Input[list[str]]
+    public_subnet_ids: pulumi.Input[list[str]]
+    scope: pulumi.Output[AwsScope]
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+class Cluster(pulumi.ComponentResource):
+    name: pulumi.Output[str]
+    endpoint: pulumi.Output[str]
+    kubeconfig: pulumi.Output[str]
+    security_group_id: pulumi.Output[str]
+    oidc_provider_arn: pulumi.Output[str]
+    oidc_issuer: pulumi.Output[str]
+    system_node_group: eks.ManagedNodeGroup
+    provider: k8s.Provider
+
+    def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(type_token("Cluster"), name, {}, opts)
+        config = args.config
+        child = pulumi.ResourceOptions(parent=self)
+        deployer = config.deployer_role_arn
+        has_public_subnets = config.network.mode == "create" or bool(config.network.public_subnet_ids)
+
+        cluster = eks.Cluster(
+            f"{name}-eks",
+            name=config.cluster_name,
+            version=config.kubernetes_version,
+            vpc_id=args.vpc_id,
+            private_subnet_ids=args.private_subnet_ids,
+            public_subnet_ids=args.public_subnet_ids if has_public_subnets else None,
+            endpoint_private_access=True,
+            endpoint_public_access=config.endpoint_public_access,
+            public_access_cidrs=config.public_access_cidrs if config.endpoint_public_access else None,
+            authentication_mode=eks.AuthenticationMode.API,
+            skip_default_node_group=True,
+            # Nodes (system and Adze-launched) share the EKS-created cluster security group.
+            skip_default_security_groups=True,
+            node_associate_public_ip_address=False,
+            create_oidc_provider=config.identity_mode == "irsa",
+            enabled_cluster_log_types=list(config.cluster_log_types),
+            deletion_protection=config.protect,
+            provider_credential_opts=eks.KubeconfigOptionsArgs(role_arn=deployer) if deployer else None,
+            tags=args.tags,
+            opts=pulumi.ResourceOptions(parent=self, protect=config.protect),
+        )
+        eks_cluster = cluster.eks_cluster
+        self.name = eks_cluster.name
+        self.endpoint = eks_cluster.endpoint
+        self.security_group_id = eks_cluster.vpc_config.cluster_security_group_id
+        self.oidc_provider_arn = cluster.oidc_provider_arn
+        self.oidc_issuer = cluster.oidc_issuer
+        self.kubeconfig = pulumi.Output.secret(cluster.kubeconfig_json)
+
+        # The EKS-created security group is owned by EKS, so tag it rather than manage its tags.
+        aws.ec2.Tag(
+            f"{name}-sg-discovery",
+            resource_id=self.security_group_id,
+            key=DISCOVERY_TAG,
+            value=discovery_tags(config.cluster_name)[DISCOVERY_TAG],
+            opts=child,
+        )
+
+        system_role = aws.iam.Role(
+            f"{name}-system-node",
+            assume_role_policy=args.scope.apply(lambda s: json.dumps(node_role_trust_policy(s))),
+            description=f"System node group of EKS cluster {config.cluster_name}",
+            tags=args.tags,
+            opts=child,
+        )
+        attachments = attach_node_policies(f"{name}-system-node", system_role, args.scope, self)
+        system = config.system_node_group
+        self.system_node_group = eks.ManagedNodeGroup(
+            f"{name}-system",
+            cluster=cluster,
+            node_role=system_role,
+            subnet_ids=args.private_subnet_ids,
+            instance_types=list(system.instance_types),
+            capacity_type=system.capacity_type,
+            ami_type=system.ami_type,
+            disk_size=system.disk_size_gib,
+            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+                min_size=system.min_size,
+                desired_size=system.desired_size or system.min_size,
+                max_size=system.max_size,
+            ),
+            labels={SYSTEM_NODE_LABEL: SYSTEM_NODE_LABEL_VALUE},
+            taints=[aws.eks.NodeGroupTaintArgs(key=CRITICAL_ADDONS_TAINT, value="true", effect="NO_SCHEDULE")]
+            if system.taint
+            else None,
+            ignore_scaling_changes=True,
+            tags=args.tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=attachments),
+        )
+        # A DaemonSet: it needs the system nodes before it can become healthy.
+        self.pod_identity_agent = aws.eks.Addon(
+            f"{name}-pod-identity-agent",
+            cluster_name=self.name,
+            addon_name="eks-pod-identity-agent",
+            resolve_conflicts_on_create="OVERWRITE",
+            resolve_conflicts_on_update="OVERWRITE",
+            tags=args.tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.system_node_group]),
+        )
+
+        provider_dependencies: list[pulumi.Resource] = [self.system_node_group]
+        if deployer:
+            entry = aws.eks.AccessEntry(
+                f"{name}-deployer",
+                cluster_name=self.name,
+                principal_arn=deployer,
+                type="STANDARD",
+                tags=args.tags,
+                opts=child,
+            )
+            provider_dependencies.append(
+                aws.eks.AccessPolicyAssociation(
+                    f"{name}-deployer-admin",
+                    cluster_name=self.name,
+                    principal_arn=entry.principal_arn,
+                    policy_arn=f"arn:{deployer.split(':')[1]}:eks::aws:cluster-access-policy/{CLUSTER_ADMIN_POLICY}",
+                    access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
+                    opts=child,
+                )
+            )
+        self.provider = k8s.Provider(
+            f"{name}-k8s",
+            kubeconfig=self.kubeconfig,
+            enable_server_side_apply=True,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=provider_dependencies),
+        )
+        self.register_outputs(
+            {
+                "name": self.name,
+                "endpoint": self.endpoint,
+                "security_group_id": self.security_group_id,
+                "kubeconfig": self.kubeconfig,
+            }
+        )
+
+
+class MetricsServer(pulumi.ComponentResource):
+    """The EKS community metrics-server add-on.
+
+    Its pods do not tolerate the system taint, so it is created after the NodePools:
+    Adze launches the node it runs on, and ``pulumi destroy`` removes it first.
+    """
+
+    def __init__(
+        self, name: str, cluster_name: pulumi.Input[str], tags: dict[str, str], opts: pulumi.ResourceOptions
+    ) -> None:
+        super().__init__(type_token("MetricsServer"), name, {}, opts)
+        self.addon = aws.eks.Addon(
+            f"{name}-addon",
+            cluster_name=cluster_name,
+            addon_name="metrics-server",
+            resolve_conflicts_on_create="OVERWRITE",
+            resolve_conflicts_on_update="OVERWRITE",
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self, custom_timeouts=pulumi.CustomTimeouts(create="30m")),
+        )
+        self.register_outputs({})

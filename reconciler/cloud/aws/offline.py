@@ -1,0 +1,210 @@
+"""An in-process moto EC2/SSM/IAM/SQS endpoint seeded like an EKS cluster's account.
+
+Used by ``simulate --cloud moto`` and the AWS tests: the real ``AWSCloudProvider``
+runs its whole launch path (NodeClass resolution, launch templates, CreateFleet,
+DescribeInstances, TerminateInstances) against moto's server on 127.0.0.1.
+
+Seeded per environment: a VPC with three discovery-tagged subnets of different
+sizes, a discovery-tagged security group, the node IAM role, and the EKS
+optimized-AMI SSM parameters (which moto does not ship; they are written into
+moto's SSM backend in-process because ``/aws/...`` names are reserved).
+Prices: the bundled on-demand table, and spot at the preset's documented
+fraction of on-demand (moto's spot history is a placeholder ``0.00001``).
+
+moto is a test/dev dependency, imported only when this module is used.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import boto3
+
+from reconciler.cloud.aws.instancetype import spot_fraction
+from reconciler.cloud.aws.preset import load_catalog
+from reconciler.cloud.aws.userdata import ClusterInfo
+
+ACCOUNT_ID = "123456789012"
+DISCOVERY_TAG = "karpenter.sh/discovery"
+# (zone suffix, CIDR): different sizes so "most free IPs" has something to choose.
+SUBNETS = (("a", "10.42.0.0/20"), ("b", "10.42.16.0/22"), ("c", "10.42.32.0/24"))
+NODE_ROLE = "KarpenterNodeRole-adze"
+CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+
+
+@dataclass(slots=True)
+class OfflineAWS:
+    server: Any
+    endpoint_url: str
+    region: str
+    cluster: str
+    kubernetes_version: str
+    subnet_ids: dict[str, str] = field(default_factory=dict)  # zone -> subnet id
+    security_group_id: str = ""
+    ami_ids: dict[str, str] = field(default_factory=dict)  # "<arch>/<variant>" -> image id
+
+    def client(self, service: str) -> Any:
+        return boto3.client(service, region_name=self.region, endpoint_url=self.endpoint_url, **CREDENTIALS)
+
+    def cluster_info(self) -> ClusterInfo:
+        return ClusterInfo(
+            name=self.cluster,
+            endpoint="https://ABCDEF.gr7.us-east-1.eks.amazonaws.com",
+            ca_bundle="LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==",
+            dns_ip="172.20.0.10",
+            kubernetes_version=self.kubernetes_version,
+        )
+
+    def nodeclass(self, name: str = "default", **spec: Any) -> dict[str, Any]:
+        """An EC2NodeClass selecting the seeded subnets/SG by discovery tag, AL2023 latest, the node role."""
+        body: dict[str, Any] = {
+            "role": NODE_ROLE,
+            "amiSelectorTerms": [{"alias": "al2023@latest"}],
+            "subnetSelectorTerms": [{"tags": {DISCOVERY_TAG: self.cluster}}],
+            "securityGroupSelectorTerms": [{"tags": {DISCOVERY_TAG: self.cluster}}],
+        }
+        body.update(spec)
+        return {
+            "apiVersion": "karpenter.k8s.aws/v1",
+            "kind": "EC2NodeClass",
+            "metadata": {"name": name, "uid": f"uid-{name}", "generation": 1},
+            "spec": body,
+        }
+
+    def spot_prices(self) -> dict[tuple[str, str], float]:
+        """The preset's documented spot prices for every bundled type in the seeded zones."""
+        catalog = load_catalog("us-east-1")
+        zones = set(self.subnet_ids)
+        return {
+            (entry.info.name, zone): round(entry.on_demand_price * spot_fraction(entry.info.name, zone), 6)
+            for entry in catalog.entries
+            for zone in entry.zones
+            if zone in zones and "spot" in entry.info.usage_classes
+        }
+
+    def reset(self) -> None:
+        """Wipe moto's state and seed again (fresh IDs)."""
+        _post(f"{self.endpoint_url}/moto-api/reset")
+        seed(self)
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+def _post(url: str) -> None:
+    request = urllib.request.Request(url, data=b"", method="POST")
+    with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - local moto endpoint
+        response.read()
+
+
+def start_offline_aws(
+    *, region: str = "us-east-1", cluster: str = "adze", kubernetes_version: str = "1.32", port: int = 0
+) -> OfflineAWS:
+    """Start moto's threaded server on 127.0.0.1 (a free port by default) and seed it."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    host, bound = server.get_host_and_port()
+    environment = OfflineAWS(server, f"http://{host}:{bound}", region, cluster, kubernetes_version)
+    try:
+        seed(environment)
+    except Exception:
+        server.stop()
+        raise
+    return environment
+
+
+def seed(environment: OfflineAWS) -> None:
+    ec2 = environment.client("ec2")
+    discovery = [{"Key": DISCOVERY_TAG, "Value": environment.cluster}]
+    vpc = ec2.create_vpc(CidrBlock="10.42.0.0/16")["Vpc"]["VpcId"]
+    environment.subnet_ids = {}
+    for suffix, cidr in SUBNETS:
+        zone = f"{environment.region}{suffix}"
+        subnet = ec2.create_subnet(
+            VpcId=vpc,
+            CidrBlock=cidr,
+            AvailabilityZone=zone,
+            TagSpecifications=[{"ResourceType": "subnet", "Tags": discovery}],
+        )["Subnet"]["SubnetId"]
+        environment.subnet_ids[zone] = subnet
+    environment.security_group_id = ec2.create_security_group(
+        GroupName=f"{environment.cluster}-nodes",
+        Description="nodes",
+        VpcId=vpc,
+        TagSpecifications=[{"ResourceType": "security-group", "Tags": discovery}],
+    )["GroupId"]
+    iam = environment.client("iam")
+    trust = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}
+        ],
+    }
+    iam.create_role(RoleName=NODE_ROLE, AssumeRolePolicyDocument=json.dumps(trust))
+    environment.ami_ids = _pick_images(ec2)
+    seed_eks_ami_parameters(environment.region, environment.kubernetes_version, environment.ami_ids)
+
+
+def _pick_images(ec2: Any) -> dict[str, str]:
+    """Deterministic stand-ins for the EKS AMIs among moto's public Amazon images."""
+    chosen = {}
+    for arch, ec2_arch in (("amd64", "x86_64"), ("arm64", "arm64")):
+        images = ec2.describe_images(
+            Owners=["amazon"], Filters=[{"Name": "architecture", "Values": [ec2_arch]}]
+        )["Images"]
+        ids = sorted(image["ImageId"] for image in images)
+        if len(ids) < 3:
+            raise RuntimeError(f"moto has too few {ec2_arch} images to stand in for EKS AMIs")
+        chosen[f"{arch}/standard"] = ids[0]
+        chosen[f"{arch}/nvidia"] = ids[1]
+        if arch == "amd64":
+            chosen[f"{arch}/neuron"] = ids[2]
+    return chosen
+
+
+def eks_parameter_names(kubernetes_version: str, ami_ids: Mapping[str, str]) -> dict[str, str]:
+    """SSM parameter name -> image id for the AL2023 and Bottlerocket aliases."""
+    names = {}
+    for key, image_id in ami_ids.items():
+        arch, variant = key.split("/")
+        ec2_arch = "x86_64" if arch == "amd64" else "arm64"
+        names[
+            f"/aws/service/eks/optimized-ami/{kubernetes_version}/amazon-linux-2023/{ec2_arch}/{variant}"
+            "/recommended/image_id"
+        ] = image_id
+        if variant in ("standard", "nvidia"):
+            flavour = "" if variant == "standard" else "-nvidia"
+            names[
+                f"/aws/service/bottlerocket/aws-k8s-{kubernetes_version}{flavour}/{ec2_arch}/latest/image_id"
+            ] = image_id
+    return names
+
+
+def seed_eks_ami_parameters(region: str, kubernetes_version: str, ami_ids: Mapping[str, str]) -> None:
+    """Write public EKS AMI parameters straight into moto's SSM backend (same process only)."""
+    from moto.ssm.models import Parameter, ssm_backends
+
+    backend = ssm_backends[ACCOUNT_ID][region]
+    now = datetime.now(UTC)
+    for name, image_id in eks_parameter_names(kubernetes_version, ami_ids).items():
+        backend._parameters[name] = [
+            Parameter(
+                account_id=ACCOUNT_ID,
+                name=name,
+                value=image_id,
+                parameter_type="String",
+                description=None,
+                allowed_pattern=None,
+                keyid=None,
+                last_modified_date=now,
+                version=1,
+                data_type="aws:ec2:image",
+            )
+        ]

@@ -1,0 +1,498 @@
+"""The AWS ``CloudProvider``: EC2NodeClass resolution, instance types, CreateFleet launches.
+
+Launch path for one NodeClaim (``create``):
+
+1. adopt an instance already tagged with this NodeClaim (a launch that
+   succeeded just before a crash) instead of launching a second one;
+2. resolve the NodeClass (subnets, security groups, AMIs, instance profile);
+3. pick offerings (allowed types x zones x capacity type, ICE-cached ones out,
+   cheapest 60 types), one subnet per zone (most free IPs);
+4. ensure one content-addressed launch template per (AMI, max pods);
+5. CreateFleet ``instant``; fleet errors feed the unavailable-offerings cache;
+   no instance + only capacity errors = ``InsufficientCapacityError`` so the
+   provisioner re-plans without those offerings.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from reconciler.cloud.aws import fleet as fleets
+from reconciler.cloud.aws import metrics
+from reconciler.cloud.aws import tags as owned
+from reconciler.cloud.aws.clients import AwsCaller, AwsClients, ClientOptions, error_code
+from reconciler.cloud.aws.drift import drift_reason
+from reconciler.cloud.aws.ice import UnavailableOfferings
+from reconciler.cloud.aws.instances import (
+    ACTIVE_STATES,
+    InstanceRecord,
+    parse_provider_id,
+    provider_id,
+    records_from_reservations,
+)
+from reconciler.cloud.aws.launchtemplate import (
+    NOT_FOUND_CODES,
+    LaunchTemplateProvider,
+    LaunchTemplateSpec,
+    block_device_mappings,
+    metadata_options,
+)
+from reconciler.cloud.aws.nodeclass import NodeClassResolver, ResolvedNodeClass, subnets_for_launch
+from reconciler.cloud.aws.preset import load_catalog
+from reconciler.cloud.aws.pricing import PricingProvider
+from reconciler.cloud.aws.typeprovider import InstanceTypeProvider
+from reconciler.cloud.aws.userdata import BootstrapOptions, ClusterInfo, render
+from reconciler.cloud.types import (
+    CloudError,
+    Instance,
+    InstanceNotFoundError,
+    InstanceType,
+    InsufficientCapacityError,
+    LaunchRequest,
+    NodeClassNotReadyError,
+)
+from reconciler.model import labels as wk
+from reconciler.model.resources import EMPTY
+
+NODECLASS_CACHE_SECONDS = 60.0
+
+
+@dataclass(slots=True, frozen=True)
+class AWSProviderConfig:
+    cluster: ClusterInfo
+    region: str
+    endpoint_url: str | None = None
+    # Extra DescribeInstanceTypes filters, e.g. to narrow discovery (tests, restricted accounts).
+    instance_type_filters: tuple[Mapping[str, Any], ...] = ()
+    vm_memory_overhead_percent: float = 0.075
+    reserved_enis: int = 0
+    max_concurrency: int = 16
+    retry_mode: str = "adaptive"
+    max_attempts: int = 8
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+
+    def client_options(self) -> ClientOptions:
+        return ClientOptions(
+            region=self.region,
+            endpoint_url=self.endpoint_url,
+            retry_mode=self.retry_mode,
+            max_attempts=self.max_attempts,
+            max_concurrency=self.max_concurrency,
+            access_key_id=self.access_key_id,
+            secret_access_key=self.secret_access_key,
+        )
+
+
+@dataclass(slots=True)
+class _CachedNodeClass:
+    key: str
+    resolved: ResolvedNodeClass
+    expires: float
+
+
+@dataclass(slots=True)
+class _Groups:
+    """Launch templates of one fleet request and the overrides under each."""
+
+    overrides: dict[str, list[fleets.Override]] = field(default_factory=dict)
+
+
+class AWSCloudProvider:
+    name = "aws"
+
+    def __init__(
+        self,
+        config: AWSProviderConfig,
+        *,
+        clients: AwsClients | None = None,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self.cluster = config.cluster.name
+        self.clients = clients or AwsClients(config.client_options())
+        self.caller = AwsCaller(config.max_concurrency)
+        self._now = now
+        self._monotonic = monotonic
+        catalog = load_catalog("us-east-1")  # the only bundled table; other regions refresh from the API
+        self.pricing = PricingProvider(
+            config.region,
+            catalog.on_demand_prices() if config.region == "us-east-1" else {},
+            bundled_as_of=datetime.fromisoformat(catalog.prices_as_of).replace(tzinfo=UTC),
+            clock=lambda: self._now().timestamp(),
+        )
+        self.unavailable = UnavailableOfferings(clock=monotonic)
+        self.instance_type_provider = InstanceTypeProvider(
+            self.caller,
+            self.clients.ec2,
+            self.pricing,
+            self.unavailable,
+            region=config.region,
+            extra_filters=config.instance_type_filters,
+            vm_memory_overhead_percent=config.vm_memory_overhead_percent,
+            reserved_enis=config.reserved_enis,
+            clock=monotonic,
+        )
+        self.nodeclasses = NodeClassResolver(
+            self.caller,
+            self.clients.ec2,
+            self.clients.ssm,
+            self.clients.iam,
+            cluster=self.cluster,
+            region=config.region,
+            kubernetes_version=config.cluster.kubernetes_version,
+        )
+        self.launch_templates = LaunchTemplateProvider(self.caller, self.clients.ec2, clock=monotonic)
+        self._nodeclass_cache: dict[str, _CachedNodeClass] = {}
+
+    def close(self) -> None:
+        self.caller.close()
+
+    # --- NodeClass ---------------------------------------------------------------------------------
+
+    async def resolve_nodeclass(self, nodeclass: Mapping[str, Any]) -> ResolvedNodeClass:
+        """Resolved view of an EC2NodeClass, cached for a minute per spec."""
+        name = str((nodeclass.get("metadata") or {}).get("name", ""))
+        key = json.dumps(nodeclass.get("spec") or {}, sort_keys=True)
+        cached = self._nodeclass_cache.get(name)
+        if cached and cached.key == key and cached.expires > self._monotonic():
+            return cached.resolved
+        resolved = await self.nodeclasses.resolve(nodeclass, self._now())
+        if resolved.ready:
+            self._nodeclass_cache[name] = _CachedNodeClass(
+                key, resolved, self._monotonic() + NODECLASS_CACHE_SECONDS
+            )
+        return resolved
+
+    async def nodeclass_status(self, nodeclass: Mapping[str, Any]) -> dict[str, Any]:
+        """The ``status`` to write on the EC2NodeClass (subnets, SGs, AMIs, profile, conditions)."""
+        resolved = await self.resolve_nodeclass(nodeclass)
+        generation = int((nodeclass.get("metadata") or {}).get("generation") or 0)
+        return resolved.status(self._now(), generation)
+
+    async def _ready_nodeclass(self, nodeclass: Mapping[str, Any] | None) -> ResolvedNodeClass:
+        if not nodeclass:
+            raise NodeClassNotReadyError("EC2NodeClass not found")
+        resolved = await self.resolve_nodeclass(nodeclass)
+        if not resolved.ready:
+            problems = "; ".join(f"{k}: {v}" for k, v in resolved.errors.items())
+            raise NodeClassNotReadyError(f"EC2NodeClass {resolved.name} is not ready: {problems}")
+        return resolved
+
+    # --- CloudProvider -------------------------------------------------------------------------------
+
+    async def instance_types(self, nodeclass: Mapping[str, Any] | None) -> list[InstanceType]:
+        resolved = await self.resolve_nodeclass(nodeclass) if nodeclass else None
+        if resolved is not None and not resolved.ready:
+            return []
+        return await self.instance_type_provider.list(resolved)
+
+    async def create(self, request: LaunchRequest, nodeclass: Mapping[str, Any] | None) -> Instance:
+        resolved = await self._ready_nodeclass(nodeclass)
+        existing = await self._find_by_nodeclaim(request.nodeclaim)
+        types = {it.name: it for it in await self.instance_type_provider.list(resolved)}
+        if existing is not None:
+            return self._instance(existing, types.get(existing.instance_type), request)
+        launchable = {
+            s.zone
+            for s in subnets_for_launch(
+                resolved.subnets, resolved.zones, self.unavailable.is_subnet_unavailable
+            ).values()
+        }
+        candidates = fleets.candidates_for(request, types, launchable)
+        capacity_type, chosen = fleets.select_offerings(request, candidates)
+        if not chosen:
+            raise InsufficientCapacityError(
+                f"NodeClaim {request.nodeclaim}: no available offering among {len(request.instance_types)} "
+                "instance types in the allowed zones and capacity types"
+            )
+        for attempt in range(2):
+            groups = await self._launch_templates(request, resolved, capacity_type, chosen)
+            try:
+                return await self._create_fleet(request, resolved, capacity_type, groups, types)
+            except _TemplateGone as gone:
+                self.launch_templates.invalidate(gone.name)
+                if attempt:
+                    raise CloudError(f"launch template {gone.name} disappeared twice") from None
+        raise AssertionError("unreachable")
+
+    async def delete(self, provider_id: str) -> None:
+        record = await self._describe_one(provider_id)
+        if record.state == "shutting-down":
+            return
+        try:
+            await self.caller.call(self.clients.ec2.terminate_instances, InstanceIds=[record.id])
+        except Exception as err:
+            if error_code(err) == "InvalidInstanceID.NotFound":
+                raise InstanceNotFoundError(f"instance {record.id} not found") from None
+            metrics.instance_termination_failures.labels(error=error_code(err)).inc()
+            raise
+
+    async def get(self, provider_id: str) -> Instance:
+        record = await self._describe_one(provider_id)
+        return self._instance(record, None, None)
+
+    async def list(self) -> list[Instance]:
+        records = await self.list_records()
+        return [self._instance(record, None, None) for record in records]
+
+    async def list_records(self) -> list[InstanceRecord]:
+        reservations = await self.caller.paginate(
+            self.clients.ec2,
+            "describe_instances",
+            "Reservations",
+            Filters=[
+                {"Name": "tag-key", "Values": [owned.NODEPOOL_TAG]},
+                {"Name": "tag-key", "Values": [owned.NODECLASS_TAG]},
+                {"Name": f"tag:{owned.EKS_CLUSTER_NAME_TAG}", "Values": [self.cluster]},
+                {"Name": "instance-state-name", "Values": list(ACTIVE_STATES)},
+            ],
+        )
+        return records_from_reservations(reservations)
+
+    async def is_drifted(self, instance: Instance, nodeclass: Mapping[str, Any] | None) -> str | None:
+        if not nodeclass:
+            return None
+        resolved = await self.resolve_nodeclass(nodeclass)
+        if not resolved.ready:
+            return None
+        record = await self._describe_one(instance.provider_id)
+        info = self.instance_type_provider.infos.get(record.instance_type)
+        labels = info.labels(self.config.region, os=resolved.family.os) if info else {}
+        return drift_reason(record, resolved, labels)
+
+    # --- pricing -------------------------------------------------------------------------------------
+
+    async def refresh_prices(self) -> None:
+        """Refresh on-demand (Pricing API) and spot (price history) prices; each failure is independent."""
+        for refresh in (
+            lambda: self.pricing.refresh_on_demand(self.caller, self.clients.pricing),
+            lambda: self.pricing.refresh_spot(self.caller, self.clients.ec2, self._now()),
+        ):
+            try:
+                await refresh()
+            except Exception:  # counted in pricing_refresh_failures; keep the previous prices
+                continue
+
+    # --- internals -----------------------------------------------------------------------------------
+
+    async def _describe_one(self, value: str) -> InstanceRecord:
+        try:
+            _, instance_id = parse_provider_id(value)
+        except ValueError as err:
+            raise InstanceNotFoundError(str(err)) from None
+        try:
+            answer = await self.caller.call(self.clients.ec2.describe_instances, InstanceIds=[instance_id])
+        except Exception as err:
+            if error_code(err) == "InvalidInstanceID.NotFound":
+                raise InstanceNotFoundError(f"instance {instance_id} not found") from None
+            raise
+        records = records_from_reservations(answer.get("Reservations") or [])
+        if not records or records[0].state == "terminated":
+            raise InstanceNotFoundError(f"instance {instance_id} is terminated")
+        return records[0]
+
+    async def _find_by_nodeclaim(self, nodeclaim: str) -> InstanceRecord | None:
+        if not nodeclaim:
+            return None
+        answer = await self.caller.call(
+            self.clients.ec2.describe_instances,
+            Filters=[
+                {"Name": f"tag:{owned.NODECLAIM_TAG}", "Values": [nodeclaim]},
+                {"Name": f"tag:{owned.EKS_CLUSTER_NAME_TAG}", "Values": [self.cluster]},
+                {"Name": "instance-state-name", "Values": ["pending", "running"]},
+            ],
+        )
+        records = records_from_reservations(answer.get("Reservations") or [])
+        return min(records, key=lambda r: r.id) if records else None
+
+    async def _launch_templates(
+        self,
+        request: LaunchRequest,
+        resolved: ResolvedNodeClass,
+        capacity_type: str,
+        chosen: list[fleets.Candidate],
+    ) -> _Groups:
+        subnets = subnets_for_launch(
+            resolved.subnets, {c.offering.zone for c in chosen}, self.unavailable.is_subnet_unavailable
+        )
+        tags = owned.launch_tags(self.cluster, request.nodepool, resolved.name, resolved.user_tags)
+        spec = resolved.spec
+        groups = _Groups()
+        specs: dict[tuple[str, int], str] = {}
+        for candidate in chosen:
+            instance_type = candidate.instance_type
+            ami = resolved.amis.for_labels(instance_type.labels) if resolved.amis else None
+            subnet = subnets.get(candidate.offering.zone)
+            if ami is None or subnet is None:
+                continue
+            max_pods = instance_type.capacity.amount("pods") // 1000
+            key = (ami.id, max_pods)
+            if key not in specs:
+                bootstrap = BootstrapOptions(
+                    labels={**request.labels, wk.NODEPOOL: request.nodepool},
+                    taints=list(request.taints),
+                    max_pods=max_pods,
+                    kubelet=spec.get("kubelet") or {},
+                    custom=spec.get("userData"),
+                )
+                template = LaunchTemplateSpec(
+                    image_id=ami.id,
+                    user_data=render(resolved.family, self.config.cluster, bootstrap),
+                    instance_profile=resolved.instance_profile,
+                    security_group_ids=tuple(g.id for g in resolved.security_groups),
+                    block_device_mappings=tuple(block_device_mappings(spec, resolved.family)),
+                    metadata_options=metadata_options(spec.get("metadataOptions")),
+                    tags=tags,
+                    detailed_monitoring=bool(spec.get("detailedMonitoring")),
+                    associate_public_ip=spec.get("associatePublicIPAddress"),
+                    spot=capacity_type == "spot",
+                )
+                specs[key] = await self.launch_templates.ensure(template)
+            groups.overrides.setdefault(specs[key], []).append(
+                fleets.Override(
+                    instance_type.name, candidate.offering.zone, subnet.id, ami.id, candidate.offering.price
+                )
+            )
+        if not groups.overrides:
+            raise InsufficientCapacityError(
+                f"NodeClaim {request.nodeclaim}: no compatible AMI or subnet for the remaining offerings"
+            )
+        return groups
+
+    async def _create_fleet(
+        self,
+        request: LaunchRequest,
+        resolved: ResolvedNodeClass,
+        capacity_type: str,
+        groups: _Groups,
+        types: Mapping[str, InstanceType],
+    ) -> Instance:
+        tags = owned.launch_tags(
+            self.cluster, request.nodepool, resolved.name, resolved.user_tags, nodeclaim=request.nodeclaim
+        )
+        body = fleets.create_fleet_request(
+            capacity_type,
+            groups.overrides,
+            owned.tag_specifications(["instance", "volume", "fleet"], tags),
+            context=resolved.spec.get("context"),
+        )
+        all_overrides = [o for overrides in groups.overrides.values() for o in overrides]
+        try:
+            answer = await self.caller.call(self.clients.ec2.create_fleet, **body)
+        except Exception as err:
+            code = error_code(err)
+            if code in NOT_FOUND_CODES:
+                raise _TemplateGone(next(iter(groups.overrides))) from None
+            if code == fleets.SPOT_SLR_MISSING:
+                self.unavailable.mark_capacity_type_unavailable("spot")
+                raise InsufficientCapacityError(
+                    "spot capacity unavailable: the EC2 Spot service-linked role is missing",
+                    [(o.instance_type, o.zone, capacity_type) for o in all_overrides],
+                ) from None
+            if code in fleets.ICE_ERROR_CODES:
+                for o in all_overrides:
+                    self.unavailable.mark_unavailable(capacity_type, o.instance_type, o.zone, code)
+                raise InsufficientCapacityError(
+                    f"CreateFleet: {code}", [(o.instance_type, o.zone, capacity_type) for o in all_overrides]
+                ) from None
+            raise CloudError(f"CreateFleet failed for NodeClaim {request.nodeclaim}: {code}: {err}") from None
+        launched, errors = fleets.parse_fleet_response(answer, capacity_type, all_overrides)
+        self._record_fleet_errors(errors)
+        if not launched:
+            if errors and all(e.is_capacity_error or e.code == fleets.SPOT_SLR_MISSING for e in errors):
+                raise InsufficientCapacityError(
+                    f"NodeClaim {request.nodeclaim}: insufficient capacity in all {len(all_overrides)} offerings",
+                    [(e.instance_type, e.zone, e.capacity_type) for e in errors],
+                )
+            reasons = (
+                ", ".join(sorted({f"{e.code}: {e.message}" for e in errors})) or "no instance and no error"
+            )
+            raise CloudError(f"CreateFleet launched nothing for NodeClaim {request.nodeclaim}: {reasons}")
+        first, extra = launched[0], launched[1:]
+        if extra:  # capacity 1 should never give more; never leak what we did not ask for
+            await self.caller.call(
+                self.clients.ec2.terminate_instances, InstanceIds=[i.instance_id for i in extra]
+            )
+        record = InstanceRecord(
+            id=first.instance_id,
+            instance_type=first.instance_type,
+            zone=first.zone,
+            capacity_type=first.capacity_type,
+            state="pending",
+            launch_time=self._now(),
+            image_id=first.image_id,
+            subnet_id=first.subnet_id,
+            security_group_ids=tuple(g.id for g in resolved.security_groups),
+            tags=tags,
+        )
+        instance = self._instance(record, types.get(first.instance_type), request)
+        zone_id = next((s.zone_id for s in resolved.subnets if s.zone == first.zone and s.zone_id), "")
+        if zone_id:
+            instance.labels = {**instance.labels, wk.ZONE_ID: zone_id}
+        return instance
+
+    def _record_fleet_errors(self, errors: list[fleets.FleetError]) -> None:
+        for error in errors:
+            metrics.instance_launch_failures.labels(
+                instance_type=error.instance_type,
+                capacity_type=error.capacity_type,
+                zone=error.zone,
+                error=error.code,
+            ).inc()
+            if error.code == fleets.SPOT_SLR_MISSING:
+                self.unavailable.mark_capacity_type_unavailable("spot")
+            elif error.is_capacity_error and error.instance_type and error.zone:
+                self.unavailable.mark_unavailable(
+                    error.capacity_type, error.instance_type, error.zone, error.code
+                )
+            if error.code == fleets.SUBNET_EXHAUSTED and error.subnet_id:
+                self.unavailable.mark_subnet_unavailable(error.subnet_id)
+
+    def _instance(
+        self, record: InstanceRecord, instance_type: InstanceType | None, request: LaunchRequest | None
+    ) -> Instance:
+        if instance_type is None:
+            info = self.instance_type_provider.infos.get(record.instance_type)
+            labels: dict[str, str] = info.labels(self.config.region) if info else {}
+        else:
+            labels = dict(instance_type.labels)
+        labels.update({wk.ZONE: record.zone, wk.CAPACITY_TYPE: record.capacity_type})
+        nodepool = record.nodepool or (request.nodepool if request else "")
+        if nodepool:
+            labels[wk.NODEPOOL] = nodepool
+        if record.tags.get(owned.NODECLASS_TAG):
+            labels[wk.EC2NODECLASS] = record.tags[owned.NODECLASS_TAG]
+        price = (
+            self.pricing.spot_price(record.instance_type, record.zone)
+            if record.capacity_type == "spot"
+            else self.pricing.on_demand_price(record.instance_type)
+        )
+        return Instance(
+            provider_id=provider_id(record.zone, record.id),
+            instance_type=record.instance_type,
+            zone=record.zone,
+            capacity_type=record.capacity_type,
+            price=price or 0.0,
+            nodeclaim=record.nodeclaim or (request.nodeclaim if request else ""),
+            nodepool=nodepool,
+            image_id=record.image_id,
+            state=record.state,
+            launched_at=record.launch_time,
+            capacity=instance_type.capacity if instance_type else EMPTY,
+            allocatable=instance_type.allocatable if instance_type else EMPTY,
+            labels=labels,
+            tags=dict(record.tags),
+        )
+
+
+class _TemplateGone(Exception):
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name

@@ -1,0 +1,196 @@
+"""Instance-type discovery: DescribeInstanceTypes + zone offerings, priced, filtered per NodeClass.
+
+EC2 data is fetched on first use and refreshed every 12 hours. Per NodeClass,
+the capacity/overhead/labels of each type are cached by the settings that
+change them (AMI family, kubelet, block devices, instance-store policy); the
+offerings are rebuilt on every call so that prices and the
+unavailable-offerings cache are always current. A type the NodeClass cannot
+run (no compatible AMI, no zone with a subnet) is returned with every
+offering unavailable rather than left out.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from reconciler.cloud.aws import metrics
+from reconciler.cloud.aws.amifamily import AL2023
+from reconciler.cloud.aws.catalog import InstanceTypeInfo
+from reconciler.cloud.aws.clients import AwsCaller
+from reconciler.cloud.aws.ice import UnavailableOfferings
+from reconciler.cloud.aws.instancetype import (
+    LAUNCHABLE_CAPACITY_TYPES,
+    build_instance_type,
+    ephemeral_storage_milli,
+)
+from reconciler.cloud.aws.nodeclass import ResolvedNodeClass
+from reconciler.cloud.aws.pricing import PriceSource
+from reconciler.cloud.types import InstanceType, Offering
+
+REFRESH_SECONDS = 12 * 3600.0
+BASE_FILTERS: tuple[dict[str, Any], ...] = (
+    {"Name": "supported-virtualization-type", "Values": ["hvm"]},
+    {"Name": "processor-info.supported-architecture", "Values": ["x86_64", "arm64"]},
+)
+
+
+@dataclass(slots=True, frozen=True)
+class _Shape:
+    """The capacity/overhead/labels part of an InstanceType (offerings added per call)."""
+
+    instance_type: InstanceType
+    zones: tuple[str, ...]
+
+
+class InstanceTypeProvider:
+    def __init__(
+        self,
+        caller: AwsCaller,
+        ec2: Any,
+        prices: PriceSource,
+        unavailable: UnavailableOfferings,
+        *,
+        region: str,
+        extra_filters: Sequence[Mapping[str, Any]] = (),
+        vm_memory_overhead_percent: float = 0.075,
+        reserved_enis: int = 0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._caller = caller
+        self._ec2 = ec2
+        self._prices = prices
+        self._unavailable = unavailable
+        self.region = region
+        self._filters = [*BASE_FILTERS, *extra_filters]
+        self._vm_overhead = vm_memory_overhead_percent
+        self._reserved_enis = reserved_enis
+        self._clock = clock
+        self._infos: dict[str, InstanceTypeInfo] = {}
+        self._zones: dict[str, tuple[str, ...]] = {}
+        self._fetched_at: float | None = None
+        self._shapes: dict[str, dict[str, _Shape]] = {}
+
+    @property
+    def infos(self) -> Mapping[str, InstanceTypeInfo]:
+        return self._infos
+
+    async def refresh(self) -> None:
+        items = await self._caller.paginate(
+            self._ec2, "describe_instance_types", "InstanceTypes", Filters=self._filters
+        )
+        offerings = await self._caller.paginate(
+            self._ec2,
+            "describe_instance_type_offerings",
+            "InstanceTypeOfferings",
+            LocationType="availability-zone",
+        )
+        zones: dict[str, set[str]] = {}
+        for row in offerings:
+            zones.setdefault(str(row["InstanceType"]), set()).add(str(row["Location"]))
+        infos = {}
+        for item in items:
+            info = InstanceTypeInfo.from_ec2(item)
+            if info.architectures and info.vcpus:
+                infos[info.name] = info
+        if infos != self._infos or zones != {k: set(v) for k, v in self._zones.items()}:
+            self._shapes.clear()
+        self._infos = infos
+        self._zones = {name: tuple(sorted(z)) for name, z in zones.items()}
+        self._fetched_at = self._clock()
+
+    async def ensure_fresh(self) -> None:
+        if self._fetched_at is None or self._clock() - self._fetched_at >= REFRESH_SECONDS:
+            await self.refresh()
+
+    async def list(self, nodeclass: ResolvedNodeClass | None) -> list[InstanceType]:
+        await self.ensure_fresh()
+        shapes = self._shapes_for(nodeclass)
+        subnet_zones = nodeclass.zones if nodeclass is not None else None
+        result = []
+        for name, shape in shapes.items():
+            base = shape.instance_type
+            runnable = (
+                nodeclass is None
+                or nodeclass.amis is None
+                or nodeclass.amis.for_labels(base.labels) is not None
+            )
+            offerings = self._offerings(name, shape.zones, subnet_zones, runnable)
+            result.append(
+                InstanceType(base.name, base.capacity, base.overhead, tuple(offerings), base.labels)
+            )
+        return result
+
+    def _shapes_for(self, nodeclass: ResolvedNodeClass | None) -> dict[str, _Shape]:
+        family = nodeclass.family if nodeclass else AL2023
+        spec: Mapping[str, Any] = nodeclass.spec if nodeclass else {}
+        key = json.dumps(
+            {
+                "family": family.name,
+                "kubelet": spec.get("kubelet"),
+                "bdm": spec.get("blockDeviceMappings"),
+                "store": spec.get("instanceStorePolicy"),
+            },
+            sort_keys=True,
+        )
+        cached = self._shapes.get(key)
+        if cached is not None:
+            return cached
+        kubelet = nodeclass.kubelet if nodeclass else None
+        shapes = {}
+        for name, info in sorted(self._infos.items()):
+            built = build_instance_type(
+                info,
+                (),
+                region=self.region,
+                family=family,
+                kubelet=kubelet,
+                ephemeral_storage_milli=ephemeral_storage_milli(spec, family, info),
+                vm_overhead_percent=self._vm_overhead,
+                reserved_enis=self._reserved_enis,
+            )
+            if built is not None:
+                shapes[name] = _Shape(built, self._zones.get(name, ()))
+        self._shapes[key] = shapes
+        return shapes
+
+    def _offerings(
+        self, name: str, zones: Sequence[str], subnet_zones: set[str] | None, runnable: bool
+    ) -> list[Offering]:
+        info = self._infos[name]
+        offerings = []
+        for zone in zones:
+            if subnet_zones is not None and zone not in subnet_zones:
+                continue
+            for capacity_type in LAUNCHABLE_CAPACITY_TYPES:
+                if capacity_type not in info.usage_classes:
+                    continue
+                price = (
+                    self._prices.spot_price(name, zone)
+                    if capacity_type == "spot"
+                    else self._prices.on_demand_price(name)
+                )
+                available = (
+                    runnable
+                    and price is not None
+                    and not self._unavailable.is_unavailable(capacity_type, name, zone)
+                )
+                offerings.append(Offering(zone, capacity_type, price or 0.0, available))
+        return offerings
+
+
+def export_offering_metrics(instance_types: Sequence[InstanceType]) -> None:
+    """Publish price and availability gauges (called after refreshes, not on every listing)."""
+    for instance_type in instance_types:
+        for offering in instance_type.offerings:
+            labels = {
+                "instance_type": instance_type.name,
+                "capacity_type": offering.capacity_type,
+                "zone": offering.zone,
+            }
+            metrics.offering_available.labels(**labels).set(1 if offering.available else 0)
+            if offering.price:
+                metrics.offering_price_estimate.labels(**labels).set(offering.price)

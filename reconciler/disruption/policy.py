@@ -1,0 +1,78 @@
+"""A NodePool's consolidation settings and whether a node has been quiet long enough.
+
+``consolidateAfter`` counts from the NodeClaim's last pod event
+(``status.lastPodEventTime``: a non-DaemonSet pod bound, finished or
+terminating), else from when it was initialized. ``Never`` disables both
+emptiness and consolidation. Adze derives this from the NodeClaim at ``now``
+instead of waiting for a controller to write the ``Consolidatable`` condition,
+so a decision needs nothing but the snapshot and the time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from reconciler.model.nodepool import NodePool
+from reconciler.model.state_node import StateNode
+from reconciler.settings import SettingsError, format_duration, parse_duration
+
+WHEN_EMPTY = "WhenEmpty"
+WHEN_EMPTY_OR_UNDERUTILIZED = "WhenEmptyOrUnderutilized"
+BALANCED = "Balanced"
+# Balanced approves a move when (savings share) / (disruption share) >= 1 / BALANCED_K.
+BALANCED_K = 2
+
+
+@dataclass(slots=True, frozen=True)
+class ConsolidationSettings:
+    consolidate_after: float | None  # seconds; None = Never
+    policy: str
+
+    @property
+    def enabled(self) -> bool:
+        return self.consolidate_after is not None
+
+
+def settings_of(nodepool: NodePool) -> ConsolidationSettings:
+    raw = nodepool.disruption.get("consolidateAfter", "0s")
+    policy = str(nodepool.disruption.get("consolidationPolicy") or WHEN_EMPTY_OR_UNDERUTILIZED)
+    if raw is None or str(raw) == "Never":
+        return ConsolidationSettings(None, policy)
+    try:
+        after = float(raw) if isinstance(raw, int | float) else parse_duration(str(raw))
+    except SettingsError:
+        after = None  # unreadable: treat as disabled rather than guess (fail safe)
+    return ConsolidationSettings(after, policy)
+
+
+def quiet_since(node: StateNode) -> datetime | None:
+    """When the node's consolidateAfter clock started: last pod event, else initialization."""
+    claim = node.nodeclaim
+    if claim is None:
+        return None
+    if claim.last_pod_event_time is not None:
+        return claim.last_pod_event_time
+    initialized = claim.conditions.get("Initialized")
+    if initialized is not None and initialized.last_transition_time is not None:
+        return initialized.last_transition_time
+    if node.node is not None and node.node.creation_timestamp is not None:
+        return node.node.creation_timestamp
+    return claim.creation_timestamp
+
+
+def consolidation_wait(node: StateNode, settings: ConsolidationSettings, now: datetime) -> timedelta | None:
+    """Time left before the node is consolidatable (None when it already is)."""
+    if settings.consolidate_after is None:
+        return timedelta.max
+    since = quiet_since(node)
+    if since is None or settings.consolidate_after <= 0:
+        return None
+    remaining = since + timedelta(seconds=settings.consolidate_after) - now
+    return remaining if remaining > timedelta(0) else None
+
+
+def describe_wait(nodepool: NodePool, settings: ConsolidationSettings, remaining: timedelta) -> str:
+    after = format_duration(settings.consolidate_after or 0)
+    left = format_duration(round(remaining.total_seconds()))
+    return f"consolidateAfter {after} ({nodepool.name}) not yet elapsed since the last pod event, {left} left"

@@ -1,0 +1,172 @@
+"""Value types of the disruption engine: candidates, commands, explanations, decisions."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from reconciler.cloud.types import InstanceType
+from reconciler.disruption.pods import PodFacts
+from reconciler.model.nodepool import NodePool
+from reconciler.model.pod import Pod
+from reconciler.model.state_node import StateNode
+
+# Reasons (result documents, budgets, DisruptionReason condition).
+EMPTY = "Empty"
+UNDERUTILIZED = "Underutilized"
+DRIFTED = "Drifted"
+
+# Methods, in the order a pass tries them.
+EMPTINESS = "emptiness"
+DRIFT = "drift"
+MULTI_NODE = "multi-node"
+SINGLE_NODE = "single-node"
+METHOD_ORDER = (EMPTINESS, DRIFT, MULTI_NODE, SINGLE_NODE)
+METHOD_REASON = {EMPTINESS: EMPTY, DRIFT: DRIFTED, MULTI_NODE: UNDERUTILIZED, SINGLE_NODE: UNDERUTILIZED}
+
+DELETE = "delete"
+REPLACE = "replace"
+
+
+@dataclass(slots=True)
+class Candidate:
+    """A node that passed the eligibility checks every method shares."""
+
+    node: StateNode
+    nodepool: NodePool
+    instance_type: InstanceType | None
+    price: float  # of the offering it runs on (0 when unknown)
+    pods: list[PodFacts]  # every pod bound to it (DaemonSet and static ones included)
+    reschedulable: list[Pod]  # pods that need a new home if it goes (what the simulation reschedules)
+    reschedule_cost: float  # 1 + sum of non-negative eviction costs of the reschedulable pods
+    disruption_cost: float  # eviction costs of all pods, scaled by the remaining lifetime
+    drift: tuple[str, str] | None = None  # (reason, detail) when drifted
+    drift_since: datetime | None = None
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+    @property
+    def nodeclaim(self) -> str:
+        return self.node.nodeclaim_name
+
+    @property
+    def pool(self) -> str:
+        return self.nodepool.name
+
+    @property
+    def zone(self) -> str:
+        return self.node.zone
+
+    @property
+    def capacity_type(self) -> str:
+        return self.node.capacity_type
+
+    @property
+    def instance_type_name(self) -> str:
+        return self.node.instance_type
+
+    @property
+    def is_empty(self) -> bool:
+        # Karpenter treats "reschedule cost <= 1" as empty, which counts nodes whose pods all have
+        # negative eviction cost as empty and deletes them without a simulation; Adze requires no
+        # pod to move, so such pods are never left pending by emptiness.
+        return not self.reschedulable
+
+    @property
+    def savings_ratio(self) -> float:
+        return self.price / self.reschedule_cost
+
+
+@dataclass(slots=True, frozen=True)
+class Replacement:
+    """A NodeClaim to launch before the candidates go (from the scheduling simulation)."""
+
+    name: str
+    nodepool: str
+    instance_type_options: tuple[str, ...]  # cheapest first
+    capacity_types: tuple[str, ...]
+    pods: tuple[str, ...]
+    manifest: dict[str, Any]  # a complete karpenter.sh/v1 NodeClaim, ready to create
+    price: float  # cheapest available offering the claim allows (what the cloud will most likely launch)
+
+
+@dataclass(slots=True)
+class Command:
+    reason: str  # Empty | Underutilized | Drifted
+    method: str  # emptiness | drift | multi-node | single-node
+    candidates: list[Candidate]
+    replacements: list[Replacement] = field(default_factory=list)
+    # Pod key -> node: where the simulation placed the candidates' pods on existing capacity.
+    placements: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def action(self) -> str:
+        return REPLACE if self.replacements else DELETE
+
+    @property
+    def source_price(self) -> float:
+        return sum(c.price for c in self.candidates)
+
+    @property
+    def savings_per_hour(self) -> float:
+        """Candidates' prices minus the expected price of the replacements (negative for a drift upgrade)."""
+        return round(self.source_price - sum(r.price for r in self.replacements), 6)
+
+    @property
+    def node_names(self) -> list[str]:
+        return [c.name for c in self.candidates]
+
+    def describe(self) -> str:
+        nodes = ", ".join(self.node_names)
+        text = f"{self.reason}/{self.method}: {self.action} [{nodes}]"
+        if self.replacements:
+            types = self.replacements[0].instance_type_options
+            options = ", ".join(types[:5]) + (", ..." if len(types) > 5 else "")
+            text += f" -> {len(self.replacements)} replacement(s) ({options})"
+        return text + f" (savings ${self.savings_per_hour:.4f}/h)"
+
+
+@dataclass(slots=True, frozen=True)
+class Explanation:
+    """Why one node was considered and not disrupted (or not considered) this pass."""
+
+    node: str
+    nodeclaim: str
+    nodepool: str
+    code: str  # short machine-readable cause, e.g. "Budget", "PDB", "NotCheaper"
+    message: str
+    method: str = ""  # the method that rejected it ("" for shared eligibility checks)
+
+    def as_dict(self) -> dict[str, str]:
+        return {
+            "node": self.node,
+            "nodeclaim": self.nodeclaim,
+            "nodepool": self.nodepool,
+            "method": self.method,
+            "code": self.code,
+            "message": self.message,
+        }
+
+
+@dataclass(slots=True)
+class DisruptionDecision:
+    command: Command | None
+    explanations: list[Explanation] = field(default_factory=list)
+    # True when some candidate was held back only by a budget: a "nothing to do" result must not be cached.
+    budget_constrained: bool = False
+    # True when a method stopped early at its deadline / simulation budget.
+    timed_out: bool = False
+
+    def explanation_for(self, node: str) -> Explanation | None:
+        return next((e for e in self.explanations if e.node == node), None)
+
+    def explanations_by_node(self) -> dict[str, Explanation]:
+        return {e.node: e for e in self.explanations}
+
+
+def candidate_names(candidates: Sequence[Candidate]) -> set[str]:
+    return {c.name for c in candidates}

@@ -1,0 +1,234 @@
+"""Lease-based leader election over the ``KubeAPI`` port (client-go's algorithm).
+
+Written against the port rather than ``kubernetes.aio.leaderelection`` (whose LeaseLock
+fails on first acquisition in 37.0.x) so the same code runs on the in-memory cluster, the
+fake server and a real API server. Timings default to controller-runtime's: lease 15 s,
+renew deadline 10 s, retry every 2 s.
+
+Expiry is judged from when *this* candidate last saw the lease record change (its own
+clock), never from the holder's timestamps, so clock skew between replicas cannot cause two
+leaders. Updates carry the read ``resourceVersion``: two candidates racing for an expired
+lease cannot both win. On shutdown the leader releases the lease (empty holder) so a
+standby takes over at once instead of waiting for expiry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from reconciler.kube.api import LEASE, ApiError, ConflictError, KubeAPI, Manifest, NotFoundError
+from reconciler.kube.semantics import format_micro_time
+
+log = logging.getLogger(__name__)
+Clock = Callable[[], datetime]
+Sleep = Callable[[float], Awaitable[None]]
+
+
+class LeadershipLost(RuntimeError):
+    """The lease could not be renewed within the renew deadline; stop acting as leader."""
+
+
+def default_identity() -> str:
+    return f"{socket.gethostname()}_{uuid.uuid4()}"
+
+
+@dataclass(slots=True, frozen=True)
+class LeaderElectionConfig:
+    namespace: str
+    name: str = "karpenter-leader-election"
+    identity: str = field(default_factory=default_identity)
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not self.lease_duration > self.renew_deadline > self.retry_period > 0:
+            raise ValueError(
+                "leader election: need lease_duration > renew_deadline > retry_period > 0, got "
+                f"{self.lease_duration}/{self.renew_deadline}/{self.retry_period}"
+            )
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> LeaderElectionConfig:
+        """Karpenter's variables: LEADER_ELECTION_NAME / LEADER_ELECTION_NAMESPACE, falling back to
+        SYSTEM_NAMESPACE (downward API) and then ``kube-system``; identity from POD_NAME/HOSTNAME."""
+        namespace = env.get("LEADER_ELECTION_NAMESPACE") or env.get("SYSTEM_NAMESPACE") or "kube-system"
+        host = env.get("POD_NAME") or env.get("HOSTNAME") or socket.gethostname()
+        return cls(
+            namespace=namespace,
+            name=env.get("LEADER_ELECTION_NAME") or "karpenter-leader-election",
+            identity=f"{host}_{uuid.uuid4()}",
+        )
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class LeaderElector:
+    """Acquire the lease, run the leader's work while renewing it, release it on the way out."""
+
+    def __init__(
+        self, kube: KubeAPI, config: LeaderElectionConfig, *, clock: Clock = _utc_now, sleep: Sleep = asyncio.sleep
+    ) -> None:
+        self.kube = kube
+        self.config = config
+        self._clock = clock
+        self._sleep = sleep
+        self._observed_spec: dict[str, Any] | None = None
+        self._observed_at: datetime | None = None
+        self._last_renewal: datetime | None = None
+        self.is_leader = False
+        self.observed_holder = ""
+
+    async def run(self, lead: Callable[[], Awaitable[None]]) -> None:
+        """Block until elected, then run ``lead()`` while renewing.
+
+        Returns when ``lead()`` returns; raises ``LeadershipLost`` (after cancelling ``lead``)
+        when renewal fails. The lease is released on return, error and cancellation.
+        """
+        try:
+            await self.acquire()
+            work = asyncio.create_task(lead(), name="leader-work")
+            renewer = asyncio.create_task(self._keep_renewing(), name="leader-renew")
+            try:
+                done, _ = await asyncio.wait({work, renewer}, return_when=asyncio.FIRST_COMPLETED)
+                if renewer in done:
+                    work.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await work
+                    renewer.result()  # raises LeadershipLost
+                await work
+            finally:
+                for task in (work, renewer):
+                    task.cancel()
+                await asyncio.gather(work, renewer, return_exceptions=True)
+        finally:
+            await self.release()
+
+    async def acquire(self) -> None:
+        """Try every retry period until this candidate holds the lease."""
+        while not await self.try_acquire_or_renew():
+            await self._sleep(self.config.retry_period)
+        log.info("acquired leader lease", extra={"lease": self.config.name, "identity": self.config.identity})
+
+    async def _keep_renewing(self) -> None:
+        while True:
+            await self._sleep(self.config.retry_period)
+            if await self.try_acquire_or_renew():
+                continue
+            assert self._last_renewal is not None
+            taken = self.observed_holder not in ("", self.config.identity)
+            if taken or self._clock() - self._last_renewal >= timedelta(seconds=self.config.renew_deadline):
+                self.is_leader = False
+                raise LeadershipLost(
+                    f"lease {self.config.namespace}/{self.config.name} is held by {self.observed_holder}"
+                    if taken
+                    else f"could not renew lease {self.config.namespace}/{self.config.name} "
+                    f"within {self.config.renew_deadline:g}s"
+                )
+
+    async def try_acquire_or_renew(self) -> bool:
+        """One attempt (client-go's tryAcquireOrRenew); True when we hold the lease afterwards."""
+        now = self._clock()
+        try:
+            lease = await self.kube.get(LEASE, self.config.name, self.config.namespace)
+        except NotFoundError:
+            return await self._create(now)
+        except ApiError as error:
+            log.warning("reading leader lease failed: %s", error)
+            return False
+        spec = lease.get("spec") or {}
+        self._observe(spec, now)
+        holder = spec.get("holderIdentity") or ""
+        mine = holder == self.config.identity
+        if holder and not mine and not self._expired(spec, now):
+            self.is_leader = False
+            return False
+        transitions = int(spec.get("leaseTransitions") or 0)
+        updated = dict(lease)
+        updated["spec"] = {
+            "holderIdentity": self.config.identity,
+            "leaseDurationSeconds": max(1, round(self.config.lease_duration)),
+            "acquireTime": spec.get("acquireTime") if mine else format_micro_time(now),
+            "renewTime": format_micro_time(now),
+            "leaseTransitions": transitions if mine else transitions + 1,
+        }
+        try:
+            stored = await self.kube.replace(updated)  # carries the read resourceVersion
+        except ConflictError:
+            return False  # somebody else wrote first; look again next round
+        except ApiError as error:
+            log.warning("updating leader lease failed: %s", error)
+            return False
+        return self._won(stored, now)
+
+    async def release(self) -> None:
+        """Give the lease up (empty holder) if we hold it, so a standby need not wait for expiry."""
+        if not self.is_leader:
+            return
+        self.is_leader = False
+        try:
+            lease = await self.kube.get(LEASE, self.config.name, self.config.namespace)
+            if (lease.get("spec") or {}).get("holderIdentity") != self.config.identity:
+                return
+            now = format_micro_time(self._clock())
+            lease["spec"] = {
+                **(lease.get("spec") or {}),
+                "holderIdentity": None,
+                "leaseDurationSeconds": 1,
+                "acquireTime": now,
+                "renewTime": now,
+            }
+            lease["spec"] = {k: v for k, v in lease["spec"].items() if v is not None}
+            await self.kube.replace(lease)
+            log.info("released leader lease", extra={"lease": self.config.name})
+        except ApiError as error:
+            log.warning("releasing leader lease failed: %s", error)
+
+    async def _create(self, now: datetime) -> bool:
+        lease = {
+            "apiVersion": LEASE.api_version,
+            "kind": LEASE.kind,
+            "metadata": {"name": self.config.name, "namespace": self.config.namespace},
+            "spec": {
+                "holderIdentity": self.config.identity,
+                "leaseDurationSeconds": max(1, round(self.config.lease_duration)),
+                "acquireTime": format_micro_time(now),
+                "renewTime": format_micro_time(now),
+                "leaseTransitions": 0,
+            },
+        }
+        try:
+            stored = await self.kube.create(lease)
+        except ApiError as error:  # 409: another candidate created it first
+            if not isinstance(error, ConflictError):
+                log.warning("creating leader lease failed: %s", error)
+            return False
+        return self._won(stored, now)
+
+    def _won(self, stored: Manifest, now: datetime) -> bool:
+        self._observe(stored.get("spec") or {}, now)
+        self._last_renewal = now
+        self.is_leader = True
+        return True
+
+    def _observe(self, spec: Mapping[str, Any], now: datetime) -> None:
+        self.observed_holder = str(spec.get("holderIdentity") or "")
+        if spec != self._observed_spec:
+            self._observed_spec = dict(spec)
+            self._observed_at = now
+
+    def _expired(self, spec: Mapping[str, Any], now: datetime) -> bool:
+        assert self._observed_at is not None
+        duration = float(spec.get("leaseDurationSeconds") or self.config.lease_duration)
+        return now >= self._observed_at + timedelta(seconds=duration)

@@ -1,0 +1,121 @@
+"""Carrying out a disruption command: taint, launch replacements, wait, delete — or abort and untaint.
+
+Shared by the live disruption controller and the simulator. The command itself
+is a pure decision from ``reconciler.disruption``; this module only performs it
+through ``KubeAPI``/``CloudProvider``. ``start`` is called once; ``advance`` is
+called until it reports the command finished or aborted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from reconciler.cloud.types import CloudProvider
+from reconciler.kube.api import NODE, NODECLAIM, KubeAPI, NotFoundError
+from reconciler.lifecycle.launch import condition, has_condition, launch, set_condition
+from reconciler.model import labels as wk
+
+# Karpenter: clamp(80 ms x queued commands, 10 min, 1 h); one command at a time here.
+REPLACEMENT_TIMEOUT = timedelta(minutes=10)
+DISRUPTED_TAINT = {"key": wk.DISRUPTED_TAINT_KEY, "effect": "NoSchedule"}
+
+
+@dataclass(slots=True)
+class InFlightCommand:
+    reason: str
+    candidates: list[tuple[str, str]]  # (node name, nodeclaim name)
+    replacements: list[str]
+    started: datetime
+    launched: list[str] = field(default_factory=list)
+    state: str = "waiting"  # waiting | deleting | done | aborted
+    message: str = ""
+
+
+class CommandExecutor:
+    def __init__(self, kube: KubeAPI, cloud: CloudProvider) -> None:
+        self._kube = kube
+        self._cloud = cloud
+
+    async def start(self, command: Any, now: datetime) -> InFlightCommand:
+        """Taint the candidates and create + launch the replacement NodeClaims."""
+        flight = InFlightCommand(
+            reason=command.reason,
+            candidates=[(c.name, c.nodeclaim) for c in command.candidates],
+            replacements=[r.name for r in command.replacements],
+            started=now,
+        )
+        for node_name, claim_name in flight.candidates:
+            await self._taint(node_name, add=True)
+            if claim_name:
+                try:
+                    await set_condition(
+                        self._kube, claim_name,
+                        condition("DisruptionReason", True, now, reason=command.reason,
+                                  message=f"disrupted by {command.method}"),
+                    )
+                except NotFoundError:
+                    continue
+        for replacement in command.replacements:
+            await self._kube.create(replacement.manifest)
+            outcome = await launch(self._kube, self._cloud, await self._kube.get(NODECLAIM, replacement.name), now)
+            if outcome.instance is None:
+                await self.abort(flight, f"replacement {replacement.name} could not launch: {outcome.error}")
+                return flight
+            flight.launched.append(replacement.name)
+        return flight
+
+    async def advance(self, flight: InFlightCommand, now: datetime) -> InFlightCommand:
+        """Delete the candidates once every replacement is initialized; abort on a vanished one or timeout."""
+        if flight.state != "waiting":
+            return flight
+        for name in flight.replacements:
+            try:
+                claim = await self._kube.get(NODECLAIM, name)
+            except NotFoundError:
+                await self.abort(flight, f"replacement {name} disappeared before it initialized")
+                return flight
+            if not has_condition(claim, "Initialized"):
+                if now - flight.started > REPLACEMENT_TIMEOUT:
+                    await self.abort(flight, f"replacement {name} did not initialize within {REPLACEMENT_TIMEOUT}")
+                return flight
+        for _, claim_name in flight.candidates:
+            if claim_name:
+                try:
+                    await self._kube.delete(NODECLAIM, claim_name)
+                except NotFoundError:
+                    continue
+        flight.state = "deleting"
+        return flight
+
+    async def abort(self, flight: InFlightCommand, message: str) -> None:
+        """Undo: untaint candidates, clear their DisruptionReason, remove replacements that were made."""
+        flight.state = "aborted"
+        flight.message = message
+        for node_name, claim_name in flight.candidates:
+            await self._taint(node_name, add=False)
+            if claim_name:
+                try:
+                    current = await self._kube.get(NODECLAIM, claim_name)
+                except NotFoundError:
+                    continue
+                conditions = [c for c in (current.get("status") or {}).get("conditions") or []
+                              if c.get("type") != "DisruptionReason"]
+                await self._kube.patch(NODECLAIM, claim_name, {"status": {"conditions": conditions}},
+                                       subresource="status")
+        for name in flight.launched:
+            try:
+                await self._kube.delete(NODECLAIM, name)
+            except NotFoundError:
+                continue
+
+    async def _taint(self, node_name: str, *, add: bool) -> None:
+        try:
+            node = await self._kube.get(NODE, node_name)
+        except NotFoundError:
+            return
+        taints = [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("key") != wk.DISRUPTED_TAINT_KEY]
+        if add:
+            taints.append(dict(DISRUPTED_TAINT))
+        await self._kube.patch(NODE, node_name, {"spec": {"taints": taints}})

@@ -1,0 +1,217 @@
+"""``StateNode``: one node as the engine sees it, merging the Node, its NodeClaim and the pods bound to it.
+
+A NodeClaim without a Node yet is an in-flight node; a Node without a NodeClaim
+is either unmanaged or (in snapshots) a managed node whose claim was not given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from reconciler.model import labels as wk
+from reconciler.model.node import Node, NodeClaim
+from reconciler.model.pod import HostPort, Pod
+from reconciler.model.resources import EMPTY, Resources
+from reconciler.model.taints import Taint, is_ephemeral
+
+if TYPE_CHECKING:
+    from reconciler.cloud.types import InstanceType, Offering
+
+
+@dataclass(slots=True)
+class StateNode:
+    name: str
+    node: Node | None
+    nodeclaim: NodeClaim | None
+    pods: dict[str, Pod] = field(default_factory=dict)
+    marked_for_deletion_flag: bool = False
+    nominated_until: datetime | None = None
+    # Derived once at build time (see ``build_state_node``).
+    labels: Mapping[str, str] = field(default_factory=dict)
+    capacity: Resources = EMPTY
+    allocatable: Resources = EMPTY
+    pod_requests: Resources = EMPTY
+    daemonset_requests: Resources = EMPTY
+    host_ports: tuple[tuple[str, HostPort], ...] = ()
+    # CSI driver -> PVC keys in use, and driver -> attach limit (from CSINode), for volume limits.
+    volume_usage: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    volume_limits: Mapping[str, int] = field(default_factory=dict)
+
+    # -- identity ------------------------------------------------------------------------------
+    @property
+    def nodeclaim_name(self) -> str:
+        return self.nodeclaim.name if self.nodeclaim else ""
+
+    @property
+    def node_name(self) -> str:
+        return self.node.name if self.node else ""
+
+    @property
+    def provider_id(self) -> str:
+        if self.node and self.node.provider_id:
+            return self.node.provider_id
+        return self.nodeclaim.provider_id if self.nodeclaim else ""
+
+    @property
+    def hostname(self) -> str:
+        return self.labels.get(wk.HOSTNAME, self.name)
+
+    @property
+    def nodepool(self) -> str:
+        return self.labels.get(wk.NODEPOOL, "")
+
+    @property
+    def instance_type(self) -> str:
+        return self.labels.get(wk.INSTANCE_TYPE, "")
+
+    @property
+    def zone(self) -> str:
+        return self.labels.get(wk.ZONE, "")
+
+    @property
+    def capacity_type(self) -> str:
+        return self.labels.get(wk.CAPACITY_TYPE, "")
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    @property
+    def managed(self) -> bool:
+        return self.nodeclaim is not None or bool(self.labels.get(wk.NODEPOOL))
+
+    @property
+    def registered(self) -> bool:
+        if self.node is None:
+            return False
+        if self.nodeclaim is not None:
+            return self.nodeclaim.registered or self.node.labels.get(wk.REGISTERED) == "true"
+        return True
+
+    @property
+    def initialized(self) -> bool:
+        if self.node is None:
+            return False
+        if self.nodeclaim is not None:
+            return self.nodeclaim.initialized or self.node.labels.get(wk.INITIALIZED) == "true"
+        # Snapshot nodes without a claim: initialized once Ready (or labelled so).
+        return self.node.labels.get(wk.INITIALIZED) == "true" or self.node.is_ready
+
+    @property
+    def deleting(self) -> bool:
+        return bool(
+            (self.node and self.node.deletion_timestamp) or (self.nodeclaim and self.nodeclaim.deletion_timestamp)
+        )
+
+    @property
+    def marked_for_deletion(self) -> bool:
+        return self.marked_for_deletion_flag or self.deleting
+
+    def nominated(self, now: datetime) -> bool:
+        return self.nominated_until is not None and now < self.nominated_until
+
+    # -- scheduling views ----------------------------------------------------------------------
+    @property
+    def taints(self) -> tuple[Taint, ...]:
+        if self.node is not None:
+            return self.node.taints
+        if self.nodeclaim is not None:
+            return (*self.nodeclaim.taints, *self.nodeclaim.startup_taints)
+        return ()
+
+    def scheduling_taints(self) -> tuple[Taint, ...]:
+        """Taints a pod must tolerate here: uninitialized managed nodes ignore startup and ephemeral taints."""
+        taints = self.taints
+        if self.managed and not self.initialized:
+            startup = self.nodeclaim.startup_taints if self.nodeclaim else ()
+            taints = tuple(
+                t for t in taints if not is_ephemeral(t) and not any(s.matches(t) for s in startup)
+            )
+        return taints
+
+    @property
+    def available(self) -> Resources:
+        """Allocatable minus what bound pods request (pods count one slot each)."""
+        return self.allocatable - self.pod_requests
+
+    def reschedulable_pods(self) -> list[Pod]:
+        """Pods that would have to move if this node went away (not DaemonSet, static or finished)."""
+        return [
+            p for p in self.pods.values()
+            if not p.is_daemonset_pod and not p.is_static and not p.is_terminal and not p.is_terminating
+        ]
+
+    def is_empty(self) -> bool:
+        return not self.reschedulable_pods()
+
+    # -- prices --------------------------------------------------------------------------------
+    def offering(self, instance_types: Sequence[InstanceType]) -> Offering | None:
+        """The offering this node was launched from (by type, zone and capacity type), if known."""
+        for instance_type in instance_types:
+            if instance_type.name != self.instance_type:
+                continue
+            for offering in instance_type.offerings:
+                if offering.zone == self.zone and offering.capacity_type == self.capacity_type:
+                    return offering
+        return None
+
+    def price(self, instance_types: Sequence[InstanceType]) -> float:
+        offering = self.offering(instance_types)
+        return offering.price if offering else 0.0
+
+
+def build_state_node(
+    name: str,
+    node: Node | None,
+    nodeclaim: NodeClaim | None,
+    pods: Mapping[str, Pod],
+    *,
+    marked: bool = False,
+    nominated_until: datetime | None = None,
+    pvc_drivers: Mapping[str, str] | None = None,
+    volume_limits: Mapping[str, int] | None = None,
+) -> StateNode:
+    if node is not None:
+        labels: dict[str, str] = dict(node.labels)
+    elif nodeclaim is not None:
+        labels = {**nodeclaim.requirements.single_values(), **nodeclaim.labels}
+    else:
+        labels = {}
+    if node is not None and node.allocatable:
+        capacity, allocatable = node.capacity or node.allocatable, node.allocatable
+    elif nodeclaim is not None:
+        capacity, allocatable = nodeclaim.capacity, nodeclaim.allocatable or nodeclaim.capacity
+    else:
+        capacity = allocatable = EMPTY
+    active = {key: pod for key, pod in pods.items() if not pod.is_terminal}
+    requests: dict[str, int] = {}
+    daemon: dict[str, int] = {}
+    ports: list[tuple[str, HostPort]] = []
+    usage: dict[str, set[str]] = {}
+    for key, pod in active.items():
+        for resource, value in pod.scheduling_requests.items():
+            requests[resource] = requests.get(resource, 0) + value
+            if pod.is_daemonset_pod:
+                daemon[resource] = daemon.get(resource, 0) + value
+        ports.extend((key, port) for port in pod.host_ports)
+        for volume in pod.volumes:
+            claim = f"{pod.namespace}/{volume.claim_name}"
+            driver = (pvc_drivers or {}).get(claim)
+            if driver:
+                usage.setdefault(driver, set()).add(claim)
+    return StateNode(
+        name=name,
+        node=node,
+        nodeclaim=nodeclaim,
+        pods=dict(active),
+        marked_for_deletion_flag=marked,
+        nominated_until=nominated_until,
+        labels=labels,
+        capacity=capacity,
+        allocatable=allocatable,
+        pod_requests=Resources(requests),
+        daemonset_requests=Resources(daemon),
+        host_ports=tuple(ports),
+        volume_usage={driver: frozenset(claims) for driver, claims in usage.items()},
+        volume_limits=dict(volume_limits or {}),
+    )

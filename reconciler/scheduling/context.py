@@ -1,0 +1,120 @@
+"""What a scheduling run needs from the snapshot, prepared once and reusable across runs.
+
+``SchedulingContext`` holds the NodeClaim templates of the usable NodePools
+(weight desc, name desc), the instance-type index, DaemonSet pods and the
+topology domains NodePools can create. Disruption simulations that try many
+candidate sets against the same snapshot build it once and pass it to every
+``Scheduler``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from reconciler.cloud.types import InstanceType
+from reconciler.model.nodepool import NodePool
+from reconciler.model.pod import Pod
+from reconciler.model.requirements import Requirements
+from reconciler.model.taints import PREFER_NO_SCHEDULE, Taint
+from reconciler.scheduling.instancetypes import TypeIndex
+from reconciler.scheduling.templates import ClaimTemplate, build_template
+from reconciler.settings import Settings
+from reconciler.state import ClusterState
+
+
+@dataclass(slots=True)
+class SchedulingContext:
+    state: ClusterState
+    settings: Settings
+    templates: list[ClaimTemplate]
+    skipped_pools: dict[str, str]  # NodePool name -> why it cannot launch anything
+    daemon_pods: list[Pod]
+    # topology key -> domain -> taint sets of the pools that can create it
+    domain_sources: dict[str, dict[str, list[tuple[Taint, ...]]]]
+    tolerate_prefer_no_schedule: bool
+    index: TypeIndex = field(default_factory=TypeIndex)
+    _pvc_drivers: dict[str, str] | None = None
+
+    def pvc_drivers(self) -> dict[str, str]:
+        """PVC key -> CSI driver, for volume attachment limits."""
+        if self._pvc_drivers is None:
+            self._pvc_drivers = self.state.pvc_drivers()
+        return self._pvc_drivers
+
+    @classmethod
+    def build(
+        cls,
+        state: ClusterState,
+        instance_types_by_nodepool: Mapping[str, Sequence[InstanceType]],
+        settings: Settings,
+        *,
+        nodepools: Sequence[NodePool] | None = None,
+    ) -> SchedulingContext:
+        pools = list(state.nodepools.values()) if nodepools is None else list(nodepools)
+        usable, skipped = _usable_pools(pools)
+        index = TypeIndex()
+        daemon_pods = state.daemonset_pods()
+        templates: list[ClaimTemplate] = []
+        for pool in usable:
+            built = build_template(pool, index.infos(instance_types_by_nodepool.get(pool.name, ())), daemon_pods)
+            if isinstance(built, str):
+                skipped[pool.name] = built
+            else:
+                templates.append(built)
+        return cls(
+            state=state,
+            settings=settings,
+            templates=templates,
+            skipped_pools=skipped,
+            daemon_pods=daemon_pods,
+            domain_sources=_domain_sources(templates),
+            tolerate_prefer_no_schedule=any(
+                t.effect == PREFER_NO_SCHEDULE for pool in usable for t in pool.taints
+            ),
+            index=index,
+        )
+
+
+def _usable_pools(pools: Sequence[NodePool]) -> tuple[list[NodePool], dict[str, str]]:
+    skipped: dict[str, str] = {}
+    usable = []
+    for pool in pools:
+        if pool.is_static:
+            skipped[pool.name] = f"NodePool {pool.name} is static (replicas); it does not provision for pods"
+        elif pool.deletion_timestamp is not None:
+            skipped[pool.name] = f"NodePool {pool.name} is being deleted"
+        elif not pool.ready:
+            skipped[pool.name] = f"NodePool {pool.name} is not Ready"
+        else:
+            usable.append(pool)
+    # Weight descending, then name descending (Karpenter's OrderByWeight).
+    usable.sort(key=lambda p: p.name, reverse=True)
+    usable.sort(key=lambda p: p.weight, reverse=True)
+    return usable, skipped
+
+
+def _domain_sources(templates: Sequence[ClaimTemplate]) -> dict[str, dict[str, list[tuple[Taint, ...]]]]:
+    sources: dict[str, dict[str, list[tuple[Taint, ...]]]] = {}
+
+    def insert(key: str, domain: str, taints: tuple[Taint, ...]) -> None:
+        taint_sets = sources.setdefault(key, {}).setdefault(domain, [])
+        if taints not in taint_sets:
+            taint_sets.append(taints)
+
+    for template in templates:
+        taints = template.taints
+        seen: set[Requirements] = set()
+        for info in template.types:
+            if info.requirements in seen:
+                continue
+            seen.add(info.requirements)
+            for key, requirement in template.requirements.merge(info.requirements).items():
+                if not requirement.complement:
+                    for value in requirement.values:
+                        insert(key, value, taints)
+        for key, requirement in template.requirements.items():
+            if not requirement.complement:
+                for value in requirement.values:
+                    insert(key, value, taints)
+    return sources

@@ -1,0 +1,122 @@
+"""An existing or in-flight node as a placement candidate, with what is left on it during this run."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from reconciler.model import labels as wk
+from reconciler.model.pod import HostPort, Pod
+from reconciler.model.requirements import Requirement, Requirements
+from reconciler.model.resources import Resources
+from reconciler.model.state_node import StateNode
+from reconciler.model.taints import Taint
+from reconciler.scheduling.podinfo import PodClass, SchedulingPod
+from reconciler.scheduling.templates import daemon_pod_fits_node
+from reconciler.scheduling.topology import Topology, TopologyError
+
+
+@dataclass(slots=True)
+class Rejection:
+    """Why a candidate refused a pod; ``monotone`` rejections stay true as the candidate fills up."""
+
+    message: str
+    monotone: bool = True
+
+
+@dataclass(slots=True, eq=False)
+class ExistingSlot:
+    state: StateNode
+    taints: tuple[Taint, ...]
+    requirements: Requirements
+    remaining: dict[str, int]
+    host_ports: list[tuple[str, HostPort]]
+    volume_usage: dict[str, set[str]]
+    under_consolidate_after: bool = False
+    pods: list[SchedulingPod] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.state.name
+
+    @classmethod
+    def of(cls, node: StateNode, daemon_pods: Sequence[Pod], topology: Topology,
+           under_consolidate_after: bool = False) -> ExistingSlot:
+        taints = node.scheduling_taints()
+        # DaemonSet pods that belong here but are not running yet still need room.
+        expected: dict[str, int] = {}
+        for pod in daemon_pods:
+            if daemon_pod_fits_node(pod, taints, node.labels):
+                for name, value in pod.scheduling_requests.items():
+                    expected[name] = expected.get(name, 0) + value
+        missing = (Resources(expected) - node.daemonset_requests).clamp_non_negative()
+        remaining = dict(node.available - missing)
+        for name in node.allocatable:
+            remaining.setdefault(name, 0)
+        requirements = Requirements.from_labels(node.labels).add(Requirement.single(wk.HOSTNAME, node.hostname))
+        topology.register(wk.HOSTNAME, node.hostname)
+        return cls(
+            state=node,
+            taints=taints,
+            requirements=requirements,
+            remaining=remaining,
+            host_ports=list(node.host_ports),
+            volume_usage={driver: set(claims) for driver, claims in node.volume_usage.items()},
+            under_consolidate_after=under_consolidate_after,
+        )
+
+    def can_add(
+        self,
+        sp: SchedulingPod,
+        cls: PodClass,
+        labels_key: frozenset[tuple[str, str]],
+        topology: Topology,
+        pod_volumes: dict[str, set[str]],
+    ) -> Requirements | Rejection:
+        for taint in self.taints:
+            if not any(t.tolerates(taint) for t in sp.tolerations):
+                return Rejection(f"node {self.name} has taint {taint} the pod does not tolerate")
+        for driver, claims in pod_volumes.items():
+            limit = self.state.volume_limits.get(driver)
+            if limit is not None and len(self.volume_usage.get(driver, set()) | claims) > limit:
+                return Rejection(f"node {self.name} would exceed its {limit} {driver} volume attachments")
+        for port in sp.pod.host_ports:
+            for owner, used in self.host_ports:
+                if owner != sp.key and port.conflicts(used):
+                    return Rejection(f"node {self.name} already uses host port {used}")
+        remaining = self.remaining
+        for name, value in cls.requests.items():
+            if value > remaining.get(name, 0):
+                return Rejection(f"node {self.name} lacks {name}")
+        error = self.requirements.compatible(cls.requirements)
+        if error is not None:
+            return Rejection(f"node {self.name}: {error}")
+        base = self.requirements.merge(cls.requirements)
+        last: Rejection = Rejection(f"node {self.name} does not match")
+        for alternative in sp.volume_alternatives or (None,):
+            requirements = base
+            if alternative is not None:
+                error = requirements.compatible(alternative)
+                if error is not None:
+                    last = Rejection(f"node {self.name}: incompatible volume requirements, {error}")
+                    continue
+                requirements = requirements.merge(alternative)
+            try:
+                narrowed = topology.add_requirements(sp, labels_key, cls.strict_requirements, requirements)
+            except TopologyError as err:
+                last = Rejection(f"node {self.name}: {err}", monotone=False)
+                continue
+            return narrowed
+        return last
+
+    def add(self, sp: SchedulingPod, cls: PodClass, labels_key: frozenset[tuple[str, str]],
+            requirements: Requirements, topology: Topology, pod_volumes: dict[str, set[str]]) -> None:
+        self.pods.append(sp)
+        remaining = self.remaining
+        for name, value in cls.requests.items():
+            remaining[name] = remaining.get(name, 0) - value
+        self.requirements = requirements
+        topology.record(sp, labels_key, self.taints, requirements)
+        self.host_ports.extend((sp.key, port) for port in sp.pod.host_ports)
+        for driver, claims in pod_volumes.items():
+            self.volume_usage.setdefault(driver, set()).update(claims)

@@ -1,0 +1,240 @@
+"""Topology bookkeeping for one scheduling run: spread constraints, pod affinity and anti-affinity.
+
+Built from the cluster snapshot: domains come from NodePool requirements and
+labels, instance types (zones from offerings) and existing nodes; counts come
+from bound pods. Pods being scheduled start uncounted and are recorded as they
+are placed. Required anti-affinity of pods already running is enforced in
+reverse through ``inverse`` groups.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from reconciler.model import labels as wk
+from reconciler.model.pod import Pod, PodAffinityTerm, TopologySpreadConstraint
+from reconciler.model.requirements import Requirement, Requirements
+from reconciler.model.selectors import LabelExpression
+from reconciler.model.taints import Taint
+from reconciler.scheduling.podinfo import IGNORE, SchedulingPod
+from reconciler.scheduling.topology_group import IGNORE as IGNORE_POLICY
+from reconciler.scheduling.topology_group import (
+    AFFINITY,
+    ANTI_AFFINITY,
+    SPREAD,
+    NodeFilter,
+    TopologyGroup,
+)
+
+
+class TopologyError(Exception):
+    def __init__(self, group: TopologyGroup, pod_domains: Requirement, node_domains: Requirement) -> None:
+        super().__init__(f"unsatisfiable {group.describe()}; the pod allows {pod_domains}, the node {node_domains}")
+        self.group = group
+
+
+@dataclass(slots=True)
+class CountedPod:
+    """A bound pod as topology counting sees it."""
+
+    pod: Pod
+    node_labels: Mapping[str, str]
+    node_taints: tuple[Taint, ...]
+    node_requirements: Requirements
+    node_name: str
+
+
+class Topology:
+    def __init__(
+        self,
+        *,
+        domain_sources: Mapping[str, Mapping[str, list[tuple[Taint, ...]]]],
+        counted_pods: Sequence[CountedPod],
+        node_domains: Sequence[tuple[Mapping[str, str], tuple[Taint, ...], Requirements]],
+        namespace_labels: Mapping[str, Mapping[str, str]],
+        policy: str,
+    ) -> None:
+        self._domain_sources = domain_sources
+        self._counted = counted_pods
+        self._nodes = node_domains
+        self._namespace_labels = namespace_labels
+        self.policy = policy
+        self.groups: dict[tuple, TopologyGroup] = {}
+        self.inverse: dict[tuple, TopologyGroup] = {}
+        self._owned: dict[str, list[TopologyGroup]] = {}
+        self._inverse_cache: dict[tuple[str, frozenset[tuple[str, str]]], list[TopologyGroup]] = {}
+        self._by_namespace: dict[str, list[CountedPod]] = {}
+        for counted in counted_pods:
+            self._by_namespace.setdefault(counted.pod.namespace, []).append(counted)
+        for counted in counted_pods:
+            if counted.pod.anti_affinity_required:
+                self._add_inverse(counted.pod, counted.node_labels)
+
+    # -- group construction --------------------------------------------------------------------
+
+    def update(self, sp: SchedulingPod) -> None:
+        """(Re)register the groups ``sp`` owns for its current (possibly relaxed) constraints."""
+        key = sp.key
+        for group in self._owned.pop(key, ()):
+            group.owners.discard(key)
+        pod = sp.pod
+        if (self.policy == IGNORE and pod.anti_affinity_required) or (self.policy != IGNORE and pod.has_anti_affinity):
+            self._add_inverse(pod, None)
+        owned: list[TopologyGroup] = []
+        for constraint in sp.spread:
+            owned.append(self._intern(self._spread_group(pod, constraint)))
+        for term in sp.affinity_terms:
+            owned.append(self._intern(self._term_group(AFFINITY, pod, term)))
+        for term in sp.anti_affinity_terms:
+            owned.append(self._intern(self._term_group(ANTI_AFFINITY, pod, term)))
+        for group in owned:
+            group.owners.add(key)
+        self._owned[key] = owned
+
+    def owned_groups(self, key: str) -> list[TopologyGroup]:
+        return self._owned.get(key, [])
+
+    def _intern(self, group: TopologyGroup) -> TopologyGroup:
+        identity = group.identity
+        existing = self.groups.get(identity)
+        if existing is not None:
+            return existing
+        self._count(group)
+        self.groups[identity] = group
+        self._inverse_cache.clear()
+        return group
+
+    def _new_group(self, kind: str, key: str, pod: Pod, namespaces: frozenset[str], selector, max_skew: float,
+                   min_domains: int | None, node_filter: NodeFilter) -> TopologyGroup:
+        group = TopologyGroup(kind, key, namespaces, selector, max_skew, min_domains, node_filter)  # type: ignore[arg-type]
+        self._register_domains(group, pod, filter_taints=node_filter.taint_policy != IGNORE_POLICY)
+        return group
+
+    def _register_domains(self, group: TopologyGroup, pod: Pod, *, filter_taints: bool) -> None:
+        """Domains NodePools can create; unless taints are ignored, only those of pools the pod tolerates."""
+        for domain, taint_sets in self._domain_sources.get(group.key, {}).items():
+            if not filter_taints or any(
+                all(any(t.tolerates(taint) for t in pod.tolerations) for taint in taints) for taints in taint_sets
+            ):
+                group.register(domain)
+
+    def _spread_group(self, pod: Pod, constraint: TopologySpreadConstraint) -> TopologyGroup:
+        selector = constraint.selector
+        for label_key in constraint.match_label_keys:
+            if label_key in pod.labels:
+                selector = selector.with_expression(LabelExpression(label_key, "In", frozenset({pod.labels[label_key]})))
+        base = Requirements.from_labels(pod.node_selector)
+        terms = tuple(base.merge(term.requirements) for term in pod.required_terms) or (base,)
+        node_filter = NodeFilter(terms, constraint.node_taints_policy, constraint.node_affinity_policy,
+                                 pod.tolerations)
+        return self._new_group(SPREAD, constraint.topology_key, pod, frozenset({pod.namespace}), selector,
+                               constraint.max_skew, constraint.min_domains, node_filter)
+
+    def _term_group(self, kind: str, pod: Pod, term: PodAffinityTerm) -> TopologyGroup:
+        return self._new_group(kind, term.topology_key, pod, self._namespaces(pod.namespace, term), term.selector,
+                               float("inf"), None, NodeFilter())
+
+    def _namespaces(self, own: str, term: PodAffinityTerm) -> frozenset[str]:
+        if not term.namespaces and term.namespace_selector is None:
+            return frozenset({own})
+        selected = set(term.namespaces)
+        if term.namespace_selector is not None:
+            selected.update(
+                name for name, labels in self._namespace_labels.items() if term.namespace_selector.matches(labels)
+            )
+        return frozenset(selected)
+
+    def _count(self, group: TopologyGroup) -> None:
+        """Register domains of existing nodes and count matching bound pods."""
+        for labels, taints, requirements in self._nodes:
+            domain = labels.get(group.key)
+            if domain is not None and group.node_filter.matches(taints, requirements):
+                group.register(domain)
+        for namespace in group.namespaces:
+            for counted in self._by_namespace.get(namespace, ()):
+                if not group.selector.matches(counted.pod.labels):
+                    continue
+                domain = counted.node_labels.get(group.key)
+                if domain is None and group.key == wk.HOSTNAME:
+                    domain = counted.node_name
+                if domain is None or not group.node_filter.matches(counted.node_taints, counted.node_requirements):
+                    continue
+                group.record((domain,))
+
+    def _add_inverse(self, pod: Pod, node_labels: Mapping[str, str] | None) -> None:
+        for term in pod.anti_affinity_required:
+            group = TopologyGroup(ANTI_AFFINITY, term.topology_key, self._namespaces(pod.namespace, term),
+                                  term.selector, float("inf"), None, NodeFilter())  # type: ignore[arg-type]
+            self._register_domains(group, pod, filter_taints=True)
+            identity = group.identity
+            group = self.inverse.setdefault(identity, group)
+            if node_labels is not None and term.topology_key in node_labels:
+                group.record((node_labels[term.topology_key],))
+            group.owners.add(pod.key)
+        self._inverse_cache.clear()
+
+    # -- queries used while placing pods -------------------------------------------------------
+
+    def register(self, key: str, domain: str) -> None:
+        for group in self.groups.values():
+            if group.key == key:
+                group.register(domain)
+        for group in self.inverse.values():
+            if group.key == key:
+                group.register(domain)
+
+    def inverse_for(self, pod: Pod, labels_key: frozenset[tuple[str, str]]) -> list[TopologyGroup]:
+        """Running (or placed) pods' required anti-affinity groups that select ``pod``."""
+        cache_key = (pod.namespace, labels_key)
+        found = self._inverse_cache.get(cache_key)
+        if found is None:
+            found = [g for g in self.inverse.values() if g.selects(pod.namespace, pod.labels, labels_key)]
+            self._inverse_cache[cache_key] = found
+        return found
+
+    def add_requirements(
+        self,
+        sp: SchedulingPod,
+        labels_key: frozenset[tuple[str, str]],
+        strict: Requirements,
+        node_requirements: Requirements,
+    ) -> Requirements:
+        """Narrow ``node_requirements`` to the domains every matching topology allows; raise ``TopologyError``."""
+        groups = self._owned.get(sp.key, ())
+        inverse = self.inverse_for(sp.pod, labels_key) if self.inverse else ()
+        if not groups and not inverse:
+            return node_requirements
+        pod = sp.pod
+        narrowed: list[Requirement] = []
+        for group in (*groups, *inverse):
+            pod_domains = strict.get(group.key) or Requirement.exists(group.key)
+            node_domains = node_requirements.get(group.key) or Requirement.exists(group.key)
+            self_selecting = group.selects(pod.namespace, pod.labels, labels_key)
+            domains, _ = group.next_domains(self_selecting, pod_domains, node_domains)
+            if not domains.values:
+                raise TopologyError(group, pod_domains, node_domains)
+            narrowed.append(domains)
+        return node_requirements.add(*narrowed)
+
+    def record(self, sp: SchedulingPod, labels_key: frozenset[tuple[str, str]], taints: Sequence[Taint],
+               requirements: Requirements) -> None:
+        pod = sp.pod
+        for group in self.groups.values():
+            if not group.counts(pod.namespace, pod.labels, labels_key, taints, requirements):
+                continue
+            domains = requirements.get(group.key)
+            if domains is None or domains.complement:
+                continue
+            if group.kind == ANTI_AFFINITY:
+                group.record(domains.values)
+            elif len(domains.values) == 1:
+                group.record(domains.values)
+        for group in self.inverse.values():
+            if pod.key in group.owners:
+                domains = requirements.get(group.key)
+                if domains is not None and not domains.complement:
+                    group.record(domains.values)
+
+    def zone_groups_owned(self, key: str) -> Iterable[TopologyGroup]:
+        return (g for g in self._owned.get(key, ()) if g.key == wk.ZONE)

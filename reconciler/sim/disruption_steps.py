@@ -1,0 +1,160 @@
+"""The simulator's ``disrupt``, ``expire`` and ``interrupt`` steps.
+
+Decisions come from Adze's pure disruption engine; execution goes through the
+same ``CommandExecutor`` and ``Terminator`` the live controllers use. The
+simulator adds the validation wait to its virtual clock and plays the kubelet
+for replacements.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from reconciler.disruption.controller import decide, validate
+from reconciler.kube.api import NODE, NODECLAIM
+from reconciler.lifecycle.expiration import expired_nodeclaims
+from reconciler.lifecycle.orchestration import CommandExecutor
+from reconciler.model import labels as wk
+from reconciler.sim import engine
+from reconciler.sim.scenario import ScenarioError
+
+if TYPE_CHECKING:
+    from reconciler.sim.cluster import SimulatedCluster
+
+# What each interruption message makes Adze do (Karpenter's AWS provider semantics).
+INTERRUPTION_ACTIONS = {
+    "spot_interrupted": "delete",
+    "scheduled_change": "delete",
+    "instance_stopped": "delete",
+    "instance_terminated": "delete",
+    "rebalance_recommendation": "none",
+}
+
+
+async def _decide(cluster: SimulatedCluster) -> Any:
+    sim = cluster.sim
+    types = await sim.cloud.instance_types(None)
+    state = cluster.state()
+    return decide(state, engine.types_by_nodepool(state, types), sim.settings, sim.now, name_for=sim.names)
+
+
+async def disrupt_once(cluster: SimulatedCluster, record: dict[str, Any]) -> bool:
+    """One disruption pass; True when a command was carried out (so ``until: stable`` goes on)."""
+    sim = cluster.sim
+    decision = await _decide(cluster)
+    for explanation in decision.explanations:
+        record["events"].append(explanation.as_event())
+    command = decision.command
+    if command is None:
+        return False
+    if command.needs_validation:
+        sim.advance(sim.settings.consolidation_validation_wait)
+        await cluster.settle(record)
+        types = await sim.cloud.instance_types(None)
+        state = cluster.state()
+        problem = validate(command, state, engine.types_by_nodepool(state, types), sim.settings, sim.now)
+        if problem:
+            record["events"].append(
+                {"object": f"Node/{command.candidates[0].name}", "reason": "DisruptionAborted", "message": problem}
+            )
+            return False
+    executor = CommandExecutor(sim.kube, sim.cloud)
+    flight = await executor.start(command, sim.now)
+    if flight.state == "aborted":
+        record["events"].append(
+            {"object": f"Node/{command.candidates[0].name}", "reason": "DisruptionAborted", "message": flight.message}
+        )
+        return False
+    for name in flight.launched:
+        await cluster.boot(name)
+    flight = await executor.advance(flight, sim.now)
+    for candidate in command.candidates:
+        record["disrupted"].append(
+            {
+                "node": candidate.name,
+                "nodeclaim": candidate.nodeclaim,
+                "reason": command.reason,
+                "method": command.method,
+                "action": command.action,
+                "replacements": [r.name for r in command.replacements],
+                "savingsPerHour": command.savings_per_hour if candidate is command.candidates[0] else 0.0,
+            }
+        )
+    for replacement, name in zip(command.replacements, flight.launched, strict=False):
+        claim = sim.kube.peek(NODECLAIM, name) or {}
+        labels = (claim.get("metadata") or {}).get("labels") or {}
+        record["launched"].append(
+            {
+                "nodeclaim": name,
+                "nodepool": replacement.nodepool,
+                "node": name,
+                "instanceType": labels.get(wk.INSTANCE_TYPE),
+                "zone": labels.get(wk.ZONE),
+                "capacityType": labels.get(wk.CAPACITY_TYPE),
+                "price": sim.cloud.price_of(
+                    labels.get(wk.INSTANCE_TYPE, ""), labels.get(wk.ZONE, ""), labels.get(wk.CAPACITY_TYPE, "")
+                ),
+                "instanceTypeOptions": list(replacement.instance_type_options),
+                "pods": list(replacement.pods),
+            }
+        )
+    await cluster.settle(record)
+    return True
+
+
+async def _delete_and_reschedule(
+    cluster: SimulatedCluster, claims: list[str], reason: str, record: dict[str, Any]
+) -> None:
+    """Forceful deletion (expiration, interruption): no pre-spun replacement; the provisioner reacts."""
+    sim = cluster.sim
+    for claim_name in claims:
+        claim = sim.kube.peek(NODECLAIM, claim_name)
+        if claim is None or claim["metadata"].get("deletionTimestamp"):
+            continue
+        node_name = (claim.get("status") or {}).get("nodeName") or claim_name
+        await sim.kube.delete(NODECLAIM, claim_name)
+        record["disrupted"].append(
+            {"node": node_name, "nodeclaim": claim_name, "reason": reason, "method": reason.lower(),
+             "action": "delete", "replacements": [], "savingsPerHour": 0.0}
+        )
+    before = {item["nodeclaim"] for item in record["launched"]}
+    await cluster.provision(record, launch_ready=True)
+    launched = [item["nodeclaim"] for item in record["launched"] if item["nodeclaim"] not in before]
+    for item in record["disrupted"]:
+        if item["reason"] == reason and not item["replacements"]:
+            item["replacements"] = launched
+    await cluster.progress_terminations(record)
+    sim.advance(0)
+    await cluster.settle(record)
+
+
+async def expire(cluster: SimulatedCluster, record: dict[str, Any]) -> None:
+    sim = cluster.sim
+    claims = expired_nodeclaims(sim.kube.objects(NODECLAIM), sim.now)
+    await _delete_and_reschedule(cluster, list(claims), "Expired", record)
+
+
+async def interrupt(cluster: SimulatedCluster, node_name: str, kind: str, record: dict[str, Any], *, path: str) -> None:
+    sim = cluster.sim
+    node = sim.kube.peek(NODE, node_name)
+    if node is None:
+        raise ScenarioError(f"{path}: no node named {node_name!r}")
+    claim = engine.nodeclaim_for_node(sim.kube, node)
+    if claim is None:
+        record["events"].append(
+            {"object": f"Node/{node_name}", "reason": "InterruptionIgnored",
+             "message": f"{kind}: the node is not managed by Adze (no NodeClaim)"}
+        )
+        return
+    if INTERRUPTION_ACTIONS[kind] == "none":
+        record["events"].append(
+            {"object": f"Node/{node_name}", "reason": "RebalanceRecommendation",
+             "message": "rebalance recommendation received; no action (as Karpenter)"}
+        )
+        return
+    record["events"].append({"object": f"Node/{node_name}", "reason": "Interrupted", "message": kind})
+    await _delete_and_reschedule(cluster, [claim], "Interrupted", record)
+
+
+_ = timedelta

@@ -1,0 +1,112 @@
+"""The simulator's calls into Adze's pure engine (state, provisioning) in one place."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from reconciler.cloud.types import InstanceType
+from reconciler.kube.api import NODECLAIM, Manifest
+from reconciler.model.meta import ManifestError
+from reconciler.model.pod import Pod
+from reconciler.model.requirements import Requirements
+from reconciler.model.taints import parse_taints, untolerated
+from reconciler.provisioning.provisioner import ProvisioningPlan
+from reconciler.provisioning.provisioner import plan as plan_provisioning
+from reconciler.settings import Settings
+from reconciler.sim.scenario import ScenarioError
+from reconciler.state import ClusterState
+
+# The DaemonSet controller adds these tolerations to every DaemonSet pod.
+_DAEMONSET_AUTO_TOLERATED = frozenset(
+    {
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+        "node.kubernetes.io/disk-pressure",
+        "node.kubernetes.io/memory-pressure",
+        "node.kubernetes.io/pid-pressure",
+        "node.kubernetes.io/unschedulable",
+        "node.kubernetes.io/network-unavailable",
+    }
+)
+
+
+def build_state(objects: Iterable[Mapping[str, Any]], now: datetime) -> ClusterState:
+    try:
+        return ClusterState.from_manifests(objects)
+    except ManifestError as err:
+        raise ScenarioError(f"objects: {err}") from None
+
+
+def types_by_nodepool(state: ClusterState, types: Sequence[InstanceType]) -> dict[str, Sequence[InstanceType]]:
+    """The simulated cloud offers the same catalogue to every NodePool (its node class is not consulted)."""
+    return {name: types for name in state.nodepools}
+
+
+def plan(
+    state: ClusterState,
+    types: Sequence[InstanceType],
+    settings: Settings,
+    now: datetime,
+    name_for: Callable[[str], str],
+) -> ProvisioningPlan:
+    return plan_provisioning(state, types_by_nodepool(state, types), settings, now, name_for)
+
+
+def bindable(
+    state: ClusterState, types: Sequence[InstanceType], settings: Settings, now: datetime
+) -> dict[str, str]:
+    """Where kube-scheduler would bind pending pods right now: existing capacity only."""
+    def no_new_names(nodepool: str) -> str:
+        return f"{nodepool}-unlaunched"
+
+    return dict(plan(state, types, settings, now, no_new_names).existing)
+
+
+def daemon_pod_fits(template: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
+    """Would the DaemonSet controller run this pod template on this node?"""
+    try:
+        pod = Pod.from_manifest(
+            {"metadata": {**(template.get("metadata") or {}), "name": "daemon"}, "spec": template.get("spec") or {}}
+        )
+        taints = parse_taints((node.get("spec") or {}).get("taints"), path="spec.taints")
+    except (ManifestError, ValueError):
+        return False
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    blocking = [
+        t for t in untolerated(taints, pod.tolerations)
+        if t.effect in ("NoSchedule", "NoExecute") and t.key not in _DAEMONSET_AUTO_TOLERATED
+    ]
+    if blocking:
+        return False
+    if any(labels.get(key) != value for key, value in pod.node_selector.items()):
+        return False
+    if not pod.required_terms:
+        return True
+    node_requirements = Requirements.from_labels(labels)
+    return any(
+        not term.has_match_fields and node_requirements.is_compatible(term.requirements)
+        for term in pod.required_terms
+    )
+
+
+async def record_pod_events(kube: Any, node_names: Iterable[str], now: datetime) -> None:
+    """A pod bound to a managed node is a pod event: it resets that node's consolidateAfter clock."""
+    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    claims = {c.get("status", {}).get("nodeName"): c["metadata"]["name"] for c in kube.objects(NODECLAIM)}
+    for node_name in set(node_names):
+        claim = claims.get(node_name)
+        if claim:
+            await kube.patch(NODECLAIM, claim, {"status": {"lastPodEventTime": stamp}}, subresource="status")
+
+
+def nodeclaim_for_node(kube: Any, node: Manifest) -> str | None:
+    provider_id = (node.get("spec") or {}).get("providerID")
+    for claim in kube.objects(NODECLAIM):
+        status = claim.get("status") or {}
+        if status.get("nodeName") == node["metadata"]["name"] or (
+            provider_id and status.get("providerID") == provider_id
+        ):
+            return str(claim["metadata"]["name"])
+    return None

@@ -1,0 +1,340 @@
+"""``ClusterState``: the snapshot every decision reads.
+
+Fed incrementally with API-server manifests (``upsert``/``remove``) by the live
+reflectors and by the simulator alike. It parses what the engine needs into
+domain types (``Pod``, ``Node``, ``NodeClaim``, ``NodePool``), keeps the rest as
+manifests, and exposes per-node merged views (``StateNode``), pending pods,
+DaemonSet pod templates and per-NodePool resource totals.
+
+Marking nodes for deletion and nominating them are plain flags set by the
+engine's callers; nothing here reads a clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from reconciler.model import labels as wk
+from reconciler.model.meta import ManifestError, object_key
+from reconciler.model.node import Node, NodeClaim
+from reconciler.model.nodepool import NODES, NodePool
+from reconciler.model.pod import Pod
+from reconciler.model.resources import Resources
+from reconciler.model.state_node import StateNode, build_state_node
+
+Manifest = dict[str, Any]
+
+# kind -> attribute holding the raw manifests of kinds kept as-is.
+_RAW_KINDS = {
+    "DaemonSet": "daemonsets",
+    "PodDisruptionBudget": "pdbs",
+    "PersistentVolume": "persistent_volumes",
+    "PersistentVolumeClaim": "persistent_volume_claims",
+    "StorageClass": "storage_classes",
+    "PriorityClass": "priority_classes",
+    "RuntimeClass": "runtime_classes",
+    "CSINode": "csi_nodes",
+    "Namespace": "namespaces",
+    "EC2NodeClass": "nodeclasses",
+    "Deployment": "deployments",
+    "ReplicaSet": "replicasets",
+    "StatefulSet": "statefulsets",
+    "Job": "jobs",
+}
+
+
+class ClusterState:
+    def __init__(self) -> None:
+        self.pods: dict[str, Pod] = {}
+        self.pod_manifests: dict[str, Manifest] = {}
+        self.nodes: dict[str, Node] = {}
+        self.nodeclaims: dict[str, NodeClaim] = {}
+        self.nodepools: dict[str, NodePool] = {}
+        self.nodepool_manifests: dict[str, Manifest] = {}
+        self.nodeclaim_manifests: dict[str, Manifest] = {}
+        self.node_manifests: dict[str, Manifest] = {}
+        self.daemonsets: dict[str, Manifest] = {}
+        self.pdbs: dict[str, Manifest] = {}
+        self.persistent_volumes: dict[str, Manifest] = {}
+        self.persistent_volume_claims: dict[str, Manifest] = {}
+        self.storage_classes: dict[str, Manifest] = {}
+        self.priority_classes: dict[str, Manifest] = {}
+        self.runtime_classes: dict[str, Manifest] = {}
+        self.csi_nodes: dict[str, Manifest] = {}
+        self.namespaces: dict[str, Manifest] = {}
+        self.nodeclasses: dict[str, Manifest] = {}
+        self.deployments: dict[str, Manifest] = {}
+        self.replicasets: dict[str, Manifest] = {}
+        self.statefulsets: dict[str, Manifest] = {}
+        self.jobs: dict[str, Manifest] = {}
+        self._pods_by_node: dict[str, dict[str, Pod]] = {}
+        self._marked: set[str] = set()
+        self._nominated: dict[str, datetime] = {}
+        self._state_nodes: dict[str, StateNode] | None = None
+        self._daemon_pods: list[Pod] | None = None
+
+    @classmethod
+    def from_manifests(cls, manifests: Iterable[Mapping[str, Any]]) -> ClusterState:
+        state = cls()
+        for manifest in manifests:
+            state.upsert(manifest)
+        return state
+
+    # -- feeding -------------------------------------------------------------------------------
+
+    def upsert(self, manifest: Mapping[str, Any]) -> None:
+        """Add or replace one object; raises ``ManifestError`` (naming the object and field) on bad input."""
+        kind = str(manifest.get("kind", ""))
+        key = object_key(manifest)
+        if kind == "Pod":
+            self._upsert_pod(key, dict(manifest))
+        elif kind == "Node":
+            self.nodes[key] = Node.from_manifest(manifest)
+            self.node_manifests[key] = dict(manifest)
+            self._state_nodes = None
+        elif kind == "NodeClaim":
+            self.nodeclaims[key] = NodeClaim.from_manifest(manifest)
+            self.nodeclaim_manifests[key] = dict(manifest)
+            self._state_nodes = None
+        elif kind == "NodePool":
+            self.nodepools[key] = NodePool.from_manifest(manifest)
+            self.nodepool_manifests[key] = dict(manifest)
+        elif kind in _RAW_KINDS:
+            getattr(self, _RAW_KINDS[kind])[key] = dict(manifest)
+            self._after_raw_change(kind)
+
+    def remove(self, ref: Mapping[str, Any] | Any) -> None:
+        """Forget an object, given its manifest or any ref with ``kind``, ``name`` and ``namespace``."""
+        if isinstance(ref, Mapping):
+            kind, key = str(ref.get("kind", "")), object_key(ref)
+        else:
+            kind = str(getattr(ref, "kind", ""))
+            kind = getattr(kind, "kind", kind)  # a Kind object
+            namespace = getattr(ref, "namespace", None)
+            name = str(getattr(ref, "name", ""))
+            key = f"{namespace}/{name}" if namespace else name
+        if kind == "Pod":
+            self._remove_pod(key)
+        elif kind == "Node":
+            self.nodes.pop(key, None)
+            self.node_manifests.pop(key, None)
+            self._state_nodes = None
+        elif kind == "NodeClaim":
+            self.nodeclaims.pop(key, None)
+            self.nodeclaim_manifests.pop(key, None)
+            self._state_nodes = None
+        elif kind == "NodePool":
+            self.nodepools.pop(key, None)
+            self.nodepool_manifests.pop(key, None)
+        elif kind in _RAW_KINDS:
+            getattr(self, _RAW_KINDS[kind]).pop(key, None)
+            self._after_raw_change(kind)
+
+    def _after_raw_change(self, kind: str) -> None:
+        if kind == "DaemonSet":
+            self._daemon_pods = None
+        elif kind in ("RuntimeClass", "PriorityClass"):
+            for key, manifest in list(self.pod_manifests.items()):
+                self._upsert_pod(key, manifest)
+        elif kind in ("PersistentVolume", "PersistentVolumeClaim", "StorageClass", "CSINode"):
+            self._state_nodes = None
+
+    def _upsert_pod(self, key: str, manifest: Manifest) -> None:
+        pod = Pod.from_manifest(manifest, runtime_class_overhead=self._runtime_overheads())
+        if not pod.priority and pod.priority_class_name in self.priority_classes:
+            pod = replace(pod, priority=int(self.priority_classes[pod.priority_class_name].get("value") or 0))
+        self._remove_pod(key)
+        self.pods[key] = pod
+        self.pod_manifests[key] = manifest
+        if pod.node_name:
+            self._pods_by_node.setdefault(pod.node_name, {})[key] = pod
+            self._invalidate_node(pod.node_name)
+
+    def _remove_pod(self, key: str) -> None:
+        old = self.pods.pop(key, None)
+        self.pod_manifests.pop(key, None)
+        if old is not None and old.node_name:
+            self._pods_by_node.get(old.node_name, {}).pop(key, None)
+            self._invalidate_node(old.node_name)
+
+    def _invalidate_node(self, node_name: str) -> None:
+        if self._state_nodes is not None:
+            self._state_nodes = None
+
+    def _runtime_overheads(self) -> dict[str, Resources]:
+        overheads = {}
+        for name, manifest in self.runtime_classes.items():
+            fixed = (manifest.get("overhead") or {}).get("podFixed")
+            if fixed:
+                overheads[name] = Resources.from_manifest(fixed, path=f"RuntimeClass {name}: overhead.podFixed")
+        return overheads
+
+    # -- flags set by the engine's callers -----------------------------------------------------
+
+    def mark_for_deletion(self, *names: str) -> None:
+        self._marked.update(names)
+        self._state_nodes = None
+
+    def unmark_for_deletion(self, *names: str) -> None:
+        self._marked.difference_update(names)
+        self._state_nodes = None
+
+    def nominate(self, name: str, until: datetime) -> None:
+        """Protect a node (by node or NodeClaim name) from disruption until ``until``."""
+        self._nominated[name] = until
+        self._state_nodes = None
+
+    # -- views ---------------------------------------------------------------------------------
+
+    def state_nodes(self) -> list[StateNode]:
+        """Every node and in-flight NodeClaim, ordered by name."""
+        if self._state_nodes is None:
+            self._state_nodes = self._build_state_nodes()
+        return list(self._state_nodes.values())
+
+    def state_node(self, name: str) -> StateNode | None:
+        """By node name or NodeClaim name."""
+        if self._state_nodes is None:
+            self._state_nodes = self._build_state_nodes()
+        found = self._state_nodes.get(name)
+        if found is not None:
+            return found
+        return next((n for n in self._state_nodes.values() if n.nodeclaim_name == name), None)
+
+    def _build_state_nodes(self) -> dict[str, StateNode]:
+        claims_by_provider = {c.provider_id: c for c in self.nodeclaims.values() if c.provider_id}
+        claims_by_node = {c.node_name: c for c in self.nodeclaims.values() if c.node_name}
+        pvc_drivers = self.pvc_drivers()
+        used_claims: set[str] = set()
+        result: dict[str, StateNode] = {}
+        for name, node in self.nodes.items():
+            claim = claims_by_provider.get(node.provider_id) if node.provider_id else None
+            claim = claim or claims_by_node.get(name)
+            if claim is not None:
+                used_claims.add(claim.name)
+            result[name] = self._state_node(name, node, claim, pvc_drivers)
+        for name, claim in self.nodeclaims.items():
+            if name in used_claims or name in result:
+                continue
+            result[name] = self._state_node(name, None, claim, pvc_drivers)
+        return dict(sorted(result.items()))
+
+    def _state_node(
+        self, name: str, node: Node | None, claim: NodeClaim | None, pvc_drivers: Mapping[str, str]
+    ) -> StateNode:
+        names = {name} | ({claim.name} if claim else set())
+        nominated = max((self._nominated[n] for n in names if n in self._nominated), default=None)
+        return build_state_node(
+            name,
+            node,
+            claim,
+            self._pods_by_node.get(name, {}),
+            marked=bool(names & self._marked),
+            nominated_until=nominated,
+            pvc_drivers=pvc_drivers,
+            volume_limits=self._volume_limits(name),
+        )
+
+    def pvc_drivers(self) -> dict[str, str]:
+        """PVC key -> CSI driver (from the bound PV, else the StorageClass provisioner)."""
+        drivers = {}
+        for key, pvc in self.persistent_volume_claims.items():
+            spec = pvc.get("spec") or {}
+            volume = self.persistent_volumes.get(str(spec.get("volumeName") or ""))
+            driver = ((volume or {}).get("spec") or {}).get("csi", {}).get("driver") if volume else None
+            if not driver and spec.get("storageClassName"):
+                driver = (self.storage_classes.get(str(spec["storageClassName"])) or {}).get("provisioner")
+            if driver:
+                drivers[key] = str(driver)
+        return drivers
+
+    def _volume_limits(self, node_name: str) -> dict[str, int]:
+        csi = self.csi_nodes.get(node_name)
+        limits = {}
+        for driver in ((csi or {}).get("spec") or {}).get("drivers") or []:
+            count = (driver.get("allocatable") or {}).get("count")
+            if count is not None:
+                limits[str(driver.get("name"))] = int(count)
+        return limits
+
+    def pending_pods(self) -> list[Pod]:
+        """Pods Karpenter provisions for (see ``Pod.is_provisionable``), in a stable order."""
+        return [pod for _, pod in sorted(self.pods.items()) if pod.is_provisionable()]
+
+    def pods_on(self, node_name: str) -> list[Pod]:
+        return list(self._pods_by_node.get(node_name, {}).values())
+
+    def bound_pods(self) -> Iterable[Pod]:
+        for pods in self._pods_by_node.values():
+            yield from pods.values()
+
+    def daemonset_pods(self) -> list[Pod]:
+        """One representative pod per DaemonSet, built from its template (for overhead on new nodes)."""
+        if self._daemon_pods is None:
+            self._daemon_pods = [self._daemon_pod(key, ds) for key, ds in sorted(self.daemonsets.items())]
+        return list(self._daemon_pods)
+
+    def _daemon_pod(self, key: str, daemonset: Manifest) -> Pod:
+        metadata = daemonset.get("metadata") or {}
+        template = (daemonset.get("spec") or {}).get("template") or {}
+        namespace = str(metadata.get("namespace") or "default")
+        manifest = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                **(template.get("metadata") or {}),
+                "name": f"{metadata.get('name', '')}-template",
+                "namespace": namespace,
+                "uid": f"daemonset-template/{key}",
+                "ownerReferences": [
+                    {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": metadata.get("name", ""),
+                     "uid": metadata.get("uid", ""), "controller": True}
+                ],
+            },
+            "spec": template.get("spec") or {},
+        }
+        try:
+            return Pod.from_manifest(manifest, runtime_class_overhead=self._runtime_overheads())
+        except ManifestError as err:
+            raise ManifestError(f"DaemonSet {key}: spec.template: {err}") from None
+
+    def nodepool_usage(self, nodepool: str) -> Resources:
+        """Summed capacity of the pool's nodes (incl. in-flight claims), plus ``nodes`` = their count."""
+        total: dict[str, int] = {}
+        count = 0
+        for node in self.state_nodes():
+            if node.nodepool != nodepool:
+                continue
+            count += 1
+            for resource, value in node.capacity.items():
+                total[resource] = total.get(resource, 0) + value
+        total[NODES] = count * 1000
+        return Resources(total)
+
+    def nodepool_node_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for node in self.state_nodes():
+            if node.nodepool:
+                counts[node.nodepool] = counts.get(node.nodepool, 0) + 1
+        return counts
+
+    def nodeclass(self, nodepool: NodePool) -> Manifest | None:
+        return self.nodeclasses.get(nodepool.node_class_ref.get("name", ""))
+
+    def nodepool_of(self, node: StateNode) -> NodePool | None:
+        return self.nodepools.get(node.nodepool)
+
+    def namespace_labels(self, namespace: str) -> Mapping[str, str]:
+        manifest = self.namespaces.get(namespace)
+        labels = dict(((manifest or {}).get("metadata") or {}).get("labels") or {})
+        labels.setdefault("kubernetes.io/metadata.name", namespace)
+        return labels
+
+    def managed_nodes(self) -> list[StateNode]:
+        return [n for n in self.state_nodes() if n.managed]
+
+    def is_managed_label(self, labels: Mapping[str, str]) -> bool:
+        return bool(labels.get(wk.NODEPOOL))

@@ -1,0 +1,36 @@
+"""Fixtures for the infrastructure tests: whole-program runs under Pulumi mocks, shared per session."""
+
+from __future__ import annotations
+
+import pytest
+from pulumi_harness import ProgramRun, RunCache, run_stack
+
+_CACHE = RunCache()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # pulumi_aws warns about its own deprecated modules at import time; not our code.
+    config.addinivalue_line("filterwarnings", "ignore::DeprecationWarning:pulumi_aws")
+
+
+@pytest.fixture(scope="session")
+def dev() -> ProgramRun:
+    """Pod Identity, new VPC over two zones, one NAT gateway, SQS-managed encryption, built image."""
+    return _CACHE.get("dev", lambda: run_stack("dev"))
+
+
+@pytest.fixture(scope="session")
+def staging() -> ProgramRun:
+    """IRSA, existing VPC and subnets, KMS key created for the queue, arm64 system nodes, deployer role."""
+    return _CACHE.get("staging", lambda: run_stack("staging"))
+
+
+@pytest.fixture(scope="session")
+def prod() -> ProgramRun:
+    """Protected cluster, three zones with a NAT each, business-hours budgets, GPU pool."""
+    return _CACHE.get("prod", lambda: run_stack("prod"))
+
+
+@pytest.fixture(scope="session", params=["dev", "staging", "prod"])
+def any_stack(request: pytest.FixtureRequest) -> ProgramRun:
+    return _CACHE.get(request.param, lambda: run_stack(request.param))

@@ -1,0 +1,334 @@
+"""Run the whole Pulumi program under unit-test mocks and record every registration.
+
+Two SDK problems are handled here (see shared/reference/pulumi.md §1.7, §5):
+
+* Resource objects passed as inputs (``ManagedNodeGroup(cluster=...)``) make the stock
+  ``MockMonitor`` rehydrate them on its worker thread, which fails with "attached to a
+  different loop". While the monitor deserializes inputs, this monitor makes the SDK
+  see no resource packages, so references arrive as plain URN strings. The switch is
+  thread-local: the program's own thread still rehydrates outputs normally.
+* Remote components (``eks:index:Cluster``) have no visible children; their
+  ``eksCluster`` output is faked as a reference to a pre-registered resource.
+
+Each run gets a fresh event loop, root stack, mocks and monitor, so runs are isolated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import runpy
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import yaml
+from pulumi.runtime import rpc
+from pulumi.runtime import settings as runtime_settings
+from pulumi.runtime.mocks import MockCallArgs, MockMonitor, MockResourceArgs, Mocks
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PROGRAM = REPO_ROOT / "__main__.py"
+ACCOUNT_ID = "123456789012"
+PROJECT = "adze"
+
+_references_as_urns = threading.local()
+_get_resource_module = rpc.get_resource_module
+_get_resource_package = rpc.get_resource_package
+
+
+def _module_unless_monitoring(*args: Any) -> Any:
+    return None if getattr(_references_as_urns, "on", False) else _get_resource_module(*args)
+
+
+def _package_unless_monitoring(*args: Any) -> Any:
+    return None if getattr(_references_as_urns, "on", False) else _get_resource_package(*args)
+
+
+rpc.get_resource_module = _module_unless_monitoring
+rpc.get_resource_package = _package_unless_monitoring
+
+
+@dataclass(slots=True)
+class Registration:
+    typ: str
+    name: str
+    urn: str
+    inputs: dict[str, Any]
+    parent: str
+    dependencies: frozenset[str]
+    property_dependencies: dict[str, frozenset[str]]
+    protect: bool
+    provider: str
+    delete_timeout: str
+
+    def all_dependencies(self) -> frozenset[str]:
+        deps = set(self.dependencies)
+        for urns in self.property_dependencies.values():
+            deps |= urns
+        return frozenset(deps)
+
+
+@dataclass(slots=True)
+class ProgramRun:
+    registrations: list[Registration]
+    outputs: dict[str, Any]
+
+    def of_type(self, typ: str) -> list[Registration]:
+        return [r for r in self.registrations if r.typ == typ]
+
+    def one(self, typ: str, name_contains: str = "") -> Registration:
+        found = [r for r in self.of_type(typ) if name_contains in r.name]
+        assert len(found) == 1, f"expected one {typ} named *{name_contains}*, got {[r.name for r in found]}"
+        return found[0]
+
+    def by_urn(self, urn: str) -> Registration:
+        return next(r for r in self.registrations if r.urn == urn)
+
+    def depends_on(self, dependent: Registration, dependency: Registration) -> bool:
+        """Transitively, as Pulumi orders deletes: the dependent goes first."""
+        seen, stack = set(), [dependent.urn]
+        while stack:
+            urn = stack.pop()
+            if urn == dependency.urn:
+                return True
+            if urn in seen:
+                continue
+            seen.add(urn)
+            found = next((r for r in self.registrations if r.urn == urn), None)
+            if found:
+                stack.extend(found.all_dependencies())
+        return False
+
+    def k8s_objects(self, kind: str) -> Iterator[Registration]:
+        for registration in self.registrations:
+            if registration.inputs.get("kind") == kind:
+                yield registration
+
+
+class AdzeMocks(Mocks):
+    """Outputs shaped like the real providers' (camelCase), derived from inputs where AWS would."""
+
+    def __init__(self, region: str) -> None:
+        self.region = region
+        self.monitor: RecordingMonitor | None = None
+        self._count = 0
+
+    def _physical(self, args: MockResourceArgs) -> str:
+        self._count += 1
+        return str(args.inputs.get("name") or f"{args.name}-{self._count:07x}")
+
+    def new_resource(self, args: MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        handler = getattr(self, "_" + args.typ.split(":")[-1].replace("-", "_"), None)
+        if args.typ.startswith("eks:"):
+            return self._eks(args)
+        name = self._physical(args)
+        state = {**args.inputs, "name": args.inputs.get("name", name)}
+        arn_service = args.typ.split(":")[1].split("/")[0]
+        state.setdefault("arn", f"arn:aws:{arn_service}:{self.region}:{ACCOUNT_ID}:{name}")
+        if handler:
+            state.update(handler(args, name))
+        return f"{name}-id", state
+
+    # AWS resource types whose outputs matter to other resources.
+    def _Role(self, args: MockResourceArgs, name: str) -> dict[str, Any]:
+        return {"arn": f"arn:aws:iam::{ACCOUNT_ID}:role/{name}"}
+
+    def _Policy(self, args: MockResourceArgs, name: str) -> dict[str, Any]:
+        return {"arn": f"arn:aws:iam::{ACCOUNT_ID}:policy/{name}"}
+
+    def _Queue(self, args: MockResourceArgs, name: str) -> dict[str, Any]:
+        return {
+            "arn": f"arn:aws:sqs:{self.region}:{ACCOUNT_ID}:{name}",
+            "url": f"https://sqs.{self.region}.amazonaws.com/{ACCOUNT_ID}/{name}",
+        }
+
+    def _EventRule(self, args: MockResourceArgs, name: str) -> dict[str, Any]:
+        return {"arn": f"arn:aws:events:{self.region}:{ACCOUNT_ID}:rule/{name}"}
+
+    def _Key(self, args: MockResourceArgs, name: str) -> dict[str, Any]:
+        return {"arn": f"arn:aws:kms:{self.region}:{ACCOUNT_ID}:key/{name}"}
+
+    def _Repository(self, args: MockResourceArgs, name: str) -> dict[str, Any]:
+        return {"registryId": ACCOUNT_ID, "repositoryUrl": f"{ACCOUNT_ID}.dkr.ecr.{self.region}.amazonaws.com/{name}"}
+
+    def _Image(self, args: MockResourceArgs, name: str) -> dict[str, Any]:
+        return {"ref": f"{args.inputs['tags'][0]}@sha256:{'ab' * 32}", "digest": f"sha256:{'ab' * 32}"}
+
+    def _eks(self, args: MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        if args.typ != "eks:index:Cluster":
+            return f"{args.name}-id", {}
+        assert self.monitor is not None
+        cluster_name = args.inputs["name"]
+        issuer = f"oidc.eks.{self.region}.amazonaws.com/id/EXAMPLED539D4633E53DE1B71EXAMPLE"
+        eks_cluster = self.monitor.fake_child(
+            "aws:eks/cluster:Cluster",
+            cluster_name,
+            {
+                "name": cluster_name,
+                "arn": f"arn:aws:eks:{self.region}:{ACCOUNT_ID}:cluster/{cluster_name}",
+                "endpoint": f"https://EXAMPLE.gr7.{self.region}.eks.amazonaws.com",
+                "vpcConfig": {"clusterSecurityGroupId": "sg-0eks0cluster0sg"},
+            },
+        )
+        return f"{cluster_name}-id", {
+            "eksCluster": eks_cluster,
+            "kubeconfigJson": json.dumps({"apiVersion": "v1", "kind": "Config", "clusters": []}),
+            "oidcProviderArn": f"arn:aws:iam::{ACCOUNT_ID}:oidc-provider/{issuer}",
+            "oidcIssuer": issuer,
+        }
+
+    def call(self, args: MockCallArgs) -> dict[str, Any]:
+        results: dict[str, Callable[[], dict[str, Any]]] = {
+            "aws:index/getPartition:getPartition": lambda: {
+                "id": "aws",
+                "partition": "aws",
+                "dnsSuffix": "amazonaws.com",
+                "reverseDnsPrefix": "com.amazonaws",
+            },
+            "aws:index/getRegion:getRegion": lambda: {
+                "id": self.region,
+                "name": self.region,
+                "region": self.region,
+                "endpoint": f"ec2.{self.region}.amazonaws.com",
+                "description": self.region,
+            },
+            "aws:index/getCallerIdentity:getCallerIdentity": lambda: {
+                "id": ACCOUNT_ID,
+                "accountId": ACCOUNT_ID,
+                "arn": f"arn:aws:sts::{ACCOUNT_ID}:assumed-role/deployer/ci",
+                "userId": "AROAEXAMPLE:ci",
+            },
+            "aws:index/getAvailabilityZones:getAvailabilityZones": lambda: {
+                "id": self.region,
+                "names": [f"{self.region}{zone}" for zone in "abcd"],
+                "zoneIds": [f"use-az{index}" for index in range(1, 5)],
+            },
+            "aws:ecr/getAuthorizationToken:getAuthorizationToken": lambda: {
+                "id": ACCOUNT_ID,
+                "userName": "AWS",
+                "password": "token",
+                "authorizationToken": "QVdTOnRva2Vu",
+                "proxyEndpoint": f"https://{ACCOUNT_ID}.dkr.ecr.{self.region}.amazonaws.com",
+                "expiresAt": "2030-01-01T00:00:00Z",
+            },
+        }
+        if args.token not in results:
+            raise AssertionError(f"unexpected invoke {args.token}: mock it or avoid it")
+        return results[args.token]()
+
+
+class RecordingMonitor(MockMonitor):
+    def __init__(self, mocks: AdzeMocks) -> None:
+        super().__init__(mocks)
+        mocks.monitor = self
+        self.registrations: list[Registration] = []
+        self._lock = threading.Lock()
+
+    def fake_child(self, typ: str, name: str, state: dict[str, Any]) -> dict[str, Any]:
+        """Register a resource the eks plugin would create; returns its wire-format reference."""
+        urn = self.make_urn("", typ, f"{name}-fake-child")
+        self.resources[urn] = MockMonitor.ResourceRegistration(urn, f"{name}-id", state)
+        return {rpc._special_sig_key: rpc._special_resource_sig, "urn": urn, "id": f"{name}-id"}
+
+    def RegisterResource(self, request: Any) -> Any:
+        _references_as_urns.on = True
+        try:
+            response = super().RegisterResource(request)
+            inputs = rpc.deserialize_properties(request.object) if request.type != "pulumi:pulumi:Stack" else {}
+        finally:
+            _references_as_urns.on = False
+        if request.type != "pulumi:pulumi:Stack":
+            registration = Registration(
+                typ=request.type,
+                name=request.name,
+                urn=response.urn,
+                inputs=inputs,
+                parent=request.parent,
+                dependencies=frozenset(request.dependencies),
+                property_dependencies={k: frozenset(v.urns) for k, v in request.propertyDependencies.items()},
+                protect=bool(request.protect),
+                provider=request.provider,
+                delete_timeout=request.customTimeouts.delete,
+            )
+            with self._lock:
+                self.registrations.append(registration)
+        return response
+
+
+def pulumi_yaml_defaults() -> dict[str, Any]:
+    declared = yaml.safe_load((REPO_ROOT / "Pulumi.yaml").read_text())["config"]
+    return {f"{PROJECT}:{key}": spec["default"] for key, spec in declared.items() if "default" in spec}
+
+
+def stack_file_config(stack: str) -> dict[str, Any]:
+    return dict(yaml.safe_load((REPO_ROOT / f"Pulumi.{stack}.yaml").read_text())["config"])
+
+
+def _wire(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def run_program(config: Mapping[str, Any], *, stack: str = "test") -> ProgramRun:
+    """Run ``__main__.py`` with ``config`` (fully qualified keys, Pulumi.yaml defaults applied first)."""
+    run, error = _execute(config, stack)
+    if error is not None:
+        raise error
+    return run
+
+
+def run_failing_program(config: Mapping[str, Any], *, stack: str = "test") -> tuple[BaseException, ProgramRun]:
+    """Run a program that must fail; returns the error and whatever was registered before it."""
+    run, error = _execute(config, stack)
+    assert error is not None, "the program was expected to fail"
+    return error, run
+
+
+def _execute(config: Mapping[str, Any], stack: str) -> tuple[ProgramRun, BaseException | None]:
+    merged = {**pulumi_yaml_defaults(), **config}
+    region = str(merged.get("aws:region", "us-west-2"))
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    runtime_settings.ROOT.set(None)
+    mocks = AdzeMocks(region)
+    monitor = RecordingMonitor(mocks)
+    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
+    pulumi.runtime.set_all_config({key: _wire(value) for key, value in merged.items()})
+    outputs: dict[str, Any] = {}
+
+    @pulumi.runtime.test
+    def program() -> pulumi.Output[Any]:
+        runpy.run_path(str(PROGRAM), run_name="__main__")
+        root = runtime_settings.get_root_resource()
+        exported = dict(getattr(root, "outputs", {}))
+        return pulumi.Output.all(**exported).apply(outputs.update) if exported else pulumi.Output.from_input(None)
+
+    error: BaseException | None = None
+    try:
+        program()
+    except Exception as err:  # the caller decides whether failure was expected
+        error = err
+    finally:
+        loop.close()
+        asyncio.set_event_loop(None)
+    return ProgramRun(registrations=list(monitor.registrations), outputs=outputs), error
+
+
+def run_stack(stack: str, **overrides: Any) -> ProgramRun:
+    """Run with an example stack file, optionally overriding keys (``{"adze:identityMode": "irsa"}``)."""
+    return run_program({**stack_file_config(stack), **overrides}, stack=stack)
+
+
+@dataclass(slots=True)
+class RunCache:
+    """Program runs shared by a test module (each run is ~1 s)."""
+
+    runs: dict[str, ProgramRun] = field(default_factory=dict)
+
+    def get(self, key: str, factory: Callable[[], ProgramRun]) -> ProgramRun:
+        if key not in self.runs:
+            self.runs[key] = factory()
+        return self.runs[key]

@@ -1,0 +1,137 @@
+"""NodeClaim launch, registration and initialization against the in-memory API server and simulated cloud."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from reconciler.cloud.sim.provider import SimulatedCloud
+from reconciler.cloud.types import InstanceType, LaunchRequest, Offering
+from reconciler.kube.api import NODE, NODECLAIM, NotFoundError
+from reconciler.kube.memory import MemoryKube
+from reconciler.lifecycle.launch import (
+    has_condition,
+    initialization_blockers,
+    initialize,
+    launch,
+    node_for_instance,
+    register,
+)
+from reconciler.model import labels as wk
+from reconciler.model.resources import Resources
+
+NOW = datetime(2026, 1, 1, 9, tzinfo=UTC)
+
+
+def catalog() -> list[InstanceType]:
+    return [
+        InstanceType(
+            "small", Resources.of(cpu="2", memory="4Gi", pods="10"), Resources.of(cpu="100m"),
+            (Offering("z1", "spot", 0.02), Offering("z1", "on-demand", 0.1), Offering("z2", "on-demand", 0.09)),
+            {wk.INSTANCE_TYPE: "small", wk.ARCH: "amd64"},
+        ),
+        InstanceType(
+            "large", Resources.of(cpu="8", memory="16Gi", pods="50"), Resources.of(cpu="100m"),
+            (Offering("z1", "on-demand", 0.4),), {wk.INSTANCE_TYPE: "large", wk.ARCH: "amd64"},
+        ),
+    ]
+
+
+def nodeclaim(name: str = "default-abcde", **spec: object) -> dict[str, object]:
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {"name": name, "labels": {wk.NODEPOOL: "default"}, "finalizers": [wk.TERMINATION_FINALIZER]},
+        "spec": {
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": [
+                {"key": wk.INSTANCE_TYPE, "operator": "In", "values": ["small", "large"]},
+                {"key": wk.CAPACITY_TYPE, "operator": "In", "values": ["on-demand"]},
+            ],
+            "resources": {"requests": {"cpu": "1"}},
+            **spec,
+        },
+    }
+
+
+def test_launch_request_reads_nodeclaim_requirements() -> None:
+    claim = nodeclaim()
+    claim["spec"]["requirements"].append({"key": wk.ZONE, "operator": "NotIn", "values": ["z2"]})  # type: ignore[index]
+    claim["spec"]["requirements"].append({"key": wk.ZONE, "operator": "In", "values": ["z1", "z2"]})  # type: ignore[index]
+    request = LaunchRequest.from_nodeclaim(claim)
+    assert request.instance_types == ["small", "large"]
+    assert request.capacity_types == ["on-demand"]
+    assert request.zones == ["z1"]
+    assert request.nodepool == "default"
+    assert request.requests.amount("cpu") == 1000
+
+
+async def test_launch_picks_cheapest_allowed_offering_and_records_status() -> None:
+    kube = MemoryKube(clock=lambda: NOW)
+    cloud = SimulatedCloud(catalog(), clock=lambda: NOW)
+    await kube.create(nodeclaim())
+    outcome = await launch(kube, cloud, await kube.get(NODECLAIM, "default-abcde"), NOW)
+    assert outcome.instance is not None
+    assert (outcome.instance.instance_type, outcome.instance.zone, outcome.instance.capacity_type) == (
+        "small", "z2", "on-demand")
+    stored = await kube.get(NODECLAIM, "default-abcde")
+    assert stored["status"]["providerID"] == outcome.instance.provider_id
+    assert stored["status"]["allocatable"]["cpu"] == "1900m"
+    assert stored["metadata"]["labels"][wk.ZONE] == "z2"
+    assert has_condition(stored, "Launched")
+    # Launching again is a no-op: the claim already has an instance.
+    again = await launch(kube, cloud, stored, NOW)
+    assert again.instance is not None and again.instance.provider_id == outcome.instance.provider_id
+    assert len(await cloud.list()) == 1
+
+
+async def test_insufficient_capacity_deletes_the_claim_without_leaking() -> None:
+    kube = MemoryKube(clock=lambda: NOW)
+    cloud = SimulatedCloud(catalog(), clock=lambda: NOW)
+    cloud.mark_unavailable("small", None, "on-demand")
+    cloud.mark_unavailable("large", None, None)
+    await kube.create(nodeclaim())
+    outcome = await launch(kube, cloud, await kube.get(NODECLAIM, "default-abcde"), NOW)
+    assert outcome.instance is None
+    assert "no available offering" in outcome.error
+    assert ("small", "z1", "on-demand") in outcome.unavailable_offerings
+    with pytest.raises(NotFoundError):
+        await kube.get(NODECLAIM, "default-abcde")
+    assert await cloud.list() == []
+
+
+async def test_registration_syncs_labels_taints_and_initialization_waits_for_startup_taints() -> None:
+    kube = MemoryKube(clock=lambda: NOW)
+    cloud = SimulatedCloud(catalog(), clock=lambda: NOW)
+    claim = nodeclaim(
+        taints=[{"key": "team", "value": "a", "effect": "NoSchedule"}],
+        startupTaints=[{"key": "cilium.io/agent-not-ready", "effect": "NoExecute"}],
+    )
+    await kube.create(claim)
+    outcome = await launch(kube, cloud, await kube.get(NODECLAIM, "default-abcde"), NOW)
+    assert outcome.instance is not None
+    node = node_for_instance(await kube.get(NODECLAIM, "default-abcde"), outcome.instance, NOW)
+    assert {"key": wk.UNREGISTERED_TAINT_KEY, "effect": "NoExecute"} in node["spec"]["taints"]
+    await kube.create(node)
+    await register(kube, await kube.get(NODECLAIM, "default-abcde"), await kube.get(NODE, "default-abcde"), NOW)
+    registered = await kube.get(NODE, "default-abcde")
+    keys = {t["key"] for t in registered["spec"]["taints"]}
+    assert wk.UNREGISTERED_TAINT_KEY not in keys
+    assert {"team", "cilium.io/agent-not-ready"} <= keys
+    assert registered["metadata"]["labels"][wk.NODEPOOL] == "default"
+    assert wk.TERMINATION_FINALIZER in registered["metadata"]["finalizers"]
+    claim_now = await kube.get(NODECLAIM, "default-abcde")
+    assert has_condition(claim_now, "Registered") and has_condition(claim_now, "Launched")
+    assert claim_now["status"]["nodeName"] == "default-abcde"
+
+    blockers = initialization_blockers(claim_now, registered)
+    assert blockers == ["startup taint cilium.io/agent-not-ready is still present"]
+    assert not await initialize(kube, claim_now, registered, NOW)
+    taints = [t for t in registered["spec"]["taints"] if t["key"] != "cilium.io/agent-not-ready"]
+    await kube.patch(NODE, "default-abcde", {"spec": {"taints": taints}})
+    claim_now = await kube.get(NODECLAIM, "default-abcde")
+    assert await initialize(kube, claim_now, await kube.get(NODE, "default-abcde"), NOW)
+    final = await kube.get(NODECLAIM, "default-abcde")
+    assert all(has_condition(final, c) for c in ("Launched", "Registered", "Initialized"))
+    assert (await kube.get(NODE, "default-abcde"))["metadata"]["labels"][wk.INITIALIZED] == "true"

@@ -1,0 +1,420 @@
+"""An in-process fake Kubernetes API server speaking HTTP, fronting a ``MemoryKube``.
+
+It gives the real ``kubernetes`` client (and our live adapter) the semantics they rely on:
+discovery, list (label/field selectors, limit/continue; core list items without
+apiVersion/kind, like the real server), get, create, replace, patch (merge, JSON, strategic
+merge approximated as merge, server-side apply approximated as a merge that creates when
+missing), delete with preconditions, finalizers and deletionTimestamp, the status
+subresource, the pods/eviction subresource (429 with a DisruptionBudget cause), watch with
+``allowWatchBookmarks`` bookmarks, ``timeoutSeconds`` and in-stream 410 ``Expired`` errors,
+and exact ``application/json`` Status bodies on errors.
+
+Every object written is schema-validated (``schema_validation.SchemaValidator``); a failure
+is answered with 422 and recorded in ``violations`` so a test can assert none happened.
+
+Usage::
+
+    async with FakeApiServer() as server:
+        kube = LiveKube.for_url(server.url)
+        ...
+    assert not server.violations
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from reconciler.kube.api import POD, ApiError, GoneError, Kind, Manifest, TooManyRequestsError
+from reconciler.kube.memory import MemoryKube
+from reconciler.kube.semantics import BadRequestError, InvalidError, clone, merge_patch
+from support.apiserver_wire import ResourceRegistry, apply_json_patch, status_body
+from support.schema_validation import SchemaValidator
+
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"
+_SMP_DIRECTIVES = ("$patch", "$retainKeys", "$setElementOrder", "$deleteFromPrimitiveList")
+
+
+@dataclass(slots=True, frozen=True)
+class RecordedRequest:
+    method: str
+    path: str
+    query: dict[str, str]
+    content_type: str
+
+
+@dataclass(slots=True)
+class _Scripted:
+    method: str
+    path_contains: str
+    status: int
+    reason: str
+    message: str
+    remaining: int
+
+
+@dataclass(slots=True)
+class _Target:
+    kind: Kind
+    namespace: str | None
+    name: str | None
+    subresource: str | None
+
+
+@dataclass(slots=True)
+class FakeApiServer:
+    kube: MemoryKube = field(default_factory=MemoryKube)
+    validate: bool = True
+    bookmark_interval: float = 0.5
+    registry: ResourceRegistry = field(default_factory=ResourceRegistry.default)
+    violations: list[str] = field(default_factory=list)
+    requests: list[RecordedRequest] = field(default_factory=list)
+    url: str = ""
+    _validator: SchemaValidator = field(default_factory=SchemaValidator)
+    _scripted: list[_Scripted] = field(default_factory=list)
+    _runner: web.AppRunner | None = None
+
+    async def start(self) -> str:
+        app = web.Application(client_max_size=16 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        # Cancel a watch handler when its client goes away, as the real server does.
+        self._runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=0.5)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.url = f"http://127.0.0.1:{port}"
+        return self.url
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            self.kube.break_watches()
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> FakeApiServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # --- scripting ---------------------------------------------------------------------------
+
+    def script(self, method: str, path_contains: str, status: int, *, reason: str = "", message: str = "",
+               times: int = 1) -> None:
+        """Answer the next ``times`` matching requests with an error Status."""
+        self._scripted.append(
+            _Scripted(method.upper(), path_contains, status, reason or "Scripted", message or "scripted", times)
+        )
+
+    def expire_watches(self) -> None:
+        """Open watches get an in-stream 410 Expired and the history is compacted, so resuming
+        from any earlier resourceVersion is refused too: clients must re-list."""
+        self.kube.compact()
+        self.kube.break_watches(gone=True)
+
+    def close_watches(self) -> None:
+        """End open watch streams cleanly (clients resume from their last resourceVersion)."""
+        self.kube.break_watches()
+
+    def kubeconfig(self, token: str = "fake-token") -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "users": [{"name": "fake", "user": {"token": token}}],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
+            "current-context": "fake",
+        }
+
+    # --- HTTP dispatch -----------------------------------------------------------------------
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        query = dict(request.query)
+        self.requests.append(RecordedRequest(request.method, request.path, query, request.content_type))
+        for scripted in self._scripted:
+            if scripted.method == request.method and scripted.path_contains in request.path_qs:
+                scripted.remaining -= 1
+                if scripted.remaining <= 0:
+                    self._scripted.remove(scripted)
+                return _error(scripted.status, scripted.reason, scripted.message)
+        discovery = self._discovery(request.path)
+        if discovery is not None:
+            return web.json_response(discovery)
+        target = self._resolve(request.path)
+        if target is None:
+            return _error(404, "NotFound", f"the server could not find the requested resource ({request.path})")
+        try:
+            return await self._dispatch(request, target, query)
+        except ApiError as error:
+            causes = None
+            if isinstance(error, TooManyRequestsError) and "disruption budget" in error.message:
+                causes = [{"reason": "DisruptionBudget", "message": error.message.split(". ", 1)[-1]}]
+            return _error(error.status, error.reason, error.message, kind=target.kind, name=target.name or "",
+                          causes=causes)
+
+    def _discovery(self, path: str) -> dict[str, Any] | None:
+        path = path.rstrip("/")
+        if path == "/version":
+            return {"major": "1", "minor": "33", "gitVersion": "v1.33.0-fake", "platform": "linux/amd64"}
+        if path == "/api":
+            return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}
+        if path == "/apis":
+            return self.registry.group_list()
+        parts = path.strip("/").split("/")
+        if parts[0] == "api" and len(parts) == 2:
+            return self.registry.resource_list(parts[1])
+        if parts[0] == "apis" and len(parts) == 3:
+            return self.registry.resource_list(f"{parts[1]}/{parts[2]}")
+        return None
+
+    def _resolve(self, path: str) -> _Target | None:
+        parts = path.strip("/").split("/")
+        if parts[0] == "api" and len(parts) >= 3:
+            group_version, rest = parts[1], parts[2:]
+        elif parts[0] == "apis" and len(parts) >= 4:
+            group_version, rest = f"{parts[1]}/{parts[2]}", parts[3:]
+        else:
+            return None
+        namespace = None
+        if len(rest) >= 3 and rest[0] == "namespaces" and self.registry.find(group_version, rest[2]):
+            namespace, rest = rest[1], rest[2:]
+        kind = self.registry.find(group_version, rest[0])
+        if kind is None or len(rest) > 3 or (namespace and not kind.namespaced):
+            return None
+        return _Target(kind, namespace, rest[1] if len(rest) > 1 else None, rest[2] if len(rest) > 2 else None)
+
+    async def _dispatch(self, request: web.Request, target: _Target, query: dict[str, str]) -> web.StreamResponse:
+        method = request.method
+        if target.name is None:
+            if method == "GET" and query.get("watch", "").lower() in ("true", "1"):
+                return await self._watch(request, target, query)
+            if method == "GET":
+                return web.json_response(await self._list(target, query))
+            if method == "POST":
+                return web.json_response(await self._create(target, await _body(request)), status=201)
+        elif target.subresource in (None, "status"):
+            if method == "GET":
+                return web.json_response(await self.kube.get(target.kind, target.name, target.namespace))
+            if method == "PUT":
+                return web.json_response(await self._replace(target, await _body(request)))
+            if method == "PATCH":
+                return web.json_response(await self._patch(request, target, query))
+            if method == "DELETE" and target.subresource is None:
+                return web.json_response(await self._delete(target, await _body(request, optional=True)))
+        elif target.subresource == "eviction" and target.kind == POD and method == "POST":
+            return web.json_response(await self._evict(target, await _body(request)), status=201)
+        return _error(405, "MethodNotAllowed", f"{method} is not supported on {request.path}")
+
+    # --- verbs -------------------------------------------------------------------------------
+
+    async def _list(self, target: _Target, query: dict[str, str]) -> dict[str, Any]:
+        items, version = await self.kube.list(
+            target.kind, target.namespace, query.get("labelSelector"), query.get("fieldSelector")
+        )
+        items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+        offset = 0
+        if query.get("continue"):
+            token = json.loads(base64.b64decode(query["continue"]))
+            offset, version = int(token["offset"]), str(token["rv"])
+        limit = int(query.get("limit") or 0)
+        metadata: dict[str, Any] = {"resourceVersion": version}
+        if limit and offset + limit < len(items):
+            next_token = {"offset": offset + limit, "rv": version}
+            metadata["continue"] = base64.b64encode(json.dumps(next_token).encode()).decode()
+            metadata["remainingItemCount"] = len(items) - offset - limit
+        page = items[offset : offset + limit] if limit else items[offset:]
+        if not target.kind.group:
+            for item in page:  # built-in list items carry no apiVersion/kind on the wire
+                item.pop("apiVersion", None)
+                item.pop("kind", None)
+        return {"apiVersion": target.kind.api_version, "kind": f"{target.kind.kind}List", "metadata": metadata,
+                "items": page}
+
+    async def _create(self, target: _Target, body: Manifest) -> Manifest:
+        obj = self._with_identity(target, body)
+        if not obj["metadata"].get("name") and not obj["metadata"].get("generateName"):
+            raise InvalidError(f"{target.kind.kind}.metadata.name: Required value: name or generateName is required")
+        obj = self._validator.default(obj) if self.validate else obj
+        self._check_schema(obj if obj["metadata"].get("name") else _named(obj))
+        return await self.kube.create(obj)
+
+    async def _replace(self, target: _Target, body: Manifest) -> Manifest:
+        obj = self._with_identity(target, body)
+        if obj["metadata"].get("name") != target.name:
+            raise BadRequestError("the name of the object does not match the name on the URL")
+        return await self._write(target, obj)
+
+    async def _patch(self, request: web.Request, target: _Target, query: dict[str, str]) -> Manifest:
+        """Every patch flavour computes the resulting object and stores it as a precondition-checked
+        replace (the store has no awaits inside, so read-compute-write is atomic here)."""
+        assert target.name is not None
+        content_type = request.content_type
+        raw = await request.text()
+        current = self.kube.peek(target.kind, target.name, target.namespace)
+        if content_type == APPLY_PATCH:
+            return await self._apply(target, raw, query, current)
+        if current is None:
+            await self.kube.get(target.kind, target.name, target.namespace)  # raises NotFound
+        assert current is not None
+        body = json.loads(raw or "null")
+        if content_type == JSON_PATCH:
+            result = apply_json_patch(current, body)
+        elif content_type in (MERGE_PATCH, STRATEGIC_MERGE_PATCH):
+            if content_type == STRATEGIC_MERGE_PATCH and any(d in raw for d in _SMP_DIRECTIVES):
+                raise BadRequestError("strategic merge patch directives are not supported by the fake API server")
+            if not isinstance(body, dict):
+                raise BadRequestError("a merge patch must be a JSON object")
+            result = merge_patch(current, body)
+        else:
+            raise ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format: "
+                                                        f"accepted media types include: {MERGE_PATCH}, {JSON_PATCH}")
+        return await self._write(target, result, current)
+
+    async def _apply(self, target: _Target, raw: str, query: dict[str, str], current: Manifest | None) -> Manifest:
+        """Server-side apply, approximated: create when missing, else merge the applied config
+        (fields this manager applied before and now omits are kept, unlike real SSA)."""
+        if not query.get("fieldManager"):
+            raise BadRequestError("PATCH, application/apply-patch+yaml: fieldManager is required for apply requests")
+        applied = yaml.safe_load(raw)
+        if not isinstance(applied, dict) or not applied.get("apiVersion") or not applied.get("kind"):
+            raise BadRequestError("an apply patch must be an object with apiVersion and kind")
+        applied = self._with_identity(target, applied)
+        if current is None:
+            if target.subresource:
+                await self.kube.get(target.kind, str(target.name), target.namespace)  # raises NotFound
+            return await self._create(target, applied)
+        return await self._write(target, merge_patch(current, applied), current)
+
+    async def _write(self, target: _Target, obj: Manifest, current: Manifest | None = None) -> Manifest:
+        """Default, validate (as the stored result would be) and replace."""
+        if current is None:
+            current = self.kube.peek(target.kind, str(target.name), target.namespace)
+        if self.validate:
+            obj = self._validator.default(obj)
+            stored = obj
+            if current is not None and target.subresource == "status":
+                stored = dict(current, status=obj.get("status"))
+            self._check_schema(stored, current)
+        return await self.kube.replace(obj, subresource=target.subresource)
+
+    async def _delete(self, target: _Target, options: Manifest | None) -> Manifest:
+        assert target.name is not None
+        current = await self.kube.get(target.kind, target.name, target.namespace)
+        preconditions = (options or {}).get("preconditions") or {}
+        for key in ("uid", "resourceVersion"):
+            expected = preconditions.get(key)
+            if expected and current["metadata"].get(key) != expected:
+                raise ApiError(409, "Conflict", f"Precondition failed: {key}: expected {expected}, "
+                                                f"found {current['metadata'].get(key)}")
+        await self.kube.delete(target.kind, target.name, target.namespace)
+        remaining = self.kube.peek(target.kind, target.name, target.namespace)
+        return remaining if remaining is not None else current
+
+    async def _evict(self, target: _Target, body: Manifest) -> dict[str, Any]:
+        assert target.name is not None and target.namespace is not None
+        self._check_schema(body)
+        if (body.get("metadata") or {}).get("name") != target.name:
+            raise BadRequestError("name in URL does not match name in Eviction object")
+        await self.kube.evict(target.name, target.namespace)
+        return status_body(201, "", "")
+
+    async def _watch(self, request: web.Request, target: _Target, query: dict[str, str]) -> web.StreamResponse:
+        bookmarks = query.get("allowWatchBookmarks", "").lower() == "true"  # the real server ignores case
+        timeout = float(query.get("timeoutSeconds") or 1800)
+        stream = self.kube.watch(
+            target.kind, query.get("resourceVersion", ""), target.namespace,
+            label_selector=query.get("labelSelector"), field_selector=query.get("fieldSelector"),
+            bookmark_interval=self.bookmark_interval if bookmarks else None,
+        )
+        response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        try:
+            async with asyncio.timeout(timeout):
+                async for event in stream:
+                    await _send(response, {"type": event.type, "object": event.object})
+        except TimeoutError:
+            pass
+        except GoneError as error:
+            await _send(response, {"type": "ERROR", "object": status_body(410, "Expired", error.message)})
+        except ApiError as error:
+            await _send(response, {"type": "ERROR", "object": status_body(error.status, error.reason, error.message)})
+        except (ConnectionResetError, asyncio.CancelledError):
+            return response
+        finally:
+            await stream.aclose()  # type: ignore[attr-defined]
+        await response.write_eof()
+        return response
+
+    # --- helpers -----------------------------------------------------------------------------
+
+    def _with_identity(self, target: _Target, body: Manifest) -> Manifest:
+        """Fill apiVersion/kind/namespace from the URL (as the real server does) and reject mismatches."""
+        if not isinstance(body, dict):
+            raise BadRequestError("the request body must be a JSON object")
+        obj = clone(body)
+        kind = target.kind
+        if obj.setdefault("apiVersion", kind.api_version) != kind.api_version or obj.setdefault(
+            "kind", kind.kind
+        ) != kind.kind:
+            raise BadRequestError(f"the body is {obj['apiVersion']} {obj['kind']}, the URL is for {kind.kind}")
+        metadata = obj.setdefault("metadata", {})
+        if kind.namespaced:
+            if metadata.get("namespace") and target.namespace and metadata["namespace"] != target.namespace:
+                raise BadRequestError(
+                    "the namespace of the provided object does not match the namespace sent on the request"
+                )
+            metadata["namespace"] = target.namespace or metadata.get("namespace")
+        if target.name and not metadata.get("name"):
+            metadata["name"] = target.name
+        return obj
+
+    def _check_schema(self, manifest: Manifest, old: Manifest | None = None) -> None:
+        if not self.validate:
+            return
+        problem = self._validator.check(manifest, old)
+        if problem:
+            self.violations.append(problem)
+            raise InvalidError(problem)
+
+    @property
+    def crd_validation_skipped(self) -> str:
+        """Why CRD objects are not schema-checked (empty when they are)."""
+        return self._validator.crd_schemas_missing_reason
+
+
+def _named(obj: Manifest) -> Manifest:
+    named = clone(obj)
+    named["metadata"]["name"] = named["metadata"]["generateName"] + "xxxxx"
+    return named
+
+
+async def _body(request: web.Request, *, optional: bool = False) -> Any:
+    raw = await request.text()
+    if not raw and optional:
+        return None
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as error:
+        raise BadRequestError(f"the request body is not valid JSON: {error}") from None
+
+
+async def _send(response: web.StreamResponse, event: dict[str, Any]) -> None:
+    await response.write(json.dumps(event).encode() + b"\n")
+
+
+def _error(status: int, reason: str, message: str, **details: Any) -> web.Response:
+    # The Content-Type must be exactly application/json: some clients only parse Status bodies then.
+    body = status_body(status, reason, message, **details)
+    return web.Response(status=status, body=json.dumps(body).encode(), content_type="application/json")

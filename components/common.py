@@ -40,10 +40,6 @@ def current_aws_scope(opts: pulumi.InvokeOptions | None = None) -> pulumi.Output
     partition = aws.get_partition_output(opts=opts)
     region = aws.get_region_output(opts=opts)
     identity = aws.get_caller_identity_output(opts=opts)
-    return pulumi.Output.all(
-        partition.partition, region.region, identity.account_id, partition.dns_suffix
-    ).apply(
-        lambda values: AwsScope(
-            partition=values[0], region=values[1], account_id=values[2], dns_suffix=values[3]
-        )
+    return pulumi.Output.all(partition.partition, region.region, identity.account_id, partition.dns_suffix).apply(
+        lambda values: AwsScope(partition=values[0], region=values[1], account_id=values[2], dns_suffix=values[3])
     )

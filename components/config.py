@@ -105,12 +105,8 @@ DnsLabel = Annotated[
     _pattern(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", "a DNS-1123 label (lower-case alphanumerics and '-')"),
 ]
 RoleArn = Annotated[str, _pattern(r"arn:aws(-[a-z]+)*:iam::\d{12}:role/[\w+=,.@/-]+", "an IAM role ARN")]
-KmsKeyArn = Annotated[
-    str, _pattern(r"arn:aws(-[a-z]+)*:kms:[a-z0-9-]+:\d{12}:(key|alias)/[\w/-]+", "a KMS key ARN")
-]
-InstanceType = Annotated[
-    str, _pattern(r"[a-z][a-z0-9-]*\.[a-z0-9]+", "an EC2 instance type such as m6i.large")
-]
+KmsKeyArn = Annotated[str, _pattern(r"arn:aws(-[a-z]+)*:kms:[a-z0-9-]+:\d{12}:(key|alias)/[\w/-]+", "a KMS key ARN")]
+InstanceType = Annotated[str, _pattern(r"[a-z][a-z0-9-]*\.[a-z0-9]+", "an EC2 instance type such as m6i.large")]
 ClusterName = Annotated[
     str,
     Field(min_length=1, max_length=100),
@@ -130,13 +126,12 @@ class NetworkConfig(ConfigModel):
     availability_zones: Annotated[int, Field(ge=2, le=6)] = 3
     nat_gateways: Literal["single", "one-per-az"] = "one-per-az"
     vpc_id: Annotated[str, _pattern(r"vpc-[0-9a-f]{8,17}", "a VPC id (vpc-...)")] | None = None
-    private_subnet_ids: list[
-        Annotated[str, _pattern(r"subnet-[0-9a-f]{8,17}", "a subnet id (subnet-...)")]
-    ] = []
-    public_subnet_ids: list[
-        Annotated[str, _pattern(r"subnet-[0-9a-f]{8,17}", "a subnet id (subnet-...)")]
-    ] = []
+    private_subnet_ids: list[Annotated[str, _pattern(r"subnet-[0-9a-f]{8,17}", "a subnet id (subnet-...)")]] = []
+    public_subnet_ids: list[Annotated[str, _pattern(r"subnet-[0-9a-f]{8,17}", "a subnet id (subnet-...)")]] = []
     tag_elb_roles: bool = False
+    # Off when the subnets already carry another cluster's discovery tag (one value per key):
+    # then every NodeClass must select subnets itself.
+    tag_discovery: bool = True
 
     @model_validator(mode="after")
     def _mode_fields(self) -> NetworkConfig:
@@ -145,14 +140,12 @@ class NetworkConfig(ConfigModel):
             if not self.vpc_id:
                 raise _field_problem("required when mode is existing", "vpcId")
             if len(self.private_subnet_ids) < 2:
-                raise _field_problem(
-                    "needs at least two subnets in different zones (EKS)", "privateSubnetIds"
-                )
+                raise _field_problem("needs at least two subnets in different zones (EKS)", "privateSubnetIds")
             for key in ("cidr", "availability_zones", "nat_gateways"):
                 if key in given:
                     raise _field_problem("only valid with mode: create", to_camel(key))
         else:
-            for key in ("vpc_id", "private_subnet_ids", "public_subnet_ids", "tag_elb_roles"):
+            for key in ("vpc_id", "private_subnet_ids", "public_subnet_ids", "tag_elb_roles", "tag_discovery"):
                 if key in given:
                     raise _field_problem("only valid with mode: existing", to_camel(key))
             prefix = ipaddress.IPv4Network(self.cidr).prefixlen
@@ -259,9 +252,7 @@ class ReconcilerConfig(ConfigModel):
 
 class StackConfig(ConfigModel):
     cluster_name: ClusterName
-    kubernetes_version: Annotated[str, _pattern(r"1\.\d{2}", "a Kubernetes minor version such as 1.33")] = (
-        "1.33"
-    )
+    kubernetes_version: Annotated[str, _pattern(r"1\.\d{2}", "a Kubernetes minor version such as 1.33")] = "1.33"
     endpoint_public_access: bool = True
     public_access_cidrs: list[Cidr] = ["0.0.0.0/0"]
     cluster_log_types: list[Literal["api", "audit", "authenticator", "controllerManager", "scheduler"]] = [
@@ -327,6 +318,15 @@ def load_stack_config(raw: Mapping[str, Any]) -> StackConfig:
         raw.get("nodeClasses", []), raw.get("nodePools", []), cluster_name=cluster_name, prefix=prefix
     )
     problems += karpenter_problems
+    if config and not config.network.tag_discovery:
+        for index, entry in enumerate(raw.get("nodeClasses") or []):
+            if isinstance(entry, Mapping) and "subnetSelectorTerms" not in entry:
+                problems.append(
+                    Problem(
+                        f"{prefix}nodeClasses[{index}].subnetSelectorTerms",
+                        "required when adze:network.tagDiscovery is false (the subnets carry no discovery tag)",
+                    )
+                )
     if config and config.metrics_server and config.system_node_group.taint and not raw.get("nodePools"):
         problems.append(
             Problem(
@@ -346,9 +346,7 @@ def parse_raw_value(key: str, value: Any) -> Any:
         try:
             return json.loads(value)
         except json.JSONDecodeError as err:
-            raise ConfigError(
-                [Problem(f"{NAMESPACE}:{key}", f"is not valid JSON/YAML structure ({err})")]
-            ) from None
+            raise ConfigError([Problem(f"{NAMESPACE}:{key}", f"is not valid JSON/YAML structure ({err})")]) from None
     return value
 
 

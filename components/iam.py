@@ -90,9 +90,7 @@ class Iam(pulumi.ComponentResource):
         self.policy_arns = {}
         policy_attachments: list[pulumi.Resource] = []
         for short_name in self._policy_names(args):
-            document = pulumi.Output.all(
-                args.scope, node_role.arn, args.queue_arn, args.queue_kms_key_arn
-            ).apply(
+            document = pulumi.Output.all(args.scope, node_role.arn, args.queue_arn, args.queue_kms_key_arn).apply(
                 lambda values, key=short_name: json.dumps(
                     controller_policies(values[0], args.cluster_name, values[1], values[2], values[3])[key]
                 )
@@ -151,7 +149,5 @@ class Iam(pulumi.ComponentResource):
         if args.oidc_provider_arn is None or args.oidc_issuer is None:
             raise ValueError("identity mode irsa needs the cluster's OIDC provider")
         return pulumi.Output.all(args.oidc_provider_arn, args.oidc_issuer).apply(
-            lambda values: json.dumps(
-                irsa_trust_policy(values[0], values[1], args.namespace, args.service_account)
-            )
+            lambda values: json.dumps(irsa_trust_policy(values[0], values[1], args.namespace, args.service_account))
         )

@@ -30,11 +30,7 @@ def image_source_files(repo_root: Path) -> list[Path]:
         if path.is_file():
             files.append(path)
         elif path.is_dir():
-            files += [
-                p
-                for p in path.rglob("*")
-                if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
-            ]
+            files += [p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"]
     return sorted(files)
 
 
@@ -75,9 +71,7 @@ class ReconcilerImage(pulumi.ComponentResource):
     ref: pulumi.Output[str]
     repository_url: pulumi.Output[str]
 
-    def __init__(
-        self, name: str, args: ReconcilerImageArgs, opts: pulumi.ResourceOptions | None = None
-    ) -> None:
+    def __init__(self, name: str, args: ReconcilerImageArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(type_token("ReconcilerImage"), name, {}, opts)
         child = pulumi.ResourceOptions(parent=self)
         repository = aws.ecr.Repository(
@@ -89,9 +83,7 @@ class ReconcilerImage(pulumi.ComponentResource):
             tags=args.tags,
             opts=child,
         )
-        aws.ecr.LifecyclePolicy(
-            f"{name}-lifecycle", repository=repository.name, policy=lifecycle_policy(), opts=child
-        )
+        aws.ecr.LifecyclePolicy(f"{name}-lifecycle", repository=repository.name, policy=lifecycle_policy(), opts=child)
         token = aws.ecr.get_authorization_token_output(
             registry_id=repository.registry_id, opts=pulumi.InvokeOptions(parent=self)
         )
@@ -100,12 +92,8 @@ class ReconcilerImage(pulumi.ComponentResource):
             f"{name}-image",
             tags=[repository.repository_url.apply(lambda url: f"{url}:{tag}")],
             context=docker_build.BuildContextArgs(location=str(args.repo_root)),
-            dockerfile=docker_build.DockerfileArgs(
-                location=str(args.repo_root / "reconciler" / "Dockerfile")
-            ),
-            platforms=[
-                docker_build.Platform.LINUX_ARM64 if args.arm64 else docker_build.Platform.LINUX_AMD64
-            ],
+            dockerfile=docker_build.DockerfileArgs(location=str(args.repo_root / "reconciler" / "Dockerfile")),
+            platforms=[docker_build.Platform.LINUX_ARM64 if args.arm64 else docker_build.Platform.LINUX_AMD64],
             push=True,
             registries=[
                 docker_build.RegistryArgs(

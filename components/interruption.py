@@ -39,9 +39,7 @@ INTERRUPTION_RULES = (
         "EC2 Spot Instance Interruption Warning",
         "Two-minute spot interruption",
     ),
-    InterruptionRule(
-        "rebalance", "aws.ec2", "EC2 Instance Rebalance Recommendation", "Spot rebalance recommendation"
-    ),
+    InterruptionRule("rebalance", "aws.ec2", "EC2 Instance Rebalance Recommendation", "Spot rebalance recommendation"),
     InterruptionRule(
         "state-change",
         "aws.ec2",

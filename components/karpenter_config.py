@@ -79,9 +79,7 @@ def validate_karpenter_entries(
         ref = spec["template"]["spec"]["nodeClassRef"]
         ref_path = f"{path}.template.spec.nodeClassRef"
         if (ref.get("group"), ref.get("kind")) != (NODECLASS_GROUP, NODECLASS_KIND):
-            problems.append(
-                Problem(ref_path, f"must reference group {NODECLASS_GROUP}, kind {NODECLASS_KIND}")
-            )
+            problems.append(Problem(ref_path, f"must reference group {NODECLASS_GROUP}, kind {NODECLASS_KIND}"))
         elif ref.get("name") not in class_names:
             known = ", ".join(sorted(class_names)) or "none declared"
             problems.append(
@@ -98,9 +96,7 @@ def validate_karpenter_entries(
 def _names(raw: Any) -> set[str]:
     if not isinstance(raw, list):
         return set()
-    return {
-        str(item["name"]) for item in raw if isinstance(item, Mapping) and isinstance(item.get("name"), str)
-    }
+    return {str(item["name"]) for item in raw if isinstance(item, Mapping) and isinstance(item.get("name"), str)}
 
 
 def _entries(raw: Any, key_path: str, problems: list[Problem]) -> list[tuple[str, str, dict[str, Any]]]:

@@ -100,7 +100,10 @@ class Network(pulumi.ComponentResource):
             tags=tags({}, "public"),
             opts=child,
         )
-        public, private, gateways = [], [], []
+        public: list[aws.ec2.Subnet] = []
+        private: list[aws.ec2.Subnet] = []
+        gateways: list[aws.ec2.NatGateway] = []
+        routing: list[aws.ec2.RouteTableAssociation] = []
         for index, plan in enumerate(plans):
             subnet = aws.ec2.Subnet(
                 f"{name}-public-{index}",
@@ -111,14 +114,14 @@ class Network(pulumi.ComponentResource):
                 tags=tags({PUBLIC_ELB_TAG: "1"}, f"public-{index}"),
                 opts=child,
             )
-            aws.ec2.RouteTableAssociation(
-                f"{name}-public-{index}", subnet_id=subnet.id, route_table_id=public_routes.id, opts=child
+            routing.append(
+                aws.ec2.RouteTableAssociation(
+                    f"{name}-public-{index}", subnet_id=subnet.id, route_table_id=public_routes.id, opts=child
+                )
             )
             public.append(subnet)
             if index == 0 or config.nat_gateways == "one-per-az":
-                address = aws.ec2.Eip(
-                    f"{name}-nat-{index}", domain="vpc", tags=tags({}, f"nat-{index}"), opts=child
-                )
+                address = aws.ec2.Eip(f"{name}-nat-{index}", domain="vpc", tags=tags({}, f"nat-{index}"), opts=child)
                 gateways.append(
                     aws.ec2.NatGateway(
                         f"{name}-nat-{index}",
@@ -145,20 +148,25 @@ class Network(pulumi.ComponentResource):
                 tags=tags({}, f"private-{index}"),
                 opts=child,
             )
-            aws.ec2.RouteTableAssociation(
-                f"{name}-private-{index}", subnet_id=subnet.id, route_table_id=routes.id, opts=child
+            routing.append(
+                aws.ec2.RouteTableAssociation(
+                    f"{name}-private-{index}", subnet_id=subnet.id, route_table_id=routes.id, opts=child
+                )
             )
             private.append(subnet)
         self.vpc_id = vpc.id
-        self.private_subnet_ids = pulumi.Output.all(*[s.id for s in private]).apply(list)
-        self.public_subnet_ids = pulumi.Output.all(*[s.id for s in public]).apply(list)
+        # The subnet ids carry the routes (and so the NAT gateways) as dependencies: whatever runs in
+        # the subnets keeps its egress until it is gone, e.g. while `pulumi destroy` drains nodes.
+        self.private_subnet_ids = _ids_after(private, routing)
+        self.public_subnet_ids = _ids_after(public, routing)
 
     def _adopt(self, name: str, args: NetworkArgs, child: pulumi.ResourceOptions) -> None:
         """Existing subnets: add only the tags Adze needs (``aws.ec2.Tag`` leaves other tags alone)."""
         config = args.config
         wanted: list[tuple[str, str, str]] = []
         for subnet_id in config.private_subnet_ids:
-            wanted += [(subnet_id, key, value) for key, value in discovery_tags(args.cluster_name).items()]
+            if config.tag_discovery:
+                wanted += [(subnet_id, key, value) for key, value in discovery_tags(args.cluster_name).items()]
             if config.tag_elb_roles:
                 wanted.append((subnet_id, INTERNAL_ELB_TAG, "1"))
         if config.tag_elb_roles:
@@ -176,9 +184,13 @@ class Network(pulumi.ComponentResource):
         self.public_subnet_ids = pulumi.Output.from_input(list(config.public_subnet_ids))
 
 
+def _ids_after(subnets: list[aws.ec2.Subnet], routing: list[aws.ec2.RouteTableAssociation]) -> pulumi.Output[list[str]]:
+    return pulumi.Output.all(pulumi.Output.all(*[s.id for s in subnets]), *[a.id for a in routing]).apply(
+        lambda values: list(values[0])
+    )
+
+
 def _nth_zone(names: list[str], index: int, wanted: int) -> str:
     if len(names) < wanted:
-        raise ValueError(
-            f"adze:network.availabilityZones: {wanted} zones requested but the region offers {len(names)}"
-        )
+        raise ValueError(f"adze:network.availabilityZones: {wanted} zones requested but the region offers {len(names)}")
     return names[index]

@@ -94,6 +94,4 @@ class NodePools(pulumi.ComponentResource):
             )
         self.node_pool_names = [entry.name for entry in args.node_pools]
         self.node_class_names = list(node_classes)
-        self.register_outputs(
-            {"node_pool_names": self.node_pool_names, "node_class_names": self.node_class_names}
-        )
+        self.register_outputs({"node_pool_names": self.node_pool_names, "node_class_names": self.node_class_names})

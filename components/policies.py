@@ -81,9 +81,7 @@ _CONDITION_OPERATORS = {
 }
 
 
-def _allow(
-    sid: str, actions: str | list[str], resources: str | list[str], **conditions: dict[str, Any]
-) -> Statement:
+def _allow(sid: str, actions: str | list[str], resources: str | list[str], **conditions: dict[str, Any]) -> Statement:
     statement: Statement = {"Sid": sid, "Effect": "Allow", "Action": actions, "Resource": resources}
     if conditions:
         statement["Condition"] = {_CONDITION_OPERATORS[op]: body for op, body in conditions.items()}
@@ -126,9 +124,7 @@ def pod_identity_trust_policy() -> PolicyDocument:
     )
 
 
-def irsa_trust_policy(
-    oidc_provider_arn: str, oidc_issuer: str, namespace: str, service_account: str
-) -> PolicyDocument:
+def irsa_trust_policy(oidc_provider_arn: str, oidc_issuer: str, namespace: str, service_account: str) -> PolicyDocument:
     """IRSA: only the reconciler's ServiceAccount token from this cluster's OIDC issuer may assume the role.
 
     ``oidc_issuer`` is the issuer URL without ``https://`` (``oidc.eks.<region>.amazonaws.com/id/<ID>``).

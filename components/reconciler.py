@@ -96,9 +96,7 @@ class Reconciler(pulumi.ComponentResource):
                     opts=k8s_opts,
                 )
             )
-        after_namespace = pulumi.ResourceOptions.merge(
-            k8s_opts, pulumi.ResourceOptions(depends_on=foundation)
-        )
+        after_namespace = pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=foundation))
         self.crds = [
             k8s.apiextensions.v1.CustomResourceDefinition(
                 f"{name}-crd-{crd['metadata']['name']}",
@@ -108,9 +106,7 @@ class Reconciler(pulumi.ComponentResource):
             )
             for crd in generated_crds()
         ]
-        annotations = (
-            {IRSA_ANNOTATION: args.controller_role_arn} if args.config.identity_mode == "irsa" else {}
-        )
+        annotations = {IRSA_ANNOTATION: args.controller_role_arn} if args.config.identity_mode == "irsa" else {}
         service_account = k8s.core.v1.ServiceAccount(
             f"{name}-sa",
             metadata={**metadata, "name": SERVICE_ACCOUNT_NAME, "annotations": annotations},
@@ -132,9 +128,7 @@ class Reconciler(pulumi.ComponentResource):
             spec=deployment_spec(workload),
             opts=pulumi.ResourceOptions.merge(
                 k8s_opts,
-                pulumi.ResourceOptions(
-                    depends_on=[*foundation, *self.crds, service_account, *rbac, *args.depends_on]
-                ),
+                pulumi.ResourceOptions(depends_on=[*foundation, *self.crds, service_account, *rbac, *args.depends_on]),
             ),
         )
         k8s.policy.v1.PodDisruptionBudget(

@@ -160,7 +160,5 @@ def metrics_service_spec() -> Manifest:
     return {
         "type": "ClusterIP",
         "selector": dict(APP_LABELS),
-        "ports": [
-            {"name": "http-metrics", "port": METRICS_PORT, "targetPort": "http-metrics", "protocol": "TCP"}
-        ],
+        "ports": [{"name": "http-metrics", "port": METRICS_PORT, "targetPort": "http-metrics", "protocol": "TCP"}],
     }

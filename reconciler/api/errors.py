@@ -114,11 +114,30 @@ def failure_from(err: ValidationError, prefix: str = "", schema: Mapping[str, An
     return ValidationFailure(problems_from_validation_error(err, prefix, schema))
 
 
+_TYPE_MESSAGES = {
+    "model_type": "must be an object",
+    "model_attributes_type": "must be an object",
+    "dict_type": "must be an object",
+    "list_type": "must be a list",
+    "string_type": "must be a string",
+    "int_type": "must be an integer",
+    "int_parsing": "must be an integer",
+    "int_from_float": "must be a whole number",
+    "bool_type": "must be true or false",
+    "bool_parsing": "must be true or false",
+    "datetime_type": "must be an RFC 3339 date-time",
+    "datetime_parsing": "must be an RFC 3339 date-time",
+    "datetime_from_date_parsing": "must be an RFC 3339 date-time",
+}
+
+
 def _message(detail: Any) -> str:
     kind = detail["type"]
     ctx = detail.get("ctx") or {}
     if kind == ERROR_TYPE:
         return str(ctx["message"])
+    if kind in _TYPE_MESSAGES:
+        return f"{_TYPE_MESSAGES[kind]}, got {_short(detail.get('input'))}"
     if kind == "missing":
         return "required field is missing"
     if kind == "extra_forbidden":

@@ -137,8 +137,7 @@ class BudgetAllowance:
         """Human-readable reason a candidate of this pool is held back by its budget."""
         if self.limit == 0:
             return (
-                f"disruption budget of NodePool {self.nodepool} allows 0 {self.reason} disruptions "
-                f"({self.limited_by})"
+                f"disruption budget of NodePool {self.nodepool} allows 0 {self.reason} disruptions ({self.limited_by})"
             )
         return (
             f"disruption budget of NodePool {self.nodepool} exhausted for {self.reason}: "

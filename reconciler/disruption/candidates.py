@@ -38,9 +38,7 @@ class Catalog:
 
     @classmethod
     def of(cls, instance_types_by_nodepool: Mapping[str, Sequence[InstanceType]]) -> Catalog:
-        return cls(
-            {pool: {it.name: it for it in types} for pool, types in instance_types_by_nodepool.items()}
-        )
+        return cls({pool: {it.name: it for it in types} for pool, types in instance_types_by_nodepool.items()})
 
     def types(self, pool: str) -> Mapping[str, InstanceType] | None:
         found = self.by_pool.get(pool)
@@ -150,8 +148,7 @@ def build_candidates(
                 pods=views,
                 reschedulable=moving,
                 reschedule_cost=podutil.reschedule_cost(reschedulable_views),
-                disruption_cost=sum(podutil.eviction_cost(v) for v in views)
-                * lifetime_remaining(node, nodepool, now),
+                disruption_cost=sum(podutil.eviction_cost(v) for v in views) * lifetime_remaining(node, nodepool, now),
             )
         )
     return candidates, explanations

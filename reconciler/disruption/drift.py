@@ -78,9 +78,7 @@ def _canonical(value: Any) -> Any:
         return {k: v for k, v in normal.items() if v not in (None, "", [], {}, False, 0)}
     if isinstance(value, list | tuple):
         items = [_canonical(v) for v in value]
-        return sorted(
-            (i for i in items if i not in (None, "", [], {})), key=lambda i: json.dumps(i, sort_keys=True)
-        )
+        return sorted((i for i in items if i not in (None, "", [], {})), key=lambda i: json.dumps(i, sort_keys=True))
     return value
 
 
@@ -152,9 +150,7 @@ def nodeclass_hash_annotations(nodeclass: Mapping[str, Any]) -> dict[str, str]:
     }
 
 
-def _stamp_differs(
-    annotations: Mapping[str, str], key: str, version_key: str, version: str, current: str
-) -> bool:
+def _stamp_differs(annotations: Mapping[str, str], key: str, version_key: str, version: str, current: str) -> bool:
     stamped = annotations.get(key)
     return stamped is not None and annotations.get(version_key) == version and stamped != current
 

@@ -23,9 +23,7 @@ def consolidation_order(candidates: Sequence[Candidate]) -> list[Candidate]:
     return sorted(candidates, key=lambda c: (-c.savings_ratio, c.name))
 
 
-def empty_candidates(
-    candidates: Sequence[Candidate], now: datetime, outcome: MethodOutcome
-) -> list[Candidate]:
+def empty_candidates(candidates: Sequence[Candidate], now: datetime, outcome: MethodOutcome) -> list[Candidate]:
     """Emptiness' filter: empty, consolidation enabled, consolidateAfter elapsed (others explained)."""
     chosen = []
     for candidate in candidates:

@@ -235,10 +235,7 @@ def is_evictable(pod: PodLike | PodFacts, now: datetime) -> bool:
     """Karpenter would call the Eviction API for it (so PDBs matter for it)."""
     view = facts(pod)
     return (
-        is_active(view)
-        and not view.tolerates_disrupted
-        and not is_static(view)
-        and do_not_disrupt(view, now) is None
+        is_active(view) and not view.tolerates_disrupted and not is_static(view) and do_not_disrupt(view, now) is None
     )
 
 

@@ -12,6 +12,7 @@ from reconciler.disruption.pods import PodFacts
 from reconciler.model.nodepool import NodePool
 from reconciler.model.pod import Pod
 from reconciler.model.state_node import StateNode
+from reconciler.scheduling.results import ScheduledClaim
 
 # Reasons (result documents, budgets, DisruptionReason condition).
 EMPTY = "Empty"
@@ -92,6 +93,7 @@ class Replacement:
     pods: tuple[str, ...]
     manifest: dict[str, Any]  # a complete karpenter.sh/v1 NodeClaim, ready to create
     price: float  # cheapest available offering the claim allows (what the cloud will most likely launch)
+    claim: ScheduledClaim | None = field(default=None, compare=False, repr=False)  # the simulated claim
 
 
 @dataclass(slots=True)
@@ -160,6 +162,8 @@ class DisruptionDecision:
     budget_constrained: bool = False
     # True when a method stopped early at its deadline / simulation budget.
     timed_out: bool = False
+    # NodePools single-node consolidation did not reach before its deadline: pass them first next time.
+    unseen_pools: list[str] = field(default_factory=list)
 
     def explanation_for(self, node: str) -> Explanation | None:
         return next((e for e in self.explanations if e.node == node), None)

@@ -74,7 +74,11 @@ class LiveKube:
     """``KubeAPI`` over HTTP. Build with ``await LiveKube.from_environment()`` or ``LiveKube.for_url``."""
 
     def __init__(
-        self, api_client: ApiClient, *, watch_timeout: float = 290.0, request_timeout: float = 30.0,
+        self,
+        api_client: ApiClient,
+        *,
+        watch_timeout: float = 290.0,
+        request_timeout: float = 30.0,
         field_manager: str = DEFAULT_FIELD_MANAGER,
     ) -> None:
         self._client = api_client
@@ -141,8 +145,14 @@ class LiveKube:
     # --- transport ---------------------------------------------------------------------------
 
     async def _send(
-        self, method: str, path: str, *, query: Mapping[str, Any] | None = None, body: Any = None,
-        content_type: str = "application/json", timeout: aiohttp.ClientTimeout | None = None,
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: aiohttp.ClientTimeout | None = None,
     ) -> Any:
         response = await self._open(method, path, query=query, body=body, content_type=content_type, timeout=timeout)
         data = await response.read()
@@ -151,18 +161,30 @@ class LiveKube:
         return json.loads(data) if data else None
 
     async def _open(
-        self, method: str, path: str, *, query: Mapping[str, Any] | None = None, body: Any = None,
-        content_type: str = "application/json", timeout: aiohttp.ClientTimeout | None = None,
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: aiohttp.ClientTimeout | None = None,
     ) -> Any:
         params = [(key, value) for key, value in (query or {}).items() if value not in (None, "")]
         method, url, headers, body, _ = await self._client.param_serialize(
-            method, path, query_params=params,
+            method,
+            path,
+            query_params=params,
             header_params={"Content-Type": content_type, "Accept": "application/json"},
-            body=body, auth_settings=["BearerToken"],
+            body=body,
+            auth_settings=["BearerToken"],
         )
         try:
             return await self._client.call_api(
-                method, url, headers, body,
+                method,
+                url,
+                headers,
+                body,
                 _request_timeout=timeout or aiohttp.ClientTimeout(total=self._request_timeout),
             )
         except (aiohttp.ClientError, TimeoutError) as error:
@@ -174,14 +196,20 @@ class LiveKube:
         return _typed(kind, await self._send("GET", object_path(kind, name, namespace)))
 
     async def list(
-        self, kind: Kind, namespace: str | None = None, label_selector: str | None = None,
+        self,
+        kind: Kind,
+        namespace: str | None = None,
+        label_selector: str | None = None,
         field_selector: str | None = None,
     ) -> tuple[list[Manifest], str]:
         """All pages of a list; restarts once from scratch if the continue token expires."""
         for attempt in range(2):
             items: list[Manifest] = []
-            query: dict[str, Any] = {"labelSelector": label_selector, "fieldSelector": field_selector,
-                                     "limit": LIST_PAGE_SIZE}
+            query: dict[str, Any] = {
+                "labelSelector": label_selector,
+                "fieldSelector": field_selector,
+                "limit": LIST_PAGE_SIZE,
+            }
             try:
                 while True:
                     page = await self._send("GET", collection_path(kind, namespace), query=query)
@@ -196,18 +224,28 @@ class LiveKube:
         raise AssertionError("unreachable")
 
     async def watch(
-        self, kind: Kind, resource_version: str, namespace: str | None = None, *,
-        label_selector: str | None = None, field_selector: str | None = None, bookmarks: bool = True,
+        self,
+        kind: Kind,
+        resource_version: str,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        bookmarks: bool = True,
     ) -> AsyncIterator[WatchEvent]:
         """One watch stream; ends when the server closes it (after ``watch_timeout``), raises
         ``GoneError`` on an expired resourceVersion (in-stream ERROR 410 or HTTP 410)."""
         query = {
-            "watch": "true", "resourceVersion": resource_version, "allowWatchBookmarks": "true" if bookmarks else None,
-            "timeoutSeconds": int(self._watch_timeout), "labelSelector": label_selector,
+            "watch": "true",
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true" if bookmarks else None,
+            "timeoutSeconds": int(self._watch_timeout),
+            "labelSelector": label_selector,
             "fieldSelector": field_selector,
         }
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._request_timeout,
-                                        sock_read=self._watch_timeout + 30)
+        timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=self._request_timeout, sock_read=self._watch_timeout + 30
+        )
         response = await self._open("GET", collection_path(kind, namespace), query=query, timeout=timeout)
         try:
             if not 200 <= response.status < 300:
@@ -239,7 +277,11 @@ class LiveKube:
         return _typed(kind, await self._send("PUT", path, body=manifest))
 
     async def patch(
-        self, kind: Kind, name: str, patch: Mapping[str, Any], namespace: str | None = None,
+        self,
+        kind: Kind,
+        name: str,
+        patch: Mapping[str, Any],
+        namespace: str | None = None,
         subresource: str | None = None,
     ) -> Manifest:
         path = object_path(kind, name, namespace, subresource)
@@ -253,9 +295,7 @@ class LiveKube:
         query = {"fieldManager": self._field_manager, "force": "true" if force else None}
         return _typed(kind, await self._send("PATCH", path, query=query, body=manifest, content_type=APPLY_PATCH))
 
-    async def delete(
-        self, kind: Kind, name: str, namespace: str | None = None, *, uid: str | None = None
-    ) -> None:
+    async def delete(self, kind: Kind, name: str, namespace: str | None = None, *, uid: str | None = None) -> None:
         """Request deletion; with ``uid``, only if the object is still that incarnation (409 otherwise)."""
         body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}} if uid else None
         await self._send("DELETE", object_path(kind, name, namespace), body=body)

@@ -16,12 +16,11 @@ finalizers is removed at once), namespace existence and lifecycle, admission def
 
 from __future__ import annotations
 
-import asyncio
-import bisect
+import contextlib
 import random
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,7 +29,6 @@ from reconciler.kube.api import (
     POD,
     ApiError,
     ConflictError,
-    GoneError,
     Kind,
     Manifest,
     NotFoundError,
@@ -39,6 +37,7 @@ from reconciler.kube.api import (
     kind_of,
 )
 from reconciler.kube.memory_eviction import check_eviction
+from reconciler.kube.memory_watch import Change, EventHistory
 from reconciler.kube.semantics import (
     NON_SPEC_FIELDS,
     STATUS_DROPPED_ON_CREATE,
@@ -62,28 +61,11 @@ _NAME_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # the API server's genera
 
 
 @dataclass(slots=True)
-class _Recorded:
-    resource_version: int
-    kind_key: KindKey
-    namespace: str
-    type: WatchEventType
-    object: Manifest
-    previous: Manifest | None  # the state before a MODIFIED, to translate it for selector watches
-
-
-@dataclass(slots=True)
 class _Fault:
     verb: str
     kind_key: KindKey | None
     error: ApiError
     remaining: int
-
-
-@dataclass(slots=True, eq=False)
-class _Watcher:
-    wakeup: asyncio.Event = field(default_factory=asyncio.Event)
-    ending: ApiError | None = None
-    closed: bool = False
 
 
 def _utc_now() -> datetime:
@@ -102,13 +84,9 @@ class MemoryKube:
     ) -> None:
         self._clock = clock or _utc_now
         self._random = random.Random(seed)
-        self._history_limit = history
         self._objects: dict[KindKey, dict[ObjectKey, Manifest]] = {}
         self._kinds: dict[KindKey, Kind] = {}
-        self._revision = 0
-        self._log: list[_Recorded] = []
-        self._oldest_replayable = 0  # watches from a resourceVersion below this get 410
-        self._watchers: set[_Watcher] = set()
+        self._history = EventHistory(history)
         self._listeners: list[Listener] = []
         self._faults: list[_Fault] = []
 
@@ -116,7 +94,7 @@ class MemoryKube:
 
     @property
     def resource_version(self) -> str:
-        return str(self._revision)
+        return str(self._history.revision)
 
     def objects(self, kind: Kind | None = None) -> list[Manifest]:
         """Deep copies of the stored objects (of one kind, or all), in creation order."""
@@ -158,15 +136,11 @@ class MemoryKube:
 
     def compact(self) -> None:
         """Forget the event history: watches from any earlier resourceVersion now get 410."""
-        self._log.clear()
-        self._oldest_replayable = self._revision + 1
+        self._history.compact()
 
     def break_watches(self, *, gone: bool = False) -> None:
         """End every open watch: as a closed stream, or with ``GoneError`` when ``gone``."""
-        for watcher in self._watchers:
-            watcher.ending = GoneError("too old resource version (scripted)") if gone else None
-            watcher.closed = True
-            watcher.wakeup.set()
+        self._history.break_watches(gone=gone)
 
     # --- KubeAPI ----------------------------------------------------------------------------
 
@@ -184,7 +158,7 @@ class MemoryKube:
         self._maybe_fail("list", kind)
         matches = self._matcher(kind, namespace, label_selector, field_selector)
         items = [clone(obj) for obj in self._objects.get(_key_of(kind), {}).values() if matches(obj)]
-        return items, str(self._revision)
+        return items, str(self._history.revision)
 
     def watch(
         self,
@@ -201,9 +175,24 @@ class MemoryKube:
         With ``bookmark_interval`` (seconds of event-loop time), a BOOKMARK carrying the
         latest resourceVersion is sent after that long without a matching event.
         """
-        return self._watch(
-            kind, resource_version, namespace, label_selector, field_selector, bookmark_interval
-        )
+        return self._watch(kind, resource_version, namespace, label_selector, field_selector, bookmark_interval)
+
+    async def _watch(
+        self,
+        kind: Kind,
+        resource_version: str,
+        namespace: str | None,
+        label_selector: str | None,
+        field_selector: str | None,
+        bookmark_interval: float | None,
+    ) -> AsyncIterator[WatchEvent]:
+        self._maybe_fail("watch", kind)  # on first iteration, like a real server's response
+        matches = self._matcher(kind, namespace, label_selector, field_selector)
+        store = self._objects.setdefault(_key_of(kind), {})
+        events = self._history.watch(kind, resource_version, matches, store.values, bookmark_interval)
+        async with contextlib.aclosing(events):
+            async for event in events:
+                yield event
 
     async def create(self, manifest: Manifest) -> Manifest:
         kind = self._remember(kind_of(manifest))
@@ -400,9 +389,7 @@ class MemoryKube:
                         f"if the object is being deleted, found new finalizers {sorted(added)}",
                     )
             spec_changed = any(
-                current.get(f) != updated.get(f)
-                for f in set(current) | set(updated)
-                if f not in NON_SPEC_FIELDS
+                current.get(f) != updated.get(f) for f in set(current) | set(updated) if f not in NON_SPEC_FIELDS
             )
             metadata["generation"] = old_meta.get("generation", 1) + (1 if spec_changed else 0)
         if updated == current:
@@ -433,96 +420,14 @@ class MemoryKube:
         event_type: WatchEventType,
         previous: Manifest | None = None,
     ) -> Manifest:
-        self._revision += 1
-        obj["metadata"]["resourceVersion"] = str(self._revision)
+        revision = self._history.next_revision()
+        obj["metadata"]["resourceVersion"] = str(revision)
         store = self._objects.setdefault(_key_of(kind), {})
         if event_type == "DELETED":
             store.pop(key, None)
         else:
             store[key] = obj
-        self._log.append(_Recorded(self._revision, _key_of(kind), key[0], event_type, obj, previous))
-        if len(self._log) > 2 * self._history_limit:
-            dropped = len(self._log) - self._history_limit
-            self._oldest_replayable = self._log[dropped].resource_version
-            del self._log[:dropped]
-        for watcher in self._watchers:
-            watcher.wakeup.set()
+        self._history.append(Change(revision, kind, event_type, obj, previous))
         for listener in list(self._listeners):
             listener(kind, WatchEvent(event_type, clone(obj)))
         return obj
-
-    async def _watch(
-        self,
-        kind: Kind,
-        resource_version: str,
-        namespace: str | None,
-        label_selector: str | None,
-        field_selector: str | None,
-        bookmark_interval: float | None,
-    ) -> AsyncIterator[WatchEvent]:
-        self._maybe_fail("watch", kind)
-        matches = self._matcher(kind, namespace, label_selector, field_selector)
-        kind_key = _key_of(kind)
-        watcher = _Watcher()
-        self._watchers.add(watcher)
-        try:
-            if resource_version in ("", "0"):
-                # "Start at most recent": synthetic ADDED events for the current state first.
-                cursor = self._revision
-                for obj in list(self._objects.get(kind_key, {}).values()):
-                    if matches(obj):
-                        yield WatchEvent("ADDED", clone(obj))
-            else:
-                try:
-                    cursor = int(resource_version)
-                except ValueError:
-                    raise BadRequestError(f"resourceVersion: {resource_version!r} is not valid") from None
-                if cursor + 1 < self._oldest_replayable:
-                    raise GoneError(f"too old resource version: {cursor} ({self._oldest_replayable - 1})")
-            while True:
-                if cursor + 1 < self._oldest_replayable:
-                    raise GoneError(f"too old resource version: {cursor} ({self._oldest_replayable - 1})")
-                start = bisect.bisect_right(self._log, cursor, key=lambda r: r.resource_version)
-                pending = self._log[start:]
-                if pending:
-                    cursor = pending[-1].resource_version
-                for record in pending:
-                    if record.kind_key == kind_key:
-                        event_type = _as_seen_through(record, matches)
-                        if event_type:
-                            yield WatchEvent(event_type, clone(record.object))
-                if watcher.closed:
-                    if watcher.ending is not None:
-                        raise watcher.ending
-                    return
-                if self._revision == cursor:
-                    watcher.wakeup.clear()
-                    try:
-                        await asyncio.wait_for(watcher.wakeup.wait(), bookmark_interval)
-                    except TimeoutError:
-                        # Everything up to ``cursor`` has been delivered: safe to resume from it.
-                        yield WatchEvent("BOOKMARK", _bookmark(kind, cursor))
-        finally:
-            self._watchers.discard(watcher)
-
-
-def _bookmark(kind: Kind, resource_version: int) -> Manifest:
-    return {
-        "apiVersion": kind.api_version,
-        "kind": kind.kind,
-        "metadata": {"resourceVersion": str(resource_version)},
-    }
-
-
-def _as_seen_through(record: _Recorded, matches: Callable[[Manifest], bool]) -> WatchEventType | None:
-    """How a selector-filtered watch reports a change: objects entering the selection are
-    ADDED and objects leaving it are DELETED, as the API server does."""
-    now = matches(record.object)
-    if record.type != "MODIFIED" or record.previous is None:
-        return record.type if now else None
-    before = matches(record.previous)
-    if now and before:
-        return "MODIFIED"
-    if now:
-        return "ADDED"
-    return "DELETED" if before else None

@@ -43,9 +43,7 @@ def is_pod_healthy(pod: Mapping[str, Any]) -> bool:
 def can_ignore_budget(pod: Mapping[str, Any]) -> bool:
     """Terminal, pending and already-terminating pods are evicted without consulting budgets."""
     phase = (pod.get("status") or {}).get("phase", "Pending")
-    return phase in ("Succeeded", "Failed", "Pending") or bool(
-        (pod.get("metadata") or {}).get("deletionTimestamp")
-    )
+    return phase in ("Succeeded", "Failed", "Pending") or bool((pod.get("metadata") or {}).get("deletionTimestamp"))
 
 
 def _scaled(value: Any, total: int, *, field: str) -> int:
@@ -130,17 +128,14 @@ def check_eviction(
     if can_ignore_budget(pod):
         return
     labels = (pod.get("metadata") or {}).get("labels") or {}
-    covering = [
-        pdb for pdb in pdbs if selector_object_matcher((pdb.get("spec") or {}).get("selector"))(labels)
-    ]
+    covering = [pdb for pdb in pdbs if selector_object_matcher((pdb.get("spec") or {}).get("selector"))(labels)]
     if not covering:
         return
     if len(covering) > 1:
         raise ApiError(
             500,
             "InternalError",
-            "This pod has more than one PodDisruptionBudget, "
-            "which the eviction subresource does not support.",
+            "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
         )
     pdb = covering[0]
     status = budget_status(pdb, list(namespace_pods), scale_of)

@@ -45,7 +45,17 @@ ObjectKey = tuple[str, str]
 
 # What ClusterState is built from (see reconciler/state.py).
 CLUSTER_STATE_KINDS: tuple[Kind, ...] = (
-    NODEPOOL, EC2NODECLASS, NODECLAIM, NODE, POD, DAEMONSET, PDB, PV, PVC, STORAGECLASS, PRIORITYCLASS,
+    NODEPOOL,
+    EC2NODECLASS,
+    NODECLAIM,
+    NODE,
+    POD,
+    DAEMONSET,
+    PDB,
+    PV,
+    PVC,
+    STORAGECLASS,
+    PRIORITYCLASS,
     RUNTIMECLASS,
 )
 
@@ -70,8 +80,15 @@ class Reflector:
     """Mirror one kind (optionally one namespace / label selector) into ``store`` and callbacks."""
 
     def __init__(
-        self, kube: KubeAPI, kind: Kind, *, on_upsert: Callback, on_delete: Callback,
-        namespace: str | None = None, label_selector: str | None = None, backoff: Backoff | None = None,
+        self,
+        kube: KubeAPI,
+        kind: Kind,
+        *,
+        on_upsert: Callback,
+        on_delete: Callback,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        backoff: Backoff | None = None,
         seed: int | None = None,
     ) -> None:
         self.kube = kube
@@ -167,8 +184,13 @@ class Reflectors:
     """Several reflectors sharing callbacks; ``async with`` starts them and stops them on exit."""
 
     def __init__(
-        self, kube: KubeAPI, kinds: Iterable[Kind] = CLUSTER_STATE_KINDS, *, on_upsert: Callback,
-        on_delete: Callback, backoff: Backoff | None = None,
+        self,
+        kube: KubeAPI,
+        kinds: Iterable[Kind] = CLUSTER_STATE_KINDS,
+        *,
+        on_upsert: Callback,
+        on_delete: Callback,
+        backoff: Backoff | None = None,
     ) -> None:
         self.reflectors: Sequence[Reflector] = [
             Reflector(kube, kind, on_upsert=on_upsert, on_delete=on_delete, backoff=backoff) for kind in kinds
@@ -176,9 +198,7 @@ class Reflectors:
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
-        self._tasks = [
-            asyncio.create_task(r.run(), name=f"reflector-{r.kind.kind}") for r in self.reflectors
-        ]
+        self._tasks = [asyncio.create_task(r.run(), name=f"reflector-{r.kind.kind}") for r in self.reflectors]
 
     async def wait_synced(self, timeout: float | None = None) -> None:
         """Wait until every reflector has completed its first list (the cache is complete)."""

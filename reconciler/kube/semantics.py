@@ -204,9 +204,7 @@ def selector_object_matcher(selector: Mapping[str, Any] | None) -> LabelMatcher:
     """
     if selector is None:
         return lambda labels: False
-    requirements = [
-        Requirement(k, "In", frozenset({str(v)})) for k, v in (selector.get("matchLabels") or {}).items()
-    ]
+    requirements = [Requirement(k, "In", frozenset({str(v)})) for k, v in (selector.get("matchLabels") or {}).items()]
     for index, expression in enumerate(selector.get("matchExpressions") or []):
         operator = expression.get("operator")
         if operator not in ("In", "NotIn", "Exists", "DoesNotExist"):
@@ -238,3 +236,20 @@ def field_selector_matcher(text: str | None) -> FieldMatcher:
         path, operator, value = match.groups()
         terms.append((path, operator != "!=", value))
     return lambda manifest: all((_field_value(manifest, p) == v) == equal for p, equal, v in terms)
+
+
+def merge_patch_diff(old: Any, new: Any) -> Any:
+    """The RFC 7386 patch that turns ``old`` into ``new`` (``merge_patch(old, diff) == new``).
+
+    Objects recurse (removed keys become ``None``); anything else is replaced whole, as merge
+    patch replaces lists. ``new`` must not contain ``None`` values (merge patch cannot set null).
+    """
+    if not isinstance(old, Mapping) or not isinstance(new, Mapping):
+        return clone(new)
+    patch: dict[str, Any] = {key: None for key in old if key not in new}
+    for key, value in new.items():
+        if key not in old:
+            patch[key] = clone(value)
+        elif old[key] != value:
+            patch[key] = merge_patch_diff(old[key], value)
+    return patch

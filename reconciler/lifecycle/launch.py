@@ -76,6 +76,10 @@ async def launch(kube: KubeAPI, cloud: CloudProvider, nodeclaim: Manifest, now: 
     status = nodeclaim.get("status") or {}
     if status.get("providerID"):
         return LaunchOutcome(name, instance=await cloud.get(status["providerID"]))
+    finalizers = list((nodeclaim.get("metadata") or {}).get("finalizers") or [])
+    if wk.TERMINATION_FINALIZER not in finalizers:
+        # Own the claim before any instance exists, so deleting it can never leak one.
+        await kube.patch(NODECLAIM, name, {"metadata": {"finalizers": [*finalizers, wk.TERMINATION_FINALIZER]}})
     nodeclass = await _nodeclass(kube, nodeclaim)
     request = LaunchRequest.from_nodeclaim(nodeclaim)
     try:

@@ -32,7 +32,7 @@ class TypeInfo:
 
     def fits(self, requests: Mapping[str, int]) -> bool:
         allocatable = self.allocatable
-        for name, value in requests.items():
+        for name, value in requests.items():  # noqa: SIM110 - explicit loop, hot path
             if value > 0 and value > allocatable.get(name, 0):
                 return False
         return True

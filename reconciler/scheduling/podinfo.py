@@ -60,7 +60,7 @@ class SchedulingPod:
             required_terms=pod.required_terms,
             preferred_terms=_by_weight(pod.preferred_terms) if respect else (),
             affinity_preferred=_by_weight(pod.affinity_preferred) if respect else (),
-            anti_preferred=_by_weight(pod.anti_preferred) if respect else (),
+            anti_preferred=_by_weight(pod.anti_affinity_preferred) if respect else (),
             spread=pod.topology_spread if respect else tuple(c for c in pod.topology_spread if c.is_hard),
             tolerations=pod.tolerations,
             volume_alternatives=volume_alternatives,

@@ -18,8 +18,9 @@ from datetime import datetime
 
 from reconciler.model.nodepool import NODES
 from reconciler.model.pod import Pod
+from reconciler.model.quantity import format_quantity
 from reconciler.model.requirements import Requirements
-from reconciler.model.resources import CPU, MEMORY
+from reconciler.model.resources import CPU, MEMORY, Resources
 from reconciler.scheduling.context import SchedulingContext
 from reconciler.scheduling.existing import ExistingSlot, Rejection
 from reconciler.scheduling.nodeclaim import Acceptance, NewNodeClaim
@@ -36,6 +37,7 @@ _EPOCH = datetime.min
 class Attempt:
     """Why the last try of a pod failed, per candidate kind (kept to explain pending pods)."""
 
+    pod: SchedulingPod | None = None
     existing: list[str] = field(default_factory=list)
     inflight: int = 0
     templates: dict[str, str] = field(default_factory=dict)
@@ -155,7 +157,8 @@ class Scheduler:
                 if attempt is not None:
                     placed_existing[sp.key] = attempt
         unscheduled = {key for key in errors} | {sp.key for sp in queue if sp.key not in errors}
-        claims = [finalize_claim(claim, self.context) for claim in self.new_claims]
+        ordered = sorted(self.new_claims, key=lambda c: c.number)
+        claims = [finalize_claim(claim, self.context) for claim in ordered]
         return SchedulingResult.assemble(self, claims, placed_existing, unscheduled, errors)
 
     def _assign_class(self, sp: SchedulingPod) -> None:
@@ -166,7 +169,7 @@ class Scheduler:
             self._classes[key] = cls
         sp.cls = cls
 
-    def _try_schedule(self, sp: SchedulingPod) -> str | None | Attempt:
+    def _try_schedule(self, sp: SchedulingPod) -> str | Attempt | None:
         """Place ``sp`` (relaxing it as needed). Returns the existing node name, None for a NodeClaim, or the
         failed ``Attempt``."""
         while True:
@@ -178,11 +181,11 @@ class Scheduler:
             self.topology.update(sp)
             self._assign_class(sp)
 
-    def _add(self, sp: SchedulingPod) -> str | None | Attempt:
+    def _add(self, sp: SchedulingPod) -> str | Attempt | None:
         cls = sp.cls
         assert cls is not None
         labels_key = frozenset(sp.pod.labels.items())
-        attempt = Attempt()
+        attempt = Attempt(sp)
         pod_volumes = self._pod_volumes(sp.pod)
         pending = sp.pod.node_name == "" or sp.pod.node_name in self._deleting
         rejected = cls.rejected_by
@@ -228,10 +231,10 @@ class Scheduler:
         remaining = self.remaining.get(template.name)
         if remaining is not None:
             if NODES in remaining and remaining[NODES] <= 0:
-                return f"node limit of NodePool {template.name} reached (limits.nodes {template.nodepool.limits[NODES] // 1000})"
+                return f"limits.nodes {template.nodepool.limits[NODES] // 1000} reached"
             options = [t for t in options if _within(t.capacity, remaining)]
             if not options:
-                return "all available instance types exceed the NodePool's remaining limits"
+                return _limits_message(template, remaining)
         claim = NewNodeClaim(template, options, self._claim_number + 1)
         result = claim.can_add(sp, cls, labels_key, self.topology, relax_min_values=self.relax_min_values)
         if isinstance(result, Rejection):
@@ -265,11 +268,26 @@ class Scheduler:
         return usage
 
 
-def _within(capacity, remaining: dict[str, int]) -> bool:
-    for name, left in remaining.items():
-        if name != NODES and capacity.amount(name) > left:
-            return False
-    return True
+def _limits_message(template: ClaimTemplate, remaining: dict[str, int]) -> str:
+    """Which limits every instance type would breach, e.g. ``limits cpu 16, remaining 0 (smallest type 2)``."""
+    limits = template.nodepool.limits
+    parts = []
+    for name, left in sorted(remaining.items()):
+        if name == NODES:
+            continue
+        smallest = min(t.capacity.amount(name) for t in template.types)
+        if smallest > left:
+            parts.append(
+                f"{name} limit {format_quantity(limits.amount(name), name)}, remaining "
+                f"{format_quantity(max(left, 0), name)} after existing nodes and NodeClaims planned in this run "
+                f"(smallest instance type has {format_quantity(smallest, name)})"
+            )
+    detail = "; ".join(parts) or "the remaining limits"
+    return f"all instance types would exceed the NodePool's limits: {detail}"
+
+
+def _within(capacity: Resources, remaining: dict[str, int]) -> bool:
+    return all(name == NODES or capacity.amount(name) <= left for name, left in remaining.items())
 
 
 def _queue_key(sp: SchedulingPod) -> tuple:

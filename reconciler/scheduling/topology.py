@@ -18,7 +18,6 @@ from reconciler.model.requirements import Requirement, Requirements
 from reconciler.model.selectors import LabelExpression
 from reconciler.model.taints import Taint
 from reconciler.scheduling.podinfo import IGNORE, SchedulingPod
-from reconciler.scheduling.topology_group import IGNORE as IGNORE_POLICY
 from reconciler.scheduling.topology_group import (
     AFFINITY,
     ANTI_AFFINITY,
@@ -26,6 +25,7 @@ from reconciler.scheduling.topology_group import (
     NodeFilter,
     TopologyGroup,
 )
+from reconciler.scheduling.topology_group import IGNORE as IGNORE_POLICY
 
 
 class TopologyError(Exception):
@@ -123,7 +123,8 @@ class Topology:
         selector = constraint.selector
         for label_key in constraint.match_label_keys:
             if label_key in pod.labels:
-                selector = selector.with_expression(LabelExpression(label_key, "In", frozenset({pod.labels[label_key]})))
+                expression = LabelExpression(label_key, "In", frozenset({pod.labels[label_key]}))
+                selector = selector.with_expression(expression)
         base = Requirements.from_labels(pod.node_selector)
         terms = tuple(base.merge(term.requirements) for term in pod.required_terms) or (base,)
         node_filter = NodeFilter(terms, constraint.node_taints_policy, constraint.node_affinity_policy,
@@ -226,9 +227,7 @@ class Topology:
             domains = requirements.get(group.key)
             if domains is None or domains.complement:
                 continue
-            if group.kind == ANTI_AFFINITY:
-                group.record(domains.values)
-            elif len(domains.values) == 1:
+            if group.kind == ANTI_AFFINITY or len(domains.values) == 1:
                 group.record(domains.values)
         for group in self.inverse.values():
             if pod.key in group.owners:

@@ -184,7 +184,8 @@ class TopologyGroup:
         more = f" and {len(self.domains) - 25} more" if len(self.domains) > 25 else ""
         rule = f"{self.kind} on {self.key}"
         if self.kind == SPREAD:
-            rule += f" (maxSkew {self.max_skew}" + (f", minDomains {self.min_domains}" if self.min_domains else "") + ")"
+            min_domains = f", minDomains {self.min_domains}" if self.min_domains else ""
+            rule += f" (maxSkew {self.max_skew}{min_domains})"
         return f"{rule} for pods matching {self.selector}: counts {{{counts}{more}}}"
 
 

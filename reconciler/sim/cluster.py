@@ -15,7 +15,7 @@ from reconciler.lifecycle.launch import has_condition, initialize, launch, node_
 from reconciler.lifecycle.termination import Terminator
 from reconciler.model import labels as wk
 from reconciler.sim import engine
-from reconciler.sim.workloads import OWNER_ANNOTATION, running_status, unschedulable_status
+from reconciler.sim.workloads import OWNER_ANNOTATION, create_with_status, running_status, unschedulable_status
 
 if TYPE_CHECKING:
     from reconciler.sim.runner import Simulation
@@ -162,11 +162,12 @@ class SimulatedCluster:
             await engine.record_pod_events(self.sim.kube, placements.values(), self.sim.now)
 
     async def settle(self, record: dict[str, Any]) -> None:
-        """Let terminations progress and let kube-scheduler place pending pods on existing capacity."""
+        """Let terminations progress; pods they displace are rebound on existing capacity.
+
+        Other pending pods wait for a ``provision`` step, which is where the
+        scenario format places binding decisions.
+        """
         await self.progress_terminations(record)
-        if self.pending_pods():
-            plan = await self._plan_existing_only()
-            await self._bind(plan, record)
 
     async def _plan_existing_only(self) -> dict[str, str]:
         types = await self.sim.cloud.instance_types(None)
@@ -242,7 +243,7 @@ class SimulatedCluster:
                 "status": unschedulable_status(self.sim.now),
             }
             if self.sim.kube.peek(POD, metadata["name"], metadata.get("namespace")) is None:
-                await self.sim.kube.create(fresh)
+                await create_with_status(self.sim.kube, fresh)
 
     # -- results --------------------------------------------------------------------------------
     def final_summary(self) -> dict[str, Any]:

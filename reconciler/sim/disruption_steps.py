@@ -8,12 +8,13 @@ for replacements.
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from reconciler.disruption.controller import decide, validate
+from reconciler.disruption.controller import decide
+from reconciler.disruption.types import EMPTINESS, MULTI_NODE, SINGLE_NODE
+from reconciler.disruption.validation import validate
 from reconciler.kube.api import NODE, NODECLAIM
-from reconciler.lifecycle.expiration import expired_nodeclaims
+from reconciler.lifecycle.expiration import expired
 from reconciler.lifecycle.orchestration import CommandExecutor
 from reconciler.model import labels as wk
 from reconciler.sim import engine
@@ -21,6 +22,9 @@ from reconciler.sim.scenario import ScenarioError
 
 if TYPE_CHECKING:
     from reconciler.sim.cluster import SimulatedCluster
+
+# Consolidation and emptiness wait and re-check before acting; drift does not.
+VALIDATED_METHODS = frozenset({EMPTINESS, MULTI_NODE, SINGLE_NODE})
 
 # What each interruption message makes Adze do (Karpenter's AWS provider semantics).
 INTERRUPTION_ACTIONS = {
@@ -44,21 +48,26 @@ async def disrupt_once(cluster: SimulatedCluster, record: dict[str, Any]) -> boo
     sim = cluster.sim
     decision = await _decide(cluster)
     for explanation in decision.explanations:
-        record["events"].append(explanation.as_event())
+        record["events"].append(
+            {"object": f"Node/{explanation.node}", "reason": "DisruptionBlocked",
+             "message": f"{explanation.code}: {explanation.message}"}
+        )
     command = decision.command
     if command is None:
         return False
-    if command.needs_validation:
+    if command.method in VALIDATED_METHODS:
         sim.advance(sim.settings.consolidation_validation_wait)
         await cluster.settle(record)
         types = await sim.cloud.instance_types(None)
         state = cluster.state()
-        problem = validate(command, state, engine.types_by_nodepool(state, types), sim.settings, sim.now)
-        if problem:
+        checked = validate(command, state, engine.types_by_nodepool(state, types), sim.settings, sim.now)
+        if not checked.valid or checked.command is None:
             record["events"].append(
-                {"object": f"Node/{command.candidates[0].name}", "reason": "DisruptionAborted", "message": problem}
+                {"object": f"Node/{command.candidates[0].name}", "reason": "DisruptionAborted",
+                 "message": checked.reason}
             )
             return False
+        command = checked.command
     executor = CommandExecutor(sim.kube, sim.cloud)
     flight = await executor.start(command, sim.now)
     if flight.state == "aborted":
@@ -131,8 +140,8 @@ async def _delete_and_reschedule(
 
 async def expire(cluster: SimulatedCluster, record: dict[str, Any]) -> None:
     sim = cluster.sim
-    claims = expired_nodeclaims(sim.kube.objects(NODECLAIM), sim.now)
-    await _delete_and_reschedule(cluster, list(claims), "Expired", record)
+    claims = [item.nodeclaim for item in expired(sim.kube.objects(NODECLAIM), sim.now)]
+    await _delete_and_reschedule(cluster, claims, "Expired", record)
 
 
 async def interrupt(cluster: SimulatedCluster, node_name: str, kind: str, record: dict[str, Any], *, path: str) -> None:
@@ -156,5 +165,3 @@ async def interrupt(cluster: SimulatedCluster, node_name: str, kind: str, record
     record["events"].append({"object": f"Node/{node_name}", "reason": "Interrupted", "message": kind})
     await _delete_and_reschedule(cluster, [claim], "Interrupted", record)
 
-
-_ = timedelta

@@ -26,7 +26,7 @@ from reconciler.model.resources import Resources
 from reconciler.sim.catalog import build_catalog
 from reconciler.sim.cluster import SimulatedCluster
 from reconciler.sim.scenario import Scenario, ScenarioError, Step, load_scenario_file
-from reconciler.sim.workloads import WORKLOAD_KINDS, WorkloadControllers, expand_pod_replicas
+from reconciler.sim.workloads import WORKLOAD_KINDS, WorkloadControllers, create_with_status, expand_pod_replicas
 
 __all__ = ["ScenarioError", "Simulation", "run_scenario", "run_scenario_file"]
 
@@ -171,7 +171,7 @@ class Simulation:
         current = self.kube.peek(kind, metadata["name"], metadata.get("namespace"))
         try:
             if current is None:
-                await self.kube.create(manifest)
+                await create_with_status(self.kube, manifest)
             else:
                 metadata["resourceVersion"] = current["metadata"]["resourceVersion"]
                 await self.kube.replace(manifest)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from reconciler.kube.api import POD, KubeAPI, Manifest, NotFoundError
+from reconciler.kube.api import POD, KubeAPI, Manifest, NotFoundError, kind_of
 
 OWNER_ANNOTATION = "sim.adze.dev/owner"
 TEMPLATE_HASH_ANNOTATION = "sim.adze.dev/template-hash"
@@ -82,6 +82,18 @@ def unschedulable_status(now: datetime) -> dict[str, Any]:
             {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "lastTransitionTime": stamp}
         ],
     }
+
+
+async def create_with_status(kube: KubeAPI, manifest: Manifest) -> Manifest:
+    """Create an object, then set its status: the API server ignores status on create."""
+    created = await kube.create(manifest)
+    if manifest.get("status"):
+        metadata = created["metadata"]
+        created = await kube.patch(
+            kind_of(created), metadata["name"], {"status": manifest["status"]}, metadata.get("namespace"),
+            subresource="status",
+        )
+    return created
 
 
 def expand_pod_replicas(manifest: Mapping[str, Any]) -> list[Manifest]:
@@ -152,7 +164,7 @@ class WorkloadControllers:
             name = self._fresh_name(workload, base, taken)
             taken.add(name)
             pod = pending_pod(template, name=name, namespace=namespace, now=self._clock(), owner=workload)
-            await self._kube.create(pod)
+            await create_with_status(self._kube, pod)
 
     def _fresh_name(self, workload: Manifest, base: str, taken: set[str]) -> str:
         if workload.get("kind") == "StatefulSet":
@@ -183,7 +195,7 @@ class WorkloadControllers:
             )
             pod["spec"]["nodeName"] = node_name
             pod["status"] = running_status(self._clock())
-            await self._kube.create(pod)
+            await create_with_status(self._kube, pod)
 
     async def _delete_pod(self, pod: Manifest) -> None:
         with contextlib.suppress(NotFoundError):

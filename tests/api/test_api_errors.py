@@ -52,3 +52,16 @@ def test_non_mapping_input_is_reported_cleanly() -> None:
     with pytest.raises(ValidationFailure) as caught:
         parse_object({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "spec": "oops"})
     assert str(caught.value).startswith("spec: ")
+
+
+def test_type_errors_read_plainly() -> None:
+    manifest = changed("NodePool", "spec.weight", "ten")
+    manifest["spec"]["template"]["spec"]["requirements"] = {}
+    manifest["spec"]["template"]["spec"]["taints"][0]["timeAdded"] = "yesterday"
+    with pytest.raises(ValidationFailure) as caught:
+        parse_object(manifest)
+    assert sorted(str(caught.value).splitlines()) == [
+        "spec.template.spec.requirements: must be a list, got {}",
+        "spec.template.spec.taints[0].timeAdded: must be an RFC 3339 date-time, got 'yesterday'",
+        "spec.weight: must be an integer, got 'ten'",
+    ]

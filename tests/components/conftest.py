@@ -9,8 +9,9 @@ _CACHE = RunCache()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # pulumi_aws warns about its own deprecated modules at import time; not our code.
-    config.addinivalue_line("filterwarnings", "ignore::DeprecationWarning:pulumi_aws")
+    # The SDKs warn about their own deprecated modules at import time; not our code.
+    for module in ("pulumi_aws", "pulumi_eks"):
+        config.addinivalue_line("filterwarnings", f"ignore::DeprecationWarning:{module}")
 
 
 @pytest.fixture(scope="session")

@@ -57,6 +57,7 @@ class Registration:
     typ: str
     name: str
     urn: str
+    id: str
     inputs: dict[str, Any]
     parent: str
     dependencies: frozenset[str]
@@ -76,6 +77,8 @@ class Registration:
 class ProgramRun:
     registrations: list[Registration]
     outputs: dict[str, Any]
+    secret_outputs: set[str] = field(default_factory=set)
+    region: str = "us-west-2"
 
     def of_type(self, typ: str) -> list[Registration]:
         return [r for r in self.registrations if r.typ == typ]
@@ -83,6 +86,11 @@ class ProgramRun:
     def one(self, typ: str, name_contains: str = "") -> Registration:
         found = [r for r in self.of_type(typ) if name_contains in r.name]
         assert len(found) == 1, f"expected one {typ} named *{name_contains}*, got {[r.name for r in found]}"
+        return found[0]
+
+    def one_named(self, typ: str, name: str) -> Registration:
+        found = [r for r in self.of_type(typ) if r.name == name]
+        assert len(found) == 1, f"expected one {typ} named {name}, got {len(found)}"
         return found[0]
 
     def by_urn(self, urn: str) -> Registration:
@@ -246,6 +254,7 @@ class RecordingMonitor(MockMonitor):
                 typ=request.type,
                 name=request.name,
                 urn=response.urn,
+                id=response.id,
                 inputs=inputs,
                 parent=request.parent,
                 dependencies=frozenset(request.dependencies),
@@ -299,12 +308,22 @@ def _execute(config: Mapping[str, Any], stack: str) -> tuple[ProgramRun, BaseExc
     pulumi.runtime.set_all_config({key: _wire(value) for key, value in merged.items()})
     outputs: dict[str, Any] = {}
 
+    secret_outputs: set[str] = set()
+
+    async def note_secrets(exported: dict[str, Any]) -> None:
+        for key, value in exported.items():
+            if isinstance(value, pulumi.Output) and await value.is_secret():
+                secret_outputs.add(key)
+
     @pulumi.runtime.test
     def program() -> pulumi.Output[Any]:
         runpy.run_path(str(PROGRAM), run_name="__main__")
         root = runtime_settings.get_root_resource()
         exported = dict(getattr(root, "outputs", {}))
-        return pulumi.Output.all(**exported).apply(outputs.update) if exported else pulumi.Output.from_input(None)
+        if not exported:
+            return pulumi.Output.from_input(None)
+        secrets = pulumi.Output.from_input(asyncio.ensure_future(note_secrets(exported)))
+        return pulumi.Output.all(pulumi.Output.all(**exported).apply(outputs.update), secrets)
 
     error: BaseException | None = None
     try:
@@ -314,7 +333,10 @@ def _execute(config: Mapping[str, Any], stack: str) -> tuple[ProgramRun, BaseExc
     finally:
         loop.close()
         asyncio.set_event_loop(None)
-    return ProgramRun(registrations=list(monitor.registrations), outputs=outputs), error
+    run = ProgramRun(
+        registrations=list(monitor.registrations), outputs=outputs, secret_outputs=secret_outputs, region=region
+    )
+    return run, error
 
 
 def run_stack(stack: str, **overrides: Any) -> ProgramRun:

@@ -6,14 +6,16 @@ import ipaddress
 import itertools
 
 import pytest
-from pulumi_harness import ProgramRun
+from pulumi_harness import ProgramRun, run_stack
 
 from components.network import INTERNAL_ELB_TAG, PUBLIC_ELB_TAG, plan_subnets
 
 DISCOVERY = "karpenter.sh/discovery"
 
 
-@pytest.mark.parametrize(("cidr", "zones"), [("10.0.0.0/16", 2), ("10.0.0.0/16", 3), ("10.1.0.0/20", 6), ("172.16.0.0/12", 4)])
+@pytest.mark.parametrize(
+    ("cidr", "zones"), [("10.0.0.0/16", 2), ("10.0.0.0/16", 3), ("10.1.0.0/20", 6), ("172.16.0.0/12", 4)]
+)
 def test_subnet_plan_fits_the_vpc_without_overlaps(cidr: str, zones: int) -> None:
     vpc = ipaddress.IPv4Network(cidr)
     plans = plan_subnets(cidr, zones)
@@ -22,7 +24,10 @@ def test_subnet_plan_fits_the_vpc_without_overlaps(cidr: str, zones: int) -> Non
     assert all(block.subnet_of(vpc) for block in blocks)
     assert not any(a.overlaps(b) for a, b in itertools.combinations(blocks, 2))
     for plan in plans:  # nodes and pods live in the private subnets
-        assert ipaddress.IPv4Network(plan.private_cidr).num_addresses > ipaddress.IPv4Network(plan.public_cidr).num_addresses
+        assert (
+            ipaddress.IPv4Network(plan.private_cidr).num_addresses
+            > ipaddress.IPv4Network(plan.public_cidr).num_addresses
+        )
 
 
 def test_subnet_plan_rejects_a_vpc_too_small() -> None:
@@ -54,16 +59,18 @@ def test_single_nat_gateway_routes_every_private_subnet(dev: ProgramRun) -> None
     assert len(nats) == 1
     private_tables = [t for t in dev.of_type("aws:ec2/routeTable:RouteTable") if "private" in t.name]
     assert len(private_tables) == 2
-    nat_id = f"{nats[0].name}-id"
+    nat_id = nats[0].id
     assert all(t.inputs["routes"][0]["natGatewayId"] == nat_id for t in private_tables)
     public_table = dev.one("aws:ec2/routeTable:RouteTable", "public")
-    assert public_table.inputs["routes"][0]["gatewayId"] == f"{dev.one('aws:ec2/internetGateway:InternetGateway').name}-id"
+    assert public_table.inputs["routes"][0]["gatewayId"] == dev.one("aws:ec2/internetGateway:InternetGateway").id
 
 
 def test_one_nat_gateway_per_zone_in_prod(prod: ProgramRun) -> None:
     nats = prod.of_type("aws:ec2/natGateway:NatGateway")
     assert len(nats) == 3
-    tables = sorted((t for t in prod.of_type("aws:ec2/routeTable:RouteTable") if "private" in t.name), key=lambda t: t.name)
+    tables = sorted(
+        (t for t in prod.of_type("aws:ec2/routeTable:RouteTable") if "private" in t.name), key=lambda t: t.name
+    )
     assert len({t.inputs["routes"][0]["natGatewayId"] for t in tables}) == 3
     assert len(prod.of_type("aws:ec2/eip:Eip")) == 3
 
@@ -72,7 +79,11 @@ def test_existing_subnets_are_tagged_not_created(staging: ProgramRun) -> None:
     assert not staging.of_type("aws:ec2/vpc:Vpc")
     assert not staging.of_type("aws:ec2/subnet:Subnet")
     tags = staging.of_type("aws:ec2/tag:Tag")
-    subnet_tags = {(t.inputs["resourceId"], t.inputs["key"], t.inputs["value"]) for t in tags if t.inputs["resourceId"].startswith("subnet-")}
+    subnet_tags = {
+        (t.inputs["resourceId"], t.inputs["key"], t.inputs["value"])
+        for t in tags
+        if t.inputs["resourceId"].startswith("subnet-")
+    }
     assert subnet_tags == {
         (f"subnet-0a1b2c3d4e5f6000{i}", DISCOVERY, "adze-staging") for i in (1, 2, 3)
     }  # tagElbRoles is false: public subnets and ELB roles are left alone
@@ -89,3 +100,23 @@ def test_two_stacks_in_one_account_get_distinct_names(dev: ProgramRun, prod: Pro
     for registration in dev.registrations:
         if registration.typ.startswith("aws:") and registration.typ != "aws:ec2/tag:Tag":
             assert "name" not in registration.inputs or registration.typ == "aws:eks/addon:Addon", registration.typ
+
+
+def test_existing_subnets_can_be_left_untagged() -> None:
+    network = {
+        "mode": "existing",
+        "vpcId": "vpc-0a1b2c3d4e5f60718",
+        "privateSubnetIds": ["subnet-0a1b2c3d4e5f60001", "subnet-0a1b2c3d4e5f60002"],
+        "tagDiscovery": False,
+    }
+    node_classes = [
+        {
+            "name": "default",
+            "amiSelectorTerms": [{"alias": "al2023@latest"}],
+            "subnetSelectorTerms": [{"tags": {"adze.dev/nodes": "true"}}],
+        }
+    ]
+    run = run_stack("staging", **{"adze:network": network, "adze:nodeClasses": node_classes})
+    assert all(not t.inputs["resourceId"].startswith("subnet-") for t in run.of_type("aws:ec2/tag:Tag"))
+    spec = next(run.k8s_objects("EC2NodeClass")).inputs["spec"]
+    assert spec["subnetSelectorTerms"] == [{"tags": {"adze.dev/nodes": "true"}}]

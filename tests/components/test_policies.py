@@ -76,12 +76,17 @@ def test_launch_requires_ownership_request_tags_and_tagging_only_at_creation() -
     assert create["Condition"]["StringLike"] == {"aws:RequestTag/karpenter.sh/nodepool": "*"}
     kinds = sorted(arn.split(":")[-1] for arn in create["Resource"])
     assert kinds == sorted(
-        f"{k}/*" for k in ("fleet", "instance", "volume", "network-interface", "launch-template", "spot-instances-request")
+        f"{k}/*"
+        for k in ("fleet", "instance", "volume", "network-interface", "launch-template", "spot-instances-request")
     )
 
     tagging = statement(lifecycle, "AllowScopedResourceCreationTagging")
     assert tagging["Action"] == "ec2:CreateTags"
-    assert tagging["Condition"]["StringEquals"]["ec2:CreateAction"] == ["RunInstances", "CreateFleet", "CreateLaunchTemplate"]
+    assert tagging["Condition"]["StringEquals"]["ec2:CreateAction"] == [
+        "RunInstances",
+        "CreateFleet",
+        "CreateLaunchTemplate",
+    ]
 
     later = statement(lifecycle, "AllowScopedResourceTagging")
     assert as_list(later["Resource"]) == ["arn:aws:ec2:eu-central-1:*:instance/*"]
@@ -153,7 +158,7 @@ def test_no_wildcard_actions_and_no_iam_writes_on_every_resource() -> None:
             for action in as_list(stmt["Action"]):
                 assert "*" not in action, f"{name}/{stmt['Sid']}: wildcard action {action}"
                 if action.startswith("iam:") and action != "iam:ListInstanceProfiles":
-                    assert "*" != stmt["Resource"], f"{name}/{stmt['Sid']}: {action} on every resource"
+                    assert stmt["Resource"] != "*", f"{name}/{stmt['Sid']}: {action} on every resource"
             assert stmt["Effect"] == "Allow"
 
 
@@ -162,7 +167,10 @@ def test_each_policy_fits_the_managed_policy_size_limit(cluster: str) -> None:
     for name, doc in policies(cluster=cluster, key=KEY).items():
         assert policy_size(doc) < MANAGED_POLICY_SIZE_LIMIT, name
     # Combined, they would not fit with a long name: the reason for the split.
-    combined = {"Version": "2012-10-17", "Statement": [s for d in policies(LONG_CLUSTER).values() for s in d["Statement"]]}
+    combined = {
+        "Version": "2012-10-17",
+        "Statement": [s for d in policies(LONG_CLUSTER).values() for s in d["Statement"]],
+    }
     assert policy_size(combined) > MANAGED_POLICY_SIZE_LIMIT
 
 

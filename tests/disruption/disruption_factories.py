@@ -5,6 +5,13 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from reconciler.cloud.types import InstanceType, Offering
+from reconciler.disruption.controller import decide
+from reconciler.disruption.types import DisruptionDecision
+from reconciler.model.resources import Resources
+from reconciler.settings import DEFAULT_FEATURE_GATES, Settings
+from reconciler.state import ClusterState
+
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
 
@@ -60,9 +67,7 @@ def pod(
     if deleted is not None:
         metadata["deletionTimestamp"] = ts(deleted)
     spec: dict[str, Any] = {
-        "containers": [
-            {"name": "main", "image": "pause", "resources": {"requests": {"cpu": cpu, "memory": memory}}}
-        ],
+        "containers": [{"name": "main", "image": "pause", "resources": {"requests": {"cpu": cpu, "memory": memory}}}],
     }
     if node:
         spec["nodeName"] = node
@@ -210,9 +215,7 @@ def managed_node(
     claim_conditions.extend(conditions or [])
     spec: dict[str, Any] = {
         "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-        "requirements": [
-            {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [instance_type]}
-        ],
+        "requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [instance_type]}],
         "expireAfter": expire_after,
     }
     if termination_grace_period:
@@ -239,3 +242,76 @@ def managed_node(
         "status": status,
     }
     return [node, claim]
+
+
+def instance_type(
+    name: str,
+    cpu: int,
+    memory_gi: int,
+    on_demand: float,
+    spot: float | None = None,
+    *,
+    zones: tuple[str, ...] = ("test-zone-1", "test-zone-2"),
+    max_pods: int = 110,
+    family: str = "m5",
+) -> InstanceType:
+    offerings = [Offering(z, "on-demand", on_demand) for z in zones]
+    if spot is not None:
+        offerings += [Offering(z, "spot", spot) for z in zones]
+    return InstanceType(
+        name=name,
+        capacity=Resources.of(cpu=str(cpu), memory=f"{memory_gi}Gi", pods=str(max_pods)),
+        offerings=tuple(offerings),
+        labels={
+            "node.kubernetes.io/instance-type": name,
+            "kubernetes.io/arch": "amd64",
+            "kubernetes.io/os": "linux",
+            "karpenter.k8s.aws/instance-family": family,
+            "karpenter.k8s.aws/instance-cpu": str(cpu),
+        },
+    )
+
+
+SMALL = instance_type("small", 2, 4, 0.05, 0.02, family="s")
+MEDIUM = instance_type("medium", 4, 8, 0.10, 0.04, family="m")
+LARGE = instance_type("large", 8, 16, 0.20, 0.08, family="l")
+TYPES = [SMALL, MEDIUM, LARGE]
+
+
+def node_of(name: str, itype: InstanceType, **kwargs: Any) -> list[dict[str, Any]]:
+    """A managed Node + NodeClaim of ``itype`` (capacity taken from the type)."""
+    capacity = itype.capacity.to_manifest()
+    return managed_node(
+        name,
+        instance_type=itype.name,
+        cpu=capacity["cpu"],
+        memory=capacity["memory"],
+        max_pods=capacity.get("pods", "110"),
+        extra_labels={k: v for k, v in itype.labels.items() if k.startswith("karpenter.k8s.aws/")},
+        **kwargs,
+    )
+
+
+def cluster(*objects: Any) -> ClusterState:
+    flat: list[dict[str, Any]] = []
+    for item in objects:
+        flat.extend(item if isinstance(item, list) else [item])
+    return ClusterState.from_manifests(flat)
+
+
+def run_decide(
+    state: ClusterState,
+    types: list[InstanceType] | None = None,
+    *,
+    now: datetime = NOW,
+    gates: dict[str, bool] | None = None,
+    **kwargs: Any,
+) -> DisruptionDecision:
+    settings = Settings(feature_gates={**DEFAULT_FEATURE_GATES, **(gates or {})})
+    pools = {name: (types or TYPES) for name in state.nodepools}
+    return decide(state, pools, settings, now, **kwargs)
+
+
+def why(decision: DisruptionDecision, node: str) -> str:
+    found = [f"{e.code}: {e.message}" for e in decision.explanations if e.node == node]
+    return " | ".join(found)

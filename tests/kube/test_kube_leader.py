@@ -108,49 +108,72 @@ async def test_bad_timings_are_refused() -> None:
 
 
 async def test_two_replicas_over_http_handover_and_takeover(server: FakeApiServer) -> None:
-    timing = {"lease_duration": 0.6, "renew_deadline": 0.4, "retry_period": 0.05}
-    clients = [LiveKube.for_url(server.url) for _ in range(3)]
+    clients = [LiveKube.for_url(server.url) for _ in range(4)]
+    leading: list[str] = []
+
+    async def work(name: str, started: asyncio.Event) -> None:
+        leading.append(name)
+        started.set()
+        await asyncio.Event().wait()
+
+    def candidate(index: int, identity: str, **timing: float) -> LeaderElector:
+        config = LeaderElectionConfig(namespace="karpenter", identity=identity, retry_period=0.05, **timing)
+        return LeaderElector(clients[index], config)
+
     try:
-        a = LeaderElector(clients[0], LeaderElectionConfig(namespace="karpenter", identity="a", **timing))
-        b = LeaderElector(clients[1], LeaderElectionConfig(namespace="karpenter", identity="b", **timing))
-        leading: list[str] = []
-        a_started = asyncio.Event()
-
-        async def work(name: str, started: asyncio.Event | None = None) -> None:
-            leading.append(name)
-            if started:
-                started.set()
-            await asyncio.Event().wait()
-
+        # Handover: a 30 s lease, so b can only get it this fast because a releases it on shutdown.
+        a = candidate(0, "a", lease_duration=30, renew_deadline=20)
+        b = candidate(1, "b", lease_duration=30, renew_deadline=20)
+        a_started, b_started = asyncio.Event(), asyncio.Event()
         a_task = asyncio.create_task(a.run(lambda: work("a", a_started)))
         await asyncio.wait_for(a_started.wait(), 5)
-        b_task = asyncio.create_task(b.run(lambda: work("b")))
-        await asyncio.sleep(1.0)  # longer than the lease: a renews, so b must stay standby
-        assert leading == ["a"]
-        a_task.cancel()  # graceful shutdown of the leader releases the lease
+        b_task = asyncio.create_task(b.run(lambda: work("b", b_started)))
+        for _ in range(10):  # b keeps polling while a renews: it stays standby
+            await asyncio.sleep(0.05)
+        assert leading == ["a"] and not b.is_leader
+        a_task.cancel()  # graceful shutdown
         await asyncio.gather(a_task, return_exceptions=True)
-        loop = asyncio.get_running_loop()
-        released_at = loop.time()
-        async with asyncio.timeout(5):
-            while leading != ["a", "b"]:
-                await asyncio.sleep(0.01)
-        assert loop.time() - released_at < 0.6, "b took over without waiting for expiry"
-
-        # b now "crashes" without releasing: its renewals just stop.
+        await asyncio.wait_for(b_started.wait(), 5)
+        assert leading == ["a", "b"]
+        lease = await clients[1].get(LEASE, "karpenter-leader-election", "karpenter")
+        assert (lease["spec"]["holderIdentity"], lease["spec"]["leaseTransitions"]) == ("b", 1)
         b_task.cancel()
-        b.is_leader = False  # skip the release a graceful shutdown would do
         await asyncio.gather(b_task, return_exceptions=True)
-        c = LeaderElector(clients[2], LeaderElectionConfig(namespace="karpenter", identity="c", **timing))
-        c_started = asyncio.Event()
-        started_waiting = loop.time()
-        c_task = asyncio.create_task(c.run(lambda: work("c", c_started)))
-        await asyncio.wait_for(c_started.wait(), 5)
-        assert loop.time() - started_waiting >= 0.6, "a crashed leader's lease is honoured until it expires"
-        lease = await clients[2].get(LEASE, "karpenter-leader-election", "karpenter")
-        assert lease["spec"]["holderIdentity"] == "c"
-        assert lease["spec"]["leaseTransitions"] == 2
-        c_task.cancel()
-        await asyncio.gather(c_task, return_exceptions=True)
+
+        # Takeover after expiry: c holds a 1 s lease and "crashes" (its renewals just stop).
+        c = LeaderElector(
+            clients[2],
+            LeaderElectionConfig(
+                namespace="karpenter",
+                name="crash",
+                identity="c",
+                lease_duration=1,
+                renew_deadline=0.5,
+                retry_period=0.05,
+            ),
+        )
+        assert await c.try_acquire_or_renew()
+        d = LeaderElector(
+            clients[3],
+            LeaderElectionConfig(
+                namespace="karpenter",
+                name="crash",
+                identity="d",
+                lease_duration=1,
+                renew_deadline=0.5,
+                retry_period=0.05,
+            ),
+        )
+        d_started = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        waiting_since = loop.time()
+        d_task = asyncio.create_task(d.run(lambda: work("d", d_started)))
+        await asyncio.wait_for(d_started.wait(), 5)
+        assert loop.time() - waiting_since >= 1, "a crashed leader's lease is honoured until it expires"
+        lease = await clients[3].get(LEASE, "crash", "karpenter")
+        assert (lease["spec"]["holderIdentity"], lease["spec"]["leaseTransitions"]) == ("d", 1)
+        d_task.cancel()
+        await asyncio.gather(d_task, return_exceptions=True)
     finally:
         for client in clients:
             await client.close()

@@ -83,13 +83,16 @@ async def test_status_subresource_and_custom_resources(live: LiveKube, server: F
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodeClaim",
         "metadata": {"name": "default-abc", "finalizers": ["karpenter.sh/termination"]},
-        "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                 "requirements": []},
+        "spec": {
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": [],
+        },
     }
     created = await live.create(claim)
     assert "status" not in created
-    updated = await live.patch(NODECLAIM, "default-abc", {"status": {"providerID": "aws:///us-east-1a/i-1"}},
-                               subresource="status")
+    updated = await live.patch(
+        NODECLAIM, "default-abc", {"status": {"providerID": "aws:///us-east-1a/i-1"}}, subresource="status"
+    )
     assert updated["status"]["providerID"] == "aws:///us-east-1a/i-1"
     await live.delete(NODECLAIM, "default-abc")
     terminating = await live.get(NODECLAIM, "default-abc")
@@ -101,8 +104,12 @@ async def test_status_subresource_and_custom_resources(live: LiveKube, server: F
 
 
 async def test_server_side_apply_creates_then_merges(live: LiveKube, server: FakeApiServer) -> None:
-    lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-             "metadata": {"name": "l", "namespace": "kube-system"}, "spec": {"holderIdentity": "a"}}
+    lease = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": "l", "namespace": "kube-system"},
+        "spec": {"holderIdentity": "a"},
+    }
     await live.apply(lease)
     lease["spec"] = {"leaseDurationSeconds": 15}
     merged = await live.apply(lease)
@@ -123,21 +130,38 @@ async def test_delete_with_uid_precondition(live: LiveKube) -> None:
 
 async def test_eviction_returns_429_with_a_budget_cause(live: LiveKube, server: FakeApiServer) -> None:
     running = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
-    replicaset = await live.create({
-        "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web-1", "namespace": "apps"},
-        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
-                 "template": {"metadata": {"labels": {"app": "web"}}, "spec": pod("x")["spec"]}},
-    })
-    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1", "controller": True,
-             "uid": replicaset["metadata"]["uid"]}
+    replicaset = await live.create(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {"name": "web-1", "namespace": "apps"},
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {"metadata": {"labels": {"app": "web"}}, "spec": pod("x")["spec"]},
+            },
+        }
+    )
+    owner = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "name": "web-1",
+        "controller": True,
+        "uid": replicaset["metadata"]["uid"],
+    }
     for name in ("a", "b"):
         owned = pod(name, node_name="n1")
         owned["metadata"]["ownerReferences"] = [owner]
         await live.create(owned)
         await live.patch(POD, name, {"status": running}, "apps", subresource="status")
-    await live.create({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-                       "metadata": {"name": "web", "namespace": "apps"},
-                       "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}}})
+    await live.create(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "web", "namespace": "apps"},
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+        }
+    )
     await live.evict("a", "apps")
     # The ReplicaSet still wants 2 pods, so with 1 healthy the budget (1 unavailable) is spent.
     with pytest.raises(TooManyRequestsError, match="disruption budget web needs 1 healthy pods and has 1"):
@@ -149,20 +173,31 @@ async def test_eviction_returns_429_with_a_budget_cause(live: LiveKube, server: 
 
 async def test_events_in_both_api_groups(live: LiveKube) -> None:
     event = {
-        "apiVersion": "v1", "kind": "Event",
+        "apiVersion": "v1",
+        "kind": "Event",
         "metadata": {"name": "n1.1", "namespace": "default"},
         "involvedObject": {"kind": "Node", "name": "n1", "apiVersion": "v1"},
-        "reason": "DisruptionBlocked", "message": "m", "type": "Normal", "count": 1,
-        "firstTimestamp": "2026-01-01T00:00:00Z", "lastTimestamp": "2026-01-01T00:00:00Z",
+        "reason": "DisruptionBlocked",
+        "message": "m",
+        "type": "Normal",
+        "count": 1,
+        "firstTimestamp": "2026-01-01T00:00:00Z",
+        "lastTimestamp": "2026-01-01T00:00:00Z",
         "source": {"component": "karpenter"},
     }
     await live.create(event)
     assert (await live.get(EVENT, "n1.1", "default"))["reason"] == "DisruptionBlocked"
     modern = {
-        "apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "n1.2", "namespace": "default"},
-        "eventTime": "2026-01-01T00:00:00.000000Z", "reportingController": "karpenter",
-        "reportingInstance": "karpenter-0", "action": "Disrupting", "reason": "DisruptionBlocked",
-        "regarding": {"kind": "Node", "name": "n1"}, "type": "Normal",
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {"name": "n1.2", "namespace": "default"},
+        "eventTime": "2026-01-01T00:00:00.000000Z",
+        "reportingController": "karpenter",
+        "reportingInstance": "karpenter-0",
+        "action": "Disrupting",
+        "reason": "DisruptionBlocked",
+        "regarding": {"kind": "Node", "name": "n1"},
+        "type": "Normal",
     }
     assert (await live.create(modern))["action"] == "Disrupting"
 
@@ -214,7 +249,9 @@ async def test_watch_streams_changes_and_bookmarks(live: LiveKube, server: FakeA
     await live.delete(NODE, "n2")
     events = await asyncio.wait_for(collector, 5)
     assert [(e.type, e.object["metadata"]["name"]) for e in events] == [
-        ("ADDED", "n2"), ("MODIFIED", "n1"), ("DELETED", "n2"),
+        ("ADDED", "n2"),
+        ("MODIFIED", "n1"),
+        ("DELETED", "n2"),
     ]
     assert events[0].object["kind"] == "Node"
     await stream.aclose()
@@ -231,13 +268,12 @@ async def test_watch_streams_changes_and_bookmarks(live: LiveKube, server: FakeA
 async def test_watch_expiry_raises_gone(live: LiveKube, server: FakeApiServer) -> None:
     await live.create(node("n1"))
     _, version = await live.list(NODE)
-    collector = asyncio.create_task(next_events(live.watch(NODE, version), 1))
-    await asyncio.sleep(0.1)
-    server.expire_watches()
+    await live.create(node("n2"))  # so that compaction below makes ``version`` unreachable
+    collector = asyncio.create_task(next_events(live.watch(NODE, version), 2))
+    await asyncio.sleep(0.05)
+    server.expire_watches()  # an open stream gets an in-stream 410; a late one is refused with 410
     with pytest.raises(GoneError):
         await asyncio.wait_for(collector, 5)
-    await live.create(node("n2"))
-    server.expire_watches()  # history now starts after n2: resuming from before it is impossible
     with pytest.raises(GoneError):
         await asyncio.wait_for(next_events(live.watch(NODE, version), 1), 5)
 
@@ -261,13 +297,41 @@ async def test_custom_resources_are_defaulted_and_schema_checked(live: LiveKube,
     if server.crd_validation_skipped:
         pytest.skip(server.crd_validation_skipped)
     spec = {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "d"}, "requirements": []}
-    created = await live.create({"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": "x"},
-                                 "spec": spec})
+    created = await live.create(
+        {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": "x"}, "spec": spec}
+    )
     assert created["spec"]["expireAfter"] == "720h", "CRD defaults are applied as the API server does"
     bad = {**spec, "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "Bogus"}], "tains": []}
     with pytest.raises(ApiError) as error:
-        await live.create({"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": "y"},
-                           "spec": bad})
+        await live.create(
+            {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": "y"}, "spec": bad}
+        )
     assert error.value.status == 422
     assert "spec.requirements[0].operator" in error.value.message and "tains" in error.value.message
     server.violations.clear()
+
+
+async def test_from_environment_reads_a_kubeconfig(server: FakeApiServer, tmp_path, monkeypatch) -> None:
+    import yaml
+
+    path = tmp_path / "config"
+    path.write_text(yaml.safe_dump(server.kubeconfig(token="secret")))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(path))
+    async with await LiveKube.from_environment() as client:
+        await client.create(node("from-kubeconfig"))
+        assert (await client.get(NODE, "from-kubeconfig"))["metadata"]["name"] == "from-kubeconfig"
+    assert server.requests[-1].authorization == "Bearer secret"
+
+
+async def test_missing_configuration_is_a_clear_error(tmp_path, monkeypatch) -> None:
+    from reconciler.kube.live import ConfigError
+
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "nope"))
+    with pytest.raises(ConfigError, match="does not exist and KUBERNETES_SERVICE_HOST is not set"):
+        await LiveKube.from_environment()
+    (tmp_path / "broken").write_text("apiVersion: v1\nkind: Config\ncontexts: []\n")
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "broken"))
+    with pytest.raises(ConfigError, match="invalid Kubernetes configuration"):
+        await LiveKube.from_environment()

@@ -109,8 +109,14 @@ async def test_callback_failures_do_not_stop_the_reflector() -> None:
 
 async def test_reflectors_over_http_with_bookmarks_and_scripted_410(server: FakeApiServer, live: LiveKube) -> None:
     await live.create(node("a"))
-    await live.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "apps"},
-                       "spec": {"containers": [{"name": "c", "image": "nginx"}]}})
+    await live.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "apps"},
+            "spec": {"containers": [{"name": "c", "image": "nginx"}]},
+        }
+    )
     seen = Recorder()
     async with Reflectors(live, [NODE, POD], on_upsert=seen.upsert, on_delete=seen.delete, backoff=FAST) as group:
         await group.wait_synced(5)

@@ -14,6 +14,7 @@ from reconciler.lifecycle.launch import launch, node_for_instance, register
 from reconciler.lifecycle.termination import Terminator
 from reconciler.model import labels as wk
 from reconciler.model.resources import Resources
+from reconciler.sim.workloads import create_with_status
 
 NOW = datetime(2026, 1, 1, 9, tzinfo=UTC)
 
@@ -56,8 +57,8 @@ def env() -> tuple[MemoryKube, SimulatedCloud]:
 async def test_pdb_blocks_eviction_until_it_allows_then_instance_and_objects_go(env: tuple[MemoryKube, SimulatedCloud]) -> None:
     kube, cloud = env
     provider_id = await launched_node(kube, cloud)
-    await kube.create(running_pod("web-0", "pool-a", {"app": "web"}))
-    await kube.create(running_pod("other", "elsewhere", {"app": "web"}))
+    await create_with_status(kube, running_pod("web-0", "pool-a", {"app": "web"}))
+    await create_with_status(kube, running_pod("other", "elsewhere", {"app": "web"}))
     await kube.create({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
                        "metadata": {"name": "web", "namespace": "default"},
                        "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}}})
@@ -89,7 +90,7 @@ async def test_pdb_blocks_eviction_until_it_allows_then_instance_and_objects_go(
 async def test_termination_grace_period_force_deletes_a_do_not_disrupt_pod(env: tuple[MemoryKube, SimulatedCloud]) -> None:
     kube, cloud = env
     await launched_node(kube, cloud, terminationGracePeriod="1m")
-    await kube.create(running_pod("pinned", "pool-a", {"app": "x"}, **{wk.DO_NOT_DISRUPT: "true"}))
+    await create_with_status(kube, running_pod("pinned", "pool-a", {"app": "x"}, **{wk.DO_NOT_DISRUPT: "true"}))
     await kube.delete(NODECLAIM, "pool-a")
     terminator = Terminator(kube, cloud)
     step = await terminator.step(await kube.get(NODECLAIM, "pool-a"), NOW)

@@ -54,13 +54,25 @@ class ResourceRegistry:
             )
             if has_status_subresource(kind):
                 resources.append(
-                    {"name": f"{resource}/status", "singularName": "", "namespaced": kind.namespaced,
-                     "kind": kind.kind, "verbs": ["get", "patch", "update"]}
+                    {
+                        "name": f"{resource}/status",
+                        "singularName": "",
+                        "namespaced": kind.namespaced,
+                        "kind": kind.kind,
+                        "verbs": ["get", "patch", "update"],
+                    }
                 )
             if kind.kind == "Pod" and gv == "v1":
                 resources.append(
-                    {"name": "pods/eviction", "singularName": "", "namespaced": True, "kind": "Eviction",
-                     "group": "policy", "version": "v1", "verbs": ["create"]}
+                    {
+                        "name": "pods/eviction",
+                        "singularName": "",
+                        "namespaced": True,
+                        "kind": "Eviction",
+                        "group": "policy",
+                        "version": "v1",
+                        "verbs": ["create"],
+                    }
                 )
         return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}
 
@@ -84,8 +96,15 @@ class ResourceRegistry:
         }
 
 
-def status_body(code: int, reason: str, message: str, *, kind: Kind | None = None, name: str = "",
-                causes: list[dict[str, str]] | None = None) -> dict[str, Any]:
+def status_body(
+    code: int,
+    reason: str,
+    message: str,
+    *,
+    kind: Kind | None = None,
+    name: str = "",
+    causes: list[dict[str, str]] | None = None,
+) -> dict[str, Any]:
     """A ``metav1.Status`` failure body (the real server always sets ``message``)."""
     body: dict[str, Any] = {
         "kind": "Status",

@@ -30,12 +30,12 @@ from typing import Any
 
 import yaml
 from aiohttp import web
+from support.apiserver_wire import ResourceRegistry, apply_json_patch, status_body
+from support.schema_validation import SchemaValidator
 
 from reconciler.kube.api import POD, ApiError, GoneError, Kind, Manifest, TooManyRequestsError
 from reconciler.kube.memory import MemoryKube
 from reconciler.kube.semantics import BadRequestError, InvalidError, clone, merge_patch
-from support.apiserver_wire import ResourceRegistry, apply_json_patch, status_body
-from support.schema_validation import SchemaValidator
 
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
@@ -50,6 +50,7 @@ class RecordedRequest:
     path: str
     query: dict[str, str]
     content_type: str
+    authorization: str = ""
 
 
 @dataclass(slots=True)
@@ -110,8 +111,9 @@ class FakeApiServer:
 
     # --- scripting ---------------------------------------------------------------------------
 
-    def script(self, method: str, path_contains: str, status: int, *, reason: str = "", message: str = "",
-               times: int = 1) -> None:
+    def script(
+        self, method: str, path_contains: str, status: int, *, reason: str = "", message: str = "", times: int = 1
+    ) -> None:
         """Answer the next ``times`` matching requests with an error Status."""
         self._scripted.append(
             _Scripted(method.upper(), path_contains, status, reason or "Scripted", message or "scripted", times)
@@ -141,7 +143,11 @@ class FakeApiServer:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         query = dict(request.query)
-        self.requests.append(RecordedRequest(request.method, request.path, query, request.content_type))
+        self.requests.append(
+            RecordedRequest(
+                request.method, request.path, query, request.content_type, request.headers.get("Authorization", "")
+            )
+        )
         for scripted in self._scripted:
             if scripted.method == request.method and scripted.path_contains in request.path_qs:
                 scripted.remaining -= 1
@@ -160,8 +166,9 @@ class FakeApiServer:
             causes = None
             if isinstance(error, TooManyRequestsError) and "disruption budget" in error.message:
                 causes = [{"reason": "DisruptionBudget", "message": error.message.split(". ", 1)[-1]}]
-            return _error(error.status, error.reason, error.message, kind=target.kind, name=target.name or "",
-                          causes=causes)
+            return _error(
+                error.status, error.reason, error.message, kind=target.kind, name=target.name or "", causes=causes
+            )
 
     def _discovery(self, path: str) -> dict[str, Any] | None:
         path = path.rstrip("/")
@@ -238,8 +245,12 @@ class FakeApiServer:
             for item in page:  # built-in list items carry no apiVersion/kind on the wire
                 item.pop("apiVersion", None)
                 item.pop("kind", None)
-        return {"apiVersion": target.kind.api_version, "kind": f"{target.kind.kind}List", "metadata": metadata,
-                "items": page}
+        return {
+            "apiVersion": target.kind.api_version,
+            "kind": f"{target.kind.kind}List",
+            "metadata": metadata,
+            "items": page,
+        }
 
     async def _create(self, target: _Target, body: Manifest) -> Manifest:
         obj = self._with_identity(target, body)
@@ -277,8 +288,12 @@ class FakeApiServer:
                 raise BadRequestError("a merge patch must be a JSON object")
             result = merge_patch(current, body)
         else:
-            raise ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format: "
-                                                        f"accepted media types include: {MERGE_PATCH}, {JSON_PATCH}")
+            raise ApiError(
+                415,
+                "UnsupportedMediaType",
+                f"the body of the request was in an unknown format: "
+                f"accepted media types include: {MERGE_PATCH}, {JSON_PATCH}",
+            )
         return await self._write(target, result, current)
 
     async def _apply(self, target: _Target, raw: str, query: dict[str, str], current: Manifest | None) -> Manifest:
@@ -315,8 +330,11 @@ class FakeApiServer:
         for key in ("uid", "resourceVersion"):
             expected = preconditions.get(key)
             if expected and current["metadata"].get(key) != expected:
-                raise ApiError(409, "Conflict", f"Precondition failed: {key}: expected {expected}, "
-                                                f"found {current['metadata'].get(key)}")
+                raise ApiError(
+                    409,
+                    "Conflict",
+                    f"Precondition failed: {key}: expected {expected}, found {current['metadata'].get(key)}",
+                )
         await self.kube.delete(target.kind, target.name, target.namespace)
         remaining = self.kube.peek(target.kind, target.name, target.namespace)
         return remaining if remaining is not None else current
@@ -333,8 +351,11 @@ class FakeApiServer:
         bookmarks = query.get("allowWatchBookmarks", "").lower() == "true"  # the real server ignores case
         timeout = float(query.get("timeoutSeconds") or 1800)
         stream = self.kube.watch(
-            target.kind, query.get("resourceVersion", ""), target.namespace,
-            label_selector=query.get("labelSelector"), field_selector=query.get("fieldSelector"),
+            target.kind,
+            query.get("resourceVersion", ""),
+            target.namespace,
+            label_selector=query.get("labelSelector"),
+            field_selector=query.get("fieldSelector"),
             bookmark_interval=self.bookmark_interval if bookmarks else None,
         )
         response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
@@ -350,7 +371,7 @@ class FakeApiServer:
             await _send(response, {"type": "ERROR", "object": status_body(410, "Expired", error.message)})
         except ApiError as error:
             await _send(response, {"type": "ERROR", "object": status_body(error.status, error.reason, error.message)})
-        except (ConnectionResetError, asyncio.CancelledError):
+        except ConnectionResetError:  # the client went away
             return response
         finally:
             await stream.aclose()  # type: ignore[attr-defined]
@@ -365,9 +386,10 @@ class FakeApiServer:
             raise BadRequestError("the request body must be a JSON object")
         obj = clone(body)
         kind = target.kind
-        if obj.setdefault("apiVersion", kind.api_version) != kind.api_version or obj.setdefault(
-            "kind", kind.kind
-        ) != kind.kind:
+        if (
+            obj.setdefault("apiVersion", kind.api_version) != kind.api_version
+            or obj.setdefault("kind", kind.kind) != kind.kind
+        ):
             raise BadRequestError(f"the body is {obj['apiVersion']} {obj['kind']}, the URL is for {kind.kind}")
         metadata = obj.setdefault("metadata", {})
         if kind.namespaced:

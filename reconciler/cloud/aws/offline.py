@@ -33,7 +33,7 @@ ACCOUNT_ID = "123456789012"
 DISCOVERY_TAG = "karpenter.sh/discovery"
 # (zone suffix, CIDR): different sizes so "most free IPs" has something to choose.
 SUBNETS = (("a", "10.42.0.0/20"), ("b", "10.42.16.0/22"), ("c", "10.42.32.0/24"))
-NODE_ROLE = "KarpenterNodeRole-adze"
+NODE_ROLE_PREFIX = "KarpenterNodeRole-"
 CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
 
 
@@ -51,6 +51,16 @@ class OfflineAWS:
     def client(self, service: str) -> Any:
         return boto3.client(service, region_name=self.region, endpoint_url=self.endpoint_url, **CREDENTIALS)
 
+    @property
+    def node_role(self) -> str:
+        return f"{NODE_ROLE_PREFIX}{self.cluster}"
+
+    def for_cluster(self, cluster: str) -> OfflineAWS:
+        """Another cluster in the same moto account (own VPC, subnets, SG, role): cheap test isolation."""
+        other = OfflineAWS(self.server, self.endpoint_url, self.region, cluster, self.kubernetes_version)
+        seed(other)
+        return other
+
     def cluster_info(self) -> ClusterInfo:
         return ClusterInfo(
             name=self.cluster,
@@ -63,7 +73,7 @@ class OfflineAWS:
     def nodeclass(self, name: str = "default", **spec: Any) -> dict[str, Any]:
         """An EC2NodeClass selecting the seeded subnets/SG by discovery tag, AL2023 latest, the node role."""
         body: dict[str, Any] = {
-            "role": NODE_ROLE,
+            "role": self.node_role,
             "amiSelectorTerms": [{"alias": "al2023@latest"}],
             "subnetSelectorTerms": [{"tags": {DISCOVERY_TAG: self.cluster}}],
             "securityGroupSelectorTerms": [{"tags": {DISCOVERY_TAG: self.cluster}}],
@@ -103,10 +113,23 @@ def _post(url: str) -> None:
 
 
 def start_offline_aws(
-    *, region: str = "us-east-1", cluster: str = "adze", kubernetes_version: str = "1.32", port: int = 0
+    *,
+    region: str = "us-east-1",
+    cluster: str = "adze",
+    kubernetes_version: str = "1.32",
+    port: int = 0,
+    faithful_fleet_security_groups: bool = True,
 ) -> OfflineAWS:
-    """Start moto's threaded server on 127.0.0.1 (a free port by default) and seed it."""
+    """Start moto's threaded server on 127.0.0.1 (a free port by default) and seed it.
+
+    ``faithful_fleet_security_groups`` patches moto (in this process) so fleet
+    instances get their launch template's security groups as on AWS; without
+    it every moto instance sits in the default group and looks SG-drifted.
+    """
     from moto.server import ThreadedMotoServer
+
+    if faithful_fleet_security_groups:
+        install_fleet_security_group_patch()
 
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
@@ -147,17 +170,24 @@ def seed(environment: OfflineAWS) -> None:
             {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}
         ],
     }
-    iam.create_role(RoleName=NODE_ROLE, AssumeRolePolicyDocument=json.dumps(trust))
+    iam.create_role(RoleName=environment.node_role, AssumeRolePolicyDocument=json.dumps(trust))
     environment.ami_ids = _pick_images(ec2)
     seed_eks_ami_parameters(environment.region, environment.kubernetes_version, environment.ami_ids)
 
 
+_PICKED_IMAGES: dict[str, dict[str, str]] = {}
+
+
 def _pick_images(ec2: Any) -> dict[str, str]:
-    """Deterministic stand-ins for the EKS AMIs among moto's public Amazon images."""
+    """Deterministic stand-ins for the EKS AMIs among moto's public Amazon images (cached per region)."""
+    region = ec2.meta.region_name
+    if region in _PICKED_IMAGES:
+        return dict(_PICKED_IMAGES[region])
     chosen = {}
     for arch, ec2_arch in (("amd64", "x86_64"), ("arm64", "arm64")):
         images = ec2.describe_images(
-            Owners=["amazon"], Filters=[{"Name": "architecture", "Values": [ec2_arch]}]
+            Owners=["amazon"],
+            Filters=[{"Name": "architecture", "Values": [ec2_arch]}, {"Name": "name", "Values": ["al2023-ami-*"]}],
         )["Images"]
         ids = sorted(image["ImageId"] for image in images)
         if len(ids) < 3:
@@ -166,6 +196,7 @@ def _pick_images(ec2: Any) -> dict[str, str]:
         chosen[f"{arch}/nvidia"] = ids[1]
         if arch == "amd64":
             chosen[f"{arch}/neuron"] = ids[2]
+    _PICKED_IMAGES[region] = dict(chosen)
     return chosen
 
 
@@ -208,3 +239,34 @@ def seed_eks_ami_parameters(region: str, kubernetes_version: str, ami_ids: Mappi
                 data_type="aws:ec2:image",
             )
         ]
+
+
+_PATCHED = False
+
+
+def install_fleet_security_group_patch() -> None:
+    """Make moto's CreateFleet apply the launch template's SecurityGroupIds to the instances (idempotent)."""
+    global _PATCHED
+    if _PATCHED:
+        return
+    from moto.ec2.models.fleets import FleetsBackend
+
+    original = FleetsBackend.create_fleet
+
+    def create_fleet(self: Any, *args: Any, **kwargs: Any) -> Any:
+        created = original(self, *args, **kwargs)
+        launched = [(item["instance"], item.get("launch_spec")) for item in created.on_demand_instances]
+        launched += [(request.instance, request.launch_spec) for request in created.spot_requests]
+        for instance, launch_spec in launched:
+            template_spec = getattr(launch_spec, "launch_template_spec", None) or {}
+            if not template_spec.get("LaunchTemplateId"):
+                continue
+            template = self.get_launch_template(template_spec["LaunchTemplateId"])
+            data = template.get_version(template_spec.get("Version", template.latest_version_number)).data
+            group_ids = data.get("SecurityGroupIds") or []
+            if group_ids:
+                self.modify_instance_security_groups(instance.id, list(group_ids))
+        return created
+
+    FleetsBackend.create_fleet = create_fleet
+    _PATCHED = True

@@ -1,0 +1,128 @@
+"""Disruption's use of the scheduler: "if these candidates went away, where would their pods go?"
+
+One ``Simulator`` per decision: it builds the scheduling context once and runs
+any number of what-ifs against the same snapshot. Each run schedules the
+pending pods, the pods that would leave the candidates (not do-not-disrupt, not
+fully PDB-blocked) and those of nodes already being deleted, against every
+other active node. In consolidation runs, nodes still inside their
+consolidateAfter window only accept pending pods. A candidate's pod that would
+land on a node that is not initialized yet makes the result unusable, as in
+Karpenter: the decision would rest on capacity that may never come up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from reconciler.cloud.types import InstanceType
+from reconciler.disruption.candidates import pod_facts
+from reconciler.disruption.pdb import PdbLimits
+from reconciler.disruption.policy import consolidation_wait, settings_of
+from reconciler.disruption.types import Candidate
+from reconciler.model.pod import Pod
+from reconciler.provisioning.validation import split_pods
+from reconciler.scheduling import Scheduler, SchedulingContext, SchedulingResult
+from reconciler.settings import Settings
+from reconciler.state import ClusterState
+
+
+@dataclass(slots=True)
+class Simulation:
+    result: SchedulingResult
+    moving: list[str]  # keys of the candidates' pods that were rescheduled
+    failures: dict[str, str] = field(default_factory=dict)  # candidate pod -> why it found no home
+    stopped: bool = False  # the run was cut short (deadline): treat as unusable
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures and not self.stopped
+
+
+class SimulationBudgetExceeded(Exception):
+    """The decision has used up the simulations it may run (or its deadline passed)."""
+
+
+class Simulator:
+    def __init__(
+        self,
+        state: ClusterState,
+        instance_types_by_nodepool: Mapping[str, Sequence[InstanceType]],
+        settings: Settings,
+        now: datetime,
+        pdbs: PdbLimits,
+        *,
+        should_stop: Callable[[], bool] | None = None,
+        max_runs: int | None = None,
+    ) -> None:
+        self.state = state
+        self.now = now
+        self.pdbs = pdbs
+        self.context = SchedulingContext.build(state, instance_types_by_nodepool, settings)
+        self._should_stop = should_stop
+        self._max_runs = max_runs
+        self.runs = 0
+        pending = state.pending_pods()
+        accepted, _, _ = split_pods(pending, state) if pending else ([], {}, {})
+        self.pending: list[Pod] = list(accepted)
+        self.deleting: list[Pod] = []
+        self.deleting_nodes: set[str] = set()
+        for node in state.state_nodes():
+            if node.marked_for_deletion:
+                self.deleting_nodes.add(node.name)
+                self.deleting.extend(
+                    pod
+                    for pod in node.reschedulable_pods()
+                    if pdbs.is_currently_reschedulable(pod_facts(state, pod), now)
+                )
+        self.busy_nodes = self._under_consolidate_after()
+
+    def _under_consolidate_after(self) -> set[str]:
+        busy = set()
+        for node in self.state.state_nodes():
+            pool = self.state.nodepools.get(node.nodepool)
+            if pool is None or node.nodeclaim is None or not node.initialized:
+                continue
+            settings = settings_of(pool)
+            if settings.enabled and consolidation_wait(node, settings, self.now) is not None:
+                busy.add(node.name)
+        return busy
+
+    def exhausted(self) -> bool:
+        if self._max_runs is not None and self.runs >= self._max_runs:
+            return True
+        return self._should_stop is not None and self._should_stop()
+
+    def run(self, candidates: Sequence[Candidate], *, consolidation: bool) -> Simulation:
+        """Simulate removing ``candidates``; raises ``SimulationBudgetExceeded`` when out of budget."""
+        if self.exhausted():
+            raise SimulationBudgetExceeded()
+        self.runs += 1
+        removed = {c.name for c in candidates}
+        moving = [pod for c in candidates for pod in c.reschedulable]
+        pods = [*self.pending, *moving, *self.deleting]
+        scheduler = Scheduler(
+            self.context,
+            self.now,
+            exclude_nodes=removed,
+            refuse_moved_pods=(self.busy_nodes - removed) if consolidation else (),
+            scheduling_pods={pod.key for pod in moving} | {pod.key for pod in self.deleting},
+            should_stop=self._should_stop,
+        )
+        result = scheduler.solve(pods)
+        simulation = Simulation(result, [pod.key for pod in moving])
+        if len(result.existing) + len(result.errors) + sum(len(c.pods) for c in result.new_claims) < len(pods):
+            simulation.stopped = True  # the scheduler stopped at the deadline before placing everything
+        # Pending pods may stay pending; every pod that is running now must find a home.
+        for key in [*simulation.moving, *(pod.key for pod in self.deleting)]:
+            if key in result.errors:
+                simulation.failures[key] = result.errors[key]
+        moving_keys = set(simulation.moving)
+        for key, node_name in result.existing.items():
+            if key not in moving_keys:
+                continue
+            node = self.state.state_node(node_name)
+            if node is not None and node.managed and not node.initialized:
+                simulation.failures[key] = f"would schedule against uninitialized node {node_name}"
+        return simulation

@@ -1,0 +1,96 @@
+"""Which instance types and prices a preview uses: the bundled preset, or EC2 itself (``--catalog live``).
+
+Either way the result is a scenario ``catalog:`` section, so the preview is reproducible from the
+documents it was computed from. Live types are written out in full (capacity, overhead, labels,
+every offering with its price), exactly as the simulator would rebuild them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from reconciler.cloud.types import InstanceType
+from reconciler.insight.errors import InsightError
+from reconciler.model import labels as wk
+
+PRESET_NAME = "aws-us-east-1"
+PRESET_REGION = "us-east-1"
+# Set by the simulator from the type's own fields; not repeated under ``labels``.
+_DERIVED_LABELS = frozenset({wk.INSTANCE_TYPE, wk.ARCH, wk.OS, wk.REGION})
+
+
+def preset_catalog(zones: Sequence[str]) -> dict[str, Any]:
+    """The bundled real catalogue, restricted to the zones the cluster uses when they are known."""
+    from reconciler.cloud.aws.preset import load_catalog
+
+    known = set(load_catalog(PRESET_REGION).zone_ids)
+    usable = [zone for zone in zones if zone in known]
+    catalog: dict[str, Any] = {"preset": PRESET_NAME}
+    if usable:
+        catalog["zones"] = usable
+    return catalog
+
+
+def preset_covers(zones: Sequence[str]) -> bool:
+    from reconciler.cloud.aws.preset import load_catalog
+
+    known = set(load_catalog(PRESET_REGION).zone_ids)
+    return all(zone in known for zone in zones)
+
+
+def catalog_from_instance_types(types: Sequence[InstanceType], region: str) -> dict[str, Any]:
+    """A scenario ``catalog:`` section that rebuilds exactly these instance types."""
+    entries = []
+    for instance_type in sorted(types, key=lambda t: t.name):
+        offerings = [
+            {"capacityType": o.capacity_type, "zone": o.zone, "price": o.price, "available": o.available}
+            for o in sorted(instance_type.offerings, key=lambda o: (o.zone, o.capacity_type))
+        ]
+        if not offerings:
+            continue
+        entry: dict[str, Any] = {
+            "name": instance_type.name,
+            "arch": instance_type.labels.get(wk.ARCH, "amd64"),
+            "os": instance_type.labels.get(wk.OS, "linux"),
+            "capacity": instance_type.capacity.to_manifest(),
+            "overhead": instance_type.overhead.to_manifest(),
+            "offerings": offerings,
+        }
+        extra = {k: v for k, v in sorted(instance_type.labels.items()) if k not in _DERIVED_LABELS}
+        if extra:
+            entry["labels"] = extra
+        entries.append(entry)
+    if not entries:
+        raise InsightError(f"--catalog live: EC2 in {region} offered no instance types")
+    return {"region": region, "instanceTypes": entries}
+
+
+async def fetch_live_instance_types(region: str, endpoint_url: str | None = None) -> list[InstanceType]:
+    """DescribeInstanceTypes/-Offerings plus Pricing API and spot price history, via the AWS adapter."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from reconciler.cloud.aws.clients import AwsCaller, AwsClients, ClientOptions
+    from reconciler.cloud.aws.ice import UnavailableOfferings
+    from reconciler.cloud.aws.preset import PRESETS, load_catalog
+    from reconciler.cloud.aws.pricing import PricingProvider
+    from reconciler.cloud.aws.typeprovider import InstanceTypeProvider
+
+    clients = AwsClients(ClientOptions(region=region, endpoint_url=endpoint_url, max_attempts=3))
+    caller = AwsCaller()
+    bundled = load_catalog(region).on_demand_prices() if region in PRESETS else {}
+    prices = PricingProvider(region, bundled)
+    try:
+        await prices.refresh_on_demand(caller, clients.pricing)
+        await prices.refresh_spot(caller, clients.ec2)
+        provider = InstanceTypeProvider(caller, clients.ec2, prices, UnavailableOfferings(), region=region)
+        return await provider.list(None)
+    except (BotoCoreError, ClientError) as err:
+        message = f"--catalog live: cannot read instance types and prices in {region}: {err}"
+        raise InsightError(message) from None
+    finally:
+        caller.close()
+
+
+def with_catalog(document: Mapping[str, Any], catalog: Mapping[str, Any]) -> dict[str, Any]:
+    return {**document, "catalog": dict(catalog)}

@@ -1,0 +1,175 @@
+"""What the cluster looks like after each simulated step: node tables with utilisation and price.
+
+``RecordingSimulation`` is the simulator's ``Simulation`` plus a ``Frame`` after loading and after
+every step, for charts and node tables (HTML report, ``status``, ``plan``). It leaves the
+simulator's own run loop untouched: each step handler is wrapped, so ``run()`` returns exactly the
+result document ``simulate`` prints. ``run_step`` drives steps one at a time (``plan`` decides the
+next step from what happened), recording them the way ``run()`` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from reconciler.model.resources import CPU, MEMORY
+from reconciler.model.state_node import StateNode
+from reconciler.sim import engine
+from reconciler.sim.runner import Simulation, new_step_record
+from reconciler.sim.scenario import STEP_KINDS, Scenario, Step
+
+HOURS_PER_MONTH = 730  # AWS pricing convention
+
+
+@dataclass(slots=True, frozen=True)
+class NodeRow:
+    name: str
+    nodepool: str  # "" when unmanaged
+    instance_type: str
+    zone: str
+    capacity_type: str
+    price: float  # $/h of the offering it runs on (0 when unknown)
+    cpu_requested: int  # milli-cores requested by the pods bound to it (DaemonSets included)
+    cpu_allocatable: int
+    memory_requested: int  # milli-bytes, as Resources keeps them
+    memory_allocatable: int
+    pods: int
+    ready: bool = True  # False while a NodeClaim has no Node yet
+
+    @property
+    def managed(self) -> bool:
+        return bool(self.nodepool)
+
+    @property
+    def cpu_fraction(self) -> float:
+        return self.cpu_requested / self.cpu_allocatable if self.cpu_allocatable else 0.0
+
+    @property
+    def memory_fraction(self) -> float:
+        return self.memory_requested / self.memory_allocatable if self.memory_allocatable else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "nodepool": self.nodepool or None,
+            "instanceType": self.instance_type or None,
+            "zone": self.zone or None,
+            "capacityType": self.capacity_type or None,
+            "price": self.price,
+            "cpuRequested": round(self.cpu_requested / 1000, 3),
+            "cpuAllocatable": round(self.cpu_allocatable / 1000, 3),
+            "memoryRequestedGiB": round(self.memory_requested / 1000 / 2**30, 3),
+            "memoryAllocatableGiB": round(self.memory_allocatable / 1000 / 2**30, 3),
+            "pods": self.pods,
+            "ready": self.ready,
+        }
+
+
+@dataclass(slots=True, frozen=True)
+class Frame:
+    """The cluster after one step (``step`` is the step kind, or ``start`` after loading)."""
+
+    step: str
+    clock: datetime
+    nodes: tuple[NodeRow, ...]
+    pending: int
+    launched: int = 0
+    disrupted: int = 0
+
+    @property
+    def cost_per_hour(self) -> float:
+        return round(sum(row.price for row in self.nodes), 6)
+
+    def nodes_by_capacity_type(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for row in self.nodes:
+            key = row.capacity_type or "unknown"
+            counts[key] = counts.get(key, 0) + 1
+        return dict(sorted(counts.items()))
+
+    @property
+    def pod_count(self) -> int:
+        return sum(row.pods for row in self.nodes)
+
+
+def node_rows(sim: Simulation) -> tuple[NodeRow, ...]:
+    """Every Node and in-flight NodeClaim of the simulated cluster, priced by the simulated cloud."""
+    state = engine.build_state(sim.kube.objects(), sim.now)
+    return tuple(_row(sim, node) for node in state.state_nodes())
+
+
+def _row(sim: Simulation, node: StateNode) -> NodeRow:
+    price = sim.cloud.price_of(node.instance_type, node.zone, node.capacity_type) or 0.0
+    return NodeRow(
+        name=node.name,
+        nodepool=node.nodepool,
+        instance_type=node.instance_type,
+        zone=node.zone,
+        capacity_type=node.capacity_type,
+        price=price,
+        cpu_requested=node.pod_requests.amount(CPU),
+        cpu_allocatable=node.allocatable.amount(CPU),
+        memory_requested=node.pod_requests.amount(MEMORY),
+        memory_allocatable=node.allocatable.amount(MEMORY),
+        pods=len(node.pods),
+        ready=node.node is not None,
+    )
+
+
+def capture(sim: Simulation, step: str, record: dict[str, Any] | None) -> Frame:
+    disrupted = len(record["disrupted"]) if record else 0
+    launched = len(record["launched"]) if record else 0
+    return Frame(step, sim.now, node_rows(sim), len(sim.cluster.pending_pods()), launched, disrupted)
+
+
+StepHandler = Callable[[Step, dict[str, Any]], Awaitable[None]]
+
+
+class RecordingSimulation(Simulation):
+    def __init__(self, scenario: Scenario) -> None:
+        super().__init__(scenario)
+        self.frames: list[Frame] = []
+        self.records: list[dict[str, Any]] = []
+        for kind in STEP_KINDS:
+            handler = getattr(self, f"_step_{kind}")
+            setattr(self, f"_step_{kind}", self._recording(kind, handler))
+
+    def _recording(self, kind: str, handler: StepHandler) -> StepHandler:
+        async def run(step: Step, record: dict[str, Any]) -> None:
+            await handler(step, record)
+            self.frames.append(capture(self, kind, record))
+
+        return run
+
+    async def load(self) -> None:
+        await super().load()
+        self.frames.append(capture(self, "start", None))
+
+    async def run_step(self, kind: str, args: Any, path: str = "") -> dict[str, Any]:
+        """Run one step as ``Simulation.run`` would and return its result record."""
+        step = Step(kind, args, path or f"steps[{len(self.records)}]")
+        record = new_step_record(kind, self.now)
+        await getattr(self, f"_step_{kind}")(step, record)
+        record["clock"] = self.now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        record["pending"] = self.cluster.pending_reasons()
+        self.records.append(record)
+        return record
+
+
+def node_mix(rows: Iterable[NodeRow]) -> list[dict[str, Any]]:
+    """Nodes grouped by NodePool, instance type and capacity type, with their count and $/h."""
+    groups: dict[tuple[str, str, str], list[NodeRow]] = {}
+    for row in rows:
+        groups.setdefault((row.nodepool, row.instance_type, row.capacity_type), []).append(row)
+    return [
+        {
+            "nodepool": pool or None,
+            "instanceType": instance_type or None,
+            "capacityType": capacity or None,
+            "count": len(members),
+            "costPerHour": round(sum(m.price for m in members), 6),
+        }
+        for (pool, instance_type, capacity), members in sorted(groups.items())
+    ]

@@ -1,0 +1,250 @@
+"""Cluster snapshots: the objects the engine reads, stripped of everything else, as a scenario document.
+
+A snapshot keeps Pods, Nodes, Karpenter objects, PDBs, DaemonSets, storage objects, priority and
+runtime classes, CSINodes and Namespaces. It never keeps Secrets or ConfigMaps, container env
+values, commands or arguments, managedFields or ``last-applied-configuration`` annotations.
+
+Deployments, ReplicaSets, StatefulSets and Jobs are left out on purpose: their pods are in the
+snapshot, and the simulator's workload controllers would otherwise create a second set of pods
+for them. Evicted pods of such workloads come back pending under the same name (the simulator's
+rule for pods no simulated controller owns), which is what their controller would do.
+DaemonSet pods are tagged with the simulator's owner annotation so the simulated DaemonSet
+controller treats them as its own instead of adding duplicates.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from reconciler.kube.api import (
+    CSINODE,
+    DAEMONSET,
+    EC2NODECLASS,
+    NAMESPACE,
+    NODE,
+    NODECLAIM,
+    NODEPOOL,
+    PDB,
+    POD,
+    PRIORITYCLASS,
+    PV,
+    PVC,
+    RUNTIMECLASS,
+    STORAGECLASS,
+    Kind,
+    KubeAPI,
+    Manifest,
+)
+from reconciler.model import labels as wk
+from reconciler.sim.workloads import OWNER_ANNOTATION, owner_key
+
+# What a snapshot reads, in the order it is written (cluster-scoped configuration first).
+SNAPSHOT_KINDS: tuple[Kind, ...] = (
+    NAMESPACE, PRIORITYCLASS, RUNTIMECLASS, STORAGECLASS, EC2NODECLASS, NODEPOOL, NODECLAIM, NODE, CSINODE,
+    PV, PVC, PDB, DAEMONSET, POD,
+)
+KEPT_KINDS = frozenset(kind.kind for kind in SNAPSHOT_KINDS)
+# Represented by their pods (see the module docstring).
+WORKLOAD_KINDS = frozenset(
+    {"Deployment", "ReplicaSet", "StatefulSet", "Job", "CronJob", "ReplicationController"}
+)
+
+_DROPPED_METADATA = ("managedFields", "resourceVersion", "generation", "selfLink")
+_DROPPED_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
+_CONTAINER_FIELDS = ("name", "image", "resources", "ports", "restartPolicy")
+_POD_SPEC_FIELDS = (
+    "nodeName", "nodeSelector", "affinity", "tolerations", "topologySpreadConstraints", "priorityClassName",
+    "priority", "preemptionPolicy", "runtimeClassName", "overhead", "schedulerName", "schedulingGates",
+    "resourceClaims", "resources", "hostNetwork", "terminationGracePeriodSeconds", "restartPolicy", "os",
+)
+_POD_STATUS_FIELDS = ("phase", "conditions", "startTime", "nominatedNodeName")
+_CONDITION_FIELDS = ("type", "status", "reason", "message", "lastTransitionTime")
+# Volume sources whose definition matters to scheduling; others keep only their type.
+_VOLUME_SOURCES_KEPT = ("persistentVolumeClaim", "ephemeral")
+
+
+def sanitize_objects(objects: Iterable[Mapping[str, Any]]) -> tuple[list[Manifest], dict[str, int]]:
+    """Keep and strip what a snapshot may hold; returns (objects, count of dropped objects per kind).
+
+    Terminal pods (Succeeded/Failed) are dropped: they use no capacity.
+    """
+    kept: list[Manifest] = []
+    dropped: dict[str, int] = {}
+    for manifest in objects:
+        kind = str(manifest.get("kind") or "")
+        phase = (manifest.get("status") or {}).get("phase")
+        if kind not in KEPT_KINDS or (kind == "Pod" and phase in ("Succeeded", "Failed")):
+            dropped[kind] = dropped.get(kind, 0) + 1
+            continue
+        kept.append(_sanitize(manifest))
+    _tag_daemonset_pods(kept)
+    order = {kind.kind: index for index, kind in enumerate(SNAPSHOT_KINDS)}
+    kept.sort(key=lambda m: (order[m["kind"]], m["metadata"].get("namespace", ""), m["metadata"]["name"]))
+    return kept, dict(sorted(dropped.items()))
+
+
+def _sanitize(manifest: Mapping[str, Any]) -> Manifest:
+    kind = str(manifest["kind"])
+    result: Manifest = {"apiVersion": manifest.get("apiVersion"), "kind": kind,
+                        "metadata": _metadata(manifest.get("metadata") or {}, keep_finalizers=kind != "Pod")}
+    if kind == "Pod":
+        result["spec"] = pod_spec(manifest.get("spec") or {})
+        status = manifest.get("status") or {}
+        result["status"] = {k: _conditions(v) if k == "conditions" else v
+                            for k, v in status.items() if k in _POD_STATUS_FIELDS}
+        return result
+    if kind == "DaemonSet":
+        spec = manifest.get("spec") or {}
+        template = spec.get("template") or {}
+        result["spec"] = {
+            "selector": copy.deepcopy(spec.get("selector") or {}),
+            "template": {
+                "metadata": _metadata(template.get("metadata") or {}, keep_finalizers=False),
+                "spec": pod_spec(template.get("spec") or {}),
+            },
+        }
+        return result
+    if kind == "Node":
+        result["spec"] = {k: copy.deepcopy(v) for k, v in (manifest.get("spec") or {}).items()
+                          if k in ("providerID", "taints", "unschedulable")}
+        status = manifest.get("status") or {}
+        node_info = status.get("nodeInfo") or {}
+        result["status"] = {
+            "capacity": copy.deepcopy(status.get("capacity") or {}),
+            "allocatable": copy.deepcopy(status.get("allocatable") or {}),
+            "conditions": _conditions(status.get("conditions") or []),
+            "nodeInfo": {k: v for k, v in node_info.items()
+                         if k in ("architecture", "operatingSystem", "kubeletVersion")},
+        }
+        return result
+    for key, value in manifest.items():
+        if key not in ("apiVersion", "kind", "metadata"):
+            result[key] = copy.deepcopy(value)
+    return result
+
+
+def _metadata(metadata: Mapping[str, Any], *, keep_finalizers: bool) -> dict[str, Any]:
+    result = {k: copy.deepcopy(v) for k, v in metadata.items() if k not in _DROPPED_METADATA}
+    if not keep_finalizers:
+        result.pop("finalizers", None)
+    annotations = {
+        k: v for k, v in (metadata.get("annotations") or {}).items() if k not in _DROPPED_ANNOTATIONS
+    }
+    if annotations:
+        result["annotations"] = annotations
+    else:
+        result.pop("annotations", None)
+    return result
+
+
+def pod_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A pod spec reduced to what scheduling and disruption read (no env, commands, probes, mounts)."""
+    result = {k: copy.deepcopy(v) for k, v in spec.items() if k in _POD_SPEC_FIELDS}
+    for field in ("initContainers", "containers"):
+        if spec.get(field):
+            result[field] = [
+                {k: copy.deepcopy(v) for k, v in container.items() if k in _CONTAINER_FIELDS}
+                for container in spec[field]
+            ]
+    if spec.get("volumes"):
+        result["volumes"] = [_volume(volume) for volume in spec["volumes"]]
+    return result
+
+
+def _volume(volume: Mapping[str, Any]) -> dict[str, Any]:
+    result: dict[str, Any] = {"name": volume.get("name")}
+    for key, value in volume.items():
+        if key == "name":
+            continue
+        result[key] = copy.deepcopy(value) if key in _VOLUME_SOURCES_KEPT else {}
+    return result
+
+
+def _conditions(conditions: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {k: v for k, v in c.items() if k in _CONDITION_FIELDS} for c in conditions if isinstance(c, Mapping)
+    ]
+
+
+def _tag_daemonset_pods(objects: list[Manifest]) -> None:
+    """Let the simulated DaemonSet controller recognise the snapshot's DaemonSet pods as its own."""
+    daemonsets = {
+        (m["metadata"].get("namespace", "default"), m["metadata"]["name"]): m
+        for m in objects if m["kind"] == "DaemonSet"
+    }
+    for pod in objects:
+        if pod["kind"] != "Pod":
+            continue
+        metadata = pod["metadata"]
+        for ref in metadata.get("ownerReferences") or []:
+            daemonset = daemonsets.get((metadata.get("namespace", "default"), ref.get("name")))
+            if ref.get("kind") == "DaemonSet" and daemonset is not None:
+                metadata.setdefault("annotations", {})[OWNER_ANNOTATION] = owner_key(daemonset)
+
+
+def observed_zones(objects: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Zones the cluster's nodes run in (where new capacity can go, as far as a snapshot can tell)."""
+    zones = set()
+    for manifest in objects:
+        if manifest.get("kind") == "Node":
+            zone = ((manifest.get("metadata") or {}).get("labels") or {}).get(wk.ZONE)
+            if zone:
+                zones.add(str(zone))
+    return sorted(zones)
+
+
+def observed_region(objects: Iterable[Mapping[str, Any]]) -> str | None:
+    for manifest in objects:
+        if manifest.get("kind") == "Node":
+            region = ((manifest.get("metadata") or {}).get("labels") or {}).get(wk.REGION)
+            if region:
+                return str(region)
+    return None
+
+
+def snapshot_document(
+    objects: Sequence[Manifest], *, taken_at: datetime, name: str, catalog: Mapping[str, Any], source: str
+) -> dict[str, Any]:
+    """A scenario document (scenario-format.md) holding the snapshot; no steps."""
+    return {
+        "name": name,
+        "description": f"cluster snapshot of {source} taken {taken_at.strftime('%Y-%m-%dT%H:%M:%SZ')}",
+        "settings": {"clock": taken_at.strftime("%Y-%m-%dT%H:%M:%SZ")},
+        "catalog": dict(catalog),
+        "objects": list(objects),
+        "steps": [],
+    }
+
+
+async def collect_live(kube: KubeAPI) -> list[Manifest]:
+    """List every snapshot kind through the KubeAPI port (Karpenter kinds may be absent: skipped)."""
+    from reconciler.kube.api import ApiError
+
+    objects: list[Manifest] = []
+    for kind in SNAPSHOT_KINDS:
+        try:
+            items, _ = await kube.list(kind)
+        except ApiError as err:
+            if err.status == 404 and kind.group in (wk.GROUP, wk.AWS_GROUP, "storage.k8s.io", "node.k8s.io"):
+                continue  # CRDs not installed (or API group disabled): nothing of that kind exists
+            raise
+        for item in items:
+            item.setdefault("apiVersion", kind.api_version)
+            item.setdefault("kind", kind.kind)
+            objects.append(item)
+    return objects
+
+
+__all__ = [
+    "KEPT_KINDS",
+    "SNAPSHOT_KINDS",
+    "collect_live",
+    "observed_region",
+    "observed_zones",
+    "pod_spec",
+    "sanitize_objects",
+    "snapshot_document",
+]

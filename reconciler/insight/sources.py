@@ -1,0 +1,206 @@
+"""Reading the inputs of ``plan``/``explain``/``status``: snapshots and proposed NodePools.
+
+A snapshot file is either a scenario document (what ``snapshot`` writes) or the output of
+``kubectl get ... -A -o yaml`` (``kind: List`` documents, several may be concatenated). Proposed
+NodePools come from a YAML file of NodePool/EC2NodeClass manifests or from a Pulumi stack file's
+``adze:nodePools``/``adze:nodeClasses``, validated by the same model the infrastructure uses.
+Every problem is an ``InsightError`` naming the file and key path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from reconciler.insight.catalog import preset_catalog
+from reconciler.insight.errors import InsightError
+from reconciler.insight.snapshot import observed_zones, sanitize_objects
+from reconciler.sim.scenario import Scenario, ScenarioError, parse_scenario
+
+NODEPOOL_KEY = ("karpenter.sh/v1", "NodePool")
+NODECLASS_KEY = ("karpenter.k8s.aws/v1", "EC2NodeClass")
+_SCENARIO_KEYS = frozenset({"objects", "catalog", "steps", "settings"})
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """A cluster snapshot as a scenario document (no steps), and where it came from."""
+
+    document: dict[str, Any]
+    source: str
+    dropped: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return str(self.document.get("name") or "snapshot")
+
+    @property
+    def objects(self) -> list[dict[str, Any]]:
+        return list(self.document.get("objects") or [])
+
+    def scenario(self, *, name: str | None = None, objects: list[dict[str, Any]] | None = None) -> Scenario:
+        """The snapshot as a validated ``Scenario`` (optionally renamed / with other objects)."""
+        document = dict(self.document)
+        document["steps"] = []
+        if name is not None:
+            document["name"] = name
+        if objects is not None:
+            document["objects"] = objects
+        try:
+            return parse_scenario(document, source=self.source, default_name=self.name)
+        except ScenarioError as err:
+            raise InsightError(f"{self.source}: {err}") from None
+
+
+def _read_yaml_documents(path: str | Path) -> list[Any]:
+    file = Path(path)
+    try:
+        text = file.read_text()
+    except OSError as err:
+        raise InsightError(f"{path}: cannot read ({err.strerror or err})") from None
+    try:
+        return [doc for doc in yaml.safe_load_all(text) if doc is not None]
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise InsightError(f"{path}: {getattr(err, 'problem', None) or 'invalid YAML'}{where}") from None
+
+
+def _manifests(documents: list[Any], path: str) -> list[dict[str, Any]]:
+    """Flatten ``kind: List`` documents and single manifests into one list of manifests."""
+    manifests: list[dict[str, Any]] = []
+    for doc_index, document in enumerate(documents):
+        where = f"{path}: document {doc_index + 1}"
+        if not isinstance(document, Mapping):
+            raise InsightError(f"{where}: expected a Kubernetes object or List")
+        items = document.get("items") if str(document.get("kind", "")).endswith("List") else [document]
+        if not isinstance(items, list):
+            raise InsightError(f"{where}.items: expected a list of objects")
+        for index, item in enumerate(items):
+            item_where = f"{where}.items[{index}]" if items is not document else where
+            if not isinstance(item, Mapping) or not item.get("kind") or not item.get("apiVersion"):
+                raise InsightError(f"{item_where}: expected an object with apiVersion and kind")
+            if not isinstance(item.get("metadata"), Mapping) or not item["metadata"].get("name"):
+                raise InsightError(f"{item_where}.metadata.name: required")
+            manifests.append(dict(item))
+    return manifests
+
+
+def load_snapshot(path: str | Path, *, catalog: Mapping[str, Any] | None = None) -> Snapshot:
+    """Read a snapshot scenario document or ``kubectl get -o yaml`` output.
+
+    ``catalog`` (a scenario ``catalog:`` section) replaces the snapshot's own; a kubectl dump has
+    none, so it gets the bundled preset limited to the zones its nodes run in.
+    """
+    source = str(path)
+    documents = _read_yaml_documents(path)
+    if not documents:
+        raise InsightError(f"{source}: empty file (expected a snapshot or kubectl get -o yaml output)")
+    first = documents[0]
+    if len(documents) == 1 and isinstance(first, Mapping) and _SCENARIO_KEYS & set(first):
+        document = dict(first)
+        if catalog is not None:
+            document["catalog"] = dict(catalog)
+        snapshot = Snapshot(document, source)
+    else:
+        objects, dropped = sanitize_objects(_manifests(documents, source))
+        stem = Path(path).stem
+        document = {
+            "name": stem,
+            "catalog": dict(catalog) if catalog is not None else preset_catalog(observed_zones(objects)),
+            "objects": objects,
+            "steps": [],
+        }
+        snapshot = Snapshot(document, source, dropped)
+    snapshot.scenario()  # validate now: a bad snapshot is reported before any work starts
+    return snapshot
+
+
+@dataclass(slots=True)
+class ProposedConfig:
+    """The NodePools (and EC2NodeClasses) a change would leave in the cluster."""
+
+    nodepools: list[dict[str, Any]]
+    nodeclasses: list[dict[str, Any]]
+    source: str
+
+
+def load_nodepools_file(path: str | Path) -> ProposedConfig:
+    """NodePool and EC2NodeClass manifests (multi-document YAML or a List), each validated."""
+    from reconciler.api import ValidationFailure, parse_object
+
+    source = str(path)
+    manifests = _manifests(_read_yaml_documents(path), source)
+    pools, classes = [], []
+    for index, manifest in enumerate(manifests):
+        key = (manifest.get("apiVersion"), manifest.get("kind"))
+        name = manifest["metadata"]["name"]
+        if key not in (NODEPOOL_KEY, NODECLASS_KEY):
+            raise InsightError(
+                f"{source}: object {index + 1} ({manifest.get('kind')} {name}): only karpenter.sh/v1 "
+                "NodePool and karpenter.k8s.aws/v1 EC2NodeClass belong in a NodePools file"
+            )
+        try:
+            parse_object(manifest)
+        except ValidationFailure as failure:
+            first = failure.problems[0]
+            raise InsightError(f"{source}: {manifest['kind']} {name}: {first}") from None
+        clean = {k: v for k, v in manifest.items() if k != "status"}
+        (pools if key == NODEPOOL_KEY else classes).append(clean)
+    if not pools:
+        raise InsightError(f"{source}: no karpenter.sh/v1 NodePool in the file")
+    _check_unique(pools, source, "NodePool")
+    _check_unique(classes, source, "EC2NodeClass")
+    return ProposedConfig(pools, classes, source)
+
+
+def _check_unique(manifests: list[dict[str, Any]], source: str, kind: str) -> None:
+    seen: set[str] = set()
+    for manifest in manifests:
+        name = manifest["metadata"]["name"]
+        if name in seen:
+            raise InsightError(f"{source}: {kind} {name!r} is declared twice")
+        seen.add(name)
+
+
+def load_stack_file(path: str | Path) -> ProposedConfig:
+    """``adze:nodePools``/``adze:nodeClasses`` of a ``Pulumi.<stack>.yaml``, checked by ``components.config``.
+
+    Encrypted (``secure:``) values cannot be read offline; they are skipped (no NodePool field is secret).
+    """
+    from components.config import NAMESPACE, ConfigError, load_stack_config
+    from components.karpenter_config import NODECLASS_API_VERSION, NODECLASS_KIND, NODEPOOL_API_VERSION
+
+    source = str(path)
+    documents = _read_yaml_documents(path)
+    if len(documents) != 1 or not isinstance(documents[0], Mapping):
+        raise InsightError(f"{source}: expected one Pulumi stack settings document")
+    config = documents[0].get("config") or {}
+    if not isinstance(config, Mapping):
+        raise InsightError(f"{source}: config: expected a map of config keys")
+    prefix = f"{NAMESPACE}:"
+    raw = {
+        key[len(prefix):]: value for key, value in config.items()
+        if str(key).startswith(prefix) and not (isinstance(value, Mapping) and "secure" in value)
+    }
+    if "nodePools" not in raw:
+        raise InsightError(f"{source}: config: no {prefix}nodePools key (nothing to plan)")
+    try:
+        stack = load_stack_config(raw)
+    except ConfigError as err:
+        raise InsightError(f"{source}: {err.problems[0]}") from None
+    pools = [
+        {"apiVersion": NODEPOOL_API_VERSION, "kind": "NodePool", "metadata": {"name": entry.name},
+         "spec": dict(entry.spec)}
+        for entry in stack.node_pools
+    ]
+    classes = [
+        {"apiVersion": NODECLASS_API_VERSION, "kind": NODECLASS_KIND, "metadata": {"name": entry.name},
+         "spec": dict(entry.spec)}
+        for entry in stack.node_classes
+    ]
+    return ProposedConfig(pools, classes, source)

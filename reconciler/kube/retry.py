@@ -1,0 +1,55 @@
+"""Optimistic-concurrency helpers over any ``KubeAPI``: read-modify-write with 409 retries."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from reconciler.kube.api import ConflictError, Kind, KubeAPI, Manifest
+from reconciler.kube.semantics import clone, merge_patch_diff
+
+T = TypeVar("T")
+Mutation = Callable[[Manifest], Manifest | None]
+
+
+async def retry_on_conflict(
+    operation: Callable[[], Awaitable[T]], *, attempts: int = 5, backoff: float = 0.02, seed: int | None = None
+) -> T:
+    """Run ``operation`` (which must re-read what it writes) again after each 409, up to ``attempts``."""
+    rng = random.Random(seed)
+    for attempt in range(1, attempts + 1):
+        try:
+            return await operation()
+        except ConflictError:
+            if attempt == attempts:
+                raise
+            await asyncio.sleep(rng.uniform(0, backoff * 2**attempt))
+    raise AssertionError("unreachable")
+
+
+async def modify(
+    kube: KubeAPI,
+    kind: Kind,
+    name: str,
+    mutate: Mutation,
+    namespace: str | None = None,
+    *,
+    subresource: str | None = None,
+    attempts: int = 5,
+) -> Manifest:
+    """Read the object, let ``mutate`` change a copy (return it, or ``None`` for "no change"), and
+    write back only the difference as a merge patch guarded by the read resourceVersion; on a
+    409 the whole read-mutate-write runs again. Returns the stored object."""
+
+    async def once() -> Manifest:
+        current = await kube.get(kind, name, namespace)
+        desired = mutate(clone(current))
+        if desired is None or desired == current:
+            return current
+        patch = merge_patch_diff(current, desired)
+        patch.setdefault("metadata", {})["resourceVersion"] = current["metadata"]["resourceVersion"]
+        return await kube.patch(kind, name, patch, namespace, subresource)
+
+    return await retry_on_conflict(once, attempts=attempts)

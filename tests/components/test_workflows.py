@@ -1,0 +1,101 @@
+"""The GitHub workflows, linted as data: triggers, stacks, credentials, order of deployment."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pulumi_harness import REPO_ROOT
+
+WORKFLOWS = REPO_ROOT / ".github" / "workflows"
+STACKS = ["dev", "staging", "prod"]
+
+
+def load(name: str) -> dict[str, Any]:
+    document = yaml.safe_load((WORKFLOWS / name).read_text())
+    # YAML 1.1 reads the bare key `on` as True.
+    document["on"] = document.pop(True, document.get("on"))
+    return document
+
+
+def steps(workflow: dict[str, Any], job: str) -> list[dict[str, Any]]:
+    return workflow["jobs"][job]["steps"]
+
+
+def step_using(workflow: dict[str, Any], job: str, action: str) -> dict[str, Any]:
+    return next(s for s in steps(workflow, job) if s.get("uses", "").startswith(action + "@"))
+
+
+@pytest.mark.parametrize("path", sorted(WORKFLOWS.glob("*.yml")), ids=lambda p: p.name)
+def test_workflow_is_valid_yaml_with_pinned_actions(path: Path) -> None:
+    workflow = load(path.name)
+    assert workflow["name"] and workflow["on"] and workflow["jobs"]
+    for job in workflow["jobs"].values():
+        assert "steps" in job or "uses" in job
+        for step in job.get("steps", []):
+            assert "run" in step or "uses" in step, step
+            if "uses" in step:
+                assert re.fullmatch(r"[\w.-]+/[\w.-]+@v\d+", step["uses"]), step["uses"]
+        if "uses" in job:
+            assert (REPO_ROOT / job["uses"]).exists(), job["uses"]
+
+
+def test_every_stack_has_a_stack_file() -> None:
+    for stack in STACKS:
+        assert (REPO_ROOT / f"Pulumi.{stack}.yaml").exists()
+
+
+def test_pull_requests_run_unit_tests_then_preview_every_stack() -> None:
+    preview = load("preview.yml")
+    assert "pull_request" in preview["on"]
+    assert preview["permissions"]["id-token"] == "write"
+    assert preview["permissions"]["pull-requests"] == "write"
+    test_commands = " ".join(s.get("run", "") for s in steps(preview, "unit-tests"))
+    assert "pytest tests/components" in test_commands
+    job = preview["jobs"]["preview"]
+    assert job["needs"] == "unit-tests"
+    assert job["strategy"]["matrix"]["stack"] == STACKS
+    assert job["uses"] == "./.github/workflows/pulumi-stack.yml"
+    assert job["with"] == {
+        "stack": "${{ matrix.stack }}",
+        "command": "preview",
+        "environment": "${{ matrix.stack }}-preview",
+    }
+
+
+def test_stack_job_uses_oidc_credentials_and_comments_previews() -> None:
+    reusable = load("pulumi-stack.yml")
+    declared = set(reusable["on"]["workflow_call"]["inputs"])
+    text = (WORKFLOWS / "pulumi-stack.yml").read_text()
+    assert set(re.findall(r"inputs\.(\w+)", text)) <= declared
+    aws = step_using(reusable, "pulumi", "aws-actions/configure-aws-credentials")
+    assert "role-to-assume" in aws["with"] and "aws-access-key-id" not in aws["with"]
+    assert step_using(reusable, "pulumi", "pulumi/auth-actions")["with"]["organization"]
+    pulumi = step_using(reusable, "pulumi", "pulumi/actions")
+    assert pulumi["with"]["command"] == "${{ inputs.command }}"
+    assert pulumi["with"]["stack-name"].endswith("/adze/${{ inputs.stack }}")
+    assert pulumi["with"]["comment-on-pr"] == "${{ inputs.command == 'preview' }}"
+    assert reusable["jobs"]["pulumi"]["concurrency"]["cancel-in-progress"] is False
+
+
+def test_nodepool_preview_placeholder_is_clearly_marked() -> None:
+    reusable = load("pulumi-stack.yml")
+    step = next(s for s in steps(reusable, "pulumi") if s.get("name") == "Adze NodePool preview")
+    assert step["if"] == "${{ inputs.command == 'preview' }}"
+    text = (WORKFLOWS / "pulumi-stack.yml").read_text()
+    assert "# TODO(plan): replace with python -m reconciler plan --stack" in text
+    assert "--markdown" in text
+
+
+def test_main_deploys_dev_then_gated_staging_then_prod() -> None:
+    deploy = load("deploy.yml")
+    assert deploy["on"]["push"]["branches"] == ["main"]
+    jobs = deploy["jobs"]
+    assert jobs["dev"]["needs"] == "unit-tests"
+    assert jobs["staging"]["needs"] == "dev"
+    assert jobs["prod"]["needs"] == "staging"
+    for stack in STACKS:
+        assert jobs[stack]["with"] == {"stack": stack, "command": "up", "environment": stack}

@@ -84,4 +84,12 @@ def _plain(value: Any) -> Any:
 def log_decision(logger: Any, message: str, facts: Mapping[str, Any] | None = None, **more: Any) -> None:
     """Log one decision with the facts it rests on, e.g.
     ``log_decision(log, "computed new nodeclaim(s) to fit pod(s)", nodeclaims=1, pods=5)``."""
-    logger.info(message, **{key: _plain(value) for key, value in {**(facts or {}), **more}.items()})
+    fields = {key: _plain(value) for key, value in {**(facts or {}), **more}.items()}
+    if isinstance(logger, logging.Logger):
+        # stdlib loggers take facts through ``extra``, which may not shadow LogRecord attributes.
+        logger.info(message, extra={f"fact_{k}" if k in _RECORD_ATTRIBUTES else k: v for k, v in fields.items()})
+    else:
+        logger.info(message, **fields)
+
+
+_RECORD_ATTRIBUTES = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}

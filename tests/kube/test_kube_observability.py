@@ -93,18 +93,21 @@ def test_json_logs_carry_karpenter_keys_and_facts() -> None:
             at=datetime(2026, 1, 1, tzinfo=UTC),
         )
         logging.getLogger("reconciler.kube.reflector").warning("watch expired", extra={"kind": "Pod"})
+        log_decision(logging.getLogger("reconciler.lifecycle"), "launched nodeclaim", name="default-x", zone="a")
         get_logger("provisioner").debug("not shown at info")
     finally:
         logging.getLogger().handlers = []
     lines = [json.loads(line) for line in stream.getvalue().splitlines()]
-    assert len(lines) == 2
-    decision, warning = lines
+    assert len(lines) == 3
+    decision, warning, stdlib_decision = lines
     assert decision["message"] == "computed new nodeclaim(s) to fit pod(s)"
     assert decision["level"] == "INFO" and decision["controller"] == "provisioner"
     assert (decision["nodeclaims"], decision["pods"], decision["at"]) == (1, 5, "2026-01-01T00:00:00+00:00")
     assert decision["time"].endswith("Z")
     assert warning["level"] == "WARNING" and warning["kind"] == "Pod"
     assert warning["logger"] == "reconciler.kube.reflector"
+    assert stdlib_decision["message"] == "launched nodeclaim"
+    assert (stdlib_decision["fact_name"], stdlib_decision["zone"]) == ("default-x", "a")
 
 
 class Clock:

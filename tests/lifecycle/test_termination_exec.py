@@ -48,13 +48,16 @@ async def launched_node(kube: MemoryKube, cloud: SimulatedCloud, **spec: object)
 def env() -> tuple[MemoryKube, SimulatedCloud]:
     kube = MemoryKube(clock=lambda: NOW)
     cloud = SimulatedCloud(
-        [InstanceType("t", Resources.of(cpu="2", memory="4Gi", pods="10"), offerings=(Offering("z", "on-demand", 1),))],
+        [InstanceType("t", Resources.of(cpu="2", memory="4Gi", pods="10"),
+                      offerings=(Offering("z", "on-demand", 1),))],
         clock=lambda: NOW,
     )
     return kube, cloud
 
 
-async def test_pdb_blocks_eviction_until_it_allows_then_instance_and_objects_go(env: tuple[MemoryKube, SimulatedCloud]) -> None:
+async def test_pdb_blocks_eviction_until_it_allows_then_instance_and_objects_go(
+    env: tuple[MemoryKube, SimulatedCloud],
+) -> None:
     kube, cloud = env
     provider_id = await launched_node(kube, cloud)
     await create_with_status(kube, running_pod("web-0", "pool-a", {"app": "web"}))
@@ -87,7 +90,9 @@ async def test_pdb_blocks_eviction_until_it_allows_then_instance_and_objects_go(
     assert provider_id
 
 
-async def test_termination_grace_period_force_deletes_a_do_not_disrupt_pod(env: tuple[MemoryKube, SimulatedCloud]) -> None:
+async def test_termination_grace_period_force_deletes_a_do_not_disrupt_pod(
+    env: tuple[MemoryKube, SimulatedCloud],
+) -> None:
     kube, cloud = env
     await launched_node(kube, cloud, terminationGracePeriod="1m")
     await create_with_status(kube, running_pod("pinned", "pool-a", {"app": "x"}, **{wk.DO_NOT_DISRUPT: "true"}))

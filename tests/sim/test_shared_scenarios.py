@@ -40,7 +40,8 @@ def test_consolidation_replace(shared_dir: Path) -> None:
     (step,) = result["steps"]
     (disrupted,) = step["disrupted"]
     assert disrupted["node"] == "ip-10-0-17-23.ec2.internal"
-    assert (disrupted["reason"], disrupted["method"], disrupted["action"]) == ("Underutilized", "single-node", "replace")
+    assert (disrupted["reason"], disrupted["method"], disrupted["action"]) == (
+        "Underutilized", "single-node", "replace")
     assert disrupted["savingsPerHour"] == pytest.approx(0.299)
     (replacement,) = step["launched"]
     assert replacement["instanceType"] == "c5.large" and replacement["price"] == 0.085

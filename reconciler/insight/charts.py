@@ -51,14 +51,17 @@ def _frame(name: str, title: str, top: float, fmt: Formatter, labels: Sequence[s
         value = top * tick / divisions
         y = TOP + plot_h - plot_h * tick / divisions
         parts.append(f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>')
-        parts.append(f'<text x="{LEFT - 6}" y="{y + 4:.1f}" class="tick" text-anchor="end">{escape(fmt(value))}</text>')
+        parts.append(
+            f'<text x="{LEFT - 6}" y="{y + 4:.1f}" class="tick" text-anchor="end">{escape(fmt(value))}</text>'
+        )
     every = max(1, math.ceil(len(labels) / 12))
     for index, label in enumerate(labels):
         if index % every:
             continue
         x = _x(index, len(labels))
         parts.append(
-            f'<text x="{x:.1f}" y="{HEIGHT - BOTTOM + 16}" class="tick" text-anchor="middle">{escape(label)}</text>'
+            f'<text x="{x:.1f}" y="{HEIGHT - BOTTOM + 16}" class="tick" text-anchor="middle">'
+            f"{escape(label)}</text>"
         )
     parts.append(
         f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{TOP + plot_h}" y2="{TOP + plot_h}" class="axis"/>'

@@ -17,14 +17,16 @@ from reconciler.insight.frames import HOURS_PER_MONTH, Frame, NodeRow
 CAPACITY_ORDER = ("spot", "on-demand", "reserved", "unknown")
 
 STYLE = """
-body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:0;background:#f6f7f9;color:#1d2430}
+body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:0;background:#f6f7f9;
+color:#1d2430}
 header{background:#1d3557;color:#fff;padding:18px 28px}header h1{margin:0;font-size:22px}
 header p{margin:4px 0 0;opacity:.8;font-size:13px}main{padding:18px 28px;max-width:1400px}
 h2{font-size:17px;margin:26px 0 10px}.cards{display:flex;flex-wrap:wrap;gap:12px}
 .card{background:#fff;border-radius:8px;padding:12px 16px;min-width:150px;box-shadow:0 1px 2px #0002}
 .card .value{font-size:22px;font-weight:600}.card .label{font-size:12px;color:#5c6677}
 .charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(460px,1fr));gap:14px}
-.chart{background:#fff;border-radius:8px;padding:8px;box-shadow:0 1px 2px #0002}.chart svg{width:100%;height:auto}
+.chart{background:#fff;border-radius:8px;padding:8px;box-shadow:0 1px 2px #0002}
+.chart svg{width:100%;height:auto}
 .chart-title{font-size:13px;font-weight:600;fill:#1d2430}.tick{font-size:10px;fill:#5c6677}
 .legend{font-size:11px;fill:#1d2430}.grid{stroke:#e4e7ec}.axis{stroke:#98a2b3}
 table{border-collapse:collapse;background:#fff;font-size:13px;box-shadow:0 1px 2px #0002;width:100%}
@@ -89,7 +91,10 @@ def charts_section(frames: Sequence[Frame]) -> str:
     by_type = {k: [float(f.nodes_by_capacity_type().get(k, 0)) for f in frames] for k in kinds or ["unknown"]}
     cost = [f.cost_per_hour for f in frames]
     pending = [float(f.pending) for f in frames]
-    churn = {"launched": [float(f.launched) for f in frames], "disrupted": [float(f.disrupted) for f in frames]}
+    churn = {
+        "launched": [float(f.launched) for f in frames],
+        "disrupted": [float(f.disrupted) for f in frames],
+    }
     blocks = [
         ("chart-nodes", charts.stacked_bars("nodes", "Nodes by capacity type", by_type, labels, tips)),
         ("chart-cost", charts.line("cost", "Cost ($/h)", cost, labels, tips, "cost", lambda v: f"${v:.3g}")),
@@ -120,8 +125,9 @@ def disruptions_section(records: Sequence[Mapping[str, Any]]) -> str:
             replacements = ", ".join(item.get("replacements") or []) or "-"
             rows.append(
                 f"<tr><td>{index}</td><td>{escape(record['clock'])}</td><td>{escape(item['node'])}</td>"
-                f"<td>{escape(item['reason'])}</td><td>{escape(item['method'])}</td><td>{escape(item['action'])}</td>"
-                f"<td>{escape(replacements)}</td><td class=\"num\">{_money(item.get('savingsPerHour', 0.0))}</td></tr>"
+                f"<td>{escape(item['reason'])}</td><td>{escape(item['method'])}</td>"
+                f"<td>{escape(item['action'])}</td><td>{escape(replacements)}</td>"
+                f"<td class=\"num\">{_money(item.get('savingsPerHour', 0.0))}</td></tr>"
             )
     if not rows:
         return '<section id="disruptions"><h2>Disruptions</h2><p class="muted">None.</p></section>'

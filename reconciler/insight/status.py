@@ -57,7 +57,8 @@ def render_status(frame: Frame, *, title: str = "") -> str:
     )
     lines.append(
         f"${cost:.4f}/hour  ${cost * HOURS_PER_MONTH:,.2f}/month  "
-        f"{frame.pod_count} pods bound, {frame.pending} pending  @ {frame.clock.strftime('%Y-%m-%dT%H:%M:%SZ')}"
+        f"{frame.pod_count} pods bound, {frame.pending} pending  "
+        f"@ {frame.clock.strftime('%Y-%m-%dT%H:%M:%SZ')}"
     )
     lines.append(_capacity_summary(rows))
     lines.append("")
@@ -69,7 +70,8 @@ def render_status(frame: Frame, *, title: str = "") -> str:
         lines.append(
             f"{row.name:<{name_width}}  cpu {bar(row.cpu_fraction)} {percent(row.cpu_fraction)}  "
             f"{row.pods:>3} pods  {row.instance_type or '-':<{type_width}}  {_label(row):<9}  "
-            f"{row.zone or '-':<11}  ${row.price:.4f}/h  {row.nodepool or '(unmanaged)':<{pool_width}}  {state}"
+            f"{row.zone or '-':<11}  ${row.price:.4f}/h  "
+            f"{row.nodepool or '(unmanaged)':<{pool_width}}  {state}"
         )
         lines.append(f"{'':<{name_width}}  mem {bar(row.memory_fraction)} {percent(row.memory_fraction)}")
     if not rows:

@@ -115,18 +115,30 @@ class KubeAPI(Protocol):
     async def get(self, kind: Kind, name: str, namespace: str | None = None) -> Manifest: ...
 
     async def list(
-        self, kind: Kind, namespace: str | None = None, label_selector: str | None = None
+        self,
+        kind: Kind,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> tuple[list[Manifest], str]:
         """Objects and the list's resourceVersion (the point to watch from)."""
         ...
 
-    def watch(self, kind: Kind, resource_version: str, namespace: str | None = None) -> AsyncIterator[WatchEvent]:
+    def watch(
+        self,
+        kind: Kind,
+        resource_version: str,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> AsyncIterator[WatchEvent]:
         """Changes after ``resource_version``; raises ``GoneError`` when it is too old."""
         ...
 
     async def create(self, manifest: Manifest) -> Manifest: ...
 
-    async def replace(self, manifest: Manifest) -> Manifest:
+    async def replace(self, manifest: Manifest, *, subresource: str | None = None) -> Manifest:
         """Update with optimistic concurrency on ``metadata.resourceVersion`` (409 when stale)."""
         ...
 
@@ -137,8 +149,11 @@ class KubeAPI(Protocol):
         """JSON merge patch (RFC 7386); ``subresource="status"`` patches status."""
         ...
 
-    async def delete(self, kind: Kind, name: str, namespace: str | None = None) -> None:
-        """Request deletion: objects with finalizers get a deletionTimestamp and stay until released."""
+    async def delete(self, kind: Kind, name: str, namespace: str | None = None, *, uid: str | None = None) -> None:
+        """Request deletion: objects with finalizers get a deletionTimestamp and stay until released.
+
+        ``uid`` is a precondition: a same-named object created since is left alone (409).
+        """
         ...
 
     async def evict(self, name: str, namespace: str) -> None:

@@ -248,10 +248,13 @@ class MemoryKube:
         merged = merge_patch(current, patch)
         return clone(self._update(kind, current, merged, status_only=subresource == "status"))
 
-    async def delete(self, kind: Kind, name: str, namespace: str | None = None) -> None:
+    async def delete(self, kind: Kind, name: str, namespace: str | None = None, *, uid: str | None = None) -> None:
         kind = self._remember(kind)
         self._maybe_fail("delete", kind)
         current = self._stored(kind, name, namespace)
+        if uid is not None and current["metadata"].get("uid") != uid:
+            raise ConflictError(f"Precondition failed: UID in precondition: {uid}, UID in object meta: "
+                                f"{current['metadata'].get('uid')}")
         self._request_deletion(kind, current)
 
     async def evict(self, name: str, namespace: str) -> None:

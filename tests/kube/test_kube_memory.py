@@ -328,3 +328,16 @@ async def test_status_replace_changes_only_status() -> None:
     assert updated["spec"] == created["spec"]
     with pytest.raises(ConflictError):
         await kube.replace(body, subresource="status")
+
+
+async def test_delete_with_a_uid_precondition_spares_a_recreated_object() -> None:
+    from reconciler.kube.api import NODECLAIM, ConflictError
+
+    kube = MemoryKube()
+    claim = {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": "a"}, "spec": {}}
+    old_uid = (await kube.create(claim))["metadata"]["uid"]
+    await kube.delete(NODECLAIM, "a")
+    await kube.create(claim)
+    with pytest.raises(ConflictError, match="Precondition failed"):
+        await kube.delete(NODECLAIM, "a", uid=old_uid)
+    assert kube.peek(NODECLAIM, "a") is not None

@@ -292,9 +292,11 @@ class NodeClassResolver:
             PathPrefix=managed_profile_path(self.cluster, self.region),
         )
         deleted = []
+        prefix = managed_profile_path(self.cluster, self.region)
         for profile in profiles:
             name = str(profile["InstanceProfileName"])
-            if name in referenced:
+            # Filter again locally: the path prefix is what makes a profile ours.
+            if name in referenced or not str(profile.get("Path", "")).startswith(prefix):
                 continue
             for role in profile.get("Roles") or []:
                 await self._caller.call(

@@ -1,0 +1,176 @@
+"""Applying a proposed NodePool configuration to a snapshot's objects (pure).
+
+- NodePools: unchanged ones keep their live object; changed ones take the proposed spec (keeping
+  the live ``uid``, as an in-place update does); new ones are added; NodePools missing from the
+  proposal are removed (their NodeClaims are then deleted in the simulation, as the garbage
+  collector does through ownerReferences).
+- EC2NodeClasses: proposed ones replace or join the live ones; live ones not mentioned stay (a
+  change usually touches NodePools only). Specs are compared after the API model's defaults are
+  applied, so an omitted default is not a change; ``role`` filled in by the stack at deploy time is
+  taken from the live object.
+- The "fresh provision" variant keeps only unmanaged nodes and makes every pod of a managed node
+  pending again, to price the cheapest cluster the proposal allows.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from reconciler.insight.sources import NODECLASS_KEY, NODEPOOL_KEY, ProposedConfig
+from reconciler.model import labels as wk
+from reconciler.sim.workloads import unschedulable_status
+
+Manifest = dict[str, Any]
+ADDED, REMOVED, CHANGED, UNCHANGED = "added", "removed", "changed", "unchanged"
+# Kept as-is by the fresh-provision variant (configuration, not capacity).
+_CONFIG_KINDS = frozenset(
+    {
+        "Namespace", "PriorityClass", "RuntimeClass", "StorageClass", "PersistentVolume",
+        "PersistentVolumeClaim", "PodDisruptionBudget", "DaemonSet",
+    }
+)
+
+
+@dataclass(slots=True, frozen=True)
+class PoolChange:
+    name: str
+    change: str  # added | removed | changed | unchanged
+    fields: tuple[str, ...] = ()  # spec paths that differ, e.g. template.spec.requirements
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "change": self.change, "fields": list(self.fields)}
+
+
+@dataclass(slots=True)
+class AppliedProposal:
+    objects: list[Manifest]
+    pool_changes: list[PoolChange]
+    removed_pools: list[str] = field(default_factory=list)
+
+
+def normalized_spec(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The spec with the Karpenter API model's defaults filled in (what the API server would store)."""
+    from reconciler.api import ValidationFailure, parse_object
+
+    try:
+        dumped = parse_object(manifest).model_dump(mode="json", by_alias=True, exclude_none=True)
+    except ValidationFailure:
+        return dict(manifest.get("spec") or {})
+    return dict(dumped.get("spec") or {})
+
+
+def differing_paths(old: Any, new: Any, prefix: str = "", depth: int = 3) -> list[str]:
+    """Dotted paths (up to ``depth`` levels) whose values differ."""
+    if old == new:
+        return []
+    if depth == 0 or not isinstance(old, Mapping) or not isinstance(new, Mapping):
+        return [prefix or "(spec)"]
+    paths = []
+    for key in sorted(set(old) | set(new)):
+        sub = f"{prefix}.{key}" if prefix else str(key)
+        paths.extend(differing_paths(old.get(key), new.get(key), sub, depth - 1))
+    return paths
+
+
+def _key(manifest: Mapping[str, Any]) -> tuple[Any, Any]:
+    return manifest.get("apiVersion"), manifest.get("kind")
+
+
+def apply_proposal(objects: Sequence[Manifest], proposed: ProposedConfig) -> AppliedProposal:
+    current_pools = {m["metadata"]["name"]: m for m in objects if _key(m) == NODEPOOL_KEY}
+    current_classes = {m["metadata"]["name"]: m for m in objects if _key(m) == NODECLASS_KEY}
+    proposed_pools = {m["metadata"]["name"]: m for m in proposed.nodepools}
+    changes: list[PoolChange] = []
+    pools: dict[str, Manifest] = {}
+    for name in sorted(set(current_pools) | set(proposed_pools)):
+        old, new = current_pools.get(name), proposed_pools.get(name)
+        if new is None:
+            changes.append(PoolChange(name, REMOVED))
+            continue
+        if old is None:
+            changes.append(PoolChange(name, ADDED))
+            pools[name] = copy.deepcopy(new)
+            continue
+        paths = differing_paths(normalized_spec(old), normalized_spec(new))
+        if not paths:
+            changes.append(PoolChange(name, UNCHANGED))
+            pools[name] = old
+            continue
+        changes.append(PoolChange(name, CHANGED, tuple(paths)))
+        updated = copy.deepcopy(new)
+        uid = (old.get("metadata") or {}).get("uid")
+        if uid:
+            updated["metadata"]["uid"] = uid
+        pools[name] = updated
+    classes = dict(current_classes)
+    for manifest in proposed.nodeclasses:
+        name = manifest["metadata"]["name"]
+        classes[name] = _merged_nodeclass(current_classes.get(name), manifest)
+    result: list[Manifest] = []
+    for manifest in objects:
+        if _key(manifest) in (NODEPOOL_KEY, NODECLASS_KEY):
+            continue
+        result.append(manifest)
+    result = [*classes.values(), *pools.values(), *result]
+    removed = [c.name for c in changes if c.change == REMOVED]
+    return AppliedProposal(result, changes, removed)
+
+
+def _merged_nodeclass(current: Manifest | None, proposed: Mapping[str, Any]) -> Manifest:
+    spec = normalized_spec(proposed)
+    if current is not None:
+        live = current.get("spec") or {}
+        if "role" not in spec and "instanceProfile" not in spec and live.get("role"):
+            spec["role"] = live["role"]
+        if differing_paths(normalized_spec(current), normalized_spec({**proposed, "spec": spec})) == []:
+            return current
+    merged = copy.deepcopy(dict(proposed))
+    merged["spec"] = spec
+    if current is not None and (current.get("metadata") or {}).get("uid"):
+        merged["metadata"]["uid"] = current["metadata"]["uid"]
+    return merged
+
+
+def nodeclaims_of_pools(objects: Sequence[Manifest], pools: Sequence[str]) -> list[str]:
+    wanted = set(pools)
+    return sorted(
+        m["metadata"]["name"] for m in objects
+        if m.get("kind") == "NodeClaim" and ((m["metadata"].get("labels") or {}).get(wk.NODEPOOL) in wanted)
+    )
+
+
+def fresh_provision_objects(objects: Sequence[Manifest], now: datetime) -> list[Manifest]:
+    """Configuration, unmanaged nodes with their pods, and every other pod pending again."""
+    managed_nodes = {
+        m["metadata"]["name"] for m in objects
+        if m.get("kind") == "Node" and (m["metadata"].get("labels") or {}).get(wk.NODEPOOL)
+    }
+    result: list[Manifest] = []
+    for manifest in objects:
+        kind = manifest.get("kind")
+        is_config = kind in _CONFIG_KINDS or _key(manifest) in (NODEPOOL_KEY, NODECLASS_KEY)
+        unmanaged_node = kind in ("Node", "CSINode") and manifest["metadata"]["name"] not in managed_nodes
+        if is_config or unmanaged_node:
+            result.append(manifest)
+        elif kind == "Pod":
+            pod = _pod_for_fresh_provision(manifest, managed_nodes, now)
+            if pod is not None:
+                result.append(pod)
+    return result
+
+
+def _pod_for_fresh_provision(pod: Manifest, managed_nodes: set[str], now: datetime) -> Manifest | None:
+    node_name = (pod.get("spec") or {}).get("nodeName")
+    if not node_name or node_name not in managed_nodes:
+        return pod
+    owners = {ref.get("kind") for ref in pod["metadata"].get("ownerReferences") or []}
+    if "DaemonSet" in owners or "Node" in owners:
+        return None  # recreated per node by its DaemonSet / a static pod of that node
+    fresh = copy.deepcopy(pod)
+    fresh["spec"].pop("nodeName", None)
+    fresh["status"] = unschedulable_status(now)
+    return fresh

@@ -1,7 +1,8 @@
-"""Command line: ``python -m reconciler {simulate,crds,...}``.
+"""Command line: ``python -m reconciler {simulate,snapshot,plan,explain,status,crds}``.
 
 Exit codes: 0 success, 2 invalid input (one line on stderr naming what is wrong),
-3 ``plan --fail-on-pending`` found pods that would stay pending.
+3 ``plan --fail-on-pending`` found pods that would stay pending, 1 the cluster or AWS
+could not be read.
 """
 
 from __future__ import annotations
@@ -19,7 +20,12 @@ def _simulate(args: argparse.Namespace) -> int:
     from reconciler.sim.runner import ScenarioError, run_scenario_file
 
     try:
-        result = run_scenario_file(args.scenario)
+        if args.report:
+            from reconciler.insight.commands import simulate_with_report
+
+            result = simulate_with_report(args.scenario, args.report)
+        else:
+            result = run_scenario_file(args.scenario)
     except ScenarioError as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_INVALID
@@ -39,19 +45,104 @@ def _crds(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m reconciler",
-        description="Adze: Karpenter-compatible node autoscaling for EKS (live controller and offline simulator).",
+        description="Adze: Karpenter-compatible node autoscaling for EKS "
+        "(live controller and offline simulator).",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    simulate = commands.add_parser("simulate", help="run a scenario through the real engine against a simulated cloud")
+    simulate = commands.add_parser(
+        "simulate", help="run a scenario through the real engine against a simulated cloud"
+    )
     simulate.add_argument("scenario", help="scenario YAML file (see scenario-format.md)")
     simulate.add_argument("--json", action="store_true", help="print only the result document on stdout")
     simulate.add_argument("--out", metavar="RESULT.json", help="also write the result document to this file")
+    simulate.add_argument("--report", metavar="REPORT.html", help="also write a self-contained HTML report")
     simulate.set_defaults(handler=_simulate)
+    _add_insight_commands(commands)
 
-    crds = commands.add_parser("crds", help="print the CustomResourceDefinitions (NodePool, NodeClaim, EC2NodeClass)")
+    crds = commands.add_parser(
+        "crds", help="print the CustomResourceDefinitions (NodePool, NodeClaim, EC2NodeClass)"
+    )
     crds.set_defaults(handler=_crds)
     return parser
+
+
+def _add_insight_commands(commands: argparse._SubParsersAction) -> None:
+    from reconciler.insight import commands as insight
+
+    catalog_help = (
+        "instance types and prices: preset (bundled us-east-1 catalogue) or live (EC2 + Pricing API)"
+    )
+    snapshot = commands.add_parser(
+        "snapshot", help="capture the objects the engine needs from a cluster as a scenario document"
+    )
+    insight.add_live_options(snapshot)
+    snapshot.add_argument(
+        "--from",
+        dest="source",
+        metavar="FILE",
+        help="convert `kubectl get ... -A -o yaml` output instead of reading the cluster",
+    )
+    snapshot.add_argument(
+        "--scenario",
+        metavar="SCENARIO.yaml",
+        help="run a scenario in the simulator and snapshot the cluster it leaves (demos, tests)",
+    )
+    snapshot.add_argument("--catalog", choices=("preset", "live"), help=catalog_help)
+    snapshot.add_argument("-o", "--out", metavar="SNAPSHOT.yaml", help="write here instead of stdout")
+    snapshot.set_defaults(handler=insight.guarded(insight.cmd_snapshot))
+
+    plan = commands.add_parser(
+        "plan", help="preview a NodePool change: drift, consolidation, cost, stranded pods"
+    )
+    plan.add_argument("--snapshot", metavar="S", help="snapshot or kubectl dump (default: the live cluster)")
+    plan.add_argument("--nodepools", metavar="NEW.yaml", help="proposed NodePool/EC2NodeClass manifests")
+    plan.add_argument(
+        "--stack",
+        metavar="Pulumi.<stack>.yaml",
+        help="take the proposed NodePools from a Pulumi stack file (or stack name)",
+    )
+    plan.add_argument("--catalog", choices=("preset", "live"), help=catalog_help)
+    plan.add_argument(
+        "--horizon", default="168h", help="how far ahead to simulate waiting budgets (default 168h)"
+    )
+    plan.add_argument(
+        "--baseline",
+        action="store_true",
+        help="also run the current NodePools to stability (separates the change from pending consolidation)",
+    )
+    output = plan.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print the plan as JSON")
+    output.add_argument("--markdown", action="store_true", help="print Markdown for a pull-request comment")
+    plan.add_argument("--report", metavar="REPORT.html", help="also write a self-contained HTML report")
+    plan.add_argument(
+        "--fail-on-pending", action="store_true", help="exit 3 when the change would leave pods unschedulable"
+    )
+    insight.add_live_options(plan)
+    insight.add_clock_option(plan)
+    plan.set_defaults(handler=insight.guarded(insight.cmd_plan))
+
+    explain = commands.add_parser("explain", help="why a pod is pending / why a node is or is not disrupted")
+    explain.add_argument("kind", choices=("pod", "node"))
+    explain.add_argument("name", help="NAMESPACE/NAME for a pod, the Node (or NodeClaim) name for a node")
+    explain.add_argument(
+        "--snapshot", metavar="S", help="snapshot or kubectl dump (default: the live cluster)"
+    )
+    explain.add_argument("--catalog", choices=("preset", "live"), help=catalog_help)
+    explain.add_argument("--json", action="store_true", help="print the explanation as JSON")
+    insight.add_live_options(explain)
+    insight.add_clock_option(explain)
+    explain.set_defaults(handler=insight.guarded(insight.cmd_explain))
+
+    status = commands.add_parser("status", help="eks-node-viewer-style view of nodes, utilisation and cost")
+    status.add_argument(
+        "--snapshot", metavar="S", help="snapshot or kubectl dump (default: the live cluster)"
+    )
+    status.add_argument("--catalog", choices=("preset", "live"), help=catalog_help)
+    status.add_argument("--json", action="store_true", help="print the node table as JSON")
+    insight.add_live_options(status)
+    insight.add_clock_option(status)
+    status.set_defaults(handler=insight.guarded(insight.cmd_status))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

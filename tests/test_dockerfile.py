@@ -60,7 +60,9 @@ def test_entrypoint_runs_the_reconciler() -> None:
 
 def test_only_runtime_dependencies_are_installed() -> None:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())
-    optional = {package_name(r) for group in project["project"]["optional-dependencies"].values() for r in group}
+    optional = {
+        package_name(r) for group in project["project"]["optional-dependencies"].values() for r in group
+    }
     runtime = {package_name(r) for r in project["project"]["dependencies"]}
     optional -= runtime
     optional.discard("adze")

@@ -91,6 +91,7 @@ class LaunchRequest:
     requests: Resources = EMPTY
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: Sequence[Mapping[str, Any]] = ()
+    startup_taints: Sequence[Mapping[str, Any]] = ()
     tags: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -128,6 +129,7 @@ class LaunchRequest:
             requests=Resources.from_manifest((spec.get("resources") or {}).get("requests")),
             labels=labels,
             taints=list(spec.get("taints") or []),
+            startup_taints=list(spec.get("startupTaints") or []),
         )
 
 

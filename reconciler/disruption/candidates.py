@@ -100,16 +100,33 @@ def lifetime_remaining(node: StateNode, nodepool: NodePool, now: datetime) -> fl
     return min(1.0, max(0.0, (total - (now - created).total_seconds()) / total))
 
 
-def build_candidates(
-    state: ClusterState,
-    catalog: Catalog,
-    pdbs: PdbLimits,
-    now: datetime,
-    *,
-    eventual: bool = False,
-) -> tuple[list[Candidate], list[Explanation]]:
-    """Candidates for one disruption class (``eventual`` = drift) and explanations for the rest."""
+@dataclass(slots=True)
+class Assessment:
+    """Every managed node judged once per pass: candidates (with any pod blocker) and the rest explained."""
+
+    candidates: list[Candidate]
+    pod_blockers: dict[str, tuple[str, str]]  # candidate name -> (code, message) of its blocking pod
+    explanations: list[Explanation]
+
+    def for_class(self, *, eventual: bool) -> tuple[list[Candidate], list[Explanation]]:
+        """Candidates of a disruption class: pod blockers are waived for eventual (drift) disruption of
+        NodeClaims with a terminationGracePeriod, since their drain is bounded."""
+        chosen: list[Candidate] = []
+        explanations = list(self.explanations)
+        for candidate in self.candidates:
+            blocker = self.pod_blockers.get(candidate.name)
+            claim = candidate.node.nodeclaim
+            waived = eventual and claim is not None and bool(claim.termination_grace_period)
+            if blocker is not None and not waived:
+                explanations.append(explain(candidate.node, *blocker))
+                continue
+            chosen.append(candidate)
+        return chosen, explanations
+
+
+def assess(state: ClusterState, catalog: Catalog, pdbs: PdbLimits, now: datetime) -> Assessment:
     candidates: list[Candidate] = []
+    blockers: dict[str, tuple[str, str]] = {}
     explanations: list[Explanation] = []
     for node in state.state_nodes():
         if not node.managed:
@@ -125,20 +142,15 @@ def build_candidates(
             explanations.append(explain(node, "NoNodePool", f"NodePool {node.nodepool} {what}"))
             continue
         views = [pod_facts(state, pod) for pod in node.pods.values()]
-        waive_pods = eventual and bool(node.nodeclaim and node.nodeclaim.termination_grace_period)
-        if not waive_pods:
-            blocker = pods_blocker(views, pdbs, now)
-            if blocker is not None:
-                code = "DoNotDisrupt" if wk.DO_NOT_DISRUPT in blocker else "PDB"
-                explanations.append(explain(node, code, blocker))
-                continue
+        blocker = pods_blocker(views, pdbs, now)
+        if blocker is not None:
+            blockers[node.name] = ("DoNotDisrupt" if wk.DO_NOT_DISRUPT in blocker else "PDB", blocker)
         # Only pods that will actually leave need room: not do-not-disrupt, not fully PDB-blocked.
         moving = [
             pod
             for pod, view in zip(node.pods.values(), views, strict=True)
             if pdbs.is_currently_reschedulable(view, now)
         ]
-        reschedulable_views = [v for v in views if podutil.is_reschedulable(v)]
         candidates.append(
             Candidate(
                 node=node,
@@ -147,11 +159,23 @@ def build_candidates(
                 price=catalog.price(node.nodepool, node),
                 pods=views,
                 reschedulable=moving,
-                reschedule_cost=podutil.reschedule_cost(reschedulable_views),
+                reschedule_cost=podutil.reschedule_cost(v for v in views if podutil.is_reschedulable(v)),
                 disruption_cost=sum(podutil.eviction_cost(v) for v in views) * lifetime_remaining(node, nodepool, now),
             )
         )
-    return candidates, explanations
+    return Assessment(candidates, blockers, explanations)
+
+
+def build_candidates(
+    state: ClusterState,
+    catalog: Catalog,
+    pdbs: PdbLimits,
+    now: datetime,
+    *,
+    eventual: bool = False,
+) -> tuple[list[Candidate], list[Explanation]]:
+    """Candidates for one disruption class (``eventual`` = drift) and explanations for the rest."""
+    return assess(state, catalog, pdbs, now).for_class(eventual=eventual)
 
 
 def budget_allowances(state: ClusterState, reason: str, now: datetime) -> dict[str, BudgetAllowance]:

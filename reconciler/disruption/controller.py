@@ -24,7 +24,7 @@ from datetime import datetime
 from reconciler.cloud.types import InstanceType
 from reconciler.disruption.balanced import BalancedScorer
 from reconciler.disruption.budgets import REASON_DRIFTED, REASON_EMPTY, REASON_UNDERUTILIZED
-from reconciler.disruption.candidates import Catalog, budget_allowances, build_candidates, explain
+from reconciler.disruption.candidates import Assessment, Catalog, assess, budget_allowances, explain
 from reconciler.disruption.consolidation import ReplacementBuilder
 from reconciler.disruption.drift import drift_reason
 from reconciler.disruption.drifting import drift
@@ -91,14 +91,18 @@ class _Pass:
         return self._simulator
 
     @property
+    def simulations(self) -> int:
+        return self._simulator.runs if self._simulator is not None else 0
+
+    @property
     def builder(self) -> ReplacementBuilder:
         if self._builder is None:
             self._builder = ReplacementBuilder(self.state, self.simulator.context, self.settings, self.name_for)
         return self._builder
 
-    def drift_candidates(self) -> tuple[list[Candidate], list[Explanation]]:
-        """Eventual-class candidates with their drift reason filled in (non-drifted ones left without)."""
-        candidates, explanations = build_candidates(self.state, self.catalog, self.pdbs, self.now, eventual=True)
+    def drift_candidates(self, assessment: Assessment) -> tuple[list[Candidate], list[Explanation]]:
+        """Eventual-class candidates with their drift reason filled in (non-drifted ones left out)."""
+        candidates, explanations = assessment.for_class(eventual=True)
         drifted = []
         for candidate in candidates:
             claim = candidate.node.nodeclaim
@@ -146,20 +150,23 @@ def decide(
     run = _Pass(
         state, instance_types_by_nodepool, settings, now, name_for or default_namer(state), should_stop, max_simulations
     )
-    graceful, ineligible = build_candidates(state, run.catalog, run.pdbs, now)
+    assessment = assess(state, run.catalog, run.pdbs, now)
+    graceful, ineligible = assessment.for_class(eventual=False)
     outcomes: list[MethodOutcome] = []
 
     def finish(outcome: MethodOutcome | None, unseen: Sequence[str] = ()) -> DisruptionDecision:
         if outcome is not None:
             outcomes.append(outcome)
-        return _decision(graceful, ineligible, outcomes, outcome, unseen)
+        decision = _decision(graceful, ineligible, outcomes, outcome, unseen)
+        decision.simulations = run.simulations
+        return decision
 
     empty = emptiness(graceful, budget_allowances(state, REASON_EMPTY, now), now)
     if empty.command is not None:
         return finish(empty)
     outcomes.append(empty)
 
-    drifted, drift_blocked = run.drift_candidates()
+    drifted, drift_blocked = run.drift_candidates(assessment)
     ineligible = _merge(ineligible, drift_blocked)
     if drifted:
         drifting = drift(drifted, budget_allowances(state, REASON_DRIFTED, now), run.simulator, run.builder)

@@ -164,6 +164,7 @@ class DisruptionDecision:
     timed_out: bool = False
     # NodePools single-node consolidation did not reach before its deadline: pass them first next time.
     unseen_pools: list[str] = field(default_factory=list)
+    simulations: int = 0  # scheduling simulations this pass ran
 
     def explanation_for(self, node: str) -> Explanation | None:
         return next((e for e in self.explanations if e.node == node), None)

@@ -94,3 +94,41 @@ async def fetch_live_instance_types(region: str, endpoint_url: str | None = None
 
 def with_catalog(document: Mapping[str, Any], catalog: Mapping[str, Any]) -> dict[str, Any]:
     return {**document, "catalog": dict(catalog)}
+
+
+# Below this many types a catalogue is used as is (narrowing would not pay for itself).
+NARROW_ABOVE = 60
+
+
+def narrowed_catalog(catalog: Mapping[str, Any], objects: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The catalogue cut down to the types some NodePool in ``objects`` can launch, plus those nodes run.
+
+    A type no NodePool template accepts (requirements and an available offering, the same test the
+    scheduler's templates apply) is never a launch option, so dropping it changes no decision; the
+    scheduler then indexes a few dozen types per pass instead of the whole EC2 catalogue. Running
+    nodes keep their type so they are still priced.
+    """
+    from reconciler.model.nodepool import NodePool
+    from reconciler.scheduling.instancetypes import TypeIndex
+    from reconciler.scheduling.templates import template_requirements
+    from reconciler.sim.catalog import build_catalog
+
+    types = build_catalog(catalog)
+    if len(types) <= NARROW_ABOVE:
+        return dict(catalog)
+    keep = {
+        str((m.get("metadata") or {}).get("labels", {}).get(wk.INSTANCE_TYPE))
+        for m in objects
+        if m.get("kind") in ("Node", "NodeClaim")
+    }
+    index = TypeIndex()
+    for manifest in objects:
+        if manifest.get("kind") != "NodePool":
+            continue
+        requirements, _ = template_requirements(NodePool.from_manifest(manifest))
+        for instance_type in types:
+            info = index.info(instance_type)
+            if info.compatible(requirements) and info.has_offering(requirements):
+                keep.add(instance_type.name)
+    region = str(catalog.get("region") or PRESET_REGION)
+    return catalog_from_instance_types([t for t in types if t.name in keep], region)

@@ -69,7 +69,7 @@ def node_table(rows: Sequence[NodeRow], table_id: str = "nodes") -> str:
             f'<tr data-node="{escape(row.name)}"><td>{escape(row.name)}</td>'
             f"<td>{escape(row.nodepool or '(unmanaged)')}</td><td>{escape(row.instance_type or '-')}</td>"
             f'<td><span class="tag {escape(capacity)}">{escape(capacity)}</span></td>'
-            f"<td>{escape(row.zone or '-')}</td><td class=\"num\">{_money(row.price)}</td>"
+            f'<td>{escape(row.zone or "-")}</td><td class="num">{_money(row.price)}</td>'
             f"<td>{_meter(row.cpu_fraction, 'cpu')}</td><td>{_meter(row.memory_fraction, 'memory')}</td>"
             f'<td class="num">{row.pods}</td></tr>'
         )
@@ -127,7 +127,7 @@ def disruptions_section(records: Sequence[Mapping[str, Any]]) -> str:
                 f"<tr><td>{index}</td><td>{escape(record['clock'])}</td><td>{escape(item['node'])}</td>"
                 f"<td>{escape(item['reason'])}</td><td>{escape(item['method'])}</td>"
                 f"<td>{escape(item['action'])}</td><td>{escape(replacements)}</td>"
-                f"<td class=\"num\">{_money(item.get('savingsPerHour', 0.0))}</td></tr>"
+                f'<td class="num">{_money(item.get("savingsPerHour", 0.0))}</td></tr>'
             )
     if not rows:
         return '<section id="disruptions"><h2>Disruptions</h2><p class="muted">None.</p></section>'

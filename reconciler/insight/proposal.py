@@ -29,8 +29,14 @@ ADDED, REMOVED, CHANGED, UNCHANGED = "added", "removed", "changed", "unchanged"
 # Kept as-is by the fresh-provision variant (configuration, not capacity).
 _CONFIG_KINDS = frozenset(
     {
-        "Namespace", "PriorityClass", "RuntimeClass", "StorageClass", "PersistentVolume",
-        "PersistentVolumeClaim", "PodDisruptionBudget", "DaemonSet",
+        "Namespace",
+        "PriorityClass",
+        "RuntimeClass",
+        "StorageClass",
+        "PersistentVolume",
+        "PersistentVolumeClaim",
+        "PodDisruptionBudget",
+        "DaemonSet",
     }
 )
 
@@ -50,6 +56,7 @@ class AppliedProposal:
     objects: list[Manifest]
     pool_changes: list[PoolChange]
     removed_pools: list[str] = field(default_factory=list)
+    nodeclass_changes: list[PoolChange] = field(default_factory=list)
 
 
 def normalized_spec(manifest: Mapping[str, Any]) -> dict[str, Any]:
@@ -107,9 +114,18 @@ def apply_proposal(objects: Sequence[Manifest], proposed: ProposedConfig) -> App
             updated["metadata"]["uid"] = uid
         pools[name] = updated
     classes = dict(current_classes)
+    class_changes: list[PoolChange] = []
     for manifest in proposed.nodeclasses:
         name = manifest["metadata"]["name"]
-        classes[name] = _merged_nodeclass(current_classes.get(name), manifest)
+        current = current_classes.get(name)
+        classes[name] = merged = _merged_nodeclass(current, manifest)
+        if current is None:
+            class_changes.append(PoolChange(name, ADDED))
+        elif merged is current:
+            class_changes.append(PoolChange(name, UNCHANGED))
+        else:
+            paths = differing_paths(normalized_spec(current), normalized_spec(merged))
+            class_changes.append(PoolChange(name, CHANGED, tuple(paths)))
     result: list[Manifest] = []
     for manifest in objects:
         if _key(manifest) in (NODEPOOL_KEY, NODECLASS_KEY):
@@ -117,7 +133,7 @@ def apply_proposal(objects: Sequence[Manifest], proposed: ProposedConfig) -> App
         result.append(manifest)
     result = [*classes.values(), *pools.values(), *result]
     removed = [c.name for c in changes if c.change == REMOVED]
-    return AppliedProposal(result, changes, removed)
+    return AppliedProposal(result, changes, removed, class_changes)
 
 
 def _merged_nodeclass(current: Manifest | None, proposed: Mapping[str, Any]) -> Manifest:
@@ -138,7 +154,8 @@ def _merged_nodeclass(current: Manifest | None, proposed: Mapping[str, Any]) -> 
 def nodeclaims_of_pools(objects: Sequence[Manifest], pools: Sequence[str]) -> list[str]:
     wanted = set(pools)
     return sorted(
-        m["metadata"]["name"] for m in objects
+        m["metadata"]["name"]
+        for m in objects
         if m.get("kind") == "NodeClaim" and ((m["metadata"].get("labels") or {}).get(wk.NODEPOOL) in wanted)
     )
 
@@ -146,7 +163,8 @@ def nodeclaims_of_pools(objects: Sequence[Manifest], pools: Sequence[str]) -> li
 def fresh_provision_objects(objects: Sequence[Manifest], now: datetime) -> list[Manifest]:
     """Configuration, unmanaged nodes with their pods, and every other pod pending again."""
     managed_nodes = {
-        m["metadata"]["name"] for m in objects
+        m["metadata"]["name"]
+        for m in objects
         if m.get("kind") == "Node" and (m["metadata"].get("labels") or {}).get(wk.NODEPOOL)
     }
     result: list[Manifest] = []

@@ -39,12 +39,25 @@ from reconciler.kube.api import (
     Manifest,
 )
 from reconciler.model import labels as wk
+from reconciler.sim.scenario import Scenario
 from reconciler.sim.workloads import OWNER_ANNOTATION, owner_key
 
 # What a snapshot reads, in the order it is written (cluster-scoped configuration first).
 SNAPSHOT_KINDS: tuple[Kind, ...] = (
-    NAMESPACE, PRIORITYCLASS, RUNTIMECLASS, STORAGECLASS, EC2NODECLASS, NODEPOOL, NODECLAIM, NODE, CSINODE,
-    PV, PVC, PDB, DAEMONSET, POD,
+    NAMESPACE,
+    PRIORITYCLASS,
+    RUNTIMECLASS,
+    STORAGECLASS,
+    EC2NODECLASS,
+    NODEPOOL,
+    NODECLAIM,
+    NODE,
+    CSINODE,
+    PV,
+    PVC,
+    PDB,
+    DAEMONSET,
+    POD,
 )
 KEPT_KINDS = frozenset(kind.kind for kind in SNAPSHOT_KINDS)
 # Represented by their pods (see the module docstring).
@@ -54,11 +67,28 @@ WORKLOAD_KINDS = frozenset(
 
 _DROPPED_METADATA = ("managedFields", "resourceVersion", "generation", "selfLink")
 _DROPPED_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
+# The simulator's own bookkeeping (a snapshot of a simulated cluster): owners are re-derived on load.
+_SIMULATOR_ANNOTATION_PREFIX = "sim.adze.dev/"
 _CONTAINER_FIELDS = ("name", "image", "resources", "ports", "restartPolicy")
 _POD_SPEC_FIELDS = (
-    "nodeName", "nodeSelector", "affinity", "tolerations", "topologySpreadConstraints", "priorityClassName",
-    "priority", "preemptionPolicy", "runtimeClassName", "overhead", "schedulerName", "schedulingGates",
-    "resourceClaims", "resources", "hostNetwork", "terminationGracePeriodSeconds", "restartPolicy", "os",
+    "nodeName",
+    "nodeSelector",
+    "affinity",
+    "tolerations",
+    "topologySpreadConstraints",
+    "priorityClassName",
+    "priority",
+    "preemptionPolicy",
+    "runtimeClassName",
+    "overhead",
+    "schedulerName",
+    "schedulingGates",
+    "resourceClaims",
+    "resources",
+    "hostNetwork",
+    "terminationGracePeriodSeconds",
+    "restartPolicy",
+    "os",
 )
 _POD_STATUS_FIELDS = ("phase", "conditions", "startTime", "nominatedNodeName")
 _CONDITION_FIELDS = ("type", "status", "reason", "message", "lastTransitionTime")
@@ -88,13 +118,19 @@ def sanitize_objects(objects: Iterable[Mapping[str, Any]]) -> tuple[list[Manifes
 
 def _sanitize(manifest: Mapping[str, Any]) -> Manifest:
     kind = str(manifest["kind"])
-    result: Manifest = {"apiVersion": manifest.get("apiVersion"), "kind": kind,
-                        "metadata": _metadata(manifest.get("metadata") or {}, keep_finalizers=kind != "Pod")}
+    result: Manifest = {
+        "apiVersion": manifest.get("apiVersion"),
+        "kind": kind,
+        "metadata": _metadata(manifest.get("metadata") or {}, keep_finalizers=kind != "Pod"),
+    }
     if kind == "Pod":
         result["spec"] = pod_spec(manifest.get("spec") or {})
         status = manifest.get("status") or {}
-        result["status"] = {k: _conditions(v) if k == "conditions" else v
-                            for k, v in status.items() if k in _POD_STATUS_FIELDS}
+        result["status"] = {
+            k: _conditions(v) if k == "conditions" else v
+            for k, v in status.items()
+            if k in _POD_STATUS_FIELDS
+        }
         return result
     if kind == "DaemonSet":
         spec = manifest.get("spec") or {}
@@ -108,16 +144,22 @@ def _sanitize(manifest: Mapping[str, Any]) -> Manifest:
         }
         return result
     if kind == "Node":
-        result["spec"] = {k: copy.deepcopy(v) for k, v in (manifest.get("spec") or {}).items()
-                          if k in ("providerID", "taints", "unschedulable")}
+        result["spec"] = {
+            k: copy.deepcopy(v)
+            for k, v in (manifest.get("spec") or {}).items()
+            if k in ("providerID", "taints", "unschedulable")
+        }
         status = manifest.get("status") or {}
         node_info = status.get("nodeInfo") or {}
         result["status"] = {
             "capacity": copy.deepcopy(status.get("capacity") or {}),
             "allocatable": copy.deepcopy(status.get("allocatable") or {}),
             "conditions": _conditions(status.get("conditions") or []),
-            "nodeInfo": {k: v for k, v in node_info.items()
-                         if k in ("architecture", "operatingSystem", "kubeletVersion")},
+            "nodeInfo": {
+                k: v
+                for k, v in node_info.items()
+                if k in ("architecture", "operatingSystem", "kubeletVersion")
+            },
         }
         return result
     for key, value in manifest.items():
@@ -131,7 +173,9 @@ def _metadata(metadata: Mapping[str, Any], *, keep_finalizers: bool) -> dict[str
     if not keep_finalizers:
         result.pop("finalizers", None)
     annotations = {
-        k: v for k, v in (metadata.get("annotations") or {}).items() if k not in _DROPPED_ANNOTATIONS
+        k: v
+        for k, v in (metadata.get("annotations") or {}).items()
+        if k not in _DROPPED_ANNOTATIONS and not k.startswith(_SIMULATOR_ANNOTATION_PREFIX)
     }
     if annotations:
         result["annotations"] = annotations
@@ -173,7 +217,8 @@ def _tag_daemonset_pods(objects: list[Manifest]) -> None:
     """Let the simulated DaemonSet controller recognise the snapshot's DaemonSet pods as its own."""
     daemonsets = {
         (m["metadata"].get("namespace", "default"), m["metadata"]["name"]): m
-        for m in objects if m["kind"] == "DaemonSet"
+        for m in objects
+        if m["kind"] == "DaemonSet"
     }
     for pod in objects:
         if pod["kind"] != "Pod":
@@ -217,6 +262,25 @@ def snapshot_document(
         "objects": list(objects),
         "steps": [],
     }
+
+
+async def simulated_snapshot(scenario: Scenario) -> dict[str, Any]:
+    """Run a scenario in the simulator and snapshot the simulated cluster it leaves (demos, tests).
+
+    The objects are read through the same ``KubeAPI`` calls as a live snapshot.
+    """
+    from reconciler.sim.runner import Simulation
+
+    sim = Simulation(scenario)
+    await sim.run()
+    objects, _ = sanitize_objects(await collect_live(sim.kube))
+    return snapshot_document(
+        objects,
+        taken_at=sim.now,
+        name=scenario.name,
+        catalog=scenario.catalog,
+        source=f"scenario {scenario.name}",
+    )
 
 
 async def collect_live(kube: KubeAPI) -> list[Manifest]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ import yaml
 from reconciler.insight.catalog import preset_catalog
 from reconciler.insight.errors import InsightError
 from reconciler.insight.snapshot import observed_zones, sanitize_objects
-from reconciler.sim.scenario import Scenario, ScenarioError, parse_scenario
+from reconciler.sim.scenario import DEFAULT_CLOCK, Scenario, ScenarioError, parse_scenario
 
 NODEPOOL_KEY = ("karpenter.sh/v1", "NodePool")
 NODECLASS_KEY = ("karpenter.k8s.aws/v1", "EC2NodeClass")
@@ -41,6 +42,16 @@ class Snapshot:
     @property
     def objects(self) -> list[dict[str, Any]]:
         return list(self.document.get("objects") or [])
+
+    def at(self, clock: str) -> Snapshot:
+        """The same snapshot evaluated at another time (``--clock``)."""
+        settings = {**(self.document.get("settings") or {}), "clock": clock}
+        moved = Snapshot({**self.document, "settings": settings}, self.source, self.dropped)
+        try:
+            parse_scenario({**moved.document, "objects": []})
+        except ScenarioError as err:
+            raise InsightError(f"--clock: {err}") from None
+        return moved
 
     def scenario(self, *, name: str | None = None, objects: list[dict[str, Any]] | None = None) -> Scenario:
         """The snapshot as a validated ``Scenario`` (optionally renamed / with other objects)."""
@@ -111,6 +122,7 @@ def load_snapshot(path: str | Path, *, catalog: Mapping[str, Any] | None = None)
         stem = Path(path).stem
         document = {
             "name": stem,
+            "settings": {"clock": _stamp(latest_timestamp(objects))},
             "catalog": dict(catalog) if catalog is not None else preset_catalog(observed_zones(objects)),
             "objects": objects,
             "steps": [],
@@ -118,6 +130,44 @@ def load_snapshot(path: str | Path, *, catalog: Mapping[str, Any] | None = None)
         snapshot = Snapshot(document, source, dropped)
     snapshot.scenario()  # validate now: a bad snapshot is reported before any work starts
     return snapshot
+
+
+def latest_timestamp(objects: list[dict[str, Any]]) -> datetime:
+    """The newest time recorded in the objects: when a ``kubectl get`` dump was taken, near enough.
+
+    Deterministic (unlike the wall clock), so the same dump always gives the same preview.
+    """
+    latest = DEFAULT_CLOCK
+    found = False
+    for manifest in objects:
+        metadata = manifest.get("metadata") or {}
+        stamps = [metadata.get("creationTimestamp")]
+        status = manifest.get("status") or {}
+        stamps.append(status.get("lastPodEventTime"))
+        stamps.extend(
+            c.get("lastTransitionTime") for c in status.get("conditions") or [] if isinstance(c, Mapping)
+        )
+        for stamp in stamps:
+            moment = _parse_time(stamp)
+            if moment is not None and (not found or moment > latest):
+                latest, found = moment, True
+    return latest
+
+
+def _parse_time(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(slots=True)
@@ -184,7 +234,8 @@ def load_stack_file(path: str | Path) -> ProposedConfig:
         raise InsightError(f"{source}: config: expected a map of config keys")
     prefix = f"{NAMESPACE}:"
     raw = {
-        key[len(prefix):]: value for key, value in config.items()
+        key[len(prefix) :]: value
+        for key, value in config.items()
         if str(key).startswith(prefix) and not (isinstance(value, Mapping) and "secure" in value)
     }
     if "nodePools" not in raw:
@@ -194,13 +245,21 @@ def load_stack_file(path: str | Path) -> ProposedConfig:
     except ConfigError as err:
         raise InsightError(f"{source}: {err.problems[0]}") from None
     pools = [
-        {"apiVersion": NODEPOOL_API_VERSION, "kind": "NodePool", "metadata": {"name": entry.name},
-         "spec": dict(entry.spec)}
+        {
+            "apiVersion": NODEPOOL_API_VERSION,
+            "kind": "NodePool",
+            "metadata": {"name": entry.name},
+            "spec": dict(entry.spec),
+        }
         for entry in stack.node_pools
     ]
     classes = [
-        {"apiVersion": NODECLASS_API_VERSION, "kind": NODECLASS_KIND, "metadata": {"name": entry.name},
-         "spec": dict(entry.spec)}
+        {
+            "apiVersion": NODECLASS_API_VERSION,
+            "kind": NODECLASS_KIND,
+            "metadata": {"name": entry.name},
+            "spec": dict(entry.spec),
+        }
         for entry in stack.node_classes
     ]
     return ProposedConfig(pools, classes, source)

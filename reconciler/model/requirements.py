@@ -312,6 +312,13 @@ class Requirements(Mapping[str, Requirement]):
         _merge_into(items, other._items.values())
         return Requirements._wrap(items)
 
+    def replacing(self, *requirements: Requirement) -> Requirements:
+        """A new ``Requirements`` where these requirements replace (not intersect) their keys."""
+        items = dict(self._items)
+        for requirement in requirements:
+            items[requirement.key] = requirement
+        return Requirements._wrap(items)
+
     def without(self, *keys: str) -> Requirements:
         if not any(key in self._items for key in keys):
             return self

@@ -17,10 +17,19 @@ from reconciler.model.nodepool import NodePool
 from reconciler.model.pod import Pod
 from reconciler.model.requirements import Requirements
 from reconciler.model.taints import PREFER_NO_SCHEDULE, Taint
-from reconciler.scheduling.instancetypes import TypeIndex
+from reconciler.scheduling.instancetypes import TypeIndex, TypeInfo
 from reconciler.scheduling.templates import ClaimTemplate, build_template
 from reconciler.settings import Settings
 from reconciler.state import ClusterState
+
+
+@dataclass(slots=True, frozen=True)
+class Eligible:
+    """An instance type a finished claim may use, with its cheapest offering price and capacity types."""
+
+    info: TypeInfo
+    price: float
+    capacity_types: frozenset[str]
 
 
 @dataclass(slots=True)
@@ -35,6 +44,26 @@ class SchedulingContext:
     tolerate_prefer_no_schedule: bool
     index: TypeIndex = field(default_factory=TypeIndex)
     _pvc_drivers: dict[str, str] | None = None
+    _eligible: dict[tuple[int, Requirements], list[Eligible]] = field(default_factory=dict)
+
+    def eligible_types(self, template: ClaimTemplate, requirements: Requirements) -> list[Eligible]:
+        """The template's types meeting ``requirements`` with an available offering, cheapest such offering
+        first (ties by name). Cached: most planned claims end with the same requirements."""
+        key = (id(template), requirements)
+        found = self._eligible.get(key)
+        if found is None:
+            found = []
+            for info in template.types:
+                if not info.compatible(requirements):
+                    continue
+                offerings = info.offerings_for(requirements)
+                if offerings:
+                    found.append(Eligible(info, min(o.price for o in offerings),
+                                          frozenset(o.capacity_type for o in offerings)))
+            found.sort(key=lambda e: (e.price, e.info.name))
+            self._eligible[key] = found
+        return found
+
 
     def pvc_drivers(self) -> dict[str, str]:
         """PVC key -> CSI driver, for volume attachment limits."""

@@ -16,12 +16,22 @@ from reconciler.scheduling.templates import daemon_pod_fits_node
 from reconciler.scheduling.topology import Topology, TopologyError
 
 
-@dataclass(slots=True)
 class Rejection:
-    """Why a candidate refused a pod; ``monotone`` rejections stay true as the candidate fills up."""
+    """Why a candidate refused a pod; ``monotone`` rejections stay true as the candidate fills up.
 
-    message: str
-    monotone: bool = True
+    The detail may be an exception whose message is only rendered when read.
+    """
+
+    __slots__ = ("detail", "monotone", "prefix")
+
+    def __init__(self, detail: str | Exception, monotone: bool = True, prefix: str = "") -> None:
+        self.detail = detail
+        self.monotone = monotone
+        self.prefix = prefix
+
+    @property
+    def message(self) -> str:
+        return f"{self.prefix}{self.detail}"
 
 
 @dataclass(slots=True, eq=False)
@@ -93,7 +103,8 @@ class ExistingSlot:
             return Rejection(f"node {self.name}: {error}")
         base = self.requirements.merge(cls.requirements)
         last: Rejection = Rejection(f"node {self.name} does not match")
-        for alternative in sp.volume_alternatives or (None,):
+        alternatives = sp.volume_alternatives or (None,)
+        for alternative in alternatives:
             requirements = base
             if alternative is not None:
                 error = requirements.compatible(alternative)
@@ -104,7 +115,7 @@ class ExistingSlot:
             try:
                 narrowed = topology.add_requirements(sp, labels_key, cls.strict_requirements, requirements)
             except TopologyError as err:
-                last = Rejection(f"node {self.name}: {err}", monotone=False)
+                last = Rejection(err, err.monotone and len(alternatives) == 1, prefix=f"node {self.name}: ")
                 continue
             return narrowed
         return last

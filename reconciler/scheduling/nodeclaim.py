@@ -9,14 +9,19 @@ computed once, when the run ends (``finalize``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import bisect
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from reconciler.model import labels as wk
 from reconciler.model.pod import HostPort
 from reconciler.model.requirements import ALLOW_UNDEFINED_WELL_KNOWN, Requirement, Requirements
 from reconciler.scheduling.existing import Rejection
-from reconciler.scheduling.instancetypes import TypeInfo, min_values_shortfall, order_by_price
+
+if TYPE_CHECKING:
+    from reconciler.scheduling.context import Eligible
+from reconciler.scheduling.instancetypes import TypeInfo, min_values_shortfall
 from reconciler.scheduling.podinfo import PodClass, SchedulingPod
 from reconciler.scheduling.templates import ClaimTemplate
 from reconciler.scheduling.topology import Topology, TopologyError
@@ -34,21 +39,34 @@ class NewNodeClaim:
     """A planned NodeClaim; ``number`` orders claims by creation and names the hostname placeholder."""
 
     __slots__ = (
-        "hostname", "min_values_relaxed", "number", "options", "pods", "ports", "requests", "requirements",
-        "template", "upper",
+        "excluded", "hostname", "min_values_relaxed", "number", "options", "pods", "ports", "requests",
+        "requirements", "start", "template", "upper",
     )
 
-    def __init__(self, template: ClaimTemplate, options: Sequence[TypeInfo], number: int) -> None:
+    def __init__(self, template: ClaimTemplate, options: list[TypeInfo], number: int) -> None:
         self.template = template
         self.number = number
         self.hostname = f"hostname-placeholder-{number:04d}"
         self.requirements = template.requirements.add(Requirement.single(wk.HOSTNAME, self.hostname))
-        self.options: list[TypeInfo] = list(options)
         self.requests: dict[str, int] = {}
         self.pods: list[SchedulingPod] = []
         self.ports: list[tuple[str, HostPort]] = []
         self.min_values_relaxed = False
-        self.upper = _upper(self.options)
+        # ``options[start:]`` are the candidates still in play (never mutated: usually the template's own list);
+        # ``excluded`` holds ids of the template's types that are out, so most claims never copy a list.
+        self.options = options
+        self.start = 0
+        self.excluded: set[int] = set()
+        self.upper = template.upper
+        if options is not template.types_by_size:
+            self._replace_options(options)
+
+    def _replace_options(self, options: list[TypeInfo]) -> None:
+        self.options = options
+        self.start = 0
+        kept = {id(info) for info in options}
+        self.excluded = {id(info) for info in self.template.types if id(info) not in kept}
+        self.upper = _upper(options)
 
     @property
     def nodepool(self) -> str:
@@ -76,11 +94,13 @@ class NewNodeClaim:
         error = self.requirements.compatible(cls.requirements, ALLOW_UNDEFINED_WELL_KNOWN)
         if error is not None:
             return Rejection(f"incompatible requirements, {error}")
-        pod_ports = sp.pod.host_ports
+        pod_ports: Sequence[HostPort] = sp.pod.host_ports
         for port in pod_ports:
             for owner, used in self.ports:
                 if owner != sp.key and port.conflicts(used):
                     return Rejection(f"host port {port} conflicts with pod {owner}")
+        if self.ports:  # every pod's ports must also clear the chosen type's DaemonSet ports
+            pod_ports = [*(port for _, port in self.ports), *pod_ports]
         base = self.requirements.merge(cls.requirements)
         alternatives = sp.volume_alternatives or (None,)
         topology_bound = len(alternatives) > 1
@@ -96,15 +116,19 @@ class NewNodeClaim:
             try:
                 narrowed = topology.add_requirements(sp, labels_key, cls.strict_requirements, requirements)
             except TopologyError as err:
-                last = Rejection(str(err), monotone=False)
+                last = Rejection(err, err.monotone and len(alternatives) == 1)
                 continue
             if narrowed is not requirements:
                 topology_bound = True
+            missing = self.template.out_of_domain(narrowed)
+            if missing is not None:
+                last = Rejection(missing, monotone=not topology_bound)
+                continue
             if narrowed.has_min_values():
                 options = self.filter_options(narrowed, total, pod_ports)
                 shortfall = min_values_shortfall(options, narrowed) if options else {}
                 if options and shortfall and relax_min_values:
-                    narrowed = narrowed.add(*(
+                    narrowed = narrowed.replacing(*(
                         narrowed[key].with_min_values(have) for key, (_, have) in shortfall.items()
                     ))
                     return Acceptance(narrowed, total, options, min_values_relaxed=True)
@@ -128,8 +152,7 @@ class NewNodeClaim:
         topology.record(sp, labels_key, self.template.taints, accepted.requirements)
         self.ports.extend((sp.key, port) for port in sp.pod.host_ports)
         if accepted.options is not None:
-            self.options = accepted.options
-            self.upper = _upper(self.options)
+            self._replace_options(accepted.options)
         else:
             self._prune()
 
@@ -137,6 +160,14 @@ class NewNodeClaim:
 
     def _type_works(self, info: TypeInfo, requirements: Requirements, total: dict[str, int],
                     pod_ports: Sequence[HostPort]) -> bool:
+        if not self._has_room(info, total, pod_ports):
+            return False
+        if not info.compatible(requirements):
+            return False
+        return info.has_offering(requirements)
+
+    def _has_room(self, info: TypeInfo, total: dict[str, int], pod_ports: Sequence[HostPort]) -> bool:
+        """Fits ``total`` plus its DaemonSet group's overhead, without a host-port clash with the daemons."""
         template = self.template
         group = template.daemon_groups[template.group_index[info.name]]
         allocatable = info.allocatable
@@ -151,34 +182,37 @@ class NewNodeClaim:
             for port in pod_ports:
                 if any(port.conflicts(used) for used in group.host_ports):
                     return False
-        if not info.compatible(requirements):
-            return False
-        return info.has_offering(requirements)
+        return True
+
+    def works(self, info: TypeInfo) -> bool:
+        """Does ``info`` still work for the pods committed so far?"""
+        return self._type_works(info, self.requirements, self.requests, [port for _, port in self.ports])
 
     def _first_fit(self, requirements: Requirements, total: dict[str, int],
                    pod_ports: Sequence[HostPort]) -> TypeInfo | None:
-        for info in self.options:
-            if self._type_works(info, requirements, total, pod_ports):
-                return info
+        options = self.options
+        for i in range(self.start, len(options)):
+            if self._type_works(options[i], requirements, total, pod_ports):
+                return options[i]
         return None
 
     def _prune(self) -> None:
         """Drop leading options that no longer work for the committed state (they never will again)."""
         options = self.options
-        drop = 0
-        for info in options:
-            if self._type_works(info, self.requirements, self.requests, ()):
-                break
-            drop += 1
-        if drop:
-            del options[:drop]
-            self.upper = _upper(options)
+        ports = [port for _, port in self.ports]
+        start = self.start
+        while start < len(options) and not self._type_works(options[start], self.requirements, self.requests, ports):
+            self.excluded.add(id(options[start]))
+            start += 1
+        if start != self.start:
+            self.start = start
+            self.upper = _upper(options[start:])
 
     def filter_options(self, requirements: Requirements | None = None, total: dict[str, int] | None = None,
                        pod_ports: Sequence[HostPort] = ()) -> list[TypeInfo]:
         requirements = self.requirements if requirements is None else requirements
         total = self.requests if total is None else total
-        return [info for info in self.options if self._type_works(info, requirements, total, pod_ports)]
+        return [info for info in self.options[self.start:] if self._type_works(info, requirements, total, pod_ports)]
 
     def daemon_overhead(self, options: Sequence[TypeInfo]) -> dict[str, int]:
         """The smallest overhead among the DaemonSet groups that still have a candidate type."""
@@ -193,9 +227,17 @@ class NewNodeClaim:
                 overhead = {k: min(v, group.overhead.get(k, 0)) for k, v in overhead.items()}
         return overhead or {}
 
-    def ordered_options(self) -> list[TypeInfo]:
-        final = self.requirements.without(wk.HOSTNAME)
-        return order_by_price(self.filter_options(), final)
+    def ordered_options(self, eligible: Sequence[Eligible]) -> list[Eligible]:
+        """The final options, cheapest first: ``eligible`` (types meeting the final requirements with an
+        offering, price-ordered) that still have room for the claim's pods and ports."""
+        ports = [port for _, port in self.ports]
+        out = set(self.excluded)
+        for group in self.template.daemon_groups:
+            if ports and group.host_ports and any(p.conflicts(u) for p in ports for u in group.host_ports):
+                out.update(id(t) for t in group.types)
+            else:
+                out |= group.too_small(self.requests)
+        return [e for e in eligible if id(e.info) not in out]
 
 
 def _upper(options: Sequence[TypeInfo]) -> dict[str, int]:
@@ -213,3 +255,35 @@ def _min_values_message(shortfall: dict[str, tuple[int, int]]) -> str:
     return f"minValues requirement not met: {parts}"
 
 
+class ClaimOrder:
+    """Planned claims in the order pods try them: fewest pods first, then oldest first."""
+
+    def __init__(self) -> None:
+        self._buckets: dict[int, list[NewNodeClaim]] = {}
+        self._counts: list[int] = []
+
+    def add(self, claim: NewNodeClaim) -> None:
+        count = len(claim.pods)
+        bucket = self._buckets.get(count)
+        if bucket is None:
+            bucket = self._buckets[count] = []
+            bisect.insort(self._counts, count)
+        bisect.insort(bucket, claim, key=_claim_number)
+
+    def grew(self, claim: NewNodeClaim) -> None:
+        """``claim`` just got one more pod: move it to the next bucket."""
+        old = len(claim.pods) - 1
+        bucket = self._buckets[old]
+        del bucket[bisect.bisect_left(bucket, claim.number, key=_claim_number)]
+        if not bucket:
+            del self._buckets[old]
+            self._counts.remove(old)
+        self.add(claim)
+
+    def __iter__(self) -> Iterator[NewNodeClaim]:
+        for count in self._counts:
+            yield from self._buckets[count]
+
+
+def _claim_number(claim: NewNodeClaim) -> int:
+    return claim.number

@@ -36,6 +36,8 @@ class PodClass:
     # Candidates (existing-node names / claim ids) that rejected this class for a reason that only
     # gets worse as pods are added (resources, requirements, taints, ports): skipped thereafter.
     rejected_by: set[object] = field(default_factory=set)
+    # NodePool name -> why a fresh claim from it cannot take this class (limits only shrink during a run).
+    template_rejections: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True, eq=False)

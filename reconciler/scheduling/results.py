@@ -105,14 +105,15 @@ def finalize_claim(claim: NewNodeClaim, context: SchedulingContext) -> Scheduled
     """Drop the hostname placeholder, order and truncate the options, add DaemonSet overhead, pin types."""
     settings = context.settings
     final = claim.requirements.without(wk.HOSTNAME)
-    options = claim.ordered_options()
-    kept: list[TypeInfo] = options[: settings.max_instance_types]
+    options = claim.ordered_options(context.eligible_types(claim.template, final))[: settings.max_instance_types]
+    kept: list[TypeInfo] = [e.info for e in options]
+    prices = [e.price for e in options]
     error = None
     relaxed = claim.min_values_relaxed
     shortfall = min_values_shortfall(kept, final)
     if shortfall:
         if settings.min_values_policy == "BestEffort":
-            final = final.add(*(final[key].with_min_values(have) for key, (_, have) in shortfall.items()))
+            final = final.replacing(*(final[key].with_min_values(have) for key, (_, have) in shortfall.items()))
             relaxed = True
         else:
             parts = ", ".join(f"{k} needs {want} values, {have} remain" for k, (want, have) in shortfall.items())
@@ -122,7 +123,7 @@ def finalize_claim(claim: NewNodeClaim, context: SchedulingContext) -> Scheduled
             )
     overhead = claim.daemon_overhead(kept)
     requests = Resources(claim.requests) + overhead
-    capacity_types = sorted({o.capacity_type for info in kept for o in info.offerings_for(final)})
+    capacity_types = sorted(set().union(*(e.capacity_types for e in options)))
     type_requirement = Requirement(
         wk.INSTANCE_TYPE, False, frozenset(info.name for info in kept),
         min_values=(final.get(wk.INSTANCE_TYPE).min_values if final.get(wk.INSTANCE_TYPE) else None),
@@ -138,7 +139,7 @@ def finalize_claim(claim: NewNodeClaim, context: SchedulingContext) -> Scheduled
         pods=[sp.pod for sp in claim.pods],
         requirements=final.without(*_SIMULATION_KEYS),
         instance_types=[info.instance_type for info in kept],
-        prices=[info.cheapest_price(final) for info in kept],
+        prices=prices,
         requests=requests,
         labels=labels,
         taints=claim.template.taints,

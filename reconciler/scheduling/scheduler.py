@@ -18,16 +18,18 @@ from datetime import datetime
 
 from reconciler.model.nodepool import NODES
 from reconciler.model.pod import Pod
-from reconciler.model.quantity import format_quantity
 from reconciler.model.requirements import Requirements
-from reconciler.model.resources import CPU, MEMORY, Resources
+from reconciler.model.resources import CPU, MEMORY
 from reconciler.scheduling.context import SchedulingContext
 from reconciler.scheduling.existing import ExistingSlot, Rejection
-from reconciler.scheduling.nodeclaim import Acceptance, NewNodeClaim
+from reconciler.scheduling.explain import GENERIC_INSTANCE_TYPE_FAILURES
+from reconciler.scheduling.limits import describe_remaining, limits_message, remaining_limits, subtract_max, within
+from reconciler.scheduling.nodeclaim import ClaimOrder, NewNodeClaim
 from reconciler.scheduling.podinfo import PodClass, SchedulingPod
 from reconciler.scheduling.results import SchedulingResult, finalize_claim
 from reconciler.scheduling.templates import ClaimTemplate
-from reconciler.scheduling.topology import CountedPod, Topology
+from reconciler.scheduling.topology import CountedPod, Topology, TopologyError
+from reconciler.scheduling.topology_group import ANTI_AFFINITY, TopologyGroup
 from reconciler.scheduling.volumes import volume_requirements
 
 _EPOCH = datetime.min
@@ -53,16 +55,19 @@ class Scheduler:
         refuse_moved_pods: Collection[str] = (),
         scheduling_pods: Collection[str] = (),
         should_stop: Callable[[], bool] | None = None,
+        memoize: bool = True,
     ) -> None:
         """``exclude_nodes``: nodes treated as gone (disruption candidates); ``refuse_moved_pods``: nodes that
         only take pending pods (inside consolidateAfter); ``scheduling_pods``: keys of the pods this run places
-        (they are not counted by topology where they currently run)."""
+        (they are not counted by topology where they currently run). ``memoize=False`` turns off the
+        "this candidate already refused this kind of pod" shortcuts (for tests proving they change nothing)."""
         self.context = context
         self.now = now
         self.settings = context.settings
         self.policy = self.settings.preference_policy
         self.relax_min_values = self.settings.min_values_policy == "BestEffort"
         self._should_stop = should_stop
+        self._memoize = memoize
         self._refuse_moved = set(refuse_moved_pods)
         state = context.state
         excluded = set(exclude_nodes)
@@ -72,8 +77,9 @@ class Scheduler:
         self.existing = [ExistingSlot.of(n, context.daemon_pods, self.topology, n.name in self._refuse_moved)
                          for n in active]
         self.existing.sort(key=lambda slot: (not slot.state.initialized, slot.name))
-        self.remaining = self._remaining_limits(active)
+        self.remaining = remaining_limits(context.templates, active)
         self.new_claims: list[NewNodeClaim] = []
+        self._claim_order = ClaimOrder()
         self._claim_number = 0
         self._classes: dict[tuple, PodClass] = {}
         self.attempts: dict[str, Attempt] = {}
@@ -107,21 +113,6 @@ class Scheduler:
             namespace_labels=namespaces,
             policy=self.policy,
         )
-
-    def _remaining_limits(self, active: Sequence) -> dict[str, dict[str, int]]:
-        remaining: dict[str, dict[str, int]] = {}
-        for template in self.context.templates:
-            limits = template.nodepool.limits
-            if not limits:
-                continue
-            left = dict(limits)
-            for node in active:
-                if node.nodepool != template.name:
-                    continue
-                for name in left:
-                    left[name] -= 1000 if name == NODES else node.capacity.amount(name)
-            remaining[template.name] = left
-        return remaining
 
     # -- the run -------------------------------------------------------------------------------
 
@@ -188,72 +179,106 @@ class Scheduler:
         attempt = Attempt(sp)
         pod_volumes = self._pod_volumes(sp.pod)
         pending = sp.pod.node_name == "" or sp.pod.node_name in self._deleting
-        rejected = cls.rejected_by
+        rejected = cls.rejected_by if self._memoize else set()
+        blockers = self._blockers(sp, cls, labels_key) if self._memoize else {}
         for slot in self.existing:
-            if slot in rejected:
+            if slot in rejected or (blockers and _refused(blockers, slot)):
                 continue
             if slot.under_consolidate_after and not pending:
                 continue
             result = slot.can_add(sp, cls, labels_key, self.topology, pod_volumes)
             if isinstance(result, Rejection):
-                if result.monotone:
-                    rejected.add(slot)
+                self._remember(result, slot, rejected, blockers)
                 if len(attempt.existing) < 3:
                     attempt.existing.append(result.message)
                 continue
             slot.add(sp, cls, labels_key, result, self.topology, pod_volumes)
             return slot.name
-        self.new_claims.sort(key=lambda c: len(c.pods))
-        for claim in self.new_claims:
-            if claim in rejected:
+        for claim in self._claim_order:
+            if claim in rejected or (blockers and _refused(blockers, claim)):
                 continue
             result = claim.can_add(sp, cls, labels_key, self.topology)
             if isinstance(result, Rejection):
-                if result.monotone:
-                    rejected.add(claim)
+                self._remember(result, claim, rejected, blockers)
                 attempt.inflight += 1
                 continue
             claim.add(sp, labels_key, result, self.topology)
+            self._claim_order.grew(claim)
             return None
+        refused_by_pool = cls.template_rejections
         for template in self.context.templates:
+            if self._memoize and template.name in refused_by_pool:
+                attempt.templates[template.name] = refused_by_pool[template.name]
+                continue
             outcome = self._new_claim(template, sp, cls, labels_key)
-            if isinstance(outcome, str):
-                attempt.templates[template.name] = outcome
+            if isinstance(outcome, Rejection):
+                attempt.templates[template.name] = outcome.message
+                if outcome.monotone and self._memoize:
+                    # A fresh claim only gets harder to satisfy (limits shrink): skip this pool for the class.
+                    refused_by_pool[template.name] = outcome.message
                 continue
             return None
-        if not self.context.templates:
-            attempt.templates[""] = "no NodePool can launch capacity"
         return attempt
 
+    def _blockers(self, sp: SchedulingPod, cls: PodClass,
+                  labels_key: frozenset[tuple[str, str]]) -> dict[TopologyGroup, tuple]:
+        """The pod's own spread/affinity groups, each with the key under which it memoizes refusals."""
+        alternatives = sp.volume_alternatives
+        if alternatives is not None and len(alternatives) != 1:
+            return {}
+        alternative = alternatives[0] if alternatives else None
+        blockers = {}
+        pod = sp.pod
+        for group in self.topology.owned_groups(sp.key):
+            if group.kind == ANTI_AFFINITY:
+                continue  # anti-affinity refusals are monotone: the class memo covers them
+            blockers[group] = (
+                group.selects(pod.namespace, pod.labels, labels_key),
+                cls.strict_requirements.get(group.key),
+                cls.requirements.get(group.key),
+                alternative.get(group.key) if alternative is not None else None,
+            )
+        return blockers
+
+    @staticmethod
+    def _remember(result: Rejection, candidate: object, rejected: set[object],
+                  blockers: dict[TopologyGroup, tuple]) -> None:
+        if result.monotone:
+            rejected.add(candidate)
+        elif isinstance(result.detail, TopologyError):
+            key = blockers.get(result.detail.group)
+            if key is not None:
+                result.detail.group.remember_refusal(key, candidate)
+
     def _new_claim(self, template: ClaimTemplate, sp: SchedulingPod, cls: PodClass,
-                   labels_key: frozenset[tuple[str, str]]) -> NewNodeClaim | str:
-        options = template.types
+                   labels_key: frozenset[tuple[str, str]]) -> NewNodeClaim | Rejection:
+        options = template.types_by_size
         remaining = self.remaining.get(template.name)
         if remaining is not None:
             if NODES in remaining and remaining[NODES] <= 0:
-                return f"limits.nodes {template.nodepool.limits[NODES] // 1000} reached"
-            options = [t for t in options if _within(t.capacity, remaining)]
+                return Rejection(f"limits.nodes {template.nodepool.limits[NODES] // 1000} reached")
+            if not all(name == NODES or template.max_capacity.get(name, 0) <= left
+                       for name, left in remaining.items()):
+                options = [t for t in options if within(t.capacity, remaining)]
             if not options:
-                return _limits_message(template, remaining)
+                return Rejection(limits_message(template, remaining))
         claim = NewNodeClaim(template, options, self._claim_number + 1)
         result = claim.can_add(sp, cls, labels_key, self.topology, relax_min_values=self.relax_min_values)
         if isinstance(result, Rejection):
-            return result.message
+            if len(options) < len(template.types_by_size) and result.message in GENERIC_INSTANCE_TYPE_FAILURES:
+                return Rejection(
+                    f"no instance type fits among the {len(options)} of {len(template.types_by_size)} that stay "
+                    f"within the NodePool's remaining limits ({describe_remaining(template, remaining or {})})",
+                    result.monotone,
+                )
+            return result
         self._claim_number += 1
         claim.add(sp, labels_key, result, self.topology)
         self.new_claims.append(claim)
+        self._claim_order.add(claim)
         if remaining is not None:
-            self._subtract_max(claim, remaining, result)
+            subtract_max(claim, remaining, result.options)
         return claim
-
-    def _subtract_max(self, claim: NewNodeClaim, remaining: dict[str, int], accepted: Acceptance) -> None:
-        """Pessimistically reserve the largest capacity among the claim's options (Karpenter's subtractMax)."""
-        options = accepted.options if accepted.options is not None else claim.filter_options()
-        for name in list(remaining):
-            if name == NODES:
-                remaining[name] -= 1000  # Adze also counts planned claims against limits.nodes
-                continue
-            remaining[name] -= max((t.capacity.amount(name) for t in options), default=0)
 
     def _pod_volumes(self, pod: Pod) -> dict[str, set[str]]:
         if not pod.volumes:
@@ -268,26 +293,8 @@ class Scheduler:
         return usage
 
 
-def _limits_message(template: ClaimTemplate, remaining: dict[str, int]) -> str:
-    """Which limits every instance type would breach, e.g. ``limits cpu 16, remaining 0 (smallest type 2)``."""
-    limits = template.nodepool.limits
-    parts = []
-    for name, left in sorted(remaining.items()):
-        if name == NODES:
-            continue
-        smallest = min(t.capacity.amount(name) for t in template.types)
-        if smallest > left:
-            parts.append(
-                f"{name} limit {format_quantity(limits.amount(name), name)}, remaining "
-                f"{format_quantity(max(left, 0), name)} after existing nodes and NodeClaims planned in this run "
-                f"(smallest instance type has {format_quantity(smallest, name)})"
-            )
-    detail = "; ".join(parts) or "the remaining limits"
-    return f"all instance types would exceed the NodePool's limits: {detail}"
-
-
-def _within(capacity: Resources, remaining: dict[str, int]) -> bool:
-    return all(name == NODES or capacity.amount(name) <= left for name, left in remaining.items())
+def _refused(blockers: dict[TopologyGroup, tuple], candidate: object) -> bool:
+    return any(group.refuses(key, candidate) for group, key in blockers.items())
 
 
 def _queue_key(sp: SchedulingPod) -> tuple:

@@ -10,6 +10,7 @@ overhead and one set of daemon host ports.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -18,7 +19,7 @@ from reconciler.model.nodepool import NodePool
 from reconciler.model.pod import HostPort, Pod
 from reconciler.model.requirements import ALLOW_UNDEFINED_WELL_KNOWN, Requirement, Requirements
 from reconciler.model.taints import PREFER_NO_SCHEDULE, PREFER_NO_SCHEDULE_TOLERATION, Taint
-from reconciler.scheduling.instancetypes import TypeInfo, min_values_shortfall
+from reconciler.scheduling.instancetypes import TypeInfo, max_capacity, min_values_shortfall
 
 
 @dataclass(slots=True, eq=False)
@@ -29,6 +30,26 @@ class DaemonGroup:
     host_ports: tuple[HostPort, ...]
     daemons: tuple[str, ...]
     type_names: set[str] = field(default_factory=set)
+    types: list[TypeInfo] = field(default_factory=list)
+    _ascending: dict[str, tuple[list[int], list[TypeInfo]]] = field(default_factory=dict)
+
+    def too_small(self, total: dict[str, int]) -> set[int]:
+        """Ids of the group's types lacking room for ``total`` plus the group's overhead (bisect per resource)."""
+        failing: set[int] = set()
+        needed = dict(self.overhead)
+        for name, value in total.items():
+            needed[name] = needed.get(name, 0) + value
+        for name, value in needed.items():
+            if value <= 0:
+                continue
+            ascending = self._ascending.get(name)
+            if ascending is None:
+                ordered = sorted(self.types, key=lambda t: t.allocatable.get(name, 0))
+                ascending = ([t.allocatable.get(name, 0) for t in ordered], ordered)
+                self._ascending[name] = ascending
+            values, ordered = ascending
+            failing.update(id(t) for t in ordered[: bisect.bisect_left(values, value)])
+        return failing
 
 
 @dataclass(slots=True, eq=False)
@@ -40,10 +61,34 @@ class ClaimTemplate:
     types: list[TypeInfo]
     daemon_groups: list[DaemonGroup]
     group_index: dict[str, int]  # instance type name -> index into daemon_groups
+    # Largest first: a planned claim looks for any type that still fits, and the big ones fit longest.
+    types_by_size: list[TypeInfo] = field(default_factory=list)
+    max_capacity: dict[str, int] = field(default_factory=dict)
+    upper: dict[str, int] = field(default_factory=dict)  # per resource, the largest allocatable of any type
+    # Keys every type defines with a finite value set -> the union of those values (e.g. zones, arch, names):
+    # requirements that miss the union rule out every type without looking at them one by one.
+    type_domains: dict[str, frozenset[str]] = field(default_factory=dict)
+
+    def out_of_domain(self, requirements: Requirements) -> str | None:
+        """A requirement no instance type of the pool can meet, or None."""
+        for key, values in self.type_domains.items():
+            requirement = requirements.get(key)
+            if requirement is not None and not requirement.complement and not requirement.values & values:
+                return f"no instance type offers {requirement}"
+        return None
+    _by_capacity: dict[str, list[TypeInfo]] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
         return self.nodepool.name
+
+    def by_capacity(self, resource: str) -> list[TypeInfo]:
+        """The template's types, largest ``resource`` capacity first."""
+        found = self._by_capacity.get(resource)
+        if found is None:
+            found = sorted(self.types, key=lambda t: -t.capacity.amount(resource))
+            self._by_capacity[resource] = found
+        return found
 
 
 def template_requirements(nodepool: NodePool) -> tuple[Requirements, dict[str, str]]:
@@ -75,9 +120,26 @@ def build_template(
     if shortfall:
         missing = ", ".join(f"{k} needs {want} values, {have} available" for k, (want, have) in shortfall.items())
         return f"NodePool {nodepool.name}: its instance types cannot meet minValues ({missing})"
-    template = ClaimTemplate(nodepool, requirements, labels, nodepool.taints, options, [], {})
+    by_size = sorted(options, key=lambda t: (-t.allocatable.get("cpu", 0), -t.allocatable.get("memory", 0), t.name))
+    upper: dict[str, int] = {}
+    for info in options:
+        for name, value in info.allocatable.items():
+            upper[name] = max(upper.get(name, 0), value)
+    template = ClaimTemplate(nodepool, requirements, labels, nodepool.taints, options, [], {}, by_size,
+                             max_capacity(options), upper, _type_domains(options))
     _group_daemons(template, daemon_pods)
     return template
+
+
+def _type_domains(types: Sequence[TypeInfo]) -> dict[str, frozenset[str]]:
+    domains: dict[str, set[str]] = {}
+    common: set[str] | None = None
+    for info in types:
+        finite = {key for key, req in info.requirements.items() if not req.complement}
+        common = finite if common is None else common & finite
+        for key in finite:
+            domains.setdefault(key, set()).update(info.requirements[key].values)
+    return {key: frozenset(domains[key]) for key in common or ()}
 
 
 def _daemon_fits_template(template: ClaimTemplate, pod: Pod) -> list[Requirements]:
@@ -111,6 +173,7 @@ def _group_daemons(template: ClaimTemplate, daemon_pods: Sequence[Pod]) -> None:
             groups[compatible] = group
             template.daemon_groups.append(group)
         group.type_names.add(info.name)
+        group.types.append(info)
         template.group_index[info.name] = template.daemon_groups.index(group)
 
 

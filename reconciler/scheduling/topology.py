@@ -29,9 +29,23 @@ from reconciler.scheduling.topology_group import IGNORE as IGNORE_POLICY
 
 
 class TopologyError(Exception):
+    """No allowed domain; the message is built only when read (most rejections are never shown)."""
+
     def __init__(self, group: TopologyGroup, pod_domains: Requirement, node_domains: Requirement) -> None:
-        super().__init__(f"unsatisfiable {group.describe()}; the pod allows {pod_domains}, the node {node_domains}")
+        super().__init__()
         self.group = group
+        self.pod_domains = pod_domains
+        self.node_domains = node_domains
+
+    @property
+    def monotone(self) -> bool:
+        """Anti-affinity (empty domains only disappear) and hostname spread (the minimum is always 0) only get
+        stricter as pods are placed in this run: a candidate they refuse stays refused."""
+        return self.group.kind == ANTI_AFFINITY or (self.group.key == wk.HOSTNAME and self.group.kind == SPREAD)
+
+    def __str__(self) -> str:
+        return (f"unsatisfiable {self.group.describe()}; the pod allows {self.pod_domains}, "
+                f"the node {self.node_domains}")
 
 
 @dataclass(slots=True)

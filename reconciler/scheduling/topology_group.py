@@ -59,6 +59,10 @@ class TopologyGroup:
     owners: set[str] = field(default_factory=set)
     domains: dict[str, int] = field(default_factory=dict)
     empty: set[str] = field(default_factory=set)
+    # Bumped whenever a candidate this group refused might now be accepted; ``refused`` memoizes refusals
+    # per (pod-side key) for the current epoch so identical pods skip those candidates.
+    epoch: int = 0
+    refused: dict[tuple[Any, ...], tuple[int, set[object]]] = field(default_factory=dict)
     _selects_cache: dict[tuple[str, frozenset[tuple[str, str]]], bool] = field(default_factory=dict)
 
     @property
@@ -79,15 +83,32 @@ class TopologyGroup:
     ) -> bool:
         return self.selects(namespace, labels, labels_key) and self.node_filter.matches(taints, requirements)
 
+    def refuses(self, key: tuple[Any, ...], candidate: object) -> bool:
+        entry = self.refused.get(key)
+        return entry is not None and entry[0] == self.epoch and candidate in entry[1]
+
+    def remember_refusal(self, key: tuple[Any, ...], candidate: object) -> None:
+        entry = self.refused.get(key)
+        if entry is None or entry[0] != self.epoch:
+            entry = (self.epoch, set())
+            self.refused[key] = entry
+        entry[1].add(candidate)
+
     def register(self, domain: str) -> None:
         if domain not in self.domains:
             self.domains[domain] = 0
             self.empty.add(domain)
+            self.epoch += 1
 
     def record(self, domains: Sequence[str] | set[str] | frozenset[str]) -> None:
         for domain in domains:
-            self.domains[domain] = self.domains.get(domain, 0) + 1
+            count = self.domains.get(domain, 0)
+            self.domains[domain] = count + 1
             self.empty.discard(domain)
+            # Only changes that can turn a refusal into an acceptance start a new epoch: any count for spread
+            # (the minimum may rise), a first pod in a domain for affinity; anti-affinity never relaxes.
+            if self.kind == SPREAD or (self.kind == AFFINITY and count == 0):
+                self.epoch += 1
 
     # -- choosing domains ----------------------------------------------------------------------
 

@@ -22,7 +22,9 @@ NODEPOOL: dict[str, Any] = {
                 "taints": [{"key": "dedicated", "value": "payments", "effect": "NoSchedule"}],
             },
         },
-        "disruption": {"budgets": [{"nodes": "10%"}, {"nodes": "0", "schedule": "0 9 * * 1-5", "duration": "8h"}]},
+        "disruption": {
+            "budgets": [{"nodes": "10%"}, {"nodes": "0", "schedule": "0 9 * * 1-5", "duration": "8h"}]
+        },
         "limits": {"cpu": 1000, "memory": "1000Gi"},
     },
 }
@@ -35,7 +37,11 @@ NODECLAIM: dict[str, Any] = {
         "requirements": [
             {"key": "karpenter.sh/nodepool", "operator": "In", "values": ["default"]},
             {"key": "karpenter.k8s.aws/ec2nodeclass", "operator": "In", "values": ["default"]},
-            {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large", "m5.xlarge"]},
+            {
+                "key": "node.kubernetes.io/instance-type",
+                "operator": "In",
+                "values": ["m5.large", "m5.xlarge"],
+            },
         ],
         "resources": {"requests": {"cpu": "1500m", "memory": "3Gi", "pods": 7}},
         "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},

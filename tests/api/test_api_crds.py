@@ -30,9 +30,11 @@ def test_crds_yaml_matches_golden_file() -> None:
     expected = GOLDEN.read_text() if GOLDEN.exists() else ""
     if generated != expected:
         diff = "".join(
-            list(difflib.unified_diff(expected.splitlines(True), generated.splitlines(True), "golden", "generated"))[
-                :60
-            ]
+            list(
+                difflib.unified_diff(
+                    expected.splitlines(True), generated.splitlines(True), "golden", "generated"
+                )
+            )[:60]
         )
         pytest.fail(
             f"{GOLDEN} is out of date with reconciler.api. If the change is intended, regenerate it with\n"
@@ -54,7 +56,11 @@ def test_crds_are_valid_apiextensions_v1_objects(kubernetes_version: str) -> Non
 
 def test_crd_identity_scope_and_subresources() -> None:
     crds = {crd["metadata"]["name"]: crd for crd in generate_crds()}
-    assert sorted(crds) == ["ec2nodeclasses.karpenter.k8s.aws", "nodeclaims.karpenter.sh", "nodepools.karpenter.sh"]
+    assert sorted(crds) == [
+        "ec2nodeclasses.karpenter.k8s.aws",
+        "nodeclaims.karpenter.sh",
+        "nodepools.karpenter.sh",
+    ]
     for name, crd in crds.items():
         spec = crd["spec"]
         assert name == f"{spec['names']['plural']}.{spec['group']}"
@@ -84,7 +90,11 @@ def test_printer_columns_match_karpenter() -> None:
     assert nodeclaim["NODE"] == (".status.nodeName", 0)
     assert nodeclaim["READY"] == ('.status.conditions[?(@.type=="Ready")].status', 0)
     assert nodeclaim["AGE"] == (".metadata.creationTimestamp", 0)
-    assert {name for name, (_, priority) in nodeclaim.items() if priority == 1} >= {"ID", "NODEPOOL", "NODECLASS"}
+    assert {name for name, (_, priority) in nodeclaim.items() if priority == 1} >= {
+        "ID",
+        "NODEPOOL",
+        "NODECLASS",
+    }
     nodepool = _columns(crds["NodePool"])
     assert nodepool["NODECLASS"] == (".spec.template.spec.nodeClassRef.name", 0)
     assert nodepool["NODES"] == (".status.resources.nodes", 0)
@@ -106,7 +116,9 @@ def _nodes(schema: Mapping[str, Any], path: str = "") -> Iterator[tuple[str, Map
 
 
 ALL_NODES = [
-    (f"{crd['spec']['names']['kind']}{path}", node) for crd in generate_crds() for path, node in _nodes(crd_schema(crd))
+    (f"{crd['spec']['names']['kind']}{path}", node)
+    for crd in generate_crds()
+    for path, node in _nodes(crd_schema(crd))
 ]
 
 
@@ -169,7 +181,11 @@ def test_patterns_are_re2_compatible() -> None:
 
 def test_cel_rules_compile() -> None:
     environment = celpy.Environment()
-    rules = [(path, validation) for path, node in ALL_NODES for validation in node.get("x-kubernetes-validations", ())]
+    rules = [
+        (path, validation)
+        for path, node in ALL_NODES
+        for validation in node.get("x-kubernetes-validations", ())
+    ]
     assert len(rules) > 40
     for path, validation in rules:
         assert set(validation) == {"rule", "message"}, path

@@ -127,7 +127,9 @@ def test_next_activation_is_strictly_after() -> None:
 def test_windows_are_evaluated_in_utc() -> None:
     plus_two = timezone(timedelta(hours=2))
     # 10:30 at UTC+2 is 08:30 UTC: before a 09:00 UTC window opens.
-    assert not window_is_active("0 9 * * *", timedelta(hours=1), datetime(2024, 1, 1, 10, 30, tzinfo=plus_two))
+    assert not window_is_active(
+        "0 9 * * *", timedelta(hours=1), datetime(2024, 1, 1, 10, 30, tzinfo=plus_two)
+    )
     assert window_is_active("0 9 * * *", timedelta(hours=1), datetime(2024, 1, 1, 11, 30, tzinfo=plus_two))
     assert window_is_active("0 9 * * *", timedelta(hours=8), datetime(2024, 1, 1, 16, 59, tzinfo=UTC))
     assert not window_is_active("0 9 * * *", timedelta(hours=8), datetime(2024, 1, 1, 17, 0, tzinfo=UTC))

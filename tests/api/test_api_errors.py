@@ -43,7 +43,9 @@ def test_map_keys_are_bracketed_using_the_schema() -> None:
         "spec.template.spec.requirements[3].values[0]"
     )
     # Without a schema only non-identifier keys can be recognised.
-    assert format_loc(("metadata", "labels", "karpenter.sh/foo", "[key]")) == "metadata.labels[karpenter.sh/foo]"
+    assert (
+        format_loc(("metadata", "labels", "karpenter.sh/foo", "[key]")) == "metadata.labels[karpenter.sh/foo]"
+    )
 
 
 def test_non_mapping_input_is_reported_cleanly() -> None:

@@ -93,14 +93,24 @@ CASES = [
         {"kubernetes.io/hostname": "x"},
         "spec.template.metadata.labels[kubernetes.io/hostname]",
     ),
-    np("label-key-syntax", "spec.template.metadata.labels", {"bad key": "x"}, "spec.template.metadata.labels[bad key]"),
+    np(
+        "label-key-syntax",
+        "spec.template.metadata.labels",
+        {"bad key": "x"},
+        "spec.template.metadata.labels[bad key]",
+    ),
     np(
         "label-value-too-long",
         "spec.template.metadata.labels",
         {"team": "a" * 64},
         "spec.template.metadata.labels[team]",
     ),
-    np("label-value-syntax", "spec.template.metadata.labels", {"team": "-bad-"}, "spec.template.metadata.labels[team]"),
+    np(
+        "label-value-syntax",
+        "spec.template.metadata.labels",
+        {"team": "-bad-"},
+        "spec.template.metadata.labels[team]",
+    ),
     np(
         "too-many-labels",
         "spec.template.metadata.labels",
@@ -132,7 +142,12 @@ CASES = [
     np("budget-cron-six-fields", "spec.disruption.budgets[1].schedule", "0 * * * * *"),
     np("budget-cron-every", "spec.disruption.budgets[1].schedule", "@every 1h"),
     np("budget-cron-weekday-7", "spec.disruption.budgets[1].schedule", "0 0 * * 7", crd_rejects=False),
-    np("budget-reason-unknown", "spec.disruption.budgets[0].reasons", ["Foo"], "spec.disruption.budgets[0].reasons[0]"),
+    np(
+        "budget-reason-unknown",
+        "spec.disruption.budgets[0].reasons",
+        ["Foo"],
+        "spec.disruption.budgets[0].reasons[0]",
+    ),
     np(
         "budget-reason-twice",
         "spec.disruption.budgets[0].reasons",
@@ -209,7 +224,12 @@ CASES = [
     ),
     ec2("placement-group-name-and-id", "spec.placementGroupSelector", {"name": "pg", "id": "pg-123"}),
     # --- metadata options, block devices, network
-    ec2("http-tokens-bogus", "spec.metadataOptions", {"httpTokens": "bogus"}, "spec.metadataOptions.httpTokens"),
+    ec2(
+        "http-tokens-bogus",
+        "spec.metadataOptions",
+        {"httpTokens": "bogus"},
+        "spec.metadataOptions.httpTokens",
+    ),
     ec2(
         "hop-limit-zero",
         "spec.metadataOptions",
@@ -231,7 +251,10 @@ CASES = [
     ec2(
         "two-root-volumes",
         "spec.blockDeviceMappings",
-        [{"rootVolume": True, "ebs": {"volumeSize": "20Gi"}}, {"rootVolume": True, "ebs": {"volumeSize": "30Gi"}}],
+        [
+            {"rootVolume": True, "ebs": {"volumeSize": "20Gi"}},
+            {"rootVolume": True, "ebs": {"volumeSize": "30Gi"}},
+        ],
         "spec.blockDeviceMappings",
     ),
     ec2(
@@ -290,8 +313,18 @@ CASES = [
         {"imageGCHighThresholdPercent": 50, "imageGCLowThresholdPercent": 60},
         "spec.kubelet",
     ),
-    ec2("kubelet-reserved-bogus-key", "spec.kubelet", {"systemReserved": {"gpu": "1"}}, "spec.kubelet.systemReserved"),
-    ec2("kubelet-reserved-negative", "spec.kubelet", {"kubeReserved": {"cpu": "-100m"}}, "spec.kubelet.kubeReserved"),
+    ec2(
+        "kubelet-reserved-bogus-key",
+        "spec.kubelet",
+        {"systemReserved": {"gpu": "1"}},
+        "spec.kubelet.systemReserved",
+    ),
+    ec2(
+        "kubelet-reserved-negative",
+        "spec.kubelet",
+        {"kubeReserved": {"cpu": "-100m"}},
+        "spec.kubelet.kubeReserved",
+    ),
     ec2("kubelet-max-pods-negative", "spec.kubelet", {"maxPods": -1}, "spec.kubelet.maxPods"),
     ec2(
         "kubelet-eviction-110-percent",
@@ -356,7 +389,10 @@ def test_table_is_large_enough() -> None:
 @pytest.mark.parametrize(
     ("manifest", "expected"),
     [
-        ({"apiVersion": "karpenter.sh/v1beta1", "kind": "NodePool", "spec": {}}, "kind: unsupported apiVersion/kind"),
+        (
+            {"apiVersion": "karpenter.sh/v1beta1", "kind": "NodePool", "spec": {}},
+            "kind: unsupported apiVersion/kind",
+        ),
         ({"apiVersion": "karpenter.sh/v1", "kind": "Provisioner"}, "kind: unsupported apiVersion/kind"),
         ({"kind": "NodePool"}, "kind: unsupported apiVersion/kind"),
     ],

@@ -50,8 +50,12 @@ def test_nodepool_defaults_match_karpenter() -> None:
     assert not pool.is_static
 
 
-@pytest.mark.parametrize("manifest", [MINIMAL_NODEPOOL, NODEPOOL, NODECLAIM, EC2NODECLASS], ids=lambda m: m["kind"])
-def test_model_defaults_equal_api_server_defaulting(manifest: dict[str, Any], crds: list[dict[str, Any]]) -> None:
+@pytest.mark.parametrize(
+    "manifest", [MINIMAL_NODEPOOL, NODEPOOL, NODECLAIM, EC2NODECLASS], ids=lambda m: m["kind"]
+)
+def test_model_defaults_equal_api_server_defaulting(
+    manifest: dict[str, Any], crds: list[dict[str, Any]]
+) -> None:
     crd = find_crd(manifest, crds)
     assert crd is not None
     assert parse_object(manifest).to_manifest() == apply_defaults(crd_schema(crd), manifest)
@@ -105,7 +109,9 @@ def test_well_known_and_custom_keys_are_allowed() -> None:
         {"key": "example.com/team", "operator": "In", "values": ["a", "b"], "minValues": 2},
         {"key": "karpenter.k8s.aws/instance-memory", "operator": "Lte", "values": ["65536"]},
     ]
-    manifest["spec"]["template"]["metadata"] = {"labels": {"node.kubernetes.io/role": "worker", "k8s.io/x": "y"}}
+    manifest["spec"]["template"]["metadata"] = {
+        "labels": {"node.kubernetes.io/role": "worker", "k8s.io/x": "y"}
+    }
     assert len(_nodepool(manifest).requirements) == 7
 
 
@@ -133,14 +139,16 @@ def test_budgets_follow_their_schedule_in_utc() -> None:
 
 
 def test_budget_reasons_limit_what_they_apply_to() -> None:
-    manifest = changed("NodePool", "spec.disruption.budgets", [{"nodes": "0", "reasons": ["Drifted"]}, {"nodes": "5"}])
+    manifest = changed(
+        "NodePool", "spec.disruption.budgets", [{"nodes": "0", "reasons": ["Drifted"]}, {"nodes": "5"}]
+    )
     pool = _nodepool(manifest)
     now = datetime(2024, 1, 1, tzinfo=UTC)
     assert pool.allowed_disruptions(now, 100, "Drifted") == 0
     assert pool.allowed_disruptions(now, 100, "Empty") == 5
-    assert _nodepool(changed("NodePool", "spec.disruption.budgets", [])).allowed_disruptions(now, 9, "Empty") == (
-        UNBOUNDED_DISRUPTIONS
-    )
+    assert _nodepool(changed("NodePool", "spec.disruption.budgets", [])).allowed_disruptions(
+        now, 9, "Empty"
+    ) == (UNBOUNDED_DISRUPTIONS)
 
 
 @pytest.mark.parametrize(
@@ -169,7 +177,12 @@ def test_nodeclaim_accessors_and_status_round_trip() -> None:
         "allocatable": {"cpu": "1930m", "memory": "7Gi", "pods": "29"},
         "lastPodEventTime": "2024-01-01T00:00:00Z",
         "conditions": [
-            {"type": "Launched", "status": "True", "reason": "Launched", "lastTransitionTime": "2024-01-01T00:00:00Z"},
+            {
+                "type": "Launched",
+                "status": "True",
+                "reason": "Launched",
+                "lastTransitionTime": "2024-01-01T00:00:00Z",
+            },
             {
                 "type": "Ready",
                 "status": "False",
@@ -201,7 +214,12 @@ def test_nodepool_status_round_trip() -> None:
         "nodes": 4,
         "nodeClassObservedGeneration": 2,
         "conditions": [
-            {"type": "Ready", "status": "True", "reason": "Ready", "lastTransitionTime": "2024-01-01T00:00:00Z"}
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "Ready",
+                "lastTransitionTime": "2024-01-01T00:00:00Z",
+            }
         ],
     }
     pool = _nodepool(manifest)
@@ -299,7 +317,9 @@ def test_ec2nodeclass_full_spec_round_trips() -> None:
     assert isinstance(nodeclass, EC2NodeClass)
     assert nodeclass.spec.metadata_options.http_tokens == "optional"
     assert nodeclass.spec.metadata_options.http_put_response_hop_limit == 1  # defaulted inside the object
-    assert nodeclass.spec.kubelet is not None and nodeclass.spec.kubelet.model_extra == {"containerLogMaxSize": "50Mi"}
+    assert nodeclass.spec.kubelet is not None and nodeclass.spec.kubelet.model_extra == {
+        "containerLogMaxSize": "50Mi"
+    }
     dumped = nodeclass.to_manifest()
     assert dumped["spec"]["kubelet"]["containerLogMaxSize"] == "50Mi"
     assert dumped["spec"]["blockDeviceMappings"][0]["ebs"]["kmsKeyID"].startswith("arn:")
@@ -324,9 +344,9 @@ def test_models_are_immutable() -> None:
 def test_models_accept_python_field_names() -> None:
     budget = Budget.model_validate({"nodes": "1", "schedule": "@hourly", "duration": "30m"})
     assert Budget(nodes="1", schedule="@hourly", duration="30m") == budget
-    assert NodePool.model_validate(MINIMAL_NODEPOOL).model_dump(by_alias=True, exclude_none=True)["spec"]["template"][
-        "spec"
-    ]["nodeClassRef"] == {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
+    assert NodePool.model_validate(MINIMAL_NODEPOOL).model_dump(by_alias=True, exclude_none=True)["spec"][
+        "template"
+    ]["spec"]["nodeClassRef"] == {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
 
 
 def test_unknown_metadata_keys_are_kept() -> None:

@@ -161,7 +161,10 @@ class AdzeMocks(Mocks):
         return {"arn": f"arn:aws:kms:{self.region}:{ACCOUNT_ID}:key/{name}"}
 
     def _Repository(self, args: MockResourceArgs, name: str) -> dict[str, Any]:
-        return {"registryId": ACCOUNT_ID, "repositoryUrl": f"{ACCOUNT_ID}.dkr.ecr.{self.region}.amazonaws.com/{name}"}
+        return {
+            "registryId": ACCOUNT_ID,
+            "repositoryUrl": f"{ACCOUNT_ID}.dkr.ecr.{self.region}.amazonaws.com/{name}",
+        }
 
     def _Image(self, args: MockResourceArgs, name: str) -> dict[str, Any]:
         return {"ref": f"{args.inputs['tags'][0]}@sha256:{'ab' * 32}", "digest": f"sha256:{'ab' * 32}"}
@@ -246,7 +249,9 @@ class RecordingMonitor(MockMonitor):
         _references_as_urns.on = True
         try:
             response = super().RegisterResource(request)
-            inputs = rpc.deserialize_properties(request.object) if request.type != "pulumi:pulumi:Stack" else {}
+            inputs = (
+                rpc.deserialize_properties(request.object) if request.type != "pulumi:pulumi:Stack" else {}
+            )
         finally:
             _references_as_urns.on = False
         if request.type != "pulumi:pulumi:Stack":
@@ -289,7 +294,9 @@ def run_program(config: Mapping[str, Any], *, stack: str = "test") -> ProgramRun
     return run
 
 
-def run_failing_program(config: Mapping[str, Any], *, stack: str = "test") -> tuple[BaseException, ProgramRun]:
+def run_failing_program(
+    config: Mapping[str, Any], *, stack: str = "test"
+) -> tuple[BaseException, ProgramRun]:
     """Run a program that must fail; returns the error and whatever was registered before it."""
     run, error = _execute(config, stack)
     assert error is not None, "the program was expected to fail"
@@ -334,7 +341,10 @@ def _execute(config: Mapping[str, Any], stack: str) -> tuple[ProgramRun, BaseExc
         loop.close()
         asyncio.set_event_loop(None)
     run = ProgramRun(
-        registrations=list(monitor.registrations), outputs=outputs, secret_outputs=secret_outputs, region=region
+        registrations=list(monitor.registrations),
+        outputs=outputs,
+        secret_outputs=secret_outputs,
+        region=region,
     )
     return run, error
 

@@ -33,7 +33,9 @@ def test_cluster_settings_come_from_stack_config(prod: ProgramRun, dev: ProgramR
         "scheduler",
     ]
     assert cluster.inputs["deletionProtection"] is True and cluster.protect
-    assert cluster.inputs["providerCredentialOpts"] == {"roleArn": "arn:aws:iam::444455556666:role/adze-prod-k8s-admin"}
+    assert cluster.inputs["providerCredentialOpts"] == {
+        "roleArn": "arn:aws:iam::444455556666:role/adze-prod-k8s-admin"
+    }
     dev_cluster = dev.one("eks:index:Cluster")
     assert not dev_cluster.protect and dev_cluster.inputs["deletionProtection"] is False
     assert "providerCredentialOpts" not in dev_cluster.inputs
@@ -76,11 +78,17 @@ def test_system_node_role_has_the_worker_policies(dev: ProgramRun) -> None:
 def test_cluster_security_group_is_tagged_for_discovery(dev: ProgramRun) -> None:
     tag = next(t for t in dev.of_type("aws:ec2/tag:Tag") if t.name.endswith("-sg-discovery"))
     # The EKS-created cluster security group (faked child output of the eks component).
-    assert tag.inputs == {"resourceId": "sg-0eks0cluster0sg", "key": "karpenter.sh/discovery", "value": "adze-dev"}
+    assert tag.inputs == {
+        "resourceId": "sg-0eks0cluster0sg",
+        "key": "karpenter.sh/discovery",
+        "value": "adze-dev",
+    }
 
 
 def test_pod_identity_agent_waits_for_the_system_nodes(dev: ProgramRun) -> None:
-    agent = next(a for a in dev.of_type("aws:eks/addon:Addon") if a.inputs["addonName"] == "eks-pod-identity-agent")
+    agent = next(
+        a for a in dev.of_type("aws:eks/addon:Addon") if a.inputs["addonName"] == "eks-pod-identity-agent"
+    )
     assert agent.inputs["clusterName"] == "adze-dev"
     assert dev.depends_on(agent, dev.one("eks:index:ManagedNodeGroup"))
 
@@ -98,7 +106,9 @@ def test_metrics_server_can_be_turned_off() -> None:
     assert [a.inputs["addonName"] for a in run.of_type("aws:eks/addon:Addon")] == ["eks-pod-identity-agent"]
 
 
-def test_deployer_role_gets_cluster_admin_and_the_provider_waits_for_it(prod: ProgramRun, dev: ProgramRun) -> None:
+def test_deployer_role_gets_cluster_admin_and_the_provider_waits_for_it(
+    prod: ProgramRun, dev: ProgramRun
+) -> None:
     entry = next(e for e in prod.of_type("aws:eks/accessEntry:AccessEntry") if e.name.endswith("-deployer"))
     assert entry.inputs["principalArn"] == "arn:aws:iam::444455556666:role/adze-prod-k8s-admin"
     assert entry.inputs["type"] == "STANDARD"

@@ -25,8 +25,14 @@ def base() -> dict[str, Any]:
                 "name": "general",
                 "template": {
                     "spec": {
-                        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                        "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}],
+                        "nodeClassRef": {
+                            "group": "karpenter.k8s.aws",
+                            "kind": "EC2NodeClass",
+                            "name": "default",
+                        },
+                        "requirements": [
+                            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}
+                        ],
                     }
                 },
             },
@@ -34,8 +40,14 @@ def base() -> dict[str, Any]:
                 "name": "batch",
                 "template": {
                     "spec": {
-                        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                        "requirements": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}],
+                        "nodeClassRef": {
+                            "group": "karpenter.k8s.aws",
+                            "kind": "EC2NodeClass",
+                            "name": "default",
+                        },
+                        "requirements": [
+                            {"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}
+                        ],
                     }
                 },
                 "disruption": {"budgets": [{"nodes": "10%"}]},
@@ -97,7 +109,12 @@ BAD_CONFIGS: list[tuple[str, Callable[[dict[str, Any]], None], str, str]] = [
         "adze:nodePools[0].disruption.consolidateAfter",
         "duration",
     ),
-    ("limits-quantity", setter("nodePools[0].limits", {"cpu": "lots"}), "adze:nodePools[0].limits[cpu]", "quantity"),
+    (
+        "limits-quantity",
+        setter("nodePools[0].limits", {"cpu": "lots"}),
+        "adze:nodePools[0].limits[cpu]",
+        "quantity",
+    ),
     (
         "requirement-operator",
         setter("nodePools[0].template.spec.requirements[0].operator", "Maybe"),
@@ -130,7 +147,12 @@ BAD_CONFIGS: list[tuple[str, Callable[[dict[str, Any]], None], str, str]] = [
     ),
     ("nodepool-bad-name", setter("nodePools[0].name", "General_Pool"), "adze:nodePools[0].name", ""),
     ("nodepool-missing-name", setter("nodePools[0].name", DELETE), "adze:nodePools[0].name", "missing"),
-    ("nodepool-duplicate-name", setter("nodePools[1].name", "general"), "adze:nodePools[1].name", "duplicate"),
+    (
+        "nodepool-duplicate-name",
+        setter("nodePools[1].name", "general"),
+        "adze:nodePools[1].name",
+        "duplicate",
+    ),
     ("nodepool-not-a-map", setter("nodePools[1]", "batch"), "adze:nodePools[1]", "must be a map"),
     ("nodepools-not-a-list", setter("nodePools", {"general": {}}), "adze:nodePools", "must be a list"),
     (
@@ -143,7 +165,12 @@ BAD_CONFIGS: list[tuple[str, Callable[[dict[str, Any]], None], str, str]] = [
         "nodeclass-role-and-profile",
         setter(
             "nodeClasses[0]",
-            {"name": "default", "role": "r", "instanceProfile": "p", "amiSelectorTerms": [{"alias": "al2023@latest"}]},
+            {
+                "name": "default",
+                "role": "r",
+                "instanceProfile": "p",
+                "amiSelectorTerms": [{"alias": "al2023@latest"}],
+            },
         ),
         "adze:nodeClasses[0]",
         "",
@@ -164,7 +191,12 @@ BAD_CONFIGS: list[tuple[str, Callable[[dict[str, Any]], None], str, str]] = [
     ("cluster-name-missing", setter("clusterName", DELETE), "adze:clusterName", "missing"),
     ("kubernetes-version", setter("kubernetesVersion", "latest"), "adze:kubernetesVersion", "minor version"),
     ("identity-mode", setter("identityMode", "keys"), "adze:identityMode", "pod-identity"),
-    ("deployer-role", setter("deployerRoleArn", "arn:aws:iam::12:user/me"), "adze:deployerRoleArn", "IAM role ARN"),
+    (
+        "deployer-role",
+        setter("deployerRoleArn", "arn:aws:iam::12:user/me"),
+        "adze:deployerRoleArn",
+        "IAM role ARN",
+    ),
     ("public-cidr", setter("publicAccessCidrs", ["10.0.0.0/33"]), "adze:publicAccessCidrs[0]", "CIDR"),
     ("log-type", setter("clusterLogTypes", ["api", "kubelet"]), "adze:clusterLogTypes[1]", ""),
     ("network-mode", setter("network.mode", "byo"), "adze:network.mode", ""),
@@ -178,7 +210,11 @@ BAD_CONFIGS: list[tuple[str, Callable[[dict[str, Any]], None], str, str]] = [
         "network-one-subnet",
         setter(
             "network",
-            {"mode": "existing", "vpcId": "vpc-0123456789abcdef0", "privateSubnetIds": ["subnet-0123456789abcdef0"]},
+            {
+                "mode": "existing",
+                "vpcId": "vpc-0123456789abcdef0",
+                "privateSubnetIds": ["subnet-0123456789abcdef0"],
+            },
         ),
         "adze:network.privateSubnetIds",
         "at least two",
@@ -246,21 +282,36 @@ BAD_CONFIGS: list[tuple[str, Callable[[dict[str, Any]], None], str, str]] = [
         "adze:reconciler.settings[BATCH_IDLE_DURATION]",
         "duration",
     ),
-    ("reconciler-namespace", setter("reconciler", {"namespace": "Adze"}), "adze:reconciler.namespace", "DNS-1123"),
+    (
+        "reconciler-namespace",
+        setter("reconciler", {"namespace": "Adze"}),
+        "adze:reconciler.namespace",
+        "DNS-1123",
+    ),
     (
         "reconciler-resources",
         setter("reconciler", {"resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}}),
         "adze:reconciler.resources.requests[cpu]",
         "exceeds limit",
     ),
-    ("reconciler-unknown-field", setter("reconciler", {"imageUri": "x"}), "adze:reconciler.imageUri", "unknown field"),
+    (
+        "reconciler-unknown-field",
+        setter("reconciler", {"imageUri": "x"}),
+        "adze:reconciler.imageUri",
+        "unknown field",
+    ),
     (
         "interruption-key-without-kms",
         setter("interruption", {"kmsKeyArn": "arn:aws:kms:us-west-2:123456789012:key/k"}),
         "adze:interruption.kmsKeyArn",
         "only valid with encryption: kms",
     ),
-    ("interruption-encryption", setter("interruption", {"encryption": "none"}), "adze:interruption.encryption", ""),
+    (
+        "interruption-encryption",
+        setter("interruption", {"encryption": "none"}),
+        "adze:interruption.encryption",
+        "",
+    ),
     ("metrics-server-without-pool", setter("nodePools", []), "adze:metricsServer", "needs a NodePool"),
     (
         "untagged-subnets-need-selectors",
@@ -331,7 +382,9 @@ def test_node_class_defaults_come_from_the_stack() -> None:
     assert node_class.uses_stack_role and "role" not in node_class.spec
 
     custom = base()
-    custom["nodeClasses"][0].update(instanceProfile="existing-profile", subnetSelectorTerms=[{"id": "subnet-1"}])
+    custom["nodeClasses"][0].update(
+        instanceProfile="existing-profile", subnetSelectorTerms=[{"id": "subnet-1"}]
+    )
     node_class = load_stack_config(custom).node_classes[0]
     assert not node_class.uses_stack_role
     assert node_class.spec["subnetSelectorTerms"] == [{"id": "subnet-1"}]
@@ -340,7 +393,9 @@ def test_node_class_defaults_come_from_the_stack() -> None:
 @pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
 def test_example_stacks_are_valid(stack: str) -> None:
     raw = {
-        key.removeprefix("adze:"): value for key, value in stack_file_config(stack).items() if key.startswith("adze:")
+        key.removeprefix("adze:"): value
+        for key, value in stack_file_config(stack).items()
+        if key.startswith("adze:")
     }
     config = load_stack_config(raw)
     assert config.node_pools
@@ -352,7 +407,9 @@ def test_prod_has_the_documented_shape() -> None:
     assert config.system_node_group.capacity_type == "ON_DEMAND"
     general = next(pool for pool in config.node_pools if pool.name == "general")
     capacity = next(
-        r for r in general.spec["template"]["spec"]["requirements"] if r["key"] == "karpenter.sh/capacity-type"
+        r
+        for r in general.spec["template"]["spec"]["requirements"]
+        if r["key"] == "karpenter.sh/capacity-type"
     )
     assert set(capacity["values"]) == {"spot", "on-demand"}
     freeze = [b for b in general.spec["disruption"]["budgets"] if b.get("schedule")]
@@ -410,8 +467,12 @@ def test_the_deploying_guide_example_is_a_valid_config() -> None:
     raw = {key.removeprefix("adze:"): value for key, value in yaml.safe_load(block)["config"].items()}
     config = load_stack_config({"clusterName": "adze-docs", **raw})
     assert [pool.name for pool in config.node_pools] == ["batch"]
-    documented_error = "adze:nodePools[1].disruption.budgets[0].schedule: schedule '0 25 * * *': hour value '25'"
+    documented_error = (
+        "adze:nodePools[1].disruption.budgets[0].schedule: schedule '0 25 * * *': hour value '25'"
+    )
     assert documented_error in guide
     broken = base()
-    setter("nodePools[1].disruption.budgets[0]", {"nodes": "1", "schedule": "0 25 * * *", "duration": "1h"})(broken)
+    setter("nodePools[1].disruption.budgets[0]", {"nodes": "1", "schedule": "0 25 * * *", "duration": "1h"})(
+        broken
+    )
     assert any(line.startswith(documented_error) for line in problems_for(lambda c: c.update(broken)))

@@ -16,7 +16,9 @@ def role(run: ProgramRun, suffix: str) -> Registration:
 
 
 def policy_documents(run: ProgramRun) -> dict[str, dict[str, Any]]:
-    return {p.name.split("-", 2)[-1]: json.loads(p.inputs["policy"]) for p in run.of_type("aws:iam/policy:Policy")}
+    return {
+        p.name.split("-", 2)[-1]: json.loads(p.inputs["policy"]) for p in run.of_type("aws:iam/policy:Policy")
+    }
 
 
 def test_node_role_has_four_policies_and_an_ec2_linux_access_entry(any_stack: ProgramRun) -> None:
@@ -47,12 +49,22 @@ def test_node_role_has_four_policies_and_an_ec2_linux_access_entry(any_stack: Pr
     assert entry.inputs["clusterName"] == any_stack.outputs["clusterName"]
 
 
-def test_controller_policies_are_separate_managed_policies_attached_to_the_controller(dev: ProgramRun) -> None:
+def test_controller_policies_are_separate_managed_policies_attached_to_the_controller(
+    dev: ProgramRun,
+) -> None:
     docs = policy_documents(dev)
-    assert set(docs) == {"node-lifecycle", "iam-integration", "eks-integration", "resource-discovery", "interruption"}
+    assert set(docs) == {
+        "node-lifecycle",
+        "iam-integration",
+        "eks-integration",
+        "resource-discovery",
+        "interruption",
+    }
     controller = role(dev, "-controller").id.removesuffix("-id")
     attachments = [
-        a for a in dev.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment") if a.inputs["role"] == controller
+        a
+        for a in dev.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+        if a.inputs["role"] == controller
     ]
     assert {a.inputs["policyArn"].rsplit("/", 1)[-1] for a in attachments} == {
         p.id.removesuffix("-id") for p in dev.of_type("aws:iam/policy:Policy")
@@ -69,7 +81,10 @@ def test_controller_policies_reference_this_stacks_resources(dev: ProgramRun) ->
         docs["interruption"]["Statement"][0]["Resource"]
         == f"arn:aws:sqs:us-west-2:{ACCOUNT_ID}:{queue.id.removesuffix('-id')}"
     )
-    assert docs["eks-integration"]["Statement"][0]["Resource"] == f"arn:aws:eks:us-west-2:{ACCOUNT_ID}:cluster/adze-dev"
+    assert (
+        docs["eks-integration"]["Statement"][0]["Resource"]
+        == f"arn:aws:eks:us-west-2:{ACCOUNT_ID}:cluster/adze-dev"
+    )
     lifecycle = json.dumps(docs["node-lifecycle"])
     assert '"aws:RequestTag/kubernetes.io/cluster/adze-dev": "owned"' in lifecycle
     reads = docs["resource-discovery"]["Statement"][0]
@@ -109,7 +124,10 @@ def test_irsa_mode_trusts_only_the_reconcilers_service_account_token(staging: Pr
 
 
 def test_spot_service_linked_role_is_optional(dev: ProgramRun, prod: ProgramRun) -> None:
-    assert dev.one("aws:iam/serviceLinkedRole:ServiceLinkedRole").inputs["awsServiceName"] == "spot.amazonaws.com"
+    assert (
+        dev.one("aws:iam/serviceLinkedRole:ServiceLinkedRole").inputs["awsServiceName"]
+        == "spot.amazonaws.com"
+    )
     assert not prod.of_type("aws:iam/serviceLinkedRole:ServiceLinkedRole")
 
 

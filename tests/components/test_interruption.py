@@ -58,7 +58,9 @@ def test_five_rules_with_exact_patterns_each_targeting_the_queue(any_stack: Prog
 
 def test_rebalance_rule_can_be_left_out() -> None:
     run = run_stack("dev", **{"adze:interruption": {"rebalanceRule": False}})
-    patterns = [json.loads(r.inputs["eventPattern"]) for r in run.of_type("aws:cloudwatch/eventRule:EventRule")]
+    patterns = [
+        json.loads(r.inputs["eventPattern"]) for r in run.of_type("aws:cloudwatch/eventRule:EventRule")
+    ]
     assert len(patterns) == 4
     assert {"source": ["aws.ec2"], "detail-type": ["EC2 Instance Rebalance Recommendation"]} not in patterns
 

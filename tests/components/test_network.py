@@ -62,14 +62,17 @@ def test_single_nat_gateway_routes_every_private_subnet(dev: ProgramRun) -> None
     nat_id = nats[0].id
     assert all(t.inputs["routes"][0]["natGatewayId"] == nat_id for t in private_tables)
     public_table = dev.one("aws:ec2/routeTable:RouteTable", "public")
-    assert public_table.inputs["routes"][0]["gatewayId"] == dev.one("aws:ec2/internetGateway:InternetGateway").id
+    assert (
+        public_table.inputs["routes"][0]["gatewayId"] == dev.one("aws:ec2/internetGateway:InternetGateway").id
+    )
 
 
 def test_one_nat_gateway_per_zone_in_prod(prod: ProgramRun) -> None:
     nats = prod.of_type("aws:ec2/natGateway:NatGateway")
     assert len(nats) == 3
     tables = sorted(
-        (t for t in prod.of_type("aws:ec2/routeTable:RouteTable") if "private" in t.name), key=lambda t: t.name
+        (t for t in prod.of_type("aws:ec2/routeTable:RouteTable") if "private" in t.name),
+        key=lambda t: t.name,
     )
     assert len({t.inputs["routes"][0]["natGatewayId"] for t in tables}) == 3
     assert len(prod.of_type("aws:ec2/eip:Eip")) == 3
@@ -99,7 +102,9 @@ def test_two_stacks_in_one_account_get_distinct_names(dev: ProgramRun, prod: Pro
     # No AWS resource sets a physical name: Pulumi auto-names them with a random suffix.
     for registration in dev.registrations:
         if registration.typ.startswith("aws:") and registration.typ != "aws:ec2/tag:Tag":
-            assert "name" not in registration.inputs or registration.typ == "aws:eks/addon:Addon", registration.typ
+            assert "name" not in registration.inputs or registration.typ == "aws:eks/addon:Addon", (
+                registration.typ
+            )
 
 
 def test_existing_subnets_can_be_left_untagged() -> None:

@@ -41,7 +41,13 @@ def as_list(value: str | list[str]) -> list[str]:
 
 def test_controller_permissions_are_split_into_five_policies_with_upstream_sids() -> None:
     docs = policies()
-    assert set(docs) == {"node-lifecycle", "iam-integration", "eks-integration", "resource-discovery", "interruption"}
+    assert set(docs) == {
+        "node-lifecycle",
+        "iam-integration",
+        "eks-integration",
+        "resource-discovery",
+        "interruption",
+    }
     sids = {name: [s["Sid"] for s in doc["Statement"]] for name, doc in docs.items()}
     assert sids["node-lifecycle"] == [
         "AllowScopedEC2InstanceAccessActions",
@@ -77,7 +83,14 @@ def test_launch_requires_ownership_request_tags_and_tagging_only_at_creation() -
     kinds = sorted(arn.split(":")[-1] for arn in create["Resource"])
     assert kinds == sorted(
         f"{k}/*"
-        for k in ("fleet", "instance", "volume", "network-interface", "launch-template", "spot-instances-request")
+        for k in (
+            "fleet",
+            "instance",
+            "volume",
+            "network-interface",
+            "launch-template",
+            "spot-instances-request",
+        )
     )
 
     tagging = statement(lifecycle, "AllowScopedResourceCreationTagging")
@@ -102,7 +115,9 @@ def test_launch_templates_and_deletion_are_scoped_by_resource_tags() -> None:
     lifecycle = policies()["node-lifecycle"]
     for sid in ("AllowScopedEC2LaunchTemplateAccessActions", "AllowScopedDeletion"):
         scoped = statement(lifecycle, sid)
-        assert scoped["Condition"]["StringEquals"] == {f"aws:ResourceTag/kubernetes.io/cluster/{CLUSTER}": "owned"}
+        assert scoped["Condition"]["StringEquals"] == {
+            f"aws:ResourceTag/kubernetes.io/cluster/{CLUSTER}": "owned"
+        }
         assert scoped["Condition"]["StringLike"] == {"aws:ResourceTag/karpenter.sh/nodepool": "*"}
     deletion = statement(lifecycle, "AllowScopedDeletion")
     assert set(deletion["Action"]) == {"ec2:TerminateInstances", "ec2:DeleteLaunchTemplate"}
@@ -119,7 +134,9 @@ def test_pass_role_only_for_the_node_role_and_only_to_ec2() -> None:
 def test_instance_profile_actions_are_scoped_to_this_cluster_and_region() -> None:
     doc = policies()["iam-integration"]
     create = statement(doc, "AllowScopedInstanceProfileCreationActions")
-    assert create["Condition"]["StringEquals"]["aws:RequestTag/topology.kubernetes.io/region"] == "eu-central-1"
+    assert (
+        create["Condition"]["StringEquals"]["aws:RequestTag/topology.kubernetes.io/region"] == "eu-central-1"
+    )
     assert create["Condition"]["StringLike"] == {"aws:RequestTag/karpenter.k8s.aws/ec2nodeclass": "*"}
     manage = statement(doc, "AllowScopedInstanceProfileActions")
     assert manage["Resource"] == "arn:aws:iam::210987654321:instance-profile/*"
@@ -248,7 +265,9 @@ def test_parliament_finds_nothing_unexpected() -> None:
         findings = parliament.analyze_policy_string(json.dumps(doc)).findings
         unexpected = [(f.issue, f.detail) for f in findings if (name, f.issue) not in _PARLIAMENT_EXPECTED]
         assert not unexpected, f"{name}: {unexpected}"
-    queue = parliament.analyze_policy_string(json.dumps(queue_policy(SCOPE, QUEUE, ["arn:aws:events:x:1:rule/r"])))
+    queue = parliament.analyze_policy_string(
+        json.dumps(queue_policy(SCOPE, QUEUE, ["arn:aws:events:x:1:rule/r"]))
+    )
     assert not queue.findings
 
 
@@ -260,5 +279,13 @@ def test_launch_statements_together_cover_every_resource_runinstances_needs() ->
         if "ec2:RunInstances" in as_list(stmt["Action"])
         for arn in as_list(stmt["Resource"])
     }
-    needed = {"image", "instance", "network-interface", "security-group", "subnet", "volume", "launch-template"}
+    needed = {
+        "image",
+        "instance",
+        "network-interface",
+        "security-group",
+        "subnet",
+        "volume",
+        "launch-template",
+    }
     assert needed <= covered

@@ -35,7 +35,9 @@ def test_deployment_runs_two_replicas_as_a_critical_pod_on_system_nodes_only(pro
     assert spec["strategy"]["rollingUpdate"] == {"maxUnavailable": 1, "maxSurge": 0}
     template = spec["template"]["spec"]
     assert template["priorityClassName"] == "system-cluster-critical"
-    terms = template["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    terms = template["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
     assert terms == [
         {
             "matchExpressions": [
@@ -134,14 +136,18 @@ def test_crds_are_the_reconcilers_own(dev: ProgramRun) -> None:
     for name, crd in expected.items():
         assert recorded[name]["spec"]["group"] == crd["spec"]["group"]
         assert recorded[name]["spec"]["names"] == crd["spec"]["names"]
-        assert [v["name"] for v in recorded[name]["spec"]["versions"]] == [v["name"] for v in crd["spec"]["versions"]]
+        assert [v["name"] for v in recorded[name]["spec"]["versions"]] == [
+            v["name"] for v in crd["spec"]["versions"]
+        ]
 
 
 def test_rbac_is_bound_to_the_service_account(dev: ProgramRun) -> None:
     cluster_role = dev.one("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole").inputs
     assert cluster_role["rules"] == cluster_role_rules()
     binding = dev.one("kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding").inputs
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT_NAME, "namespace": "adze"}]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT_NAME, "namespace": "adze"}
+    ]
     role = dev.one("kubernetes:rbac.authorization.k8s.io/v1:Role").inputs
     assert role["metadata"]["namespace"] == "adze"
     assert role["rules"] == leader_election_rules(LEADER_ELECTION_LEASE)
@@ -168,15 +174,21 @@ def test_rbac_is_least_privilege() -> None:
     assert "create" not in lease_rules[1]["verbs"]
 
 
-def test_pod_identity_needs_no_service_account_annotation_but_irsa_does(dev: ProgramRun, staging: ProgramRun) -> None:
+def test_pod_identity_needs_no_service_account_annotation_but_irsa_does(
+    dev: ProgramRun, staging: ProgramRun
+) -> None:
     assert dev.one("kubernetes:core/v1:ServiceAccount").inputs["metadata"]["annotations"] == {}
     annotations = staging.one("kubernetes:core/v1:ServiceAccount").inputs["metadata"]["annotations"]
     assert annotations == {"eks.amazonaws.com/role-arn": staging.outputs["controllerRoleArn"]}
 
 
-def test_deployment_starts_only_after_its_credentials_permissions_crds_and_nodes(any_stack: ProgramRun) -> None:
+def test_deployment_starts_only_after_its_credentials_permissions_crds_and_nodes(
+    any_stack: ProgramRun,
+) -> None:
     deploy = deployment(any_stack)
-    controller_role = any_stack.one_named("aws:iam/role:Role", any_stack.outputs["clusterName"] + "-controller")
+    controller_role = any_stack.one_named(
+        "aws:iam/role:Role", any_stack.outputs["clusterName"] + "-controller"
+    )
     controller_attachments = [
         a
         for a in any_stack.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
@@ -195,7 +207,9 @@ def test_deployment_starts_only_after_its_credentials_permissions_crds_and_nodes
         assert any_stack.depends_on(deploy, dependency), dependency.name
 
 
-def test_image_is_built_from_the_repository_and_pushed_to_an_immutable_scanned_repository(dev: ProgramRun) -> None:
+def test_image_is_built_from_the_repository_and_pushed_to_an_immutable_scanned_repository(
+    dev: ProgramRun,
+) -> None:
     repository = dev.one("aws:ecr/repository:Repository").inputs
     assert repository["imageTagMutability"] == "IMMUTABLE"
     assert repository["imageScanningConfiguration"] == {"scanOnPush": True}

@@ -86,7 +86,9 @@ def test_every_resource_belongs_to_a_component(any_stack: ProgramRun) -> None:
     for registration in any_stack.registrations:
         if registration.typ.startswith("adze:infra:"):
             continue
-        assert registration.parent in components, f"{registration.typ} {registration.name} is not in a component"
+        assert registration.parent in components, (
+            f"{registration.typ} {registration.name} is not in a component"
+        )
 
 
 def test_everything_taggable_is_tagged_with_the_stack(prod: ProgramRun) -> None:

@@ -42,7 +42,9 @@ def test_format_quantity_round_trips_common_values() -> None:
     assert format_quantity(parse_quantity("110"), "pods") == "110"
 
 
-@given(st.integers(min_value=0, max_value=10**15), st.sampled_from(["cpu", "memory", "pods", "nvidia.com/gpu"]))
+@given(
+    st.integers(min_value=0, max_value=10**15), st.sampled_from(["cpu", "memory", "pods", "nvidia.com/gpu"])
+)
 def test_format_then_parse_is_identity(milli: int, resource: str) -> None:
     assert parse_quantity(format_quantity(milli, resource)) == milli
 
@@ -63,4 +65,7 @@ def test_resources_arithmetic_and_fit() -> None:
 def test_resources_from_manifest_names_bad_path() -> None:
     with pytest.raises(ValueError, match=r"spec.requests.cpu: 'lots' is not a valid quantity"):
         Resources.from_manifest({"cpu": "lots"}, path="spec.requests")
-    assert Resources.from_manifest({"cpu": "1", "memory": "1Gi"}).to_manifest() == {"cpu": "1", "memory": "1Gi"}
+    assert Resources.from_manifest({"cpu": "1", "memory": "1Gi"}).to_manifest() == {
+        "cpu": "1",
+        "memory": "1Gi",
+    }

@@ -24,7 +24,9 @@ from disruption_factories import (
 from reconciler.sim.catalog import build_catalog
 from reconciler.state import ClusterState
 
-SPOT_AND_ON_DEMAND = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]}]
+SPOT_AND_ON_DEMAND = [
+    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]}
+]
 SPOT_ONLY = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]
 ALL = [{"nodes": "100%"}]
 
@@ -39,14 +41,25 @@ def test_shared_consolidation_replace_scenario() -> None:
     assert (command.reason, command.method, command.action) == ("Underutilized", "single-node", "replace")
     assert command.node_names == ["ip-10-0-17-23.ec2.internal"]
     [replacement] = command.replacements
-    assert replacement.instance_type_options == ("c5.large", "m5.large", "c5.xlarge", "m5.xlarge", "c5.2xlarge")
+    assert replacement.instance_type_options == (
+        "c5.large",
+        "m5.large",
+        "c5.xlarge",
+        "m5.xlarge",
+        "c5.2xlarge",
+    )
     assert replacement.capacity_types == ("on-demand",)
     assert replacement.price == 0.085 and command.savings_per_hour == 0.299
     assert set(replacement.pods) == {"default/reports-6d4cf56db6-abcde", "default/reports-6d4cf56db6-fghij"}
     manifest = replacement.manifest
-    assert manifest["kind"] == "NodeClaim" and manifest["metadata"]["labels"]["karpenter.sh/nodepool"] == "default"
+    assert (
+        manifest["kind"] == "NodeClaim"
+        and manifest["metadata"]["labels"]["karpenter.sh/nodepool"] == "default"
+    )
     requirement = {r["key"]: r for r in manifest["spec"]["requirements"]}
-    assert requirement["node.kubernetes.io/instance-type"]["values"] == sorted(replacement.instance_type_options)
+    assert requirement["node.kubernetes.io/instance-type"]["values"] == sorted(
+        replacement.instance_type_options
+    )
 
 
 def test_single_node_delete_when_pods_fit_elsewhere() -> None:
@@ -107,7 +120,10 @@ def test_does_not_violate_required_anti_affinity() -> None:
         "affinity": {
             "podAntiAffinity": {
                 "requiredDuringSchedulingIgnoredDuringExecution": [
-                    {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
+                    {
+                        "labelSelector": {"matchLabels": {"app": "web"}},
+                        "topologyKey": "kubernetes.io/hostname",
+                    }
                 ]
             }
         }
@@ -150,7 +166,9 @@ def test_budget_zero_blocks_and_is_explained() -> None:
     state = cluster(nodepool(budgets=[{"nodes": "0"}]), node_of("big", LARGE), pod("a", node="big", cpu="1"))
     decision = run_decide(state)
     assert decision.command is None and decision.budget_constrained
-    assert why(decision, "big").startswith("Budget: disruption budget of NodePool default allows 0 Underutilized")
+    assert why(decision, "big").startswith(
+        "Budget: disruption budget of NodePool default allows 0 Underutilized"
+    )
 
 
 def test_budget_is_never_exceeded_counting_nodes_already_disrupting() -> None:
@@ -190,7 +208,9 @@ def test_never_merges_two_nodes_into_one_of_the_same_type() -> None:
 
 
 def test_on_demand_replacement_is_restricted_to_spot_when_both_are_allowed() -> None:
-    state = cluster(nodepool(requirements=SPOT_AND_ON_DEMAND), node_of("big", LARGE), pod("a", node="big", cpu="1"))
+    state = cluster(
+        nodepool(requirements=SPOT_AND_ON_DEMAND), node_of("big", LARGE), pod("a", node="big", cpu="1")
+    )
     command = run_decide(state).command
     assert command is not None and command.action == "replace"
     replacement = command.replacements[0]
@@ -202,20 +222,26 @@ def test_on_demand_replacement_is_restricted_to_spot_when_both_are_allowed() -> 
 
 def test_spot_to_spot_needs_the_feature_gate() -> None:
     state = cluster(
-        nodepool(requirements=SPOT_ONLY), node_of("big", LARGE, capacity_type="spot"), pod("a", node="big", cpu="1")
+        nodepool(requirements=SPOT_ONLY),
+        node_of("big", LARGE, capacity_type="spot"),
+        pod("a", node="big", cpu="1"),
     )
     decision = run_decide(state)
     assert decision.command is None and why(decision, "big").startswith("SpotToSpotDisabled")
     gated = run_decide(state, gates={"SpotToSpotConsolidation": True})
     assert gated.command is None  # only 2 cheaper spot types: the 15-type rule protects against churn
-    assert why(gated, "big").startswith("SpotToSpotOptions: spot-to-spot needs 15 cheaper spot instance types, found 2")
+    assert why(gated, "big").startswith(
+        "SpotToSpotOptions: spot-to-spot needs 15 cheaper spot instance types, found 2"
+    )
 
 
 def test_spot_to_spot_single_node_launches_the_15_cheapest() -> None:
     many = [instance_type(f"t{i:02d}", 4, 8, 0.5 + i / 100, 0.01 + i / 1000) for i in range(20)]
     biggest = instance_type("huge", 16, 64, 2.0, 0.9)
     state = cluster(
-        nodepool(requirements=SPOT_ONLY), node_of("n1", biggest, capacity_type="spot"), pod("a", node="n1", cpu="1")
+        nodepool(requirements=SPOT_ONLY),
+        node_of("n1", biggest, capacity_type="spot"),
+        pod("a", node="n1", cpu="1"),
     )
     command = run_decide(state, [*many, biggest], gates={"SpotToSpotConsolidation": True}).command
     assert command is not None

@@ -45,7 +45,10 @@ async def test_patch_flavours(server: FakeApiServer) -> None:
         server,
         "PATCH",
         "/api/v1/nodes/n",
-        [{"op": "add", "path": "/metadata/labels/b", "value": "2"}, {"op": "remove", "path": "/metadata/labels/a"}],
+        [
+            {"op": "add", "path": "/metadata/labels/b", "value": "2"},
+            {"op": "remove", "path": "/metadata/labels/a"},
+        ],
         "application/json-patch+json",
     )
     assert status == 200 and patched["metadata"]["labels"] == {"b": "2"}
@@ -58,13 +61,17 @@ async def test_patch_flavours(server: FakeApiServer) -> None:
     )
     assert status == 422 and "testing value" in failed["message"]
     status, _, smp = await call(
-        server, "PATCH", "/api/v1/nodes/n", {"spec": {"unschedulable": True}}, "application/strategic-merge-patch+json"
+        server,
+        "PATCH",
+        "/api/v1/nodes/n",
+        {"spec": {"unschedulable": True}},
+        "application/strategic-merge-patch+json",
     )
     assert status == 200 and smp["spec"]["unschedulable"] is True
     directive = {"metadata": {"$patch": "replace"}}
-    assert (await call(server, "PATCH", "/api/v1/nodes/n", directive, "application/strategic-merge-patch+json"))[
-        0
-    ] == 400
+    assert (
+        await call(server, "PATCH", "/api/v1/nodes/n", directive, "application/strategic-merge-patch+json")
+    )[0] == 400
     assert (await call(server, "PATCH", "/api/v1/nodes/n", {}, "text/plain"))[0] == 415
     status, _, body = await call(server, "PATCH", "/api/v1/nodes/n", node, "application/apply-patch+yaml")
     assert status == 400 and "fieldManager is required" in body["message"]
@@ -80,12 +87,16 @@ async def test_patch_flavours(server: FakeApiServer) -> None:
 
 async def test_lists_strip_kinds_of_built_ins_and_page(server: FakeApiServer) -> None:
     for name in ("a", "b", "c"):
-        await call(server, "POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}})
+        await call(
+            server, "POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}
+        )
     _, _, first = await call(server, "GET", "/api/v1/nodes?limit=2")
     assert first["kind"] == "NodeList" and [i["metadata"]["name"] for i in first["items"]] == ["a", "b"]
     assert "kind" not in first["items"][0], "like the real server, built-in list items omit apiVersion/kind"
     assert first["metadata"]["remainingItemCount"] == 1
-    _, _, second = await call(server, "GET", f"/api/v1/nodes?limit=2&continue={first['metadata']['continue']}")
+    _, _, second = await call(
+        server, "GET", f"/api/v1/nodes?limit=2&continue={first['metadata']['continue']}"
+    )
     assert [i["metadata"]["name"] for i in second["items"]] == ["c"] and "continue" not in second["metadata"]
 
 

@@ -55,7 +55,9 @@ async def test_crud_round_trip_and_errors(live: LiveKube, server: FakeApiServer)
     await live.delete(NODE, "n1")
     with pytest.raises(NotFoundError):
         await live.get(NODE, "n1")
-    assert {r.content_type for r in server.requests if r.method == "PATCH"} == {"application/merge-patch+json"}
+    assert {r.content_type for r in server.requests if r.method == "PATCH"} == {
+        "application/merge-patch+json"
+    }
 
 
 async def test_list_pages_selectors_and_fills_in_kinds(live: LiveKube, server: FakeApiServer) -> None:
@@ -293,10 +295,15 @@ async def test_official_typed_client_works_against_the_fake_server(server: FakeA
         assert error.value.status == 404
 
 
-async def test_custom_resources_are_defaulted_and_schema_checked(live: LiveKube, server: FakeApiServer) -> None:
+async def test_custom_resources_are_defaulted_and_schema_checked(
+    live: LiveKube, server: FakeApiServer
+) -> None:
     if server.crd_validation_skipped:
         pytest.skip(server.crd_validation_skipped)
-    spec = {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "d"}, "requirements": []}
+    spec = {
+        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "d"},
+        "requirements": [],
+    }
     created = await live.create(
         {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": "x"}, "spec": spec}
     )

@@ -75,7 +75,9 @@ async def test_create_assigns_identity_from_the_injected_clock() -> None:
     assert "status" not in created, "a CRD with a status subresource drops status on create"
     assert MemoryKube(clock, seed=1).resource_version == "0"
     again = MemoryKube(clock, seed=1)
-    assert (await again.create(nodeclaim("a")))["metadata"]["uid"] == meta["uid"], "seeded uids are reproducible"
+    assert (await again.create(nodeclaim("a")))["metadata"]["uid"] == meta["uid"], (
+        "seeded uids are reproducible"
+    )
 
 
 async def test_resource_versions_increase_and_stale_replace_conflicts() -> None:
@@ -108,7 +110,9 @@ async def test_noop_write_keeps_resource_version() -> None:
 async def test_merge_patch_and_status_subresource_are_separate() -> None:
     kube = MemoryKube()
     await kube.create(nodeclaim("a"))
-    patched = await kube.patch(NODECLAIM, "a", {"metadata": {"labels": {"karpenter.sh/nodepool": None, "k": "v"}}})
+    patched = await kube.patch(
+        NODECLAIM, "a", {"metadata": {"labels": {"karpenter.sh/nodepool": None, "k": "v"}}}
+    )
     assert patched["metadata"]["labels"] == {"k": "v"}
     ignored = await kube.patch(NODECLAIM, "a", {"status": {"providerID": "aws:///x"}})
     assert "status" not in ignored, "the main resource ignores status"
@@ -118,7 +122,9 @@ async def test_merge_patch_and_status_subresource_are_separate() -> None:
     assert status["status"] == {"providerID": "aws:///x"}
     assert "taints" not in status["spec"], "the status subresource ignores spec"
     with pytest.raises(ConflictError):
-        await kube.patch(NODECLAIM, "a", {"metadata": {"resourceVersion": "1"}, "spec": {"expireAfter": "1h"}})
+        await kube.patch(
+            NODECLAIM, "a", {"metadata": {"resourceVersion": "1"}, "spec": {"expireAfter": "1h"}}
+        )
     with pytest.raises(NotFoundError, match=r'nodeclaims\.karpenter\.sh "nope" not found'):
         await kube.patch(NODECLAIM, "nope", {"spec": {}})
 

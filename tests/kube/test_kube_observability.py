@@ -30,9 +30,13 @@ async def test_metrics_and_probes_over_http() -> None:
     metrics = Metrics()
     metrics.nodeclaims_created.labels(reason="provisioning", nodepool="default").inc()
     metrics.nodepool_usage.labels(nodepool="default", resource_type="cpu").set(4)
-    metrics.offering_price.labels(instance_type="m5.large", capacity_type="spot", zone="us-east-1a").set(0.035)
+    metrics.offering_price.labels(instance_type="m5.large", capacity_type="spot", zone="us-east-1a").set(
+        0.035
+    )
     ready = {"synced": False}
-    health = HealthChecks(liveness={"loop": lambda: True}, readiness={"cache-synced": lambda: ready["synced"]})
+    health = HealthChecks(
+        liveness={"loop": lambda: True}, readiness={"cache-synced": lambda: ready["synced"]}
+    )
     server = ObservabilityServer(metrics, health, metrics_port=0, health_port=0, host="127.0.0.1")
     await server.start()
     try:
@@ -65,10 +69,15 @@ def test_metric_names_match_karpenter() -> None:
     metrics.nodeclaims_terminated.labels(nodepool="a", capacity_type="spot", zone="z").inc(2)
     metrics.interruption_received.labels(message_type="spot_interrupted").inc()
     assert (
-        metrics.sample("karpenter_nodeclaims_terminated_total", {"nodepool": "a", "capacity_type": "spot", "zone": "z"})
+        metrics.sample(
+            "karpenter_nodeclaims_terminated_total", {"nodepool": "a", "capacity_type": "spot", "zone": "z"}
+        )
         == 2
     )
-    assert metrics.sample("karpenter_interruption_received_messages_total", {"message_type": "spot_interrupted"}) == 1
+    assert (
+        metrics.sample("karpenter_interruption_received_messages_total", {"message_type": "spot_interrupted"})
+        == 1
+    )
     exposed = metrics.render().decode()
     for name in (
         "karpenter_nodeclaims_disrupted_total",
@@ -93,7 +102,9 @@ def test_json_logs_carry_karpenter_keys_and_facts() -> None:
             at=datetime(2026, 1, 1, tzinfo=UTC),
         )
         logging.getLogger("reconciler.kube.reflector").warning("watch expired", extra={"kind": "Pod"})
-        log_decision(logging.getLogger("reconciler.lifecycle"), "launched nodeclaim", name="default-x", zone="a")
+        log_decision(
+            logging.getLogger("reconciler.lifecycle"), "launched nodeclaim", name="default-x", zone="a"
+        )
         get_logger("provisioner").debug("not shown at info")
     finally:
         logging.getLogger().handlers = []
@@ -128,7 +139,12 @@ async def test_event_recorder_aggregates_repeats_and_rate_limits() -> None:
     assert len(events) == 1
     assert events[0]["count"] == 2
     assert events[0]["lastTimestamp"] == "2026-01-01T00:00:30Z"
-    assert events[0]["involvedObject"] == {"apiVersion": "v1", "kind": "Node", "name": "ip-10-0-0-1", "uid": "u-1"}
+    assert events[0]["involvedObject"] == {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "name": "ip-10-0-0-1",
+        "uid": "u-1",
+    }
     for index in range(5):  # distinct messages: only the bucket's remaining 2 tokens get through
         await recorder.record(NODE, "Warning", "FailedDraining", f"attempt {index}")
     assert len((await kube.list(EVENT, "default"))[0]) == 3

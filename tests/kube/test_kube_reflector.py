@@ -107,7 +107,9 @@ async def test_callback_failures_do_not_stop_the_reflector() -> None:
         task.cancel()
 
 
-async def test_reflectors_over_http_with_bookmarks_and_scripted_410(server: FakeApiServer, live: LiveKube) -> None:
+async def test_reflectors_over_http_with_bookmarks_and_scripted_410(
+    server: FakeApiServer, live: LiveKube
+) -> None:
     await live.create(node("a"))
     await live.create(
         {
@@ -118,7 +120,9 @@ async def test_reflectors_over_http_with_bookmarks_and_scripted_410(server: Fake
         }
     )
     seen = Recorder()
-    async with Reflectors(live, [NODE, POD], on_upsert=seen.upsert, on_delete=seen.delete, backoff=FAST) as group:
+    async with Reflectors(
+        live, [NODE, POD], on_upsert=seen.upsert, on_delete=seen.delete, backoff=FAST
+    ) as group:
         await group.wait_synced(5)
         assert set(seen.objects) == {"a", "p"}
         node_reflector = group.reflectors[0]

@@ -59,7 +59,10 @@ async def test_modify_status_and_no_op() -> None:
     created = await kube.create(CLAIM)
 
     def launched(claim: Manifest) -> Manifest:
-        claim["status"] = {"providerID": "aws:///z/i-1", "conditions": [{"type": "Launched", "status": "True"}]}
+        claim["status"] = {
+            "providerID": "aws:///z/i-1",
+            "conditions": [{"type": "Launched", "status": "True"}],
+        }
         return claim
 
     stored = await modify(kube, NODECLAIM, "a", launched, subresource="status")

@@ -27,13 +27,22 @@ NOW = datetime(2026, 1, 1, 9, tzinfo=UTC)
 def catalog() -> list[InstanceType]:
     return [
         InstanceType(
-            "small", Resources.of(cpu="2", memory="4Gi", pods="10"), Resources.of(cpu="100m"),
-            (Offering("z1", "spot", 0.02), Offering("z1", "on-demand", 0.1), Offering("z2", "on-demand", 0.09)),
+            "small",
+            Resources.of(cpu="2", memory="4Gi", pods="10"),
+            Resources.of(cpu="100m"),
+            (
+                Offering("z1", "spot", 0.02),
+                Offering("z1", "on-demand", 0.1),
+                Offering("z2", "on-demand", 0.09),
+            ),
             {wk.INSTANCE_TYPE: "small", wk.ARCH: "amd64"},
         ),
         InstanceType(
-            "large", Resources.of(cpu="8", memory="16Gi", pods="50"), Resources.of(cpu="100m"),
-            (Offering("z1", "on-demand", 0.4),), {wk.INSTANCE_TYPE: "large", wk.ARCH: "amd64"},
+            "large",
+            Resources.of(cpu="8", memory="16Gi", pods="50"),
+            Resources.of(cpu="100m"),
+            (Offering("z1", "on-demand", 0.4),),
+            {wk.INSTANCE_TYPE: "large", wk.ARCH: "amd64"},
         ),
     ]
 
@@ -42,7 +51,11 @@ def nodeclaim(name: str = "default-abcde", **spec: object) -> dict[str, object]:
     return {
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodeClaim",
-        "metadata": {"name": name, "labels": {wk.NODEPOOL: "default"}, "finalizers": [wk.TERMINATION_FINALIZER]},
+        "metadata": {
+            "name": name,
+            "labels": {wk.NODEPOOL: "default"},
+            "finalizers": [wk.TERMINATION_FINALIZER],
+        },
         "spec": {
             "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
             "requirements": [
@@ -74,7 +87,10 @@ async def test_launch_picks_cheapest_allowed_offering_and_records_status() -> No
     outcome = await launch(kube, cloud, await kube.get(NODECLAIM, "default-abcde"), NOW)
     assert outcome.instance is not None
     assert (outcome.instance.instance_type, outcome.instance.zone, outcome.instance.capacity_type) == (
-        "small", "z2", "on-demand")
+        "small",
+        "z2",
+        "on-demand",
+    )
     stored = await kube.get(NODECLAIM, "default-abcde")
     assert stored["status"]["providerID"] == outcome.instance.provider_id
     assert stored["status"]["allocatable"]["cpu"] == "1900m"
@@ -114,7 +130,9 @@ async def test_registration_syncs_labels_taints_and_initialization_waits_for_sta
     node = node_for_instance(await kube.get(NODECLAIM, "default-abcde"), outcome.instance, NOW)
     assert {"key": wk.UNREGISTERED_TAINT_KEY, "effect": "NoExecute"} in node["spec"]["taints"]
     await kube.create(node)
-    await register(kube, await kube.get(NODECLAIM, "default-abcde"), await kube.get(NODE, "default-abcde"), NOW)
+    await register(
+        kube, await kube.get(NODECLAIM, "default-abcde"), await kube.get(NODE, "default-abcde"), NOW
+    )
     registered = await kube.get(NODE, "default-abcde")
     keys = {t["key"] for t in registered["spec"]["taints"]}
     assert wk.UNREGISTERED_TAINT_KEY not in keys

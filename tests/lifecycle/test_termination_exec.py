@@ -21,20 +21,32 @@ NOW = datetime(2026, 1, 1, 9, tzinfo=UTC)
 
 def running_pod(name: str, node: str, labels: dict[str, str], **annotations: str) -> dict[str, object]:
     return {
-        "apiVersion": "v1", "kind": "Pod",
+        "apiVersion": "v1",
+        "kind": "Pod",
         "metadata": {"name": name, "namespace": "default", "labels": labels, "annotations": annotations},
-        "spec": {"nodeName": node, "terminationGracePeriodSeconds": 30,
-                 "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "100m"}}}]},
+        "spec": {
+            "nodeName": node,
+            "terminationGracePeriodSeconds": 30,
+            "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "100m"}}}],
+        },
         "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
     }
 
 
 async def launched_node(kube: MemoryKube, cloud: SimulatedCloud, **spec: object) -> str:
     claim = {
-        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-        "metadata": {"name": "pool-a", "labels": {wk.NODEPOOL: "pool"}, "finalizers": [wk.TERMINATION_FINALIZER]},
-        "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                 "requirements": [{"key": wk.INSTANCE_TYPE, "operator": "In", "values": ["t"]}], **spec},
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {
+            "name": "pool-a",
+            "labels": {wk.NODEPOOL: "pool"},
+            "finalizers": [wk.TERMINATION_FINALIZER],
+        },
+        "spec": {
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": [{"key": wk.INSTANCE_TYPE, "operator": "In", "values": ["t"]}],
+            **spec,
+        },
     }
     await kube.create(claim)
     outcome = await launch(kube, cloud, await kube.get(NODECLAIM, "pool-a"), NOW)
@@ -48,8 +60,13 @@ async def launched_node(kube: MemoryKube, cloud: SimulatedCloud, **spec: object)
 def env() -> tuple[MemoryKube, SimulatedCloud]:
     kube = MemoryKube(clock=lambda: NOW)
     cloud = SimulatedCloud(
-        [InstanceType("t", Resources.of(cpu="2", memory="4Gi", pods="10"),
-                      offerings=(Offering("z", "on-demand", 1),))],
+        [
+            InstanceType(
+                "t",
+                Resources.of(cpu="2", memory="4Gi", pods="10"),
+                offerings=(Offering("z", "on-demand", 1),),
+            )
+        ],
         clock=lambda: NOW,
     )
     return kube, cloud
@@ -62,9 +79,14 @@ async def test_pdb_blocks_eviction_until_it_allows_then_instance_and_objects_go(
     provider_id = await launched_node(kube, cloud)
     await create_with_status(kube, running_pod("web-0", "pool-a", {"app": "web"}))
     await create_with_status(kube, running_pod("other", "elsewhere", {"app": "web"}))
-    await kube.create({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-                       "metadata": {"name": "web", "namespace": "default"},
-                       "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}}})
+    await kube.create(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}},
+        }
+    )
     await kube.delete(NODECLAIM, "pool-a")
     terminator = Terminator(kube, cloud)
 
@@ -95,7 +117,9 @@ async def test_termination_grace_period_force_deletes_a_do_not_disrupt_pod(
 ) -> None:
     kube, cloud = env
     await launched_node(kube, cloud, terminationGracePeriod="1m")
-    await create_with_status(kube, running_pod("pinned", "pool-a", {"app": "x"}, **{wk.DO_NOT_DISRUPT: "true"}))
+    await create_with_status(
+        kube, running_pod("pinned", "pool-a", {"app": "x"}, **{wk.DO_NOT_DISRUPT: "true"})
+    )
     await kube.delete(NODECLAIM, "pool-a")
     terminator = Terminator(kube, cloud)
     step = await terminator.step(await kube.get(NODECLAIM, "pool-a"), NOW)

@@ -12,19 +12,35 @@ from reconciler.cli import main
 CATALOG = {
     "zones": ["z1"],
     "instanceTypes": [
-        {"name": "t1", "capacity": {"cpu": "2", "memory": "4Gi", "pods": "10"},
-         "offerings": [{"capacityType": "on-demand", "zone": "z1", "price": 0.1}]}
+        {
+            "name": "t1",
+            "capacity": {"cpu": "2", "memory": "4Gi", "pods": "10"},
+            "offerings": [{"capacityType": "on-demand", "zone": "z1", "price": 0.1}],
+        }
     ],
 }
 POOL = {
-    "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
-    "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
-                                                    "name": "default"}, "requirements": []}}},
+    "apiVersion": "karpenter.sh/v1",
+    "kind": "NodePool",
+    "metadata": {"name": "default"},
+    "spec": {
+        "template": {
+            "spec": {
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "requirements": [],
+            }
+        }
+    },
 }
 
 
 def scenario(**overrides: object) -> dict[str, object]:
-    document: dict[str, object] = {"name": "t", "catalog": CATALOG, "objects": [POOL], "steps": [{"provision": {}}]}
+    document: dict[str, object] = {
+        "name": "t",
+        "catalog": CATALOG,
+        "objects": [POOL],
+        "steps": [{"provision": {}}],
+    }
     document.update(overrides)
     return document
 
@@ -45,20 +61,31 @@ CASES = [
     (scenario(catalog=None), "catalog: required"),
     (scenario(catalog={"preset": "gcp-mars-1"}), "catalog.preset"),
     (scenario(catalog={"instanceTypes": []}), "catalog: no instance types"),
-    (with_type(capacity={"cpu": "lots", "memory": "1Gi", "pods": "1"}), "catalog.instanceTypes[0].capacity.cpu"),
+    (
+        with_type(capacity={"cpu": "lots", "memory": "1Gi", "pods": "1"}),
+        "catalog.instanceTypes[0].capacity.cpu",
+    ),
     (with_type(capacity={"cpu": "1", "pods": "1"}), "catalog.instanceTypes[0].capacity.memory"),
     (with_type(arch="sparc"), "catalog.instanceTypes[0].arch"),
-    (with_type(offerings=[{"capacityType": "cheap", "zone": "z1", "price": 1}]),
-     "catalog.instanceTypes[0].offerings[0].capacityType"),
-    (with_type(offerings=[{"capacityType": "spot", "zone": "z1", "price": -1}]),
-     "catalog.instanceTypes[0].offerings[0].price"),
-    (with_type(offerings=[{"capacityType": "spot", "zone": "z1", "price": 1, "colour": "red"}]),
-     "catalog.instanceTypes[0].offerings[0].colour"),
+    (
+        with_type(offerings=[{"capacityType": "cheap", "zone": "z1", "price": 1}]),
+        "catalog.instanceTypes[0].offerings[0].capacityType",
+    ),
+    (
+        with_type(offerings=[{"capacityType": "spot", "zone": "z1", "price": -1}]),
+        "catalog.instanceTypes[0].offerings[0].price",
+    ),
+    (
+        with_type(offerings=[{"capacityType": "spot", "zone": "z1", "price": 1, "colour": "red"}]),
+        "catalog.instanceTypes[0].offerings[0].colour",
+    ),
     (scenario(objects={"kind": "Pod"}), "objects: expected a list"),
     (scenario(objects=[{"kind": "Pod", "metadata": {"name": "p"}}]), "objects[0].apiVersion"),
     (scenario(objects=[{"apiVersion": "v1", "kind": "Pod", "metadata": {}}]), "objects[0].metadata.name"),
-    (scenario(objects=[{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "replicas": -2}]),
-     "objects[0].replicas"),
+    (
+        scenario(objects=[{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "replicas": -2}]),
+        "objects[0].replicas",
+    ),
     (scenario(steps=[{"launch": {}}]), "steps[0].launch: unknown step"),
     (scenario(steps=[{"provision": {}, "disrupt": {}}]), "steps[0]: a step is a map with exactly one key"),
     (scenario(steps=[{"advance": "3 minutes"}]), "steps[0].advance"),

@@ -23,7 +23,11 @@ def test_inflate(shared_dir: Path) -> None:
     (claim,) = provision["launched"]
     assert claim["instanceTypeOptions"] == ["c6g.2xlarge", "c5.2xlarge", "m5.2xlarge"]
     assert (claim["instanceType"], claim["capacityType"], claim["zone"], claim["price"]) == (
-        "c6g.2xlarge", "spot", "us-east-1c", 0.0955)
+        "c6g.2xlarge",
+        "spot",
+        "us-east-1c",
+        0.0955,
+    )
     assert len(claim["pods"]) == 5
     assert sorted(provision["bound"]) == sorted(claim["pods"])
     assert set(provision["bound"].values()) == {claim["node"]}
@@ -31,7 +35,11 @@ def test_inflate(shared_dir: Path) -> None:
     assert scale_down["launched"] == [] and advance["disrupted"] == []
     (disrupted,) = disrupt["disrupted"]
     assert (disrupted["node"], disrupted["reason"], disrupted["action"], disrupted["replacements"]) == (
-        claim["node"], "Empty", "delete", [])
+        claim["node"],
+        "Empty",
+        "delete",
+        [],
+    )
     assert result["final"] == {"nodes": [], "pending": [], "costPerHour": 0}
 
 
@@ -41,11 +49,20 @@ def test_consolidation_replace(shared_dir: Path) -> None:
     (disrupted,) = step["disrupted"]
     assert disrupted["node"] == "ip-10-0-17-23.ec2.internal"
     assert (disrupted["reason"], disrupted["method"], disrupted["action"]) == (
-        "Underutilized", "single-node", "replace")
+        "Underutilized",
+        "single-node",
+        "replace",
+    )
     assert disrupted["savingsPerHour"] == pytest.approx(0.299)
     (replacement,) = step["launched"]
     assert replacement["instanceType"] == "c5.large" and replacement["price"] == 0.085
-    assert set(replacement["instanceTypeOptions"]) == {"c5.large", "m5.large", "c5.xlarge", "m5.xlarge", "c5.2xlarge"}
+    assert set(replacement["instanceTypeOptions"]) == {
+        "c5.large",
+        "m5.large",
+        "c5.xlarge",
+        "m5.xlarge",
+        "c5.2xlarge",
+    }
     assert disrupted["replacements"] == [replacement["nodeclaim"]]
     (node,) = result["final"]["nodes"]
     assert node["instanceType"] == "c5.large"
@@ -68,7 +85,11 @@ def test_spot_and_on_demand(shared_dir: Path) -> None:
     assert len(scale["pending"]) == 6
     (extra,) = second["launched"]
     assert (extra["instanceType"], extra["zone"], extra["capacityType"], extra["price"]) == (
-        "c6g.large", "us-east-1c", "spot", 0.0259)
+        "c6g.large",
+        "us-east-1c",
+        "spot",
+        0.0259,
+    )
     assert len(extra["pods"]) == 3
     onto_existing = [pod for pod, node in second["bound"].items() if node == batch["node"]]
     assert len(onto_existing) == 3
@@ -95,8 +116,9 @@ def test_nodepool_limits(shared_dir: Path) -> None:
     assert result["final"]["costPerHour"] == pytest.approx(0.68)
 
 
-@pytest.mark.parametrize("name", ["inflate", "consolidation-replace", "spot-and-on-demand", "zone-spread",
-                                  "nodepool-limits"])
+@pytest.mark.parametrize(
+    "name", ["inflate", "consolidation-replace", "spot-and-on-demand", "zone-spread", "nodepool-limits"]
+)
 def test_json_output_is_deterministic_and_complete(
     shared_dir: Path, capsys: pytest.CaptureFixture[str], name: str
 ) -> None:

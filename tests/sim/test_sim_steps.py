@@ -15,47 +15,80 @@ def instance_type(name: str, cpu: int, price: float) -> dict[str, Any]:
     return {
         "name": name,
         "capacity": {"cpu": str(cpu), "memory": f"{cpu * 4}Gi", "pods": "32"},
-        "offerings": [{"capacityType": ct, "zone": z, "price": price * (0.4 if ct == "spot" else 1.0)}
-                      for z in ZONES for ct in ("on-demand", "spot")],
+        "offerings": [
+            {"capacityType": ct, "zone": z, "price": price * (0.4 if ct == "spot" else 1.0)}
+            for z in ZONES
+            for ct in ("on-demand", "spot")
+        ],
     }
 
 
-CATALOG = {"zones": ZONES, "overhead": {"cpu": "100m", "memory": "100Mi"},
-           "instanceTypes": [instance_type("small", 2, 0.1), instance_type("medium", 4, 0.2),
-                             instance_type("large", 8, 0.4)]}
+CATALOG = {
+    "zones": ZONES,
+    "overhead": {"cpu": "100m", "memory": "100Mi"},
+    "instanceTypes": [
+        instance_type("small", 2, 0.1),
+        instance_type("medium", 4, 0.2),
+        instance_type("large", 8, 0.4),
+    ],
+}
 
 
 def nodepool(name: str = "default", **spec: Any) -> dict[str, Any]:
-    template_spec = {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                     "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In",
-                                       "values": ["on-demand"]}]}
+    template_spec = {
+        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+        "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}],
+    }
     template_spec.update(spec.pop("template_spec", {}))
-    return {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": name},
-            "spec": {"template": {"spec": template_spec}, **spec}}
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": name},
+        "spec": {"template": {"spec": template_spec}, **spec},
+    }
 
 
 def deployment(name: str, replicas: int, cpu: str = "1", **pod_spec: Any) -> dict[str, Any]:
-    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": "default"},
-            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-                     "template": {"metadata": {"labels": {"app": name}},
-                                  "spec": {"containers": [{"name": "c", "image": "pause",
-                                                           "resources": {"requests": {"cpu": cpu}}}],
-                                           **pod_spec}}}}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {
+                    "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": cpu}}}],
+                    **pod_spec,
+                },
+            },
+        },
+    }
 
 
 def run(objects: list[dict[str, Any]], steps: list[dict[str, Any]], **settings: Any) -> dict[str, Any]:
-    document = {"name": "steps", "settings": {"clock": "2026-01-01T00:00:00Z", **settings},
-                "catalog": copy.deepcopy(CATALOG), "objects": objects, "steps": steps}
+    document = {
+        "name": "steps",
+        "settings": {"clock": "2026-01-01T00:00:00Z", **settings},
+        "catalog": copy.deepcopy(CATALOG),
+        "objects": objects,
+        "steps": steps,
+    }
     return run_scenario(parse_scenario(document))
 
 
 def test_expire_deletes_expired_claims_and_reprovisions_their_pods() -> None:
-    result = run([nodepool(template_spec={"expireAfter": "1h"}), deployment("app", 3)],
-                 [{"provision": {}}, {"advance": "30m"}, {"expire": {}}, {"advance": "31m"}, {"expire": {}}])
+    result = run(
+        [nodepool(template_spec={"expireAfter": "1h"}), deployment("app", 3)],
+        [{"provision": {}}, {"advance": "30m"}, {"expire": {}}, {"advance": "31m"}, {"expire": {}}],
+    )
     first = result["steps"][0]["launched"][0]["nodeclaim"]
     assert result["steps"][2]["disrupted"] == []
     expired = result["steps"][4]
-    assert [(d["nodeclaim"], d["reason"], d["action"]) for d in expired["disrupted"]] == [(first, "Expired", "delete")]
+    assert [(d["nodeclaim"], d["reason"], d["action"]) for d in expired["disrupted"]] == [
+        (first, "Expired", "delete")
+    ]
     (replacement,) = expired["launched"]
     assert expired["disrupted"][0]["replacements"] == [replacement["nodeclaim"]]
     (node,) = result["final"]["nodes"]
@@ -64,20 +97,28 @@ def test_expire_deletes_expired_claims_and_reprovisions_their_pods() -> None:
 
 
 def test_spot_interruption_replaces_the_node_and_rebalance_is_ignored() -> None:
-    pool = nodepool(template_spec={"requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In",
-                                                     "values": ["spot"]}]})
+    pool = nodepool(
+        template_spec={
+            "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]
+        }
+    )
     result = run([pool, deployment("app", 2)], [{"provision": {}}])
     node = result["steps"][0]["launched"][0]["node"]
-    result = run([pool, deployment("app", 2)], [
-        {"provision": {}},
-        {"interrupt": {"node": node, "kind": "rebalance_recommendation"}},
-        {"interrupt": {"node": node, "kind": "spot_interrupted"}},
-    ])
+    result = run(
+        [pool, deployment("app", 2)],
+        [
+            {"provision": {}},
+            {"interrupt": {"node": node, "kind": "rebalance_recommendation"}},
+            {"interrupt": {"node": node, "kind": "spot_interrupted"}},
+        ],
+    )
     rebalance, interrupted = result["steps"][1], result["steps"][2]
     assert rebalance["disrupted"] == [] and rebalance["events"][0]["reason"] == "RebalanceRecommendation"
     assert [(d["node"], d["reason"]) for d in interrupted["disrupted"]] == [(node, "Interrupted")]
     (final_node,) = result["final"]["nodes"]
-    assert final_node["name"] != node and len(final_node["pods"]) == 2 and final_node["capacityType"] == "spot"
+    assert (
+        final_node["name"] != node and len(final_node["pods"]) == 2 and final_node["capacityType"] == "spot"
+    )
 
 
 def test_interrupt_of_an_unknown_node_is_a_scenario_error() -> None:
@@ -90,12 +131,15 @@ def test_interrupt_of_an_unknown_node_is_a_scenario_error() -> None:
 
 
 def test_launch_pending_boots_on_advance_and_counts_as_in_flight_capacity() -> None:
-    result = run([nodepool(), deployment("app", 1, cpu="500m")], [
-        {"provision": {"launch": "pending"}},
-        {"apply": [deployment("app", 2, cpu="500m")]},
-        {"provision": {}},
-        {"advance": "1m"},
-    ])
+    result = run(
+        [nodepool(), deployment("app", 1, cpu="500m")],
+        [
+            {"provision": {"launch": "pending"}},
+            {"apply": [deployment("app", 2, cpu="500m")]},
+            {"provision": {}},
+            {"advance": "1m"},
+        ],
+    )
     first, _, second, _ = result["steps"]
     assert len(first["launched"]) == 1 and first["bound"] == {}
     assert second["launched"] == []  # the in-flight claim has room for the new pod
@@ -105,8 +149,10 @@ def test_launch_pending_boots_on_advance_and_counts_as_in_flight_capacity() -> N
 def test_deleting_a_node_drains_it_through_termination() -> None:
     result = run([nodepool(), deployment("app", 2)], [{"provision": {}}])
     node = result["steps"][0]["launched"][0]["node"]
-    result = run([nodepool(), deployment("app", 2)], [
-        {"provision": {}}, {"delete": [{"kind": "Node", "name": node}]}, {"provision": {}}])
+    result = run(
+        [nodepool(), deployment("app", 2)],
+        [{"provision": {}}, {"delete": [{"kind": "Node", "name": node}]}, {"provision": {}}],
+    )
     deleted = result["steps"][1]
     assert any(e["reason"] == "Evicted" for e in deleted["events"])
     assert len(deleted["pending"]) == 2
@@ -114,27 +160,60 @@ def test_deleting_a_node_drains_it_through_termination() -> None:
 
 
 def test_workload_controllers_and_pod_replicas() -> None:
-    statefulset = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": "data"},
-                   "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "db"}},
-                            "template": {"metadata": {"labels": {"app": "db"}},
-                                         "spec": {"containers": [{"name": "c", "image": "x"}]}}}}
-    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "batch", "namespace": "default"},
-           "spec": {"parallelism": 3, "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}}
-    bare = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "solo", "namespace": "default"}, "replicas": 2,
-            "spec": {"containers": [{"name": "c", "image": "x"}]}}
+    statefulset = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": "db", "namespace": "data"},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "db"}},
+            "template": {
+                "metadata": {"labels": {"app": "db"}},
+                "spec": {"containers": [{"name": "c", "image": "x"}]},
+            },
+        },
+    }
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "batch", "namespace": "default"},
+        "spec": {"parallelism": 3, "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}},
+    }
+    bare = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "solo", "namespace": "default"},
+        "replicas": 2,
+        "spec": {"containers": [{"name": "c", "image": "x"}]},
+    }
     result = run([nodepool(), statefulset, job, bare], [{"provision": {}}])
     bound = set(result["steps"][0]["bound"])
-    assert bound == {"data/db-0", "data/db-1", "default/batch-0", "default/batch-1", "default/batch-2",
-                     "default/solo-0", "default/solo-1"}
+    assert bound == {
+        "data/db-0",
+        "data/db-1",
+        "default/batch-0",
+        "default/batch-1",
+        "default/batch-2",
+        "default/solo-0",
+        "default/solo-1",
+    }
 
 
 def test_daemonset_pods_follow_nodes_and_count_as_overhead() -> None:
-    daemonset = {"apiVersion": "apps/v1", "kind": "DaemonSet",
-                 "metadata": {"name": "agent", "namespace": "kube-system"},
-                 "spec": {"selector": {"matchLabels": {"app": "agent"}},
-                          "template": {"metadata": {"labels": {"app": "agent"}},
-                                       "spec": {"containers": [{"name": "c", "image": "x",
-                                                                "resources": {"requests": {"cpu": "1"}}}]}}}}
+    daemonset = {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "agent", "namespace": "kube-system"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "agent"}},
+            "template": {
+                "metadata": {"labels": {"app": "agent"}},
+                "spec": {
+                    "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]
+                },
+            },
+        },
+    }
     # 1 CPU of app + 1 CPU of daemon does not fit a 2-CPU node (1900m allocatable): medium is chosen.
     result = run([nodepool(), daemonset, deployment("app", 1)], [{"provision": {}}])
     (launched,) = result["steps"][0]["launched"]

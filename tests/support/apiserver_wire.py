@@ -74,7 +74,12 @@ class ResourceRegistry:
                         "verbs": ["create"],
                     }
                 )
-        return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}
+        return {
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": group_version,
+            "resources": resources,
+        }
 
     def group_list(self) -> dict[str, Any]:
         groups: dict[str, list[str]] = {}

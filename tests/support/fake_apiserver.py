@@ -112,11 +112,20 @@ class FakeApiServer:
     # --- scripting ---------------------------------------------------------------------------
 
     def script(
-        self, method: str, path_contains: str, status: int, *, reason: str = "", message: str = "", times: int = 1
+        self,
+        method: str,
+        path_contains: str,
+        status: int,
+        *,
+        reason: str = "",
+        message: str = "",
+        times: int = 1,
     ) -> None:
         """Answer the next ``times`` matching requests with an error Status."""
         self._scripted.append(
-            _Scripted(method.upper(), path_contains, status, reason or "Scripted", message or "scripted", times)
+            _Scripted(
+                method.upper(), path_contains, status, reason or "Scripted", message or "scripted", times
+            )
         )
 
     def expire_watches(self) -> None:
@@ -145,7 +154,11 @@ class FakeApiServer:
         query = dict(request.query)
         self.requests.append(
             RecordedRequest(
-                request.method, request.path, query, request.content_type, request.headers.get("Authorization", "")
+                request.method,
+                request.path,
+                query,
+                request.content_type,
+                request.headers.get("Authorization", ""),
             )
         )
         for scripted in self._scripted:
@@ -159,7 +172,9 @@ class FakeApiServer:
             return web.json_response(discovery)
         target = self._resolve(request.path)
         if target is None:
-            return _error(404, "NotFound", f"the server could not find the requested resource ({request.path})")
+            return _error(
+                404, "NotFound", f"the server could not find the requested resource ({request.path})"
+            )
         try:
             return await self._dispatch(request, target, query)
         except ApiError as error:
@@ -167,7 +182,12 @@ class FakeApiServer:
             if isinstance(error, TooManyRequestsError) and "disruption budget" in error.message:
                 causes = [{"reason": "DisruptionBudget", "message": error.message.split(". ", 1)[-1]}]
             return _error(
-                error.status, error.reason, error.message, kind=target.kind, name=target.name or "", causes=causes
+                error.status,
+                error.reason,
+                error.message,
+                kind=target.kind,
+                name=target.name or "",
+                causes=causes,
             )
 
     def _discovery(self, path: str) -> dict[str, Any] | None:
@@ -199,9 +219,13 @@ class FakeApiServer:
         kind = self.registry.find(group_version, rest[0])
         if kind is None or len(rest) > 3 or (namespace and not kind.namespaced):
             return None
-        return _Target(kind, namespace, rest[1] if len(rest) > 1 else None, rest[2] if len(rest) > 2 else None)
+        return _Target(
+            kind, namespace, rest[1] if len(rest) > 1 else None, rest[2] if len(rest) > 2 else None
+        )
 
-    async def _dispatch(self, request: web.Request, target: _Target, query: dict[str, str]) -> web.StreamResponse:
+    async def _dispatch(
+        self, request: web.Request, target: _Target, query: dict[str, str]
+    ) -> web.StreamResponse:
         method = request.method
         if target.name is None:
             if method == "GET" and query.get("watch", "").lower() in ("true", "1"):
@@ -255,7 +279,9 @@ class FakeApiServer:
     async def _create(self, target: _Target, body: Manifest) -> Manifest:
         obj = self._with_identity(target, body)
         if not obj["metadata"].get("name") and not obj["metadata"].get("generateName"):
-            raise InvalidError(f"{target.kind.kind}.metadata.name: Required value: name or generateName is required")
+            raise InvalidError(
+                f"{target.kind.kind}.metadata.name: Required value: name or generateName is required"
+            )
         obj = self._validator.default(obj) if self.validate else obj
         self._check_schema(obj if obj["metadata"].get("name") else _named(obj))
         return await self.kube.create(obj)
@@ -283,7 +309,9 @@ class FakeApiServer:
             result = apply_json_patch(current, body)
         elif content_type in (MERGE_PATCH, STRATEGIC_MERGE_PATCH):
             if content_type == STRATEGIC_MERGE_PATCH and any(d in raw for d in _SMP_DIRECTIVES):
-                raise BadRequestError("strategic merge patch directives are not supported by the fake API server")
+                raise BadRequestError(
+                    "strategic merge patch directives are not supported by the fake API server"
+                )
             if not isinstance(body, dict):
                 raise BadRequestError("a merge patch must be a JSON object")
             result = merge_patch(current, body)
@@ -296,11 +324,15 @@ class FakeApiServer:
             )
         return await self._write(target, result, current)
 
-    async def _apply(self, target: _Target, raw: str, query: dict[str, str], current: Manifest | None) -> Manifest:
+    async def _apply(
+        self, target: _Target, raw: str, query: dict[str, str], current: Manifest | None
+    ) -> Manifest:
         """Server-side apply, approximated: create when missing, else merge the applied config
         (fields this manager applied before and now omits are kept, unlike real SSA)."""
         if not query.get("fieldManager"):
-            raise BadRequestError("PATCH, application/apply-patch+yaml: fieldManager is required for apply requests")
+            raise BadRequestError(
+                "PATCH, application/apply-patch+yaml: fieldManager is required for apply requests"
+            )
         applied = yaml.safe_load(raw)
         if not isinstance(applied, dict) or not applied.get("apiVersion") or not applied.get("kind"):
             raise BadRequestError("an apply patch must be an object with apiVersion and kind")
@@ -347,7 +379,9 @@ class FakeApiServer:
         await self.kube.evict(target.name, target.namespace)
         return status_body(201, "", "")
 
-    async def _watch(self, request: web.Request, target: _Target, query: dict[str, str]) -> web.StreamResponse:
+    async def _watch(
+        self, request: web.Request, target: _Target, query: dict[str, str]
+    ) -> web.StreamResponse:
         bookmarks = query.get("allowWatchBookmarks", "").lower() == "true"  # the real server ignores case
         timeout = float(query.get("timeoutSeconds") or 1800)
         stream = self.kube.watch(
@@ -370,7 +404,9 @@ class FakeApiServer:
         except GoneError as error:
             await _send(response, {"type": "ERROR", "object": status_body(410, "Expired", error.message)})
         except ApiError as error:
-            await _send(response, {"type": "ERROR", "object": status_body(error.status, error.reason, error.message)})
+            await _send(
+                response, {"type": "ERROR", "object": status_body(error.status, error.reason, error.message)}
+            )
         except ConnectionResetError:  # the client went away
             return response
         finally:
@@ -390,7 +426,9 @@ class FakeApiServer:
             obj.setdefault("apiVersion", kind.api_version) != kind.api_version
             or obj.setdefault("kind", kind.kind) != kind.kind
         ):
-            raise BadRequestError(f"the body is {obj['apiVersion']} {obj['kind']}, the URL is for {kind.kind}")
+            raise BadRequestError(
+                f"the body is {obj['apiVersion']} {obj['kind']}, the URL is for {kind.kind}"
+            )
         metadata = obj.setdefault("metadata", {})
         if kind.namespaced:
             if metadata.get("namespace") and target.namespace and metadata["namespace"] != target.namespace:

@@ -56,9 +56,9 @@ def drift_reason(
 
 def static_hash(spec: Mapping[str, Any], resolved_family: str, ca_bundle: str = "") -> str:
     """Hash of the EC2NodeClass fields that drift nodes when edited (stamped on NodeClaims at launch)."""
-    hashed: dict[str, Any] = {
-        key: _normalise(value) for key, value in spec.items() if key not in _DYNAMIC_FIELDS
-    }
+    hashed: dict[str, Any] = _normalise(
+        {key: value for key, value in spec.items() if key not in _DYNAMIC_FIELDS}
+    )
     hashed["resolvedAMIFamily"] = resolved_family
     if ca_bundle:
         hashed["caBundle"] = ca_bundle

@@ -26,13 +26,22 @@ from typing import Any
 import boto3
 
 from reconciler.cloud.aws.instancetype import spot_fraction
+from reconciler.cloud.aws.moto_patches import CapacityShortages, install_fleet_patch, set_fleet_faults
 from reconciler.cloud.aws.preset import load_catalog
 from reconciler.cloud.aws.userdata import ClusterInfo
 
 ACCOUNT_ID = "123456789012"
 DISCOVERY_TAG = "karpenter.sh/discovery"
-# (zone suffix, CIDR): different sizes so "most free IPs" has something to choose.
-SUBNETS = (("a", "10.42.0.0/20"), ("b", "10.42.16.0/22"), ("c", "10.42.32.0/24"))
+# Subnet CIDRs for the seeded zones, in order: different sizes so "most free IPs" has something to choose.
+SUBNET_CIDRS = (
+    "10.42.0.0/20",
+    "10.42.16.0/22",
+    "10.42.32.0/24",
+    "10.42.33.0/24",
+    "10.42.34.0/24",
+    "10.42.35.0/24",
+)
+DEFAULT_ZONE_SUFFIXES = ("a", "b", "c")
 NODE_ROLE_PREFIX = "KarpenterNodeRole-"
 CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
 
@@ -44,6 +53,7 @@ class OfflineAWS:
     region: str
     cluster: str
     kubernetes_version: str
+    zones: tuple[str, ...] = ()
     subnet_ids: dict[str, str] = field(default_factory=dict)  # zone -> subnet id
     security_group_id: str = ""
     ami_ids: dict[str, str] = field(default_factory=dict)  # "<arch>/<variant>" -> image id
@@ -57,7 +67,9 @@ class OfflineAWS:
 
     def for_cluster(self, cluster: str) -> OfflineAWS:
         """Another cluster in the same moto account (own VPC, subnets, SG, role): cheap test isolation."""
-        other = OfflineAWS(self.server, self.endpoint_url, self.region, cluster, self.kubernetes_version)
+        other = OfflineAWS(
+            self.server, self.endpoint_url, self.region, cluster, self.kubernetes_version, self.zones
+        )
         seed(other)
         return other
 
@@ -108,7 +120,7 @@ class OfflineAWS:
 
 def _post(url: str) -> None:
     request = urllib.request.Request(url, data=b"", method="POST")
-    with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - local moto endpoint
+    with urllib.request.urlopen(request, timeout=30) as response:
         response.read()
 
 
@@ -118,6 +130,7 @@ def start_offline_aws(
     cluster: str = "adze",
     kubernetes_version: str = "1.32",
     port: int = 0,
+    zones: tuple[str, ...] | None = None,
     faithful_fleet_security_groups: bool = True,
 ) -> OfflineAWS:
     """Start moto's threaded server on 127.0.0.1 (a free port by default) and seed it.
@@ -128,13 +141,15 @@ def start_offline_aws(
     """
     from moto.server import ThreadedMotoServer
 
-    if faithful_fleet_security_groups:
-        install_fleet_security_group_patch()
+    install_fleet_patch(faithful_fleet_security_groups)
+    if zones is not None and len(zones) > len(SUBNET_CIDRS):
+        raise ValueError(f"at most {len(SUBNET_CIDRS)} zones can be seeded")
 
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     host, bound = server.get_host_and_port()
-    environment = OfflineAWS(server, f"http://{host}:{bound}", region, cluster, kubernetes_version)
+    chosen = tuple(zones) if zones else tuple(f"{region}{suffix}" for suffix in DEFAULT_ZONE_SUFFIXES)
+    environment = OfflineAWS(server, f"http://{host}:{bound}", region, cluster, kubernetes_version, chosen)
     try:
         seed(environment)
     except Exception:
@@ -148,8 +163,7 @@ def seed(environment: OfflineAWS) -> None:
     discovery = [{"Key": DISCOVERY_TAG, "Value": environment.cluster}]
     vpc = ec2.create_vpc(CidrBlock="10.42.0.0/16")["Vpc"]["VpcId"]
     environment.subnet_ids = {}
-    for suffix, cidr in SUBNETS:
-        zone = f"{environment.region}{suffix}"
+    for zone, cidr in zip(environment.zones, SUBNET_CIDRS, strict=False):
         subnet = ec2.create_subnet(
             VpcId=vpc,
             CidrBlock=cidr,
@@ -187,7 +201,10 @@ def _pick_images(ec2: Any) -> dict[str, str]:
     for arch, ec2_arch in (("amd64", "x86_64"), ("arm64", "arm64")):
         images = ec2.describe_images(
             Owners=["amazon"],
-            Filters=[{"Name": "architecture", "Values": [ec2_arch]}, {"Name": "name", "Values": ["al2023-ami-*"]}],
+            Filters=[
+                {"Name": "architecture", "Values": [ec2_arch]},
+                {"Name": "name", "Values": ["al2023-ami-*"]},
+            ],
         )["Images"]
         ids = sorted(image["ImageId"] for image in images)
         if len(ids) < 3:
@@ -241,32 +258,58 @@ def seed_eks_ami_parameters(region: str, kubernetes_version: str, ami_ids: Mappi
         ]
 
 
-_PATCHED = False
+@dataclass(slots=True)
+class MotoCloud:
+    """The real AWS provider wired to a private, seeded moto: what ``simulate --cloud moto`` runs on."""
+
+    env: OfflineAWS
+    provider: Any  # AWSCloudProvider
+    shortages: CapacityShortages
+
+    def mark_unavailable(self, instance_type: str, zone: str, capacity_type: str) -> None:
+        """Make CreateFleet answer InsufficientInstanceCapacity for this offering from now on."""
+        self.shortages.offerings.add((capacity_type, instance_type, zone))
+
+    def close(self) -> None:
+        self.provider.close()
+        set_fleet_faults(None)
+        self.env.stop()
 
 
-def install_fleet_security_group_patch() -> None:
-    """Make moto's CreateFleet apply the launch template's SecurityGroupIds to the instances (idempotent)."""
-    global _PATCHED
-    if _PATCHED:
-        return
-    from moto.ec2.models.fleets import FleetsBackend
+def open_moto_cloud(
+    *,
+    cluster: str,
+    region: str = "us-east-1",
+    zones: tuple[str, ...] | None = None,
+    instance_types: tuple[str, ...] | None = None,
+    kubernetes_version: str = "1.32",
+    now: Any = None,
+) -> MotoCloud:
+    """Start and seed moto, and build an ``AWSCloudProvider`` against it.
 
-    original = FleetsBackend.create_fleet
+    EC2NodeClasses should select subnets and security groups by
+    ``karpenter.sh/discovery: <cluster>`` and use role ``KarpenterNodeRole-<cluster>``
+    (the names the example scenarios use with cluster ``demo``). ``instance_types``
+    narrows discovery to those names; prices are the bundled on-demand table and
+    the preset's documented spot fractions. ``now`` is the provider's clock (the
+    simulator's virtual time).
+    """
+    from reconciler.cloud.aws.provider import AWSCloudProvider, AWSProviderConfig
 
-    def create_fleet(self: Any, *args: Any, **kwargs: Any) -> Any:
-        created = original(self, *args, **kwargs)
-        launched = [(item["instance"], item.get("launch_spec")) for item in created.on_demand_instances]
-        launched += [(request.instance, request.launch_spec) for request in created.spot_requests]
-        for instance, launch_spec in launched:
-            template_spec = getattr(launch_spec, "launch_template_spec", None) or {}
-            if not template_spec.get("LaunchTemplateId"):
-                continue
-            template = self.get_launch_template(template_spec["LaunchTemplateId"])
-            data = template.get_version(template_spec.get("Version", template.latest_version_number)).data
-            group_ids = data.get("SecurityGroupIds") or []
-            if group_ids:
-                self.modify_instance_security_groups(instance.id, list(group_ids))
-        return created
-
-    FleetsBackend.create_fleet = create_fleet
-    _PATCHED = True
+    env = start_offline_aws(
+        region=region, cluster=cluster, kubernetes_version=kubernetes_version, zones=zones
+    )
+    shortages = CapacityShortages()
+    set_fleet_faults(shortages)
+    filters = ({"Name": "instance-type", "Values": list(instance_types)},) if instance_types else ()
+    config = AWSProviderConfig(
+        cluster=env.cluster_info(),
+        region=region,
+        endpoint_url=env.endpoint_url,
+        instance_type_filters=filters,
+        access_key_id=CREDENTIALS["aws_access_key_id"],
+        secret_access_key=CREDENTIALS["aws_secret_access_key"],
+    )
+    provider = AWSCloudProvider(config, now=now) if now else AWSCloudProvider(config)
+    provider.pricing.set_spot_prices(env.spot_prices())
+    return MotoCloud(env, provider, shortages)

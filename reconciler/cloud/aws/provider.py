@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -35,18 +35,15 @@ from reconciler.cloud.aws.instances import (
     provider_id,
     records_from_reservations,
 )
+from reconciler.cloud.aws.launch import Launcher, TemplateGone
 from reconciler.cloud.aws.launchtemplate import (
-    NOT_FOUND_CODES,
     LaunchTemplateProvider,
-    LaunchTemplateSpec,
-    block_device_mappings,
-    metadata_options,
 )
 from reconciler.cloud.aws.nodeclass import NodeClassResolver, ResolvedNodeClass, subnets_for_launch
 from reconciler.cloud.aws.preset import load_catalog
 from reconciler.cloud.aws.pricing import PricingProvider
 from reconciler.cloud.aws.typeprovider import InstanceTypeProvider
-from reconciler.cloud.aws.userdata import BootstrapOptions, ClusterInfo, render
+from reconciler.cloud.aws.userdata import ClusterInfo
 from reconciler.cloud.types import (
     CloudError,
     Instance,
@@ -96,13 +93,6 @@ class _CachedNodeClass:
     expires: float
 
 
-@dataclass(slots=True)
-class _Groups:
-    """Launch templates of one fleet request and the overrides under each."""
-
-    overrides: dict[str, list[fleets.Override]] = field(default_factory=dict)
-
-
 class AWSCloudProvider:
     name = "aws"
 
@@ -149,6 +139,9 @@ class AWSCloudProvider:
             kubernetes_version=config.cluster.kubernetes_version,
         )
         self.launch_templates = LaunchTemplateProvider(self.caller, self.clients.ec2, clock=monotonic)
+        self.launcher = Launcher(
+            self.caller, self.clients.ec2, config.cluster, self.unavailable, self.launch_templates, now
+        )
         self._nodeclass_cache: dict[str, _CachedNodeClass] = {}
 
     def close(self) -> None:
@@ -213,13 +206,18 @@ class AWSCloudProvider:
                 "instance types in the allowed zones and capacity types"
             )
         for attempt in range(2):
-            groups = await self._launch_templates(request, resolved, capacity_type, chosen)
+            groups = await self.launcher.launch_templates_for(request, resolved, capacity_type, chosen)
             try:
-                return await self._create_fleet(request, resolved, capacity_type, groups, types)
-            except _TemplateGone as gone:
+                record, zone_id = await self.launcher.create_fleet(request, resolved, capacity_type, groups)
+            except TemplateGone as gone:
                 self.launch_templates.invalidate(gone.name)
                 if attempt:
                     raise CloudError(f"launch template {gone.name} disappeared twice") from None
+                continue
+            instance = self._instance(record, types.get(record.instance_type), request)
+            if zone_id:
+                instance.labels = {**instance.labels, wk.ZONE_ID: zone_id}
+            return instance
         raise AssertionError("unreachable")
 
     async def delete(self, provider_id: str) -> None:
@@ -312,149 +310,6 @@ class AWSCloudProvider:
         records = records_from_reservations(answer.get("Reservations") or [])
         return min(records, key=lambda r: r.id) if records else None
 
-    async def _launch_templates(
-        self,
-        request: LaunchRequest,
-        resolved: ResolvedNodeClass,
-        capacity_type: str,
-        chosen: list[fleets.Candidate],
-    ) -> _Groups:
-        subnets = subnets_for_launch(
-            resolved.subnets, {c.offering.zone for c in chosen}, self.unavailable.is_subnet_unavailable
-        )
-        tags = owned.launch_tags(self.cluster, request.nodepool, resolved.name, resolved.user_tags)
-        spec = resolved.spec
-        groups = _Groups()
-        specs: dict[tuple[str, int], str] = {}
-        for candidate in chosen:
-            instance_type = candidate.instance_type
-            ami = resolved.amis.for_labels(instance_type.labels) if resolved.amis else None
-            subnet = subnets.get(candidate.offering.zone)
-            if ami is None or subnet is None:
-                continue
-            max_pods = instance_type.capacity.amount("pods") // 1000
-            key = (ami.id, max_pods)
-            if key not in specs:
-                bootstrap = BootstrapOptions(
-                    labels={**request.labels, wk.NODEPOOL: request.nodepool},
-                    taints=list(request.taints),
-                    max_pods=max_pods,
-                    kubelet=spec.get("kubelet") or {},
-                    custom=spec.get("userData"),
-                )
-                template = LaunchTemplateSpec(
-                    image_id=ami.id,
-                    user_data=render(resolved.family, self.config.cluster, bootstrap),
-                    instance_profile=resolved.instance_profile,
-                    security_group_ids=tuple(g.id for g in resolved.security_groups),
-                    block_device_mappings=tuple(block_device_mappings(spec, resolved.family)),
-                    metadata_options=metadata_options(spec.get("metadataOptions")),
-                    tags=tags,
-                    detailed_monitoring=bool(spec.get("detailedMonitoring")),
-                    associate_public_ip=spec.get("associatePublicIPAddress"),
-                    spot=capacity_type == "spot",
-                )
-                specs[key] = await self.launch_templates.ensure(template)
-            groups.overrides.setdefault(specs[key], []).append(
-                fleets.Override(
-                    instance_type.name, candidate.offering.zone, subnet.id, ami.id, candidate.offering.price
-                )
-            )
-        if not groups.overrides:
-            raise InsufficientCapacityError(
-                f"NodeClaim {request.nodeclaim}: no compatible AMI or subnet for the remaining offerings"
-            )
-        return groups
-
-    async def _create_fleet(
-        self,
-        request: LaunchRequest,
-        resolved: ResolvedNodeClass,
-        capacity_type: str,
-        groups: _Groups,
-        types: Mapping[str, InstanceType],
-    ) -> Instance:
-        tags = owned.launch_tags(
-            self.cluster, request.nodepool, resolved.name, resolved.user_tags, nodeclaim=request.nodeclaim
-        )
-        body = fleets.create_fleet_request(
-            capacity_type,
-            groups.overrides,
-            owned.tag_specifications(["instance", "volume", "fleet"], tags),
-            context=resolved.spec.get("context"),
-        )
-        all_overrides = [o for overrides in groups.overrides.values() for o in overrides]
-        try:
-            answer = await self.caller.call(self.clients.ec2.create_fleet, **body)
-        except Exception as err:
-            code = error_code(err)
-            if code in NOT_FOUND_CODES:
-                raise _TemplateGone(next(iter(groups.overrides))) from None
-            if code == fleets.SPOT_SLR_MISSING:
-                self.unavailable.mark_capacity_type_unavailable("spot")
-                raise InsufficientCapacityError(
-                    "spot capacity unavailable: the EC2 Spot service-linked role is missing",
-                    [(o.instance_type, o.zone, capacity_type) for o in all_overrides],
-                ) from None
-            if code in fleets.ICE_ERROR_CODES:
-                for o in all_overrides:
-                    self.unavailable.mark_unavailable(capacity_type, o.instance_type, o.zone, code)
-                raise InsufficientCapacityError(
-                    f"CreateFleet: {code}", [(o.instance_type, o.zone, capacity_type) for o in all_overrides]
-                ) from None
-            raise CloudError(f"CreateFleet failed for NodeClaim {request.nodeclaim}: {code}: {err}") from None
-        launched, errors = fleets.parse_fleet_response(answer, capacity_type, all_overrides)
-        self._record_fleet_errors(errors)
-        if not launched:
-            if errors and all(e.is_capacity_error or e.code == fleets.SPOT_SLR_MISSING for e in errors):
-                raise InsufficientCapacityError(
-                    f"NodeClaim {request.nodeclaim}: insufficient capacity in all {len(all_overrides)} offerings",
-                    [(e.instance_type, e.zone, e.capacity_type) for e in errors],
-                )
-            reasons = (
-                ", ".join(sorted({f"{e.code}: {e.message}" for e in errors})) or "no instance and no error"
-            )
-            raise CloudError(f"CreateFleet launched nothing for NodeClaim {request.nodeclaim}: {reasons}")
-        first, extra = launched[0], launched[1:]
-        if extra:  # capacity 1 should never give more; never leak what we did not ask for
-            await self.caller.call(
-                self.clients.ec2.terminate_instances, InstanceIds=[i.instance_id for i in extra]
-            )
-        record = InstanceRecord(
-            id=first.instance_id,
-            instance_type=first.instance_type,
-            zone=first.zone,
-            capacity_type=first.capacity_type,
-            state="pending",
-            launch_time=self._now(),
-            image_id=first.image_id,
-            subnet_id=first.subnet_id,
-            security_group_ids=tuple(g.id for g in resolved.security_groups),
-            tags=tags,
-        )
-        instance = self._instance(record, types.get(first.instance_type), request)
-        zone_id = next((s.zone_id for s in resolved.subnets if s.zone == first.zone and s.zone_id), "")
-        if zone_id:
-            instance.labels = {**instance.labels, wk.ZONE_ID: zone_id}
-        return instance
-
-    def _record_fleet_errors(self, errors: list[fleets.FleetError]) -> None:
-        for error in errors:
-            metrics.instance_launch_failures.labels(
-                instance_type=error.instance_type,
-                capacity_type=error.capacity_type,
-                zone=error.zone,
-                error=error.code,
-            ).inc()
-            if error.code == fleets.SPOT_SLR_MISSING:
-                self.unavailable.mark_capacity_type_unavailable("spot")
-            elif error.is_capacity_error and error.instance_type and error.zone:
-                self.unavailable.mark_unavailable(
-                    error.capacity_type, error.instance_type, error.zone, error.code
-                )
-            if error.code == fleets.SUBNET_EXHAUSTED and error.subnet_id:
-                self.unavailable.mark_subnet_unavailable(error.subnet_id)
-
     def _instance(
         self, record: InstanceRecord, instance_type: InstanceType | None, request: LaunchRequest | None
     ) -> Instance:
@@ -490,9 +345,3 @@ class AWSCloudProvider:
             labels=labels,
             tags=dict(record.tags),
         )
-
-
-class _TemplateGone(Exception):
-    def __init__(self, name: str) -> None:
-        super().__init__(name)
-        self.name = name

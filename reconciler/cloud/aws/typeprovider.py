@@ -82,20 +82,23 @@ class InstanceTypeProvider:
         items = await self._caller.paginate(
             self._ec2, "describe_instance_types", "InstanceTypes", Filters=self._filters
         )
-        offerings = await self._caller.paginate(
-            self._ec2,
-            "describe_instance_type_offerings",
-            "InstanceTypeOfferings",
-            LocationType="availability-zone",
-        )
-        zones: dict[str, set[str]] = {}
-        for row in offerings:
-            zones.setdefault(str(row["InstanceType"]), set()).add(str(row["Location"]))
         infos = {}
         for item in items:
             info = InstanceTypeInfo.from_ec2(item)
             if info.architectures and info.vcpus:
                 infos[info.name] = info
+        # With narrowed discovery, ask only for the offerings of the discovered types (fewer rows to parse).
+        narrowed = any(f.get("Name") == "instance-type" for f in self._filters) and 0 < len(infos) <= 200
+        offerings = await self._caller.paginate(
+            self._ec2,
+            "describe_instance_type_offerings",
+            "InstanceTypeOfferings",
+            LocationType="availability-zone",
+            **({"Filters": [{"Name": "instance-type", "Values": sorted(infos)}]} if narrowed else {}),
+        )
+        zones: dict[str, set[str]] = {}
+        for row in offerings:
+            zones.setdefault(str(row["InstanceType"]), set()).add(str(row["Location"]))
         if infos != self._infos or zones != {k: set(v) for k, v in self._zones.items()}:
             self._shapes.clear()
         self._infos = infos

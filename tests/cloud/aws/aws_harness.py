@@ -3,7 +3,8 @@
 Faults are injected inside moto (ThreadedMotoServer runs in this process):
 
 - ``FaultPlan.ice``: CreateFleet drops these (capacity type, type, zone)
-  overrides and answers AWS-shaped ``Errors[]`` (moto never returns any);
+  overrides and answers AWS-shaped ``Errors[]`` (moto never returns any;
+  the CreateFleet patch lives in ``reconciler.cloud.aws.moto_patches``);
 - ``FaultPlan.fleet_errors``: extra per-override error codes (subnet exhaustion,
   spot service-linked role...);
 - ``FaultPlan.throttle``: a fraction of EC2 calls answer ``RequestLimitExceeded``
@@ -24,11 +25,13 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+import boto3
 from botocore.retries.standard import ExponentialBackoff
 from moto.core.responses import ActionResult, BaseResponse
 from moto.ec2.exceptions import EC2ClientError
-from moto.ec2.responses.fleets import Fleets
 
+from reconciler.cloud.aws.clients import AwsClients
+from reconciler.cloud.aws.moto_patches import install_fleet_patch, set_fleet_faults
 from reconciler.cloud.aws.offline import OfflineAWS
 from reconciler.cloud.aws.provider import AWSCloudProvider, AWSProviderConfig
 
@@ -53,6 +56,14 @@ class FaultPlan:
     def __post_init__(self) -> None:
         self._random = random.Random(self.seed)
 
+    def fleet_error(self, capacity_type: str, instance_type: str, zone: str) -> str | None:
+        key = (capacity_type, instance_type, zone)
+        return self.fleet_errors.get(key) or ("InsufficientInstanceCapacity" if key in self.ice else None)
+
+    def on_fleet_call(self) -> None:
+        with self._lock:
+            self.fleet_calls += 1
+
     def should_throttle(self, action: str) -> bool:
         if not self.throttle or (self.throttle_actions is not None and action not in self.throttle_actions):
             return False
@@ -63,7 +74,16 @@ class FaultPlan:
 
 
 class _Active:
-    plan: FaultPlan | None = None
+    _plan: FaultPlan | None = None
+
+    @property
+    def plan(self) -> FaultPlan | None:
+        return self._plan
+
+    @plan.setter
+    def plan(self, plan: FaultPlan | None) -> None:
+        self._plan = plan
+        set_fleet_faults(plan)
 
 
 ACTIVE = _Active()
@@ -84,7 +104,6 @@ def install_patches() -> None:
 
     ExponentialBackoff.delay_amount = compressed_delay  # type: ignore[method-assign]
     original_call_action = BaseResponse.call_action
-    original_create_fleet = Fleets.create_fleet
 
     def call_action(self: BaseResponse) -> Any:
         plan = ACTIVE.plan
@@ -94,59 +113,20 @@ def install_patches() -> None:
             if code is None and plan.should_throttle(action):
                 code = "RequestLimitExceeded"
             if code is not None:
-                status, headers, body = self.serialized(ActionResult(EC2ClientError(code, f"injected {code}")))
+                status, headers, body = self.serialized(
+                    ActionResult(EC2ClientError(code, f"injected {code}"))
+                )
                 return status, headers, body
         return original_call_action(self)
 
-    def create_fleet(self: Fleets) -> Any:
-        plan = ACTIVE.plan
-        if plan is None:
-            return original_create_fleet(self)
-        with plan._lock:
-            plan.fleet_calls += 1
-        capacity_type = self._get_param("TargetCapacitySpecification", {}).get("DefaultTargetCapacityType")
-        configs = self._get_param("LaunchTemplateConfigs", [])
-        errors, kept_configs = [], []
-        for config in configs:
-            kept = []
-            for override in config.get("Overrides") or []:
-                key = (capacity_type, override.get("InstanceType"), override.get("AvailabilityZone"))
-                code = plan.fleet_errors.get(key) or ("InsufficientInstanceCapacity" if key in plan.ice else None)
-                if code:
-                    errors.append(
-                        {
-                            "LaunchTemplateAndOverrides": {
-                                "LaunchTemplateSpecification": config["LaunchTemplateSpecification"],
-                                "Overrides": override,
-                            },
-                            "Lifecycle": capacity_type,
-                            "ErrorCode": code,
-                            "ErrorMessage": f"injected {code}",
-                        }
-                    )
-                else:
-                    kept.append(override)
-            if kept:
-                kept_configs.append({**config, "Overrides": kept})
-        if not kept_configs:
-            return ActionResult({"FleetId": "fleet-00000000-0000-0000-0000-000000000000", "Instances": [], "Errors": errors})
-        real_get = self._get_param
-
-        def get_param(name: str, if_none: Any = None) -> Any:
-            return kept_configs if name == "LaunchTemplateConfigs" else real_get(name, if_none)
-
-        self._get_param = get_param  # type: ignore[method-assign]
-        try:
-            result = original_create_fleet(self)
-        finally:
-            del self._get_param
-        if errors:
-            result.result["Errors"] = errors  # type: ignore[index]
-        return result
-
     BaseResponse.call_action = call_action  # type: ignore[method-assign]
-    Fleets.create_fleet = create_fleet  # type: ignore[method-assign]
+    install_fleet_patch(faithful_security_groups=False)
     BaseResponse._adze_faults = True  # type: ignore[attr-defined]
+
+
+# One botocore session for every test provider: its loaded service models are cached, so a
+# "restarted process" in the crash matrix costs milliseconds instead of re-reading JSON models.
+_SESSION = boto3.session.Session(aws_access_key_id="testing", aws_secret_access_key="testing")
 
 
 def make_provider(aws: OfflineAWS, **overrides: Any) -> AWSCloudProvider:
@@ -161,7 +141,8 @@ def make_provider(aws: OfflineAWS, **overrides: Any) -> AWSCloudProvider:
         "max_attempts": 10,
     }
     options.update(overrides)
-    provider = AWSCloudProvider(AWSProviderConfig(**options))
+    config = AWSProviderConfig(**options)
+    provider = AWSCloudProvider(config, clients=AwsClients(config.client_options(), session=_SESSION))
     provider.pricing.set_spot_prices(aws.spot_prices())
     return provider
 
@@ -173,7 +154,9 @@ class Recorder:
         self.calls: list[tuple[str, str, dict[str, Any]]] = []
         self._lock = threading.Lock()
 
-    def attach(self, provider: AWSCloudProvider, services: tuple[str, ...] = ("ec2", "ssm", "iam")) -> Recorder:
+    def attach(
+        self, provider: AWSCloudProvider, services: tuple[str, ...] = ("ec2", "ssm", "iam")
+    ) -> Recorder:
         for service in services:
             provider.clients.client(service).meta.events.register("before-parameter-build", self._record)
         return self
@@ -199,7 +182,9 @@ class CrashAfter:
         self.crashed_after: str | None = None
         self._lock = threading.Lock()
 
-    def attach(self, provider: AWSCloudProvider, services: tuple[str, ...] = ("ec2", "ssm", "iam")) -> CrashAfter:
+    def attach(
+        self, provider: AWSCloudProvider, services: tuple[str, ...] = ("ec2", "ssm", "iam")
+    ) -> CrashAfter:
         for service in services:
             provider.clients.client(service).meta.events.register("after-call", self._after)
         return self

@@ -44,5 +44,3 @@ def provider(aws: OfflineAWS) -> Iterator[AWSCloudProvider]:
     created = make_provider(aws)
     yield created
     created.close()
-
-

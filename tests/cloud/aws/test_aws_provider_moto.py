@@ -20,6 +20,7 @@ from reconciler.cloud.types import (
 )
 from reconciler.model import labels as wk
 
+
 def ownership(cluster: str) -> dict[str, str]:
     return {
         f"kubernetes.io/cluster/{cluster}": "owned",
@@ -30,7 +31,9 @@ def ownership(cluster: str) -> dict[str, str]:
 
 
 def request(name: str = "nc-1", types: tuple[str, ...] = ("m5.large", "c5.large", "m6i.large"), **kw: object):
-    return LaunchRequest(nodeclaim=name, nodepool="default", nodeclass="default", instance_types=list(types), **kw)
+    return LaunchRequest(
+        nodeclaim=name, nodepool="default", nodeclass="default", instance_types=list(types), **kw
+    )
 
 
 def cheapest(provider: AWSCloudProvider, types: list, names: tuple[str, ...], capacity_type: str) -> tuple:
@@ -48,7 +51,14 @@ async def test_nodeclass_status_resolves_subnets_groups_amis_and_profile(aws: Of
     status = await provider.nodeclass_status(aws.nodeclass())
     conditions = {c["type"]: c["status"] for c in status["conditions"]}
     assert conditions == dict.fromkeys(
-        ["SubnetsReady", "SecurityGroupsReady", "AMIsReady", "InstanceProfileReady", "ValidationSucceeded", "Ready"],
+        [
+            "SubnetsReady",
+            "SecurityGroupsReady",
+            "AMIsReady",
+            "InstanceProfileReady",
+            "ValidationSucceeded",
+            "Ready",
+        ],
         "True",
     )
     # Subnets are sorted by free addresses: the /20 first, the /24 last.
@@ -68,7 +78,10 @@ async def test_nodeclass_status_resolves_subnets_groups_amis_and_profile(aws: Of
 
 
 async def test_unresolvable_nodeclass_is_not_ready_and_create_refuses(aws: OfflineAWS, provider) -> None:
-    broken = aws.nodeclass(subnetSelectorTerms=[{"tags": {"karpenter.sh/discovery": "nobody"}}], tags={"eks:eks-cluster-name": "x"})
+    broken = aws.nodeclass(
+        subnetSelectorTerms=[{"tags": {"karpenter.sh/discovery": "nobody"}}],
+        tags={"eks:eks-cluster-name": "x"},
+    )
     status = await provider.nodeclass_status(broken)
     conditions = {c["type"]: (c["status"], c["message"]) for c in status["conditions"]}
     assert conditions["Ready"][0] == "False"
@@ -104,7 +117,8 @@ async def test_create_launches_cheapest_spot_with_owned_launch_template(aws: Off
     names = ("m5.large", "c5.large", "m6i.large")
     price, best_type, best_zone = cheapest(provider, types, names, "spot")
     instance = await provider.create(
-        request(taints=[{"key": "dedicated", "value": "db", "effect": "NoSchedule"}], labels={"team": "a"}), nodeclass
+        request(taints=[{"key": "dedicated", "value": "db", "effect": "NoSchedule"}], labels={"team": "a"}),
+        nodeclass,
     )
     assert (instance.instance_type, instance.zone, instance.capacity_type) == (best_type, best_zone, "spot")
     assert instance.price == price
@@ -114,7 +128,10 @@ async def test_create_launches_cheapest_spot_with_owned_launch_template(aws: Off
     fleet = recorder.of("CreateFleet")[0]
     assert fleet["Type"] == "instant"
     assert fleet["SpotOptions"] == {"AllocationStrategy": "price-capacity-optimized"}
-    assert fleet["TargetCapacitySpecification"] == {"TotalTargetCapacity": 1, "DefaultTargetCapacityType": "spot"}
+    assert fleet["TargetCapacitySpecification"] == {
+        "TotalTargetCapacity": 1,
+        "DefaultTargetCapacityType": "spot",
+    }
     overrides = [o for config in fleet["LaunchTemplateConfigs"] for o in config["Overrides"]]
     assert {o["InstanceType"] for o in overrides} == set(names)
     # One subnet per zone, the zone's subnet with most free IPs, zone stated for error mapping.
@@ -126,7 +143,9 @@ async def test_create_launches_cheapest_spot_with_owned_launch_template(aws: Off
     ec2 = aws.client("ec2")
     template_name = fleet["LaunchTemplateConfigs"][0]["LaunchTemplateSpecification"]["LaunchTemplateName"]
     assert template_name.startswith("karpenter.k8s.aws/")
-    version = ec2.describe_launch_template_versions(LaunchTemplateName=template_name)["LaunchTemplateVersions"][0]
+    version = ec2.describe_launch_template_versions(LaunchTemplateName=template_name)[
+        "LaunchTemplateVersions"
+    ][0]
     data = version["LaunchTemplateData"]
     assert data["MetadataOptions"]["HttpTokens"] == "required"
     assert data["MetadataOptions"]["HttpPutResponseHopLimit"] == 1
@@ -150,7 +169,11 @@ async def test_every_creating_ec2_request_carries_the_iam_ownership_tags(aws: Of
     nodeclass = aws.nodeclass(tags={"team": "payments"})
     await provider.create(request("nc-a"), nodeclass)
     await provider.create(request("nc-b", capacity_types=["on-demand"]), nodeclass)
-    creating = [(name, params) for _, name, params in recorder.calls if name in ("CreateFleet", "CreateLaunchTemplate", "RunInstances", "CreateTags")]
+    creating = [
+        (name, params)
+        for _, name, params in recorder.calls
+        if name in ("CreateFleet", "CreateLaunchTemplate", "RunInstances", "CreateTags")
+    ]
     assert {name for name, _ in creating} == {"CreateFleet", "CreateLaunchTemplate"}
     required = {f"kubernetes.io/cluster/{aws.cluster}": "owned", "eks:eks-cluster-name": aws.cluster}
     for name, params in creating:
@@ -161,8 +184,22 @@ async def test_every_creating_ec2_request_carries_the_iam_ownership_tags(aws: Of
             assert required.items() <= tags.items(), (name, spec["ResourceType"])
             assert tags.get("karpenter.sh/nodepool"), (name, spec["ResourceType"])
             assert tags["team"] == "payments"
-    fleet_types = {spec["ResourceType"] for _, p in creating if _ == "CreateFleet" for spec in p["TagSpecifications"]}
+    fleet_types = {
+        spec["ResourceType"] for _, p in creating if _ == "CreateFleet" for spec in p["TagSpecifications"]
+    }
     assert fleet_types == {"instance", "volume", "fleet"}
+    # Deleting is allowed only on resources that carry the ownership tags (resource-tag conditions).
+    for instance in await provider.list():
+        await provider.delete(instance.provider_id)
+    ec2 = aws.client("ec2")
+    terminated = [i for params in recorder.of("TerminateInstances") for i in params["InstanceIds"]]
+    assert len(terminated) == 2
+    for reservation in ec2.describe_instances(InstanceIds=terminated)["Reservations"]:
+        for item in reservation["Instances"]:
+            tags = {t["Key"]: t["Value"] for t in item["Tags"]}
+            assert tags[f"kubernetes.io/cluster/{aws.cluster}"] == "owned" and tags.get(
+                "karpenter.sh/nodepool"
+            )
     for _, params in creating:
         if "LaunchTemplateData" in params:
             inner = params["LaunchTemplateData"]["TagSpecifications"]
@@ -176,7 +213,9 @@ async def test_create_is_idempotent_per_nodeclaim(aws: OfflineAWS, provider) -> 
     assert len(await provider.list()) == 1
 
 
-async def test_ice_offerings_are_skipped_cached_and_reported(aws: OfflineAWS, provider, faults: FaultPlan) -> None:
+async def test_ice_offerings_are_skipped_cached_and_reported(
+    aws: OfflineAWS, provider, faults: FaultPlan
+) -> None:
     nodeclass = aws.nodeclass()
     types = await provider.instance_types(nodeclass)
     names = ("m5.large", "c5.large")
@@ -186,11 +225,15 @@ async def test_ice_offerings_are_skipped_cached_and_reported(aws: OfflineAWS, pr
     assert (instance.instance_type, instance.zone) != (best_type, best_zone)
     assert provider.unavailable.is_unavailable("spot", best_type, best_zone)
     refreshed = {t.name: t for t in await provider.instance_types(nodeclass)}
-    offering = next(o for o in refreshed[best_type].offerings if o.zone == best_zone and o.capacity_type == "spot")
+    offering = next(
+        o for o in refreshed[best_type].offerings if o.zone == best_zone and o.capacity_type == "spot"
+    )
     assert not offering.available
 
 
-async def test_all_offerings_ice_raises_insufficient_capacity_then_on_demand(aws: OfflineAWS, provider, faults) -> None:
+async def test_all_offerings_ice_raises_insufficient_capacity_then_on_demand(
+    aws: OfflineAWS, provider, faults
+) -> None:
     nodeclass = aws.nodeclass()
     for zone in aws.subnet_ids:
         faults.ice.add(("spot", "m5.large", zone))
@@ -204,7 +247,9 @@ async def test_all_offerings_ice_raises_insufficient_capacity_then_on_demand(aws
     assert faults.fleet_calls == 2
 
 
-async def test_partial_fleet_errors_mark_offerings_even_when_something_launched(aws, provider, faults) -> None:
+async def test_partial_fleet_errors_mark_offerings_even_when_something_launched(
+    aws, provider, faults
+) -> None:
     nodeclass = aws.nodeclass()
     faults.fleet_errors[("spot", "c5.large", "us-east-1b")] = "InsufficientFreeAddressesInSubnet"
     faults.fleet_errors[("spot", "m5.large", "us-east-1a")] = "MaxSpotInstanceCountExceeded"
@@ -240,7 +285,9 @@ async def test_launch_template_deleted_behind_our_back_is_recreated(aws, provide
     nodeclass = aws.nodeclass()
     recorder = Recorder().attach(provider)
     await provider.create(request("nc-1"), nodeclass)
-    name = recorder.of("CreateFleet")[0]["LaunchTemplateConfigs"][0]["LaunchTemplateSpecification"]["LaunchTemplateName"]
+    name = recorder.of("CreateFleet")[0]["LaunchTemplateConfigs"][0]["LaunchTemplateSpecification"][
+        "LaunchTemplateName"
+    ]
     aws.client("ec2").delete_launch_template(LaunchTemplateName=name)
     await provider.create(request("nc-2"), nodeclass)
     assert len(recorder.of("CreateFleet")) == 3  # the stale attempt, then the retry
@@ -250,7 +297,11 @@ async def test_launch_template_deleted_behind_our_back_is_recreated(aws, provide
 async def test_delete_get_list(aws, provider) -> None:
     instance = await provider.create(request(), aws.nodeclass())
     fetched = await provider.get(instance.provider_id)
-    assert (fetched.instance_type, fetched.nodeclaim, fetched.nodepool) == (instance.instance_type, "nc-1", "default")
+    assert (fetched.instance_type, fetched.nodeclaim, fetched.nodepool) == (
+        instance.instance_type,
+        "nc-1",
+        "default",
+    )
     assert [i.provider_id for i in await provider.list()] == [instance.provider_id]
     await provider.delete(instance.provider_id)
     with pytest.raises(InstanceNotFoundError):
@@ -272,13 +323,18 @@ async def test_drift_for_ami_security_groups_and_subnets(aws: OfflineAWS, provid
     assert await provider.is_drifted(instance, nodeclass) is None
 
     other_group = ec2.create_security_group(GroupName="other", Description="x")["GroupId"]
-    assert await provider.is_drifted(instance, aws.nodeclass(securityGroupSelectorTerms=[{"id": other_group}])) == "SecurityGroupDrift"
+    assert (
+        await provider.is_drifted(instance, aws.nodeclass(securityGroupSelectorTerms=[{"id": other_group}]))
+        == "SecurityGroupDrift"
+    )
 
     subnet_ids = [s for z, s in aws.subnet_ids.items() if z != instance.zone]
     only_others = aws.nodeclass(subnetSelectorTerms=[{"id": s} for s in subnet_ids])
     assert await provider.is_drifted(instance, only_others) == "SubnetDrift"
 
-    pinned = aws.nodeclass(amiSelectorTerms=[{"id": aws.ami_ids["arm64/standard"]}, {"id": aws.ami_ids["amd64/nvidia"]}])
+    pinned = aws.nodeclass(
+        amiSelectorTerms=[{"id": aws.ami_ids["arm64/standard"]}, {"id": aws.ami_ids["amd64/nvidia"]}]
+    )
     assert await provider.is_drifted(instance, pinned) == "AMIDrift"
 
 
@@ -301,7 +357,9 @@ async def test_unowned_instances_are_invisible_to_list_and_gc(aws: OfflineAWS, p
         MinCount=1,
         MaxCount=1,
         InstanceType="m5.large",
-        TagSpecifications=[{"ResourceType": "instance", "Tags": [{"Key": owned.EKS_CLUSTER_NAME_TAG, "Value": aws.cluster}]}],
+        TagSpecifications=[
+            {"ResourceType": "instance", "Tags": [{"Key": owned.EKS_CLUSTER_NAME_TAG, "Value": aws.cluster}]}
+        ],
     )
     assert await provider.list() == []
     assert await collect_orphans(provider, [], datetime.now(UTC) + timedelta(hours=1)) == []

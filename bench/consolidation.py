@@ -1,0 +1,298 @@
+"""Consolidation benchmark: scale up, delete 60 % of the pods, run disruption until stable.
+
+    .venv/bin/python bench/consolidation.py                  # 1,000 and 5,000 nodes
+    .venv/bin/python bench/consolidation.py --nodes 1000     # one size
+    .venv/bin/python bench/consolidation.py --max-passes 50  # stop earlier
+
+Setup, per size: the scheduling benchmark's diverse workload (``bench/scheduling.py``:
+generic, zonal spread, hostname spread, zonal self-affinity, hostname anti-affinity)
+is scheduled onto the 400-type synthetic catalogue, capped at the requested node
+count, and every planned NodeClaim becomes a running, initialized node of its
+cheapest option with its pods bound. Then a seeded random 60 % of the pods are
+deleted and ``disrupt until: stable`` runs: ``decide`` (timed: that is the pass
+time) and the command applied as the executor would (replacements launched,
+pods moved where the simulation put them, candidates removed). The NodePool's
+budget is 100 % so passes are limited by the methods, not the budget.
+
+Reported: nodes and $/h before and after, the LP lower bound of the remaining
+pods' cost (scipy HiGHS on the fractional relaxation: enough node capacity of
+each resource for all requests, and at least as many nodes as the largest group
+of hostname anti-affine pods), the ratio after / bound, passes, and wall time
+per pass (mean / max) and for the whole run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.scheduling import diverse_pods, synthetic_types  # noqa: E402
+from reconciler.cloud.types import InstanceType  # noqa: E402
+from reconciler.disruption.controller import decide  # noqa: E402
+from reconciler.disruption.types import Command  # noqa: E402
+from reconciler.model import labels as wk  # noqa: E402
+from reconciler.scheduling import SchedulingContext  # noqa: E402
+from reconciler.scheduling.results import ScheduledClaim  # noqa: E402
+from reconciler.scheduling.scheduler import Scheduler  # noqa: E402
+from reconciler.settings import Settings  # noqa: E402
+from reconciler.state import ClusterState  # noqa: E402
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+PODS_PER_NODE = 5  # the diverse workload lands roughly this many pods per node
+# Like Karpenter's single-node consolidation timeout: a pass gives up searching after this long.
+PASS_DEADLINE_SECONDS = 180.0
+
+
+def stamp(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def nodepool() -> dict[str, Any]:
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": "default"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                    "requirements": [],
+                }
+            },
+            "disruption": {"consolidateAfter": "0s", "budgets": [{"nodes": "100%"}]},
+        },
+    }
+
+
+def node_manifests(name: str, itype: InstanceType, zone: str, capacity_type: str, now: datetime) -> list[dict]:
+    labels = {
+        **itype.labels,
+        wk.HOSTNAME: name,
+        wk.NODEPOOL: "default",
+        wk.ZONE: zone,
+        wk.CAPACITY_TYPE: capacity_type,
+        wk.REGISTERED: "true",
+        wk.INITIALIZED: "true",
+    }
+    status = {
+        "capacity": itype.capacity.to_manifest(),
+        "allocatable": itype.allocatable.to_manifest(),
+    }
+    conditions = [
+        {"type": t, "status": "True", "lastTransitionTime": stamp(now)}
+        for t in ("Launched", "Registered", "Initialized")
+    ]
+    provider = f"bench:///{zone}/{name}"
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels, "creationTimestamp": stamp(now)},
+        "spec": {"providerID": provider},
+        "status": {**status, "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+    claim = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {
+            "name": name,
+            "labels": {k: v for k, v in labels.items() if k != wk.HOSTNAME},
+            "creationTimestamp": stamp(now),
+        },
+        "spec": {
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": [{"key": wk.INSTANCE_TYPE, "operator": "In", "values": [itype.name]}],
+        },
+        "status": {**status, "nodeName": name, "providerID": provider, "conditions": conditions},
+    }
+    return [node, claim]
+
+
+def launch(claim: ScheduledClaim, name: str, now: datetime) -> tuple[list[dict], float]:
+    """What the cloud would launch for a planned claim: its cheapest option's cheapest allowed offering."""
+    itype = claim.instance_types[0]
+    zones = claim.requirements.get(wk.ZONE)
+    offering = min(
+        (
+            o
+            for o in itype.offerings
+            if o.available and o.capacity_type in claim.capacity_types and (zones is None or zones.has(o.zone))
+        ),
+        key=lambda o: (o.price, o.zone, o.capacity_type),
+    )
+    return node_manifests(name, itype, offering.zone, offering.capacity_type, now), offering.price
+
+
+def bind(pod: dict[str, Any], node: str) -> dict[str, Any]:
+    bound = {**pod, "spec": {**pod["spec"], "nodeName": node}}
+    bound["metadata"] = {**pod["metadata"], "creationTimestamp": stamp(NOW)}
+    bound["status"] = {
+        "phase": "Running",
+        "startTime": stamp(NOW),
+        "conditions": [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "True"}],
+    }
+    return bound
+
+
+def scale_up(nodes: int, types: list[InstanceType], settings: Settings) -> tuple[ClusterState, dict[str, float]]:
+    """Schedule the diverse workload and materialize the planned claims (up to ``nodes``) as running nodes."""
+    pods = diverse_pods(nodes * PODS_PER_NODE)
+    state = ClusterState.from_manifests([nodepool(), *pods])
+    context = SchedulingContext.build(state, {"default": types}, settings)
+    result = Scheduler(context, NOW).solve(state.pending_pods())
+    by_key = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p for p in pods}
+    objects: list[dict[str, Any]] = [nodepool()]
+    prices: dict[str, float] = {}
+    for index, claim in enumerate(result.new_claims[:nodes]):
+        name = f"node-{index:05d}"
+        manifests, prices[name] = launch(claim, name, NOW - timedelta(hours=1))
+        objects.extend(manifests)
+        objects.extend(bind(by_key[key], name) for key in claim.pod_keys)
+    return ClusterState.from_manifests(objects), prices
+
+
+def delete_pods(state: ClusterState, fraction: float, seed: int) -> int:
+    rng = random.Random(seed)
+    keys = sorted(state.pods)
+    doomed = rng.sample(keys, int(len(keys) * fraction))
+    for key in doomed:
+        state.remove(state.pod_manifests[key])
+    return len(doomed)
+
+
+def apply(state: ClusterState, command: Command, prices: dict[str, float], now: datetime) -> None:
+    targets = dict(command.placements)
+    for replacement in command.replacements:
+        assert replacement.claim is not None
+        manifests, prices[replacement.name] = launch(replacement.claim, replacement.name, now)
+        for manifest in manifests:
+            state.upsert(manifest)
+        targets.update({key: replacement.name for key in replacement.pods})
+    for candidate in command.candidates:
+        for key in list(candidate.node.pods):
+            if key in targets:
+                state.upsert(bind(state.pod_manifests[key], targets[key]))
+            else:  # DaemonSet / static pods die with the node
+                state.remove(state.pod_manifests[key])
+        state.remove({"kind": "Node", "metadata": {"name": candidate.name}})
+        state.remove({"kind": "NodeClaim", "metadata": {"name": candidate.nodeclaim}})
+        prices.pop(candidate.name, None)
+
+
+def lower_bound(state: ClusterState, types: Sequence[InstanceType]) -> float:
+    """LP bound: cheapest fractional mix of instance types whose allocatable covers every request."""
+    from scipy.optimize import linprog
+
+    resources = ("cpu", "memory", "pods")
+    demand = {r: 0 for r in resources}
+    anti_affine: Counter[str] = Counter()
+    for pod in state.pods.values():
+        for r in resources:
+            demand[r] += pod.scheduling_requests.amount(r)
+        for term in pod.anti_affinity_required:
+            if term.topology_key == wk.HOSTNAME and term.selector.matches(pod.labels):
+                anti_affine[str(term.selector)] += 1
+    usable = [t for t in types if any(o.available for o in t.offerings)]
+    cost = [min(o.price for o in t.offerings if o.available) for t in usable]
+    # linprog minimizes c.x subject to A_ub x <= b_ub: write "capacity >= demand" as "-capacity <= -demand".
+    rows = [[-t.allocatable.amount(r) for t in usable] for r in resources]
+    bounds = [-demand[r] for r in resources]
+    rows.append([-1.0] * len(usable))  # at least one node per mutually anti-affine pod
+    bounds.append(-max(anti_affine.values(), default=0))
+    result = linprog(cost, A_ub=rows, b_ub=bounds, bounds=(0, None), method="highs")
+    if not result.success:
+        raise RuntimeError(f"LP failed: {result.message}")
+    return float(result.fun)
+
+
+def run(nodes: int, *, max_passes: int, seed: int) -> dict[str, Any]:
+    types = synthetic_types()
+    settings = Settings()
+    state, prices = scale_up(nodes, types, settings)
+    start_nodes, start_cost = len(prices), sum(prices.values())
+    deleted = delete_pods(state, 0.6, seed)
+    before_nodes, before_cost = len(prices), sum(prices.values())
+    bound = lower_bound(state, types)
+    counter = iter(range(1, 10**9))
+    now = NOW
+    timings: list[float] = []
+    simulations: list[int] = []
+    methods: Counter[str] = Counter()
+    stable = False
+    for _ in range(max_passes):
+        started = time.perf_counter()
+        deadline = started + PASS_DEADLINE_SECONDS
+        decision = decide(
+            state,
+            {"default": types},
+            settings,
+            now,
+            name_for=lambda pool: f"{pool}-r{next(counter):05d}",
+            should_stop=lambda: time.perf_counter() > deadline,
+        )  # noqa: B023 - same pass
+        timings.append(time.perf_counter() - started)
+        simulations.append(decision.simulations)
+        if decision.command is None:
+            stable = True
+            break
+        methods[f"{decision.command.method}/{decision.command.action}"] += 1
+        apply(state, decision.command, prices, now)
+        now += timedelta(seconds=30)
+    after_cost = sum(prices.values())
+    return {
+        "nodes": start_nodes,
+        "scaled_cost": start_cost,
+        "pods_deleted": deleted,
+        "before_nodes": before_nodes,
+        "before_cost": before_cost,
+        "after_nodes": len(prices),
+        "after_cost": after_cost,
+        "bound": bound,
+        "ratio": after_cost / bound if bound else float("inf"),
+        "passes": len(timings),
+        "stable": stable,
+        "pass_mean": sum(timings) / len(timings),
+        "pass_max": max(timings),
+        "total": sum(timings),
+        "methods": dict(methods),
+        "simulations": sum(simulations),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, nargs="*", default=[1000, 5000])
+    parser.add_argument("--max-passes", type=int, default=400)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args(argv)
+    header = (
+        f"{'nodes':>6} {'before $/h':>10} {'after':>6} {'after $/h':>10} {'LP bound':>9} {'ratio':>6} "
+        f"{'passes':>6} {'stable':>6} {'s/pass':>7} {'max s':>7} {'total s':>8}"
+    )
+    print(header)
+    print("-" * len(header))
+    for size in args.nodes:
+        row = run(size, max_passes=args.max_passes, seed=args.seed)
+        print(
+            f"{row['before_nodes']:>6} {row['before_cost']:>10.2f} {row['after_nodes']:>6} "
+            f"{row['after_cost']:>10.2f} {row['bound']:>9.2f} {row['ratio']:>6.2f} {row['passes']:>6} "
+            f"{row['stable']!s:>6} {row['pass_mean']:>7.3f} {row['pass_max']:>7.3f} {row['total']:>8.1f}",
+            flush=True,
+        )
+        print(
+            f"    commands: {row['methods']}; pods deleted: {row['pods_deleted']}; "
+            f"simulations: {row['simulations']}; scaled-up cost {row['scaled_cost']:.2f} $/h"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,198 @@
+"""One launch: launch templates for the chosen offerings, then CreateFleet and its errors.
+
+Overrides are grouped per launch template, one template per (AMI, max pods):
+the AMI follows the instance type (architecture, accelerator variant) and the
+kubelet's max pods follow its ENI limits. Fleet errors feed the
+unavailable-offerings cache whether or not something launched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from reconciler.cloud.aws import fleet as fleets
+from reconciler.cloud.aws import metrics
+from reconciler.cloud.aws import tags as owned
+from reconciler.cloud.aws.clients import AwsCaller, error_code
+from reconciler.cloud.aws.ice import UnavailableOfferings
+from reconciler.cloud.aws.instances import InstanceRecord
+from reconciler.cloud.aws.launchtemplate import (
+    NOT_FOUND_CODES,
+    LaunchTemplateProvider,
+    LaunchTemplateSpec,
+    block_device_mappings,
+    metadata_options,
+)
+from reconciler.cloud.aws.nodeclass import ResolvedNodeClass, subnets_for_launch
+from reconciler.cloud.aws.userdata import BootstrapOptions, ClusterInfo, render
+from reconciler.cloud.types import CloudError, InsufficientCapacityError, LaunchRequest
+from reconciler.model import labels as wk
+
+
+@dataclass(slots=True)
+class _Groups:
+    """Launch templates of one fleet request and the overrides under each."""
+
+    overrides: dict[str, list[fleets.Override]] = field(default_factory=dict)
+
+
+class TemplateGone(Exception):
+    """The launch template vanished between ensure and CreateFleet; retry once with a fresh one."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
+@dataclass(slots=True)
+class Launcher:
+    caller: AwsCaller
+    ec2: Any
+    cluster: ClusterInfo
+    unavailable: UnavailableOfferings
+    launch_templates: LaunchTemplateProvider
+    now: Callable[[], datetime]
+
+    async def launch_templates_for(
+        self,
+        request: LaunchRequest,
+        resolved: ResolvedNodeClass,
+        capacity_type: str,
+        chosen: list[fleets.Candidate],
+    ) -> _Groups:
+        subnets = subnets_for_launch(
+            resolved.subnets, {c.offering.zone for c in chosen}, self.unavailable.is_subnet_unavailable
+        )
+        tags = owned.launch_tags(self.cluster.name, request.nodepool, resolved.name, resolved.user_tags)
+        spec = resolved.spec
+        groups = _Groups()
+        specs: dict[tuple[str, int], str] = {}
+        for candidate in chosen:
+            instance_type = candidate.instance_type
+            ami = resolved.amis.for_labels(instance_type.labels) if resolved.amis else None
+            subnet = subnets.get(candidate.offering.zone)
+            if ami is None or subnet is None:
+                continue
+            max_pods = instance_type.capacity.amount("pods") // 1000
+            key = (ami.id, max_pods)
+            if key not in specs:
+                bootstrap = BootstrapOptions(
+                    labels={**request.labels, wk.NODEPOOL: request.nodepool},
+                    taints=list(request.taints),
+                    max_pods=max_pods,
+                    kubelet=spec.get("kubelet") or {},
+                    custom=spec.get("userData"),
+                )
+                template = LaunchTemplateSpec(
+                    image_id=ami.id,
+                    user_data=render(resolved.family, self.cluster, bootstrap),
+                    instance_profile=resolved.instance_profile,
+                    security_group_ids=tuple(g.id for g in resolved.security_groups),
+                    block_device_mappings=tuple(block_device_mappings(spec, resolved.family)),
+                    metadata_options=metadata_options(spec.get("metadataOptions")),
+                    tags=tags,
+                    detailed_monitoring=bool(spec.get("detailedMonitoring")),
+                    associate_public_ip=spec.get("associatePublicIPAddress"),
+                    spot=capacity_type == "spot",
+                )
+                specs[key] = await self.launch_templates.ensure(template)
+            groups.overrides.setdefault(specs[key], []).append(
+                fleets.Override(
+                    instance_type.name, candidate.offering.zone, subnet.id, ami.id, candidate.offering.price
+                )
+            )
+        if not groups.overrides:
+            raise InsufficientCapacityError(
+                f"NodeClaim {request.nodeclaim}: no compatible AMI or subnet for the remaining offerings"
+            )
+        return groups
+
+    async def create_fleet(
+        self,
+        request: LaunchRequest,
+        resolved: ResolvedNodeClass,
+        capacity_type: str,
+        groups: _Groups,
+    ) -> tuple[InstanceRecord, str]:
+        tags = owned.launch_tags(
+            self.cluster.name,
+            request.nodepool,
+            resolved.name,
+            resolved.user_tags,
+            nodeclaim=request.nodeclaim,
+        )
+        body = fleets.create_fleet_request(
+            capacity_type,
+            groups.overrides,
+            owned.tag_specifications(["instance", "volume", "fleet"], tags),
+            context=resolved.spec.get("context"),
+        )
+        all_overrides = [o for overrides in groups.overrides.values() for o in overrides]
+        try:
+            answer = await self.caller.call(self.ec2.create_fleet, **body)
+        except Exception as err:
+            code = error_code(err)
+            if code in NOT_FOUND_CODES:
+                raise TemplateGone(next(iter(groups.overrides))) from None
+            if code == fleets.SPOT_SLR_MISSING:
+                self.unavailable.mark_capacity_type_unavailable("spot")
+                raise InsufficientCapacityError(
+                    "spot capacity unavailable: the EC2 Spot service-linked role is missing",
+                    [(o.instance_type, o.zone, capacity_type) for o in all_overrides],
+                ) from None
+            if code in fleets.ICE_ERROR_CODES:
+                for o in all_overrides:
+                    self.unavailable.mark_unavailable(capacity_type, o.instance_type, o.zone, code)
+                raise InsufficientCapacityError(
+                    f"CreateFleet: {code}", [(o.instance_type, o.zone, capacity_type) for o in all_overrides]
+                ) from None
+            raise CloudError(f"CreateFleet failed for NodeClaim {request.nodeclaim}: {code}: {err}") from None
+        launched, errors = fleets.parse_fleet_response(answer, capacity_type, all_overrides)
+        self._record_fleet_errors(errors)
+        if not launched:
+            if errors and all(e.is_capacity_error or e.code == fleets.SPOT_SLR_MISSING for e in errors):
+                raise InsufficientCapacityError(
+                    f"NodeClaim {request.nodeclaim}: insufficient capacity in all {len(all_overrides)} offerings",
+                    [(e.instance_type, e.zone, e.capacity_type) for e in errors],
+                )
+            reasons = (
+                ", ".join(sorted({f"{e.code}: {e.message}" for e in errors})) or "no instance and no error"
+            )
+            raise CloudError(f"CreateFleet launched nothing for NodeClaim {request.nodeclaim}: {reasons}")
+        first, extra = launched[0], launched[1:]
+        if extra:  # capacity 1 should never give more; never leak what we did not ask for
+            await self.caller.call(self.ec2.terminate_instances, InstanceIds=[i.instance_id for i in extra])
+        record = InstanceRecord(
+            id=first.instance_id,
+            instance_type=first.instance_type,
+            zone=first.zone,
+            capacity_type=first.capacity_type,
+            state="pending",
+            launch_time=self.now(),
+            image_id=first.image_id,
+            subnet_id=first.subnet_id,
+            security_group_ids=tuple(g.id for g in resolved.security_groups),
+            tags=tags,
+        )
+        zone_id = next((s.zone_id for s in resolved.subnets if s.zone == first.zone and s.zone_id), "")
+        return record, zone_id
+
+    def _record_fleet_errors(self, errors: list[fleets.FleetError]) -> None:
+        for error in errors:
+            metrics.instance_launch_failures.labels(
+                instance_type=error.instance_type,
+                capacity_type=error.capacity_type,
+                zone=error.zone,
+                error=error.code,
+            ).inc()
+            if error.code == fleets.SPOT_SLR_MISSING:
+                self.unavailable.mark_capacity_type_unavailable("spot")
+            elif error.is_capacity_error and error.instance_type and error.zone:
+                self.unavailable.mark_unavailable(
+                    error.capacity_type, error.instance_type, error.zone, error.code
+                )
+            if error.code == fleets.SUBNET_EXHAUSTED and error.subnet_id:
+                self.unavailable.mark_subnet_unavailable(error.subnet_id)

@@ -1,0 +1,133 @@
+"""Patches that make an in-process moto answer CreateFleet more like EC2 (offline simulation and tests).
+
+moto's CreateFleet never returns ``Errors[]`` and ignores the launch template's
+security groups. ``install_fleet_patch`` fixes both inside this process: a
+``FleetFaults`` source decides per-override errors (insufficient capacity and
+friends, answered in EC2's shape with the failed overrides left out), and fleet
+instances get their template's ``SecurityGroupIds``. Nothing in the provider
+depends on these patches; they only give it AWS-shaped answers to react to.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+class FleetFaults(Protocol):
+    """Decides injected CreateFleet errors per override (moto itself never returns ``Errors[]``)."""
+
+    def fleet_error(self, capacity_type: str, instance_type: str, zone: str) -> str | None: ...
+
+    def on_fleet_call(self) -> None: ...
+
+
+@dataclass(slots=True)
+class CapacityShortages:
+    """Offerings with no capacity: CreateFleet answers ``InsufficientInstanceCapacity`` for them."""
+
+    offerings: set[tuple[str, str, str]] = field(default_factory=set)  # (capacity type, type, zone)
+    fleet_calls: int = 0
+
+    def fleet_error(self, capacity_type: str, instance_type: str, zone: str) -> str | None:
+        if (capacity_type, instance_type, zone) in self.offerings:
+            return "InsufficientInstanceCapacity"
+        return None
+
+    def on_fleet_call(self) -> None:
+        self.fleet_calls += 1
+
+
+class _FleetPatchState:
+    installed = False
+    security_groups = True
+    faults: FleetFaults | None = None
+
+
+def set_fleet_faults(faults: FleetFaults | None) -> None:
+    """Route this process's moto CreateFleet calls through ``faults`` (None = no injected errors)."""
+    _FleetPatchState.faults = faults
+
+
+def install_fleet_patch(faithful_security_groups: bool = True) -> None:
+    """Patch moto's CreateFleet (idempotent) to answer AWS-shaped ``Errors[]`` from ``set_fleet_faults``
+    and, when ``faithful_security_groups``, to give instances their launch template's security groups
+    (moto otherwise puts every fleet instance in the default group)."""
+    _FleetPatchState.security_groups = faithful_security_groups
+    if _FleetPatchState.installed:
+        return
+    from moto.core.responses import ActionResult
+    from moto.ec2.models.fleets import FleetsBackend
+    from moto.ec2.responses.fleets import Fleets
+
+    original_backend = FleetsBackend.create_fleet
+    original_response = Fleets.create_fleet
+
+    def backend_create_fleet(self: Any, *args: Any, **kwargs: Any) -> Any:
+        created = original_backend(self, *args, **kwargs)
+        if _FleetPatchState.security_groups:
+            _apply_template_security_groups(self, created)
+        return created
+
+    def response_create_fleet(self: Any) -> Any:
+        faults = _FleetPatchState.faults
+        if faults is None:
+            return original_response(self)
+        faults.on_fleet_call()
+        capacity_type = self._get_param("TargetCapacitySpecification", {}).get("DefaultTargetCapacityType")
+        errors, kept_configs = [], []
+        for config in self._get_param("LaunchTemplateConfigs", []):
+            kept = []
+            for override in config.get("Overrides") or []:
+                code = faults.fleet_error(
+                    capacity_type, override.get("InstanceType"), override.get("AvailabilityZone")
+                )
+                if code is None:
+                    kept.append(override)
+                    continue
+                errors.append(
+                    {
+                        "LaunchTemplateAndOverrides": {
+                            "LaunchTemplateSpecification": config["LaunchTemplateSpecification"],
+                            "Overrides": override,
+                        },
+                        "Lifecycle": capacity_type,
+                        "ErrorCode": code,
+                        "ErrorMessage": f"{code} (injected)",
+                    }
+                )
+            if kept:
+                kept_configs.append({**config, "Overrides": kept})
+        if not kept_configs:
+            return ActionResult(
+                {"FleetId": "fleet-00000000-0000-0000-0000-000000000000", "Instances": [], "Errors": errors}
+            )
+        real_get = self._get_param
+        self._get_param = lambda name, if_none=None: (  # only the kept overrides reach moto
+            kept_configs if name == "LaunchTemplateConfigs" else real_get(name, if_none)
+        )
+        try:
+            result = original_response(self)
+        finally:
+            del self._get_param
+        if errors:
+            result.result["Errors"] = errors
+        return result
+
+    FleetsBackend.create_fleet = backend_create_fleet
+    Fleets.create_fleet = response_create_fleet
+    _FleetPatchState.installed = True
+
+
+def _apply_template_security_groups(backend: Any, fleet: Any) -> None:
+    launched = [(item["instance"], item.get("launch_spec")) for item in fleet.on_demand_instances]
+    launched += [(request.instance, request.launch_spec) for request in fleet.spot_requests]
+    for instance, launch_spec in launched:
+        template_spec = getattr(launch_spec, "launch_template_spec", None) or {}
+        if not template_spec.get("LaunchTemplateId"):
+            continue
+        template = backend.get_launch_template(template_spec["LaunchTemplateId"])
+        data = template.get_version(template_spec.get("Version", template.latest_version_number)).data
+        group_ids = data.get("SecurityGroupIds") or []
+        if group_ids:
+            backend.modify_instance_security_groups(instance.id, list(group_ids))

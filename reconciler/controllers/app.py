@@ -1,0 +1,218 @@
+"""``python -m reconciler run``: the live reconciler process.
+
+Start-up: settings from Karpenter's environment variables (refusing, with one
+line on stderr and exit code 2, when CLUSTER_NAME or the AWS region is missing
+or a value is malformed), Kubernetes configuration from a kubeconfig or the
+pod's service account, the cloud (AWS by default; ``--cloud simulated`` for
+local runs), ``/metrics`` on METRICS_PORT (8080) and ``/healthz`` + ``/readyz``
+on HEALTH_PROBE_PORT (8081). Then it campaigns for the Lease
+LEADER_ELECTION_NAME (``adze-leader-election``) in LEADER_ELECTION_NAMESPACE
+(default: the pod's namespace, else ``kube-system``); only the leader runs the
+controllers. SIGTERM/SIGINT stop the controllers and release the lease so the
+standby takes over at once. Losing the lease ends the process (exit code 1) so
+no two replicas ever act together.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import sys
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from reconciler.cloud.types import CloudProvider
+from reconciler.controllers.clouds import StartupError, aws_cloud, close_cloud, simulated_cloud
+from reconciler.controllers.manager import BackgroundLoop, Reconciler
+from reconciler.controllers.runtime import Clock, ControllerContext, ControllerLog, SystemClock, Timings
+from reconciler.kube.api import KubeAPI
+from reconciler.kube.leader import LeaderElectionConfig, LeaderElector, LeadershipLost
+from reconciler.observability import EventRecorder, HealthChecks, Metrics, ObservabilityServer, configure_logging
+from reconciler.settings import Settings, SettingsError
+
+log = ControllerLog("app")
+EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
+DEFAULT_LEASE_NAME = "adze-leader-election"
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def leader_config(env: Mapping[str, str], namespace_file: Path = SERVICE_ACCOUNT_NAMESPACE) -> LeaderElectionConfig:
+    namespace = env.get("LEADER_ELECTION_NAMESPACE") or env.get("SYSTEM_NAMESPACE") or ""
+    if not namespace and namespace_file.is_file():
+        namespace = namespace_file.read_text().strip()
+    host = env.get("POD_NAME") or env.get("HOSTNAME") or socket.gethostname()
+    return LeaderElectionConfig(
+        namespace=namespace or "kube-system",
+        name=env.get("LEADER_ELECTION_NAME") or DEFAULT_LEASE_NAME,
+        identity=f"{host}_{uuid.uuid4()}",
+    )
+
+
+def missing_settings(settings: Settings, cloud: str) -> str:
+    """The one-line reason the reconciler must not start, or ""."""
+    if not settings.cluster_name:
+        return "CLUSTER_NAME is not set (the EKS cluster this reconciler manages)"
+    if cloud == "aws" and not settings.aws_region:
+        return "the AWS region is not set (AWS_REGION or AWS_DEFAULT_REGION)"
+    return ""
+
+
+@dataclass
+class App:
+    """One reconciler process; ``main`` builds it from the environment, tests build it directly."""
+
+    settings: Settings
+    kube: KubeAPI
+    cloud: CloudProvider
+    leader: LeaderElectionConfig | None = None
+    timings: Timings = field(default_factory=Timings)
+    clock: Clock = field(default_factory=SystemClock)
+    metrics: Metrics = field(default_factory=Metrics)
+    extra_loops: Callable[[ControllerContext], dict[str, BackgroundLoop]] | None = None
+    serve: bool = True
+    seed: int | None = None
+    reconciler: Reconciler | None = None
+    elector: LeaderElector | None = None
+    server: ObservabilityServer | None = None
+
+    async def run(self, stop: asyncio.Event | None = None) -> int:
+        """Until ``stop`` is set (then release the lease, exit 0) or leadership is lost (exit 1)."""
+        stop = stop or asyncio.Event()
+        self.metrics.build_info.labels(version=_version()).set(1)
+        health = HealthChecks(liveness={"event-loop": lambda: True},
+                              readiness={"started": lambda: True})
+        if self.serve:
+            self.server = ObservabilityServer(self.metrics, health, metrics_port=self.settings.metrics_port,
+                                              health_port=self.settings.health_probe_port)
+            await self.server.start()
+        if self.leader is not None:
+            self.elector = LeaderElector(self.kube, self.leader, clock=self.clock.now)
+            work = asyncio.create_task(self.elector.run(self._lead), name="leader")
+            log.info("waiting for leadership", lease=f"{self.leader.namespace}/{self.leader.name}",
+                     identity=self.leader.identity)
+        else:
+            work = asyncio.create_task(self._lead(), name="controllers")
+        stopping = asyncio.create_task(stop.wait(), name="stop")
+        try:
+            await asyncio.wait({work, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if work.done():
+                error = work.exception()
+                if isinstance(error, LeadershipLost):
+                    log.error("lost leadership; exiting", error=str(error))
+                    return EXIT_FAILED
+                if error is not None:
+                    log.error("controllers stopped", error=repr(error))
+                    return EXIT_FAILED
+                return EXIT_OK
+            log.info("shutting down")
+            work.cancel()
+            with contextlib.suppress(asyncio.CancelledError, LeadershipLost):
+                await work  # the elector releases the lease on the way out
+            return EXIT_OK
+        finally:
+            stopping.cancel()
+            if self.server is not None:
+                await self.server.stop()
+
+    async def _lead(self) -> None:
+        ctx = ControllerContext(
+            self.kube, self.cloud, self.settings, clock=self.clock, timings=self.timings, metrics=self.metrics,
+            events=EventRecorder(self.kube, component="karpenter", clock=self.clock.now),
+        )
+        loops = self.extra_loops(ctx) if self.extra_loops is not None else {}
+        self.reconciler = Reconciler(ctx, seed=self.seed, extra_loops=loops)
+        log.info("starting controllers", cluster=self.settings.cluster_name, cloud=getattr(self.cloud, "name", ""))
+        await self.reconciler.run()
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("adze")
+    except Exception:
+        return "unknown"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m reconciler run",
+                                     description="Run the live reconciler (Karpenter v1 API) against a cluster.")
+    parser.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster config, else $KUBECONFIG or "
+                                             "~/.kube/config)")
+    parser.add_argument("--context", help="kubeconfig context")
+    parser.add_argument("--cloud", choices=("aws", "simulated"), default="aws",
+                        help="aws (default) or simulated: launch nothing real, for local runs")
+    parser.add_argument("--catalog", metavar="SCENARIO.yaml",
+                        help="with --cloud simulated: take the instance types from this scenario's catalog "
+                             "(default: the aws-us-east-1 preset)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    env = os.environ if env is None else env
+    try:
+        settings = Settings.from_env(env)
+    except SettingsError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_INVALID
+    problem = missing_settings(settings, args.cloud)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return EXIT_INVALID
+    if args.catalog and args.cloud != "simulated":
+        print("error: --catalog only applies with --cloud simulated", file=sys.stderr)
+        return EXIT_INVALID
+    configure_logging(settings.log_level)
+    try:
+        return asyncio.run(_run(args, settings, env))
+    except StartupError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_INVALID
+    except KeyboardInterrupt:
+        return EXIT_OK
+
+
+async def _run(args: argparse.Namespace, settings: Settings, env: Mapping[str, str]) -> int:
+    from reconciler.kube.live import ConfigError, LiveKube
+
+    try:
+        kube = await LiveKube.from_environment(args.kubeconfig, args.context)
+    except ConfigError as err:
+        raise StartupError(str(err)) from None
+    clock = SystemClock()
+    cloud: CloudProvider | None = None
+    try:
+        cloud = simulated_cloud(args.catalog, clock) if args.cloud == "simulated" else await aws_cloud(
+            settings, env, kube)
+        app = App(settings, kube, cloud, leader=leader_config(env) if settings.leader_elect else None, clock=clock,
+                  extra_loops=_interruption_loops(settings, cloud))
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        return await app.run(stop)
+    finally:
+        if cloud is not None:
+            close_cloud(cloud)
+        await kube.close()
+
+
+def _interruption_loops(
+    settings: Settings, cloud: CloudProvider
+) -> Callable[[ControllerContext], dict[str, BackgroundLoop]] | None:
+    if not settings.interruption_queue or getattr(cloud, "name", "") != "aws":
+        return None
+    from reconciler.controllers.interruption import interruption_loop
+
+    return lambda ctx: {"interruption": interruption_loop(ctx, cloud)}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,196 @@
+"""The disruption loop: every poll period, ask the pure engine for one command and carry it out.
+
+One pass: clear disrupted taints a previous (crashed) leader left on nodes that
+no command owns; ``decide`` on a private snapshot (in a worker thread, bounded
+by ``decision_timeout``); for emptiness and consolidation wait the validation
+period and ``validate`` on a fresh snapshot; then ``CommandExecutor.start``
+(taint, create + launch replacements) and ``advance`` until every replacement is
+initialized and the candidates are deleted, or the command aborts. Commands run
+one at a time; the termination controller drains the deleted candidates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from reconciler.controllers.cluster import StateStore
+from reconciler.controllers.instancetypes import instance_types_by_nodepool
+from reconciler.controllers.runtime import ControllerContext, ControllerLog, NameGenerator, ref
+from reconciler.disruption.controller import decide
+from reconciler.disruption.types import DRIFT, Command, DisruptionDecision
+from reconciler.disruption.validation import validate
+from reconciler.kube.api import NODE, NODECLAIM, ApiError, NotFoundError
+from reconciler.lifecycle.orchestration import CommandExecutor, InFlightCommand
+from reconciler.model import labels as wk
+
+log = ControllerLog("disruption")
+_QUIET_CODES = frozenset({"NoAction", "NotEvaluated"})
+
+
+class DisruptionController:
+    def __init__(self, ctx: ControllerContext, store: StateStore, names: NameGenerator) -> None:
+        self.ctx = ctx
+        self.store = store
+        self.names = names
+        self.executor = CommandExecutor(ctx.kube, ctx.cloud)
+        self.commands: list[InFlightCommand] = []  # finished commands, newest last (for tests and status)
+        self._unseen_pools: list[str] = []
+
+    async def run(self) -> None:
+        while True:
+            await self.reconcile_once()
+            await asyncio.sleep(self.ctx.settings.disruption_poll_period)
+
+    async def reconcile_once(self) -> InFlightCommand | None:
+        if not self.store.synced or self._unlaunched():
+            return None
+        self.store.unmark_for_deletion(self._marked_names())
+        await self.clear_stale_taints()
+        decision = await self._decide()
+        if decision is None:
+            return None
+        await self._explain(decision)
+        if decision.command is None:
+            return None
+        return await self.execute(decision.command)
+
+    async def _decide(self) -> DisruptionDecision | None:
+        state = self.store.snapshot()
+        if not state.managed_nodes():
+            return None
+        types = await instance_types_by_nodepool(self.ctx.cloud, state)
+        deadline = self.ctx.clock.monotonic() + self.ctx.timings.decision_timeout
+        clock = self.ctx.clock
+        started = clock.monotonic()
+        decision = await asyncio.to_thread(
+            decide, state, types, self.ctx.settings, self.ctx.now(),
+            name_for=self.names, should_stop=lambda: clock.monotonic() > deadline, first_pools=self._unseen_pools,
+        )
+        self.ctx.metrics.scheduling_duration.labels(controller="disruption").observe(clock.monotonic() - started)
+        self._unseen_pools = list(decision.unseen_pools)
+        return decision
+
+    async def execute(self, command: Command) -> InFlightCommand | None:
+        if command.method != DRIFT:
+            await asyncio.sleep(self.ctx.settings.consolidation_validation_wait)
+            state = self.store.snapshot()
+            types = await instance_types_by_nodepool(self.ctx.cloud, state)
+            result = validate(command, state, types, self.ctx.settings, self.ctx.now())
+            if not result.valid or result.command is None:
+                log.info("abandoning disruption command", command=command.describe(), reason=result.reason)
+                for candidate in command.candidates:
+                    await self.ctx.event(self.store.get("Node", candidate.name), "Normal", "DisruptionBlocked",
+                                         f"disruption command abandoned after validation: {result.reason}")
+                return None
+            command = result.command
+        replacement_names = [r.name for r in command.replacements]
+        if not self.ctx.locks.try_hold(replacement_names):
+            return None
+        self._announce(command)
+        await self._record(command)
+        now = self.ctx.now()
+        try:
+            flight = await self.executor.start(command, now)
+        finally:
+            self.ctx.locks.release(replacement_names)
+        if flight.state != "aborted":
+            self.store.mark_for_deletion(c.name for c in command.candidates)
+            until = now + self.ctx.timings.nomination_window(self.ctx.settings)
+            for name in flight.launched:
+                self.store.nominate(name, until)
+        while flight.state == "waiting":
+            await asyncio.sleep(self.ctx.timings.command_poll)
+            flight = await self.executor.advance(flight, self.ctx.now())
+        self.store.unmark_for_deletion(c.name for c in command.candidates)
+        if flight.state == "aborted":
+            log.info("disruption command aborted", command=command.describe(), reason=flight.message)
+            for candidate in command.candidates:
+                await self.ctx.event(self.store.get("Node", candidate.name), "Warning", "DisruptionAborted",
+                                     flight.message)
+        self.commands.append(flight)
+        return flight
+
+    def _announce(self, command: Command) -> None:
+        pods = sum(len(c.reschedulable) for c in command.candidates)
+        nodes = ", ".join(f"{c.name}/{c.instance_type_name}/{c.capacity_type}" for c in command.candidates)
+        log.info(
+            f"disrupting nodeclaim(s) via {command.action}, terminating {len(command.candidates)} nodes "
+            f"({pods} pods) {nodes}" + (f" and replacing with {len(command.replacements)} node(s)"
+                                        if command.replacements else "") + f"; for {command.reason}",
+            reason=command.reason,
+            method=command.method,
+            decision=command.action,
+            savings=command.savings_per_hour,
+            **{
+                "disrupted-node-count": len(command.candidates),
+                "replacement-node-count": len(command.replacements),
+                "pod-count": pods,
+            },
+        )
+
+    async def _record(self, command: Command) -> None:
+        metrics = self.ctx.metrics
+        metrics.disruption_decisions.labels(
+            decision=command.action, reason=command.reason, consolidation_type=command.method
+        ).inc()
+        for candidate in command.candidates:
+            metrics.nodeclaims_disrupted.labels(reason=command.reason, nodepool=candidate.pool).inc()
+            message = f"Disrupting Node: {command.reason}/{command.action}"
+            await self.ctx.event(self.store.get("Node", candidate.name), "Normal", "DisruptionTerminating", message)
+            if candidate.nodeclaim:
+                await self.ctx.event(self.store.get("NodeClaim", candidate.nodeclaim), "Normal",
+                                     "DisruptionTerminating", message)
+        for replacement in command.replacements:
+            metrics.nodeclaims_created.labels(reason=command.reason.lower(), nodepool=replacement.nodepool).inc()
+
+    async def _explain(self, decision: DisruptionDecision) -> None:
+        for explanation in decision.explanations:
+            if explanation.code in _QUIET_CODES:
+                continue
+            node = self.store.get("Node", explanation.node)
+            await self.ctx.event(node, "Normal", "DisruptionBlocked", f"Cannot disrupt Node: {explanation.message}")
+
+    async def clear_stale_taints(self) -> list[str]:
+        """Untaint nodes a previous command left tainted (e.g. the leader died mid-command)."""
+        cleared = []
+        for node in self.store.nodes():
+            metadata = node["metadata"]
+            taints = (node.get("spec") or {}).get("taints") or []
+            if metadata.get("deletionTimestamp") or not any(t.get("key") == wk.DISRUPTED_TAINT_KEY for t in taints):
+                continue
+            claim = self.store.nodeclaim_for_node(node)
+            if claim is not None and claim["metadata"].get("deletionTimestamp"):
+                continue  # being terminated: the taint is the terminator's
+            kept = [t for t in taints if t.get("key") != wk.DISRUPTED_TAINT_KEY]
+            try:
+                await self.ctx.kube.patch(NODE, metadata["name"], {"spec": {"taints": kept}})
+                if claim is not None:
+                    await self._clear_reason(claim["metadata"]["name"])
+            except NotFoundError:
+                continue
+            log.info("removed stale disrupted taint", Node=ref(metadata["name"]))
+            cleared.append(metadata["name"])
+        return cleared
+
+    async def _clear_reason(self, claim_name: str) -> None:
+        current = await self.ctx.kube.get(NODECLAIM, claim_name)
+        conditions = (current.get("status") or {}).get("conditions") or []
+        kept = [c for c in conditions if c.get("type") != "DisruptionReason"]
+        if len(kept) != len(conditions):
+            try:
+                await self.ctx.kube.patch(NODECLAIM, claim_name, {"status": {"conditions": kept}}, subresource="status")
+            except ApiError as err:
+                log.warning("clearing DisruptionReason failed", NodeClaim=ref(claim_name), error=str(err))
+
+    def _marked_names(self) -> list[str]:
+        return [n.name for n in self.store.state.state_nodes() if n.marked_for_deletion_flag]
+
+    def _unlaunched(self) -> bool:
+        return any(
+            not (c.get("status") or {}).get("providerID") and not c["metadata"].get("deletionTimestamp")
+            for c in self.store.nodeclaims()
+        )
+
+
+_ = Any

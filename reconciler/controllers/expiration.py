@@ -1,0 +1,58 @@
+"""Expiration: delete NodeClaims that outlived ``spec.expireAfter`` (no budget, PDB or do-not-disrupt check).
+
+The decision is the pure ``reconciler.lifecycle.expiration.expired``; deleting
+the claim starts the termination finalizer, which still drains respecting PDBs
+until the terminationGracePeriod, while the provisioner re-homes the pods.
+"""
+
+from __future__ import annotations
+
+from reconciler.controllers.cluster import StateStore
+from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wakeup, ref
+from reconciler.kube.api import NODECLAIM, NotFoundError
+from reconciler.lifecycle.expiration import Expiration, expired, next_expiration
+
+log = ControllerLog("nodeclaim.expiration")
+
+
+class ExpirationController:
+    def __init__(self, ctx: ControllerContext, store: StateStore) -> None:
+        self.ctx = ctx
+        self.store = store
+        self.wake = Wakeup()
+        store.subscribe(self._on_change)
+
+    def _on_change(self, kind: str, manifest: dict[str, object], deleted: bool) -> None:
+        if kind == "NodeClaim" and not deleted:
+            self.wake.set()
+
+    async def run(self) -> None:
+        while True:
+            await self.reconcile_once()
+            now = self.ctx.now()
+            upcoming = next_expiration(self.store.nodeclaims(), now)
+            wait = self.ctx.timings.expiration_max_wait
+            if upcoming is not None:
+                wait = min(wait, max(0.0, (upcoming - now).total_seconds()))
+            await self.wake.wait(wait)
+
+    async def reconcile_once(self) -> list[Expiration]:
+        now = self.ctx.now()
+        done = []
+        for item in expired(self.store.nodeclaims(), now):
+            claim = self.store.get("NodeClaim", item.nodeclaim)
+            try:
+                await self.ctx.kube.delete(NODECLAIM, item.nodeclaim)
+            except NotFoundError:
+                continue
+            log.info(
+                "disrupting nodeclaim(s) via delete, terminating 1 nodes; for Expired",
+                NodeClaim=ref(item.nodeclaim), NodePool=ref(item.nodepool), Node=ref(item.node),
+                reason="Expired", **{"expired-at": item.expired_at},
+            )
+            self.ctx.metrics.nodeclaims_disrupted.labels(reason="Expired", nodepool=item.nodepool).inc()
+            at = f"{item.expired_at:%Y-%m-%dT%H:%M:%SZ}"
+            await self.ctx.event(claim, "Normal", "DisruptionTerminating",
+                                 f"Disrupting NodeClaim: Expired (expireAfter elapsed at {at})")
+            done.append(item)
+        return done

@@ -1,0 +1,58 @@
+"""The interruption loops on the leader: H3's SQS queue consumer and DescribeInstanceStatus poller.
+
+Both act by deleting (and, for scheduled maintenance, cordoning) the affected
+NodeClaim; the termination finalizer drains it while the provisioner re-homes
+its pods. Spot interruptions also mark the offering unavailable in the AWS
+provider's own unavailable-offerings cache, so the next launch avoids it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from reconciler.controllers.runtime import ControllerContext, ControllerLog
+
+log = ControllerLog("interruption")
+
+
+class InterruptionLoop:
+    """Runs the queue consumer and the instance-status poller until cancelled."""
+
+    def __init__(self, ctx: ControllerContext, cloud: Any, env: Mapping[str, str] | None = None) -> None:
+        from reconciler.interruption.controller import InterruptionController, InterruptionSettings
+        from reconciler.interruption.health import HealthPoller
+
+        self.ctx = ctx
+        settings = InterruptionSettings.from_env(os.environ if env is None else env)
+        if ctx.settings.interruption_queue:
+            settings = InterruptionSettings(ctx.settings.interruption_queue, settings.rebalance,
+                                            settings.wait_seconds, settings.health_poll_seconds)
+        self.settings = settings
+        self.consumer = InterruptionController(
+            ctx.kube, cloud.clients.client("sqs"), settings, caller=cloud.caller, unavailable=cloud.unavailable,
+            now=ctx.clock.now,
+        )
+        self.health = HealthPoller(ctx.kube, cloud.clients.ec2, cloud.caller, unavailable=cloud.unavailable,
+                                   now=ctx.clock.now)
+
+    async def run(self) -> None:
+        log.info("consuming interruption queue", queue=self.settings.queue_name, rebalance=self.settings.rebalance)
+        await asyncio.gather(self.consumer.run(asyncio.Event()), self._poll_health())
+
+    async def _poll_health(self) -> None:
+        while True:
+            try:
+                actions = await self.health.poll_once()
+                for action in actions:
+                    log.info("acting on unhealthy instance", NodeClaim={"name": action.nodeclaim},
+                             action=action.kind.value, reason=action.reason)
+            except Exception as err:  # the permission is optional and AWS may be flaky: log and go on
+                log.warning("instance status poll failed", error=str(err))
+            await asyncio.sleep(self.settings.health_poll_seconds)
+
+
+def interruption_loop(ctx: ControllerContext, cloud: Any) -> InterruptionLoop:
+    return InterruptionLoop(ctx, cloud)

@@ -1,0 +1,120 @@
+"""``Reconciler``: one leader's worth of controllers over one ``ControllerContext``.
+
+``run()`` starts the reflectors that feed ``ClusterState`` (``StateStore``),
+waits for their first lists, brings node class and NodePool status up to date,
+then runs every controller loop until cancelled. A loop that fails is logged
+and restarted with backoff; cancelling ``run()`` stops everything and writes
+nothing on the way out, so a cancelled reconciler behaves like a killed one and
+the next leader converges from what is stored in the API server and the cloud.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+from reconciler.controllers.cluster import StateStore
+from reconciler.controllers.disruption import DisruptionController
+from reconciler.controllers.drift import DriftMarker
+from reconciler.controllers.expiration import ExpirationController
+from reconciler.controllers.garbage import GarbageCollector
+from reconciler.controllers.lifecycle import NodeClaimLifecycle
+from reconciler.controllers.podevents import PodEventsController
+from reconciler.controllers.provisioner import Provisioner
+from reconciler.controllers.runtime import ControllerContext, ControllerLog, NameGenerator
+from reconciler.controllers.status import StatusController
+from reconciler.controllers.termination import TerminationController
+from reconciler.kube.reflector import CLUSTER_STATE_KINDS, Backoff, Reflectors
+
+log = ControllerLog("manager")
+MAX_RESTART_BACKOFF = 30.0
+
+
+class BackgroundLoop(Protocol):
+    """Anything else the leader runs (e.g. the interruption queue consumer)."""
+
+    async def run(self) -> None: ...
+
+
+class Reconciler:
+    def __init__(
+        self,
+        ctx: ControllerContext,
+        *,
+        seed: int | None = None,
+        extra_loops: dict[str, BackgroundLoop] | None = None,
+        disruption: bool = True,
+    ) -> None:
+        self.ctx = ctx
+        self.store = StateStore()
+        self.names = NameGenerator(
+            lambda name: self.store.get("NodeClaim", name) is not None or self.store.get("Node", name) is not None,
+            seed=seed,
+        )
+        self.provisioner = Provisioner(ctx, self.store, self.names)
+        self.lifecycle = NodeClaimLifecycle(
+            ctx, self.store, on_launch_failed=lambda: self.provisioner.trigger("launch")
+        )
+        self.termination = TerminationController(ctx, self.store)
+        self.disruption = DisruptionController(ctx, self.store, self.names)
+        self.expiration = ExpirationController(ctx, self.store)
+        self.garbage = GarbageCollector(ctx)
+        self.status = StatusController(ctx, self.store)
+        self.drift = DriftMarker(ctx, self.store)
+        self.podevents = PodEventsController(ctx, self.store)
+        self.loops: dict[str, Callable[[], Awaitable[None]]] = {
+            "provisioner": self.provisioner.run,
+            "nodeclaim.lifecycle": self.lifecycle.run,
+            "nodeclaim.termination": self.termination.run,
+            "nodeclaim.expiration": self.expiration.run,
+            "nodeclaim.garbagecollection": self.garbage.run,
+            "nodeclaim.podevents": self.podevents.run,
+            "status": self.status.run,
+        }
+        if disruption:
+            self.loops["disruption"] = self.disruption.run
+            self.loops["nodeclaim.disruption"] = self.drift.run
+        for name, loop in (extra_loops or {}).items():
+            self.loops[name] = loop.run
+        self.ready = asyncio.Event()
+
+    async def run(self) -> None:
+        reflectors = Reflectors(
+            self.ctx.kube, CLUSTER_STATE_KINDS, on_upsert=self.store.upsert, on_delete=self.store.remove,
+            backoff=Backoff(initial=0.2, maximum=10.0),
+        )
+        tasks: list[asyncio.Task[None]] = []
+        async with reflectors:
+            try:
+                await reflectors.wait_synced(timeout=self.ctx.timings.state_sync_timeout)
+                self.store.synced = True
+                self.ctx.metrics.cluster_state_synced.set(1)
+                log.info("cluster state synced", nodes=len(self.store.nodes()),
+                         nodeclaims=len(self.store.nodeclaims()), pods=len(self.store.manifests("Pod")))
+                await self.status.nodeclasses_once(force=True)
+                await self.status.nodepools_once()
+                tasks = [asyncio.create_task(self._supervise(name, loop), name=name)
+                         for name, loop in self.loops.items()]
+                self.ready.set()
+                await asyncio.gather(*tasks)
+            finally:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                self.ready.clear()
+                self.ctx.metrics.cluster_state_synced.set(0)
+
+    async def _supervise(self, name: str, loop: Callable[[], Awaitable[None]]) -> None:
+        failures = 0
+        while True:
+            try:
+                await loop()
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:
+                failures += 1
+                delay = min(MAX_RESTART_BACKOFF, 0.5 * 2 ** (failures - 1))
+                log.error("controller failed; restarting", controller=name, error=repr(err), retry_in=delay)
+                await asyncio.sleep(delay)

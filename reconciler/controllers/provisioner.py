@@ -1,0 +1,202 @@
+"""Provisioner: batch unschedulable pods, plan NodeClaims with the pure engine, create them, nominate.
+
+Triggers (Karpenter's): a provisionable pod appears or changes, a NodeClaim
+starts deleting or goes away (its pods need a home), a node gets the disrupted
+taint. The batch closes ``BATCH_IDLE_DURATION`` after the last new pod or
+``BATCH_MAX_DURATION`` after it opened. Before planning, the cache must be
+synced and every NodeClaim launched, so a claim still in flight is counted as
+capacity and never planned twice. While pods stay pending the pass is retried
+every ``provisioner_recheck`` seconds even without new events (e.g. after a
+launch failed for lack of capacity).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+from reconciler.controllers.cluster import StateStore
+from reconciler.controllers.instancetypes import instance_types_by_nodepool
+from reconciler.controllers.runtime import ControllerContext, ControllerLog, NameGenerator, Wakeup, ref, summarize
+from reconciler.kube.api import ApiError, ConflictError
+from reconciler.model import labels as wk
+from reconciler.provisioning.batcher import Batcher
+from reconciler.provisioning.provisioner import ProvisioningPlan, plan, pods_to_schedule
+
+log = ControllerLog("provisioner")
+
+
+class Provisioner:
+    def __init__(self, ctx: ControllerContext, store: StateStore, names: NameGenerator) -> None:
+        self.ctx = ctx
+        self.store = store
+        self.names = names
+        self.batcher = Batcher.from_settings(ctx.settings)
+        self.wake = Wakeup()
+        self.passes = 0
+        self._first_seen: dict[str, float] = {}  # pod uid -> monotonic time it was first seen pending
+        store.subscribe(self._on_change)
+
+    # -- triggers ------------------------------------------------------------------------------
+
+    def _on_change(self, kind: str, manifest: dict[str, Any], deleted: bool) -> None:
+        metadata = manifest.get("metadata") or {}
+        uid = str(metadata.get("uid") or f"{kind}/{metadata.get('name')}")
+        if kind == "Pod":
+            if deleted:
+                self._first_seen.pop(uid, None)
+                return
+            pod = self.store.state.pods.get(f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}")
+            if pod is not None and pod.is_provisionable():
+                self._first_seen.setdefault(uid, self.ctx.clock.monotonic())
+                self.trigger(uid)
+        elif (kind == "NodeClaim" and (deleted or metadata.get("deletionTimestamp"))) or (kind == "Node" and any(
+            t.get("key") == wk.DISRUPTED_TAINT_KEY for t in (manifest.get("spec") or {}).get("taints") or []
+        )):
+            self.trigger(uid)
+
+    def trigger(self, uid: str) -> None:
+        self.batcher.trigger(uid, self.ctx.now())
+        self.wake.set()
+
+    # -- loop ------------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        while True:
+            has_pending = bool(self.store.state.pending_pods())
+            await self.wake.wait(self.ctx.timings.provisioner_recheck if has_pending else None)
+            if not self.batcher.is_open:
+                if not self.store.state.pending_pods():
+                    continue
+                self.trigger("recheck")
+            await self._wait_for_batch()
+            self.batcher.close()
+            await self.wait_until_synced()
+            await self.provision_once()
+
+    async def _wait_for_batch(self) -> None:
+        while True:
+            closes = self.batcher.closes_at()
+            if closes is None:
+                return
+            remaining = (closes - self.ctx.now()).total_seconds()
+            if remaining <= 0:
+                return
+            await self.wake.wait(remaining)
+
+    async def wait_until_synced(self) -> None:
+        """Until the cache is synced and no live NodeClaim is waiting for its instance (bounded)."""
+        deadline = self.ctx.clock.monotonic() + self.ctx.timings.launch_timeout
+        while self.ctx.clock.monotonic() < deadline:
+            if self.store.synced and not self._unlaunched():
+                return
+            await asyncio.sleep(self.ctx.timings.sync_poll)
+        log.warning("provisioning without a synced cluster state", unlaunched=self._unlaunched())
+
+    def _unlaunched(self) -> list[str]:
+        return [
+            c["metadata"]["name"]
+            for c in self.store.nodeclaims()
+            if not (c.get("status") or {}).get("providerID") and not c["metadata"].get("deletionTimestamp")
+        ]
+
+    # -- one pass ----------------------------------------------------------------------------------
+
+    async def provision_once(self) -> ProvisioningPlan:
+        self.passes += 1
+        now = self.ctx.now()
+        self.store.forget_expired_nominations(now)
+        state = self.store.snapshot()
+        pending, moving = pods_to_schedule(state)
+        self.ctx.metrics.scheduling_queue_depth.labels(controller="provisioner").set(len(pending))
+        if not pending and not moving:
+            return ProvisioningPlan()
+        types = await instance_types_by_nodepool(self.ctx.cloud, state)
+        started = self.ctx.clock.monotonic()
+        result = await asyncio.to_thread(plan, state, types, self.ctx.settings, now, self.names)
+        duration = self.ctx.clock.monotonic() - started
+        self.ctx.metrics.scheduling_duration.labels(controller="provisioner").observe(duration)
+        self.ctx.metrics.batch_size.observe(len(pending) + len(moving))
+        keys = [p.key for p in pending] + [p.key for p in moving]
+        log.info("found provisionable pod(s)", Pods=summarize(keys), pods=len(keys), duration=f"{duration:.3f}s")
+        self._observe_decisions(pending)
+        await self._report_existing(result, now)
+        if result.nodeclaims:
+            log.info(
+                "computed new nodeclaim(s) to fit pod(s)",
+                nodeclaims=len(result.nodeclaims),
+                pods=sum(len(c.pods) for c in result.nodeclaims),
+            )
+        for planned in result.nodeclaims:
+            await self._create(planned, now)
+        await self._report_pending(result)
+        return result
+
+    async def _create(self, planned: Any, now: Any) -> None:
+        manifest = planned.manifest()
+        try:
+            created = await self.ctx.kube.create(manifest)
+        except ConflictError:
+            log.warning("nodeclaim name already taken; it is planned again next pass", NodeClaim=ref(planned.name))
+            return
+        except ApiError as err:
+            log.error("creating nodeclaim failed", NodeClaim=ref(planned.name), error=str(err))
+            pool = self.store.get("NodePool", planned.nodepool)
+            await self.ctx.event(pool, "Warning", "FailedCreatingNodeClaim", f"creating {planned.name}: {err.message}")
+            return
+        self.store.write_through(created)
+        until = now + self.ctx.timings.nomination_window(self.ctx.settings)
+        self.store.nominate(planned.name, until)
+        requests = ((manifest.get("spec") or {}).get("resources") or {}).get("requests") or {}
+        log.info(
+            "created nodeclaim",
+            NodePool=ref(planned.nodepool),
+            NodeClaim=ref(planned.name),
+            requests=requests,
+            pods=len(planned.pods),
+            **{"instance-types": summarize(list(planned.instance_type_options))},
+        )
+        self.ctx.metrics.nodeclaims_created.labels(reason="provisioned", nodepool=planned.nodepool).inc()
+        await self.ctx.event(
+            created, "Normal", "Created",
+            f"created for {len(planned.pods)} pod(s); instance types {summarize(list(planned.instance_type_options))}",
+        )
+        for key in planned.pods:
+            await self.ctx.event(self._pod(key), "Normal", "Nominated",
+                                 f"Pod should schedule on: nodeclaim/{planned.name}")
+
+    async def _report_existing(self, result: ProvisioningPlan, now: Any) -> None:
+        """Pods that fit existing or in-flight capacity: protect those nodes from disruption for a while."""
+        if not result.existing:
+            return
+        until = now + self.ctx.timings.nomination_window(self.ctx.settings)
+        targets = sorted(set(result.existing.values()))
+        for target in targets:
+            self.store.nominate(target, until)
+        log.info(f"computed {len(targets)} unready node(s) will fit {len(result.existing)} pod(s)",
+                 nodes=len(targets), pods=len(result.existing))
+        for key, target in sorted(result.existing.items()):
+            await self.ctx.event(self._pod(key), "Normal", "Nominated", f"Pod should schedule on: {target}")
+
+    async def _report_pending(self, result: ProvisioningPlan) -> None:
+        for key, reason in result.pending.items():
+            log.info("could not schedule pod", Pod=ref(key), error=reason)
+            await self.ctx.event(self._pod(key), "Warning", "FailedScheduling", f"Failed to schedule pod, {reason}")
+        for event in result.events:
+            kind, _, key = str(event.get("object", "")).partition("/")
+            if kind != "Pod" or key in result.pending:
+                continue
+            await self.ctx.event(self._pod(key), "Warning", event.get("reason", "FailedScheduling"),
+                                 event.get("message", ""))
+
+    def _observe_decisions(self, pods: list[Any]) -> None:
+        now = self.ctx.clock.monotonic()
+        for pod in pods:
+            seen = self._first_seen.pop(pod.uid, None) if getattr(pod, "uid", "") else None
+            if seen is not None:
+                self.ctx.metrics.pods_scheduling_decision_duration.observe(max(0.0, now - seen))
+
+    def _pod(self, key: str) -> Mapping[str, Any] | None:
+        return self.store.get("Pod", key)
+

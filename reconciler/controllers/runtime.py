@@ -1,0 +1,216 @@
+"""What every controller shares: the clock, tunable timings, wake-ups, per-object locks and the context.
+
+Controllers never read the wall clock directly: ``Clock.now()`` is injected so
+tests can pin time, and every duration lives in ``Timings`` (Karpenter's
+defaults) so the end-to-end tests can shrink them instead of sleeping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import string
+import time
+from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+from reconciler.cloud.types import CloudProvider
+from reconciler.kube.api import KubeAPI, Manifest
+from reconciler.observability import EventRecorder, EventType, Metrics, get_logger, log_decision
+from reconciler.provisioning.provisioner import nomination_window
+from reconciler.settings import Settings
+
+
+class Clock(Protocol):
+    def now(self) -> datetime: ...
+
+    def monotonic(self) -> float: ...
+
+
+class SystemClock:
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+
+class ManualClock:
+    """A clock tests move by hand (``advance``); ``monotonic`` follows it."""
+
+    def __init__(self, start: datetime) -> None:
+        self._now = start
+        self._start = start
+
+    def now(self) -> datetime:
+        return self._now
+
+    def monotonic(self) -> float:
+        return (self._now - self._start).total_seconds()
+
+    def advance(self, seconds: float) -> datetime:
+        self._now += timedelta(seconds=seconds)
+        return self._now
+
+
+@dataclass(slots=True, frozen=True)
+class Timings:
+    """Every period and timeout the controllers use, in seconds (Karpenter's values by default)."""
+
+    launch_timeout: float = 5 * 60
+    registration_timeout: float = 15 * 60
+    lifecycle_resync: float = 10.0  # periodic pass that catches timeouts without any event
+    termination_requeue: float = 1.0
+    command_poll: float = 1.0  # how often an in-flight disruption command is advanced
+    gc_fast_interval: float = 10.0
+    gc_fast_passes: int = 20
+    gc_slow_interval: float = 120.0
+    gc_min_age: float = 30.0
+    expiration_max_wait: float = 60.0
+    status_interval: float = 10.0
+    nodeclass_refresh: float = 60.0
+    drift_check_interval: float = 5 * 60
+    pod_event_dedupe: float = 10.0
+    provisioner_recheck: float = 10.0  # re-plan while pods stay pending even without new events
+    sync_poll: float = 0.1
+    decision_timeout: float = 3 * 60  # bound on one disruption search (Karpenter: 1 min multi, 3 min single)
+    state_sync_timeout: float = 120.0
+    # How long nodes chosen for pending pods are shielded from disruption; None = Karpenter's
+    # max(2 x BATCH_MAX_DURATION, 10 s).
+    nomination: float | None = None
+
+    def nomination_window(self, settings: Settings) -> timedelta:
+        if self.nomination is not None:
+            return timedelta(seconds=self.nomination)
+        return nomination_window(settings)
+
+
+class Wakeup:
+    """A level-triggered nudge: ``set`` from event handlers, ``wait`` in a controller loop."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    async def wait(self, timeout: float | None) -> bool:
+        """True when nudged, False on timeout; either way the nudge is consumed."""
+        try:
+            if timeout is None:
+                await self._event.wait()
+            else:
+                await asyncio.wait_for(self._event.wait(), timeout=max(0.0, timeout))
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            self._event.clear()
+
+
+class KeyedLocks:
+    """Which objects some controller is acting on right now, so two never act on one at once."""
+
+    def __init__(self) -> None:
+        self._held: set[str] = set()
+
+    def busy(self, key: str) -> bool:
+        return key in self._held
+
+    def try_hold(self, keys: Iterable[str]) -> bool:
+        wanted = set(keys)
+        if wanted & self._held:
+            return False
+        self._held |= wanted
+        return True
+
+    def release(self, keys: Iterable[str]) -> None:
+        self._held -= set(keys)
+
+    @contextlib.asynccontextmanager
+    async def holding(self, keys: Iterable[str]) -> AsyncIterator[bool]:
+        """Yields False (and holds nothing) when any key is busy."""
+        wanted = list(keys)
+        acquired = self.try_hold(wanted)
+        try:
+            yield acquired
+        finally:
+            if acquired:
+                self.release(wanted)
+
+
+class NameGenerator:
+    """``<nodepool>-<5 random lowercase letters/digits>``, never a name ``taken`` reports as used."""
+
+    def __init__(self, taken: Callable[[str], bool], seed: int | None = None) -> None:
+        self._taken = taken
+        self._random = random.Random(seed)
+        self._issued: set[str] = set()
+
+    def __call__(self, nodepool: str) -> str:
+        while True:
+            suffix = "".join(self._random.choices(string.ascii_lowercase + string.digits, k=5))
+            name = f"{nodepool}-{suffix}"
+            if name not in self._issued and not self._taken(name):
+                self._issued.add(name)
+                return name
+
+
+@dataclass(slots=True)
+class ControllerContext:
+    """The ports and shared services one reconciler instance works with."""
+
+    kube: KubeAPI
+    cloud: CloudProvider
+    settings: Settings
+    clock: Clock = field(default_factory=SystemClock)
+    timings: Timings = field(default_factory=Timings)
+    metrics: Metrics = field(default_factory=Metrics)
+    events: EventRecorder | None = None
+    locks: KeyedLocks = field(default_factory=KeyedLocks)
+
+    def __post_init__(self) -> None:
+        if self.events is None:
+            self.events = EventRecorder(self.kube, clock=self.clock.now)
+
+    def now(self) -> datetime:
+        return self.clock.now()
+
+    async def event(self, involved: Manifest | None, event_type: EventType, reason: str, message: str) -> None:
+        if involved is None or self.events is None:
+            return
+        await self.events.record(involved, event_type, reason, message)
+
+
+class ControllerLog:
+    """A controller's structured logger: ``info(message, **facts)`` writes one JSON line."""
+
+    def __init__(self, controller: str) -> None:
+        self.controller = controller
+
+    def _logger(self) -> Any:
+        # Resolved per call: a logger bound at import time would miss the logging configuration.
+        return get_logger(self.controller)
+
+    def info(self, message: str, /, **facts: Any) -> None:
+        log_decision(self._logger(), message, facts)
+
+    def warning(self, message: str, /, **facts: Any) -> None:
+        self._logger().warning(message, **facts)
+
+    def error(self, message: str, /, **facts: Any) -> None:
+        self._logger().error(message, **facts)
+
+
+def ref(name: str) -> dict[str, str]:
+    """Karpenter's log shape for an object reference, used as ``NodeClaim=ref(name)``."""
+    return {"name": name}
+
+
+def summarize(names: list[str], shown: int = 5) -> str:
+    """``a, b, c, d, e and 7 other(s)`` as Karpenter prints long lists."""
+    head = ", ".join(names[:shown])
+    return head + (f" and {len(names) - shown} other(s)" if len(names) > shown else "")

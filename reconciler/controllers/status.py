@@ -1,0 +1,194 @@
+"""Status of NodePools (resources, nodes, conditions, usage/limit metrics) and EC2NodeClasses.
+
+EC2NodeClass: providers that resolve node classes (AWS: subnets, security
+groups, AMIs, instance profile) report the status through an optional
+``nodeclass_status(nodeclass)`` method; for a provider without one (the
+simulated cloud) an existing node class is simply Ready. Refreshed every
+``nodeclass_refresh`` seconds and whenever its spec changes.
+
+NodePool: ``ValidationSucceeded`` (the manifest passes the API model),
+``NodeClassReady`` (its EC2NodeClass exists and is Ready) and ``Ready`` (both),
+plus ``resources`` (summed capacity of its nodes and in-flight claims, with
+``nodes``) and ``nodes``. A pool that is not Ready is not provisioned from.
+Writes happen only when something changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from reconciler.api.errors import ValidationFailure
+from reconciler.api.objects import parse_object
+from reconciler.controllers.cluster import StateStore
+from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wakeup, ref
+from reconciler.kube.api import EC2NODECLASS, NODEPOOL, ApiError, NotFoundError
+from reconciler.lifecycle.launch import condition, has_condition, merged_conditions
+from reconciler.model.nodepool import NODES
+from reconciler.model.quantity import format_quantity
+
+log = ControllerLog("status")
+
+
+def _condition_view(status: Mapping[str, Any]) -> dict[str, tuple[str, str, str]]:
+    return {
+        c.get("type", ""): (c.get("status", ""), c.get("reason", ""), c.get("message", ""))
+        for c in status.get("conditions") or []
+    }
+
+
+def _differs(current: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
+    for key, value in desired.items():
+        if key == "conditions":
+            if _condition_view(current) != _condition_view(desired):
+                return True
+        elif current.get(key) != value:
+            return True
+    return False
+
+
+class StatusController:
+    def __init__(self, ctx: ControllerContext, store: StateStore) -> None:
+        self.ctx = ctx
+        self.store = store
+        self.wake = Wakeup()
+        self._nodeclass_seen: dict[str, tuple[int, float]] = {}  # name -> (generation, monotonic refresh time)
+        store.subscribe(self._on_change)
+
+    def _on_change(self, kind: str, manifest: dict[str, Any], deleted: bool) -> None:
+        if kind in ("NodePool", "EC2NodeClass", "NodeClaim"):
+            self.wake.set()
+
+    async def run(self) -> None:
+        while True:
+            await self.reconcile_once()
+            await self.wake.wait(self.ctx.timings.status_interval)
+
+    async def reconcile_once(self) -> None:
+        await self.nodeclasses_once()
+        await self.nodepools_once()
+
+    # -- EC2NodeClass --------------------------------------------------------------------------------
+
+    async def nodeclasses_once(self, *, force: bool = False) -> None:
+        now_mono = self.ctx.clock.monotonic()
+        for nodeclass in self.store.manifests("EC2NodeClass"):
+            metadata = nodeclass["metadata"]
+            if metadata.get("deletionTimestamp"):
+                continue
+            name, generation = metadata["name"], int(metadata.get("generation") or 0)
+            seen = self._nodeclass_seen.get(name)
+            due = seen is None or seen[0] != generation or now_mono - seen[1] >= self.ctx.timings.nodeclass_refresh
+            if not (due or force):
+                continue
+            self._nodeclass_seen[name] = (generation, now_mono)
+            desired = await self._nodeclass_status(nodeclass)
+            desired["conditions"] = merged_conditions(nodeclass, *desired.get("conditions") or [])
+            if not _differs(nodeclass.get("status") or {}, desired):
+                continue
+            try:
+                patched = await self.ctx.kube.patch(EC2NODECLASS, name, {"status": desired}, subresource="status")
+            except (NotFoundError, ApiError) as err:
+                log.warning("updating EC2NodeClass status failed", EC2NodeClass=ref(name), error=str(err))
+                continue
+            self.store.write_through(patched)  # NodePool readiness below must see it
+            ready = next((c for c in desired["conditions"] if c.get("type") == "Ready"), {})
+            log.info("updated ec2nodeclass status", EC2NodeClass=ref(name), ready=ready.get("status"),
+                     detail=ready.get("message", ""))
+            await self.ctx.event(nodeclass, "Normal" if ready.get("status") == "True" else "Warning",
+                                 "Ready" if ready.get("status") == "True" else "NotReady",
+                                 ready.get("message") or f"Status condition transitioned, Type: Ready, "
+                                                         f"Status: {ready.get('status')}")
+
+    async def _nodeclass_status(self, nodeclass: dict[str, Any]) -> dict[str, Any]:
+        now = self.ctx.now()
+        resolver = getattr(self.ctx.cloud, "nodeclass_status", None)
+        if resolver is None:
+            return {"conditions": [condition("Ready", True, now, reason="Ready")]}
+        try:
+            status = dict(await resolver(nodeclass))
+        except Exception as err:  # an AWS outage marks the class not ready instead of crashing
+            return {"conditions": [condition("Ready", False, now, reason="ResolutionFailed", message=str(err)[:1024])]}
+        return status
+
+    # -- NodePool ------------------------------------------------------------------------------------
+
+    async def nodepools_once(self) -> None:
+        state = self.store.state
+        for pool in self.store.manifests("NodePool"):
+            name = pool["metadata"]["name"]
+            desired = self.nodepool_status(pool)
+            usage = state.nodepool_usage(name)
+            self._export_metrics(name, pool, usage.to_manifest())
+            if not _differs(pool.get("status") or {}, desired):
+                continue
+            try:
+                await self.ctx.kube.patch(NODEPOOL, name, {"status": desired}, subresource="status")
+            except (NotFoundError, ApiError) as err:
+                log.warning("updating NodePool status failed", NodePool=ref(name), error=str(err))
+                continue
+            before = _condition_view(pool.get("status") or {}).get("Ready")
+            after = _condition_view(desired).get("Ready")
+            if before != after and after is not None:
+                log.info("nodepool readiness changed", NodePool=ref(name), ready=after[0], reason=after[1],
+                         detail=after[2])
+                await self.ctx.event(pool, "Normal" if after[0] == "True" else "Warning",
+                                     "Ready" if after[0] == "True" else "NotReady", after[2] or after[1])
+
+    def nodepool_status(self, pool: dict[str, Any]) -> dict[str, Any]:
+        now = self.ctx.now()
+        name = pool["metadata"]["name"]
+        usage = self.store.state.nodepool_usage(name).to_manifest()
+        nodes = self.store.state.nodepool_node_counts().get(name, 0)
+        problems = ""
+        try:
+            parse_object(pool)
+        except ValidationFailure as err:
+            problems = str(err)
+        ref_name = str(((((pool.get("spec") or {}).get("template") or {}).get("spec") or {}).get("nodeClassRef")
+                        or {}).get("name", ""))
+        nodeclass = self.store.get("EC2NodeClass", ref_name)
+        if nodeclass is None:
+            class_ready, class_message = False, f"EC2NodeClass {ref_name!r} not found"
+        elif not has_condition(nodeclass, "Ready"):
+            class_ready, class_message = False, f"EC2NodeClass {ref_name!r} is not Ready"
+        else:
+            class_ready, class_message = True, ""
+        valid = not problems
+        ready_message = problems or class_message
+        updates = [
+            condition("ValidationSucceeded", valid, now, reason="ValidationSucceeded" if valid else "ValidationFailed",
+                      message=problems[:1024]),
+            condition("NodeClassReady", class_ready, now,
+                      reason="NodeClassReady" if class_ready else "NodeClassNotReady", message=class_message),
+            condition("Ready", valid and class_ready, now, reason="Ready" if valid and class_ready else "NotReady",
+                      message=ready_message[:1024]),
+        ]
+        status: dict[str, Any] = {
+            "resources": usage,
+            "nodes": nodes,
+            "conditions": merged_conditions(pool, *updates),
+        }
+        if nodeclass is not None:
+            status["nodeClassObservedGeneration"] = int(nodeclass["metadata"].get("generation") or 0)
+        return status
+
+    def _export_metrics(self, name: str, pool: Mapping[str, Any], usage: Mapping[str, str]) -> None:
+        metrics = self.ctx.metrics
+        for resource, value in usage.items():
+            metrics.nodepool_usage.labels(nodepool=name, resource_type=resource).set(_number(value))
+        limits = ((pool.get("spec") or {}).get("limits")) or {}
+        for resource, value in limits.items():
+            metrics.nodepool_limit.labels(nodepool=name, resource_type=resource).set(_number(str(value)))
+
+
+def _number(quantity: str) -> float:
+    from reconciler.model.quantity import parse_quantity
+
+    try:
+        return parse_quantity(quantity) / 1000.0
+    except ValueError:
+        return 0.0
+
+
+_ = (format_quantity, NODES)

@@ -1,0 +1,166 @@
+"""Termination finalizers: a deleting NodeClaim is drained and its instance deleted before it goes.
+
+NodeClaims: every NodeClaim with a deletionTimestamp and the
+``karpenter.sh/termination`` finalizer is stepped through the shared
+``Terminator`` (taint, tiered eviction through the Eviction API, forced
+deletion at the terminationGracePeriod deadline, instance deletion, finalizer
+release) until it reports done; a refused eviction (PDB, 429) is retried with
+backoff up to 10 s.
+
+Nodes: deleting a Node that belongs to a NodeClaim deletes the NodeClaim (its
+finalizer then does the work); a Node with our finalizer and no NodeClaim just
+loses the finalizer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import datetime
+from typing import Any
+
+from reconciler.controllers.cluster import StateStore
+from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wakeup, ref
+from reconciler.controllers.workers import Workers
+from reconciler.kube.api import NODE, NODECLAIM, NotFoundError
+from reconciler.lifecycle.termination import TerminationStep, Terminator
+from reconciler.model import labels as wk
+from reconciler.model.meta import parse_time
+
+log = ControllerLog("nodeclaim.termination")
+MAX_BACKOFF = 10.0
+
+
+def _finalizing(manifest: dict[str, Any]) -> bool:
+    metadata = manifest.get("metadata") or {}
+    return bool(metadata.get("deletionTimestamp")) and wk.TERMINATION_FINALIZER in (metadata.get("finalizers") or [])
+
+
+class TerminationController:
+    def __init__(self, ctx: ControllerContext, store: StateStore) -> None:
+        self.ctx = ctx
+        self.store = store
+        self.terminator = Terminator(ctx.kube, ctx.cloud)
+        self.wake = Wakeup()
+        self.workers = Workers("termination")
+        self._retry_at: dict[str, float] = {}
+        self._blocked_runs: dict[str, int] = {}
+        store.subscribe(self._on_change)
+
+    def _on_change(self, kind: str, manifest: dict[str, Any], deleted: bool) -> None:
+        if kind in ("NodeClaim", "Node") and not deleted and _finalizing(manifest):
+            self.wake.set()
+
+    async def run(self) -> None:
+        try:
+            while True:
+                busy = await self.reconcile_all()
+                await self.wake.wait(self.ctx.timings.termination_requeue if busy else None)
+        finally:
+            await self.workers.cancel()
+
+    async def reconcile_all(self) -> bool:
+        """Start termination steps that are due; True while anything is still terminating."""
+        active = False
+        for node in self.store.nodes():
+            if _finalizing(node):
+                active = True
+                await self._node_deleted(node)
+        for claim in self.store.nodeclaims():
+            if not _finalizing(claim):
+                continue
+            active = True
+            name = claim["metadata"]["name"]
+            if self._retry_at.get(name, 0.0) > self.ctx.clock.monotonic():
+                continue
+            if not self.workers.busy(name) and not self.ctx.locks.busy(name):
+                self.workers.start(name, lambda name=name: self.step(name))
+        return active
+
+    async def _node_deleted(self, node: dict[str, Any]) -> None:
+        claim = self.store.nodeclaim_for_node(node)
+        name = node["metadata"]["name"]
+        if claim is not None:
+            if not claim["metadata"].get("deletionTimestamp"):
+                log.info("deleting nodeclaim of deleted node", Node=ref(name), NodeClaim=ref(claim["metadata"]["name"]))
+                with contextlib.suppress(NotFoundError):
+                    await self.ctx.kube.delete(NODECLAIM, claim["metadata"]["name"])
+            return
+        finalizers = [f for f in node["metadata"].get("finalizers") or [] if f != wk.TERMINATION_FINALIZER]
+        try:
+            await self.ctx.kube.patch(NODE, name, {"metadata": {"finalizers": finalizers or None}})
+        except NotFoundError:
+            return
+        log.info("deleted node", Node=ref(name))
+
+    async def step(self, name: str) -> TerminationStep | None:
+        async with self.ctx.locks.holding([name]) as held:
+            if not held:
+                return None
+            try:
+                claim = await self.ctx.kube.get(NODECLAIM, name)
+            except NotFoundError:
+                return None
+            if not _finalizing(claim):
+                return None
+            now = self.ctx.now()
+            node = self.store.node_for(claim)
+            newly_tainted = node is not None and not any(
+                t.get("key") == wk.DISRUPTED_TAINT_KEY for t in (node.get("spec") or {}).get("taints") or []
+            )
+            result = await self.terminator.step(claim, now)
+            if newly_tainted and node is not None:
+                log.info("tainted node", Node=ref(node["metadata"]["name"]), NodeClaim=ref(name),
+                         taint=f"{wk.DISRUPTED_TAINT_KEY}:NoSchedule")
+            await self._report(claim, node, result, now)
+            return result
+
+    async def _report(self, claim: dict[str, Any], node: dict[str, Any] | None, result: TerminationStep,
+                      now: datetime) -> None:
+        name = claim["metadata"]["name"]
+        metrics = self.ctx.metrics
+        for key in result.evicted:
+            metrics.eviction_requests.labels(code="200").inc()
+            log.info("evicted pod", Pod=ref(key), NodeClaim=ref(name))
+            await self.ctx.event(self.store.get("Pod", key), "Normal", "Evicted", "Evicted pod")
+        for key in result.force_deleted:
+            log.info("deleted pod at the termination grace period deadline", Pod=ref(key), NodeClaim=ref(name))
+            await self.ctx.event(self.store.get("Pod", key), "Warning", "Disrupted",
+                                 "Deleting the pod: the node's terminationGracePeriod has elapsed")
+        refused = [b for b in result.blocked if "eviction of" in b]
+        if refused:
+            metrics.eviction_requests.labels(code="429").inc(len(refused))
+        if result.finished:
+            self._forget(name)
+            labels = (claim.get("metadata") or {}).get("labels") or {}
+            pool = labels.get(wk.NODEPOOL, "")
+            metrics.nodeclaims_terminated.labels(
+                nodepool=pool, capacity_type=labels.get(wk.CAPACITY_TYPE, ""), zone=labels.get(wk.ZONE, "")
+            ).inc()
+            deleted_at = parse_time(claim["metadata"].get("deletionTimestamp"), path="metadata.deletionTimestamp")
+            if deleted_at is not None:
+                metrics.nodeclaims_termination_duration.labels(nodepool=pool).observe(
+                    max(0.0, (now - deleted_at).total_seconds())
+                )
+            if node is not None:
+                metrics.nodes_terminated.labels(nodepool=pool).inc()
+                metrics.nodes_drained.labels(nodepool=pool).inc()
+                log.info("deleted node", Node=ref(node["metadata"]["name"]), NodeClaim=ref(name))
+            log.info("deleted nodeclaim", NodeClaim=ref(name),
+                     **{"provider-id": (claim.get("status") or {}).get("providerID", "")})
+            await self.ctx.event(claim, "Normal", "Terminated", "instance deleted and finalizer released")
+            return
+        if result.blocked and not result.progressed:
+            runs = self._blocked_runs.get(name, 0) + 1
+            self._blocked_runs[name] = runs
+            self._retry_at[name] = self.ctx.clock.monotonic() + min(MAX_BACKOFF, 0.1 * 2 ** (runs - 1))
+            if runs == 1 or runs % 10 == 0:
+                log.info("waiting on drain", NodeClaim=ref(name), blocked=result.blocked[:5], pods=len(result.blocked))
+                await self.ctx.event(node or claim, "Warning", "FailedDraining",
+                                     f"Failed to drain node, {len(result.blocked)} pods are waiting to be evicted")
+        else:
+            self._blocked_runs.pop(name, None)
+            self._retry_at.pop(name, None)
+
+    def _forget(self, name: str) -> None:
+        self._retry_at.pop(name, None)
+        self._blocked_runs.pop(name, None)

@@ -1,0 +1,258 @@
+"""The ``snapshot``, ``plan``, ``explain``, ``status`` commands and ``simulate --report`` (CLI adapters).
+
+This is the I/O edge: it reads files, the cluster (through ``KubeAPI``), AWS (``--catalog live``)
+and the wall clock (the time a live snapshot is taken). Exit codes: 0 ok, 2 invalid input (one
+line on stderr naming the file/key path), 3 ``plan --fail-on-pending`` found pods left pending,
+1 the cluster or AWS could not be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from reconciler.insight.catalog import catalog_from_instance_types, fetch_live_instance_types, preset_catalog
+from reconciler.insight.errors import InsightError
+from reconciler.insight.snapshot import collect_live, observed_region, observed_zones, sanitize_objects
+from reconciler.insight.sources import Snapshot, load_nodepools_file, load_snapshot, load_stack_file
+
+EXIT_OK, EXIT_UNAVAILABLE, EXIT_INVALID, EXIT_PENDING = 0, 1, 2, 3
+
+
+class UnavailableError(RuntimeError):
+    """The cluster or AWS could not be read (not the user's input)."""
+
+
+def fail(message: str, code: int) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return code
+
+
+def guarded(handler: Any) -> Any:
+    """Map the insight errors to exit codes with one line on stderr."""
+
+    def run(args: argparse.Namespace) -> int:
+        from reconciler.sim.scenario import ScenarioError
+
+        try:
+            return int(handler(args))
+        except (InsightError, ScenarioError) as err:
+            return fail(str(err), EXIT_INVALID)
+        except UnavailableError as err:
+            return fail(str(err), EXIT_UNAVAILABLE)
+
+    return run
+
+
+# -- inputs ----------------------------------------------------------------------------------------
+
+
+def resolve_catalog(option: str | None, objects: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """``--catalog``: None keeps the snapshot's own catalog (or the preset for a kubectl dump)."""
+    if option in (None, ""):
+        return None
+    if option == "preset":
+        return preset_catalog(observed_zones(objects))
+    if option == "live":
+        region = observed_region(objects)
+        if not region:
+            raise InsightError("--catalog live: no node has a topology.kubernetes.io/region label")
+        return catalog_from_instance_types(asyncio.run(fetch_live_instance_types(region)), region)
+    raise InsightError(f"--catalog: {option!r} must be preset or live")
+
+
+async def _live_objects(kubeconfig: str | None, context: str | None) -> list[dict[str, Any]]:
+    from reconciler.kube.api import ApiError
+    from reconciler.kube.live import ConfigError, LiveKube
+
+    try:
+        kube = await LiveKube.from_environment(kubeconfig, context)
+    except ConfigError as err:
+        raise InsightError(f"--kubeconfig: {err}") from None
+    try:
+        return await collect_live(kube)
+    except ApiError as err:
+        raise UnavailableError(f"reading the cluster failed: {err}") from None
+    finally:
+        await kube.close()
+
+
+def live_snapshot(args: argparse.Namespace) -> Snapshot:
+    objects, dropped = sanitize_objects(asyncio.run(_live_objects(args.kubeconfig, args.context)))
+    catalog = resolve_catalog(getattr(args, "catalog", None) or "preset", objects)
+    name = f"snapshot-{args.context}" if args.context else "snapshot"
+    document = snapshot_doc(objects, name, catalog or {}, args.context or "the current kubeconfig context")
+    return Snapshot(document, "live cluster", dropped)
+
+
+def snapshot_doc(
+    objects: list[dict[str, Any]], name: str, catalog: dict[str, Any], source: str
+) -> dict[str, Any]:
+    from reconciler.insight.snapshot import snapshot_document
+
+    taken_at = datetime.now(UTC).replace(microsecond=0)
+    return snapshot_document(objects, taken_at=taken_at, name=name, catalog=catalog, source=source)
+
+
+def get_snapshot(args: argparse.Namespace) -> Snapshot:
+    """``--snapshot FILE`` (a snapshot or kubectl dump) or, without it, the live cluster."""
+    if getattr(args, "snapshot", None):
+        snapshot = load_snapshot(args.snapshot)
+        catalog = resolve_catalog(getattr(args, "catalog", None), snapshot.objects)
+        if catalog is not None:
+            snapshot = load_snapshot(args.snapshot, catalog=catalog)
+    else:
+        snapshot = live_snapshot(args)
+    if getattr(args, "clock", None):
+        snapshot = snapshot.at(args.clock)
+    return snapshot
+
+
+# -- commands --------------------------------------------------------------------------------------
+
+
+def cmd_snapshot(args: argparse.Namespace) -> int:
+    if args.scenario:
+        from reconciler.insight.snapshot import simulated_snapshot
+        from reconciler.sim.scenario import load_scenario_file
+
+        snapshot = Snapshot(asyncio.run(simulated_snapshot(load_scenario_file(args.scenario))), args.scenario)
+        catalog = resolve_catalog(args.catalog, snapshot.objects)
+        document = dict(snapshot.document) if catalog is None else {**snapshot.document, "catalog": catalog}
+    elif args.source:
+        snapshot = load_snapshot(args.source)
+        catalog = resolve_catalog(args.catalog, snapshot.objects)
+        document = dict(snapshot.document) if catalog is None else {**snapshot.document, "catalog": catalog}
+    else:
+        snapshot = live_snapshot(args)
+        document = snapshot.document
+    region = observed_region(snapshot.objects)
+    if region and region != "us-east-1" and "preset" in document.get("catalog", {}):
+        print(
+            f"warning: nodes run in {region}; the bundled preset prices us-east-1 only "
+            "(use --catalog live for real prices)",
+            file=sys.stderr,
+        )
+    if snapshot.dropped:
+        dropped = ", ".join(f"{count} {kind}" for kind, count in snapshot.dropped.items())
+        print(f"snapshot: left out {dropped}", file=sys.stderr)
+    text = yaml.safe_dump(document, sort_keys=False, width=120)
+    if args.out:
+        Path(args.out).write_text(text)
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def _proposed(args: argparse.Namespace) -> Any:
+    if args.nodepools and args.stack:
+        raise InsightError("--nodepools and --stack: give one source of proposed NodePools, not both")
+    if args.nodepools:
+        return load_nodepools_file(args.nodepools)
+    if args.stack:
+        path = Path(args.stack)
+        if not path.exists() and "/" not in args.stack and not args.stack.endswith(".yaml"):
+            path = Path(f"Pulumi.{args.stack}.yaml")  # a stack name: its settings file in the project
+        return load_stack_file(path)
+    raise InsightError("--nodepools or --stack: required (the proposed NodePools)")
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from reconciler.insight.plan import compute_plan
+    from reconciler.insight.plan_render import render_html, render_markdown, render_text
+    from reconciler.settings import SettingsError, parse_duration
+
+    try:
+        horizon = timedelta(seconds=parse_duration(args.horizon, name="--horizon"))
+    except SettingsError as err:
+        raise InsightError(str(err)) from None
+    proposed = _proposed(args)
+    snapshot = get_snapshot(args)
+    plan = asyncio.run(compute_plan(snapshot, proposed, horizon=horizon, baseline=args.baseline))
+    if args.report:
+        Path(args.report).write_text(render_html(plan))
+    if args.json:
+        sys.stdout.write(json.dumps(plan.as_dict(), indent=2) + "\n")
+    elif args.markdown:
+        sys.stdout.write(render_markdown(plan))
+    else:
+        sys.stdout.write(render_text(plan))
+    if args.fail_on_pending and plan.newly_pending:
+        print(f"plan: {len(plan.newly_pending)} pod(s) would be left unschedulable", file=sys.stderr)
+        return EXIT_PENDING
+    return EXIT_OK
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from reconciler.insight.explain import explain_node, explain_pod
+    from reconciler.insight.frames import RecordingSimulation
+
+    snapshot = get_snapshot(args)
+    sim = RecordingSimulation(snapshot.scenario(), snapshot_objects=True)
+    if args.kind == "pod":
+        result = asyncio.run(explain_pod(sim, args.name))
+    else:
+        result = asyncio.run(explain_node(sim, args.name))
+    sys.stdout.write(json.dumps(result.as_dict(), indent=2) + "\n" if args.json else result.render())
+    return EXIT_OK
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from reconciler.insight.frames import RecordingSimulation
+    from reconciler.insight.status import render_status
+
+    snapshot = get_snapshot(args)
+    sim = RecordingSimulation(snapshot.scenario(), snapshot_objects=True)
+    asyncio.run(sim.load())
+    frame = sim.frames[-1]
+    if args.json:
+        document = {
+            "clock": frame.clock.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "costPerHour": frame.cost_per_hour,
+            "pendingPods": frame.pending,
+            "nodes": [row.as_dict() for row in frame.nodes],
+        }
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+    else:
+        sys.stdout.write(render_status(frame, title=f"{snapshot.name} ({snapshot.source})"))
+    return EXIT_OK
+
+
+def simulate_with_report(scenario_path: str, report_path: str) -> dict[str, Any]:
+    """Run a scenario exactly as ``simulate`` does, and also write the HTML report."""
+    from reconciler.insight.frames import RecordingSimulation
+    from reconciler.insight.html import render_report
+    from reconciler.sim.scenario import load_scenario_file
+
+    sim = RecordingSimulation(load_scenario_file(scenario_path))
+    result = asyncio.run(sim.run())
+    pending = result["steps"][-1]["pending"] if result["steps"] else sim.cluster.pending_reasons()
+    html = render_report(
+        f"Simulation: {result['scenario']}",
+        f"scenario {scenario_path}",
+        sim.frames,
+        records=result["steps"],
+        pending=pending,
+    )
+    Path(report_path).write_text(html)
+    return result
+
+
+def add_live_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster config)"
+    )
+    parser.add_argument("--context", help="kubeconfig context (default: the current one)")
+
+
+def add_clock_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--clock", metavar="RFC3339", help="evaluate at this time instead of the snapshot's (budget windows)"
+    )

@@ -1,0 +1,112 @@
+"""Kill the reconciler at seeded points during provisioning and consolidation; a fresh one must converge.
+
+A ``CrashSwitch`` counts every KubeAPI and cloud call the first reconciler makes;
+at call N the call takes effect and the instance dies (every later call of the
+dead instance fails, its task is cancelled and nothing is cleaned up, like
+``kill -9``). A fresh reconciler then starts on the same API server and cloud.
+It must converge: every instance has exactly one NodeClaim and one Node (no
+leak, no duplicate), no claim or node is stuck deleting, and every pod of the
+Deployment exists and runs on an existing node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+from ctrl_cluster import CrashingCloud, CrashingKube, CrashSwitch
+from ctrl_harness import Rig, running, wait_for
+from ctrl_objects import deployment, nodeclass, nodepool
+
+from reconciler.kube.api import DEPLOYMENT, POD
+
+REPLICAS_UP, REPLICAS_DOWN = 10, 2
+SEED = 20260101
+POINTS_PER_PHASE = 12
+
+
+async def _packed(rig: Rig) -> bool:
+    instances = await rig.cloud.list()
+    pods = rig.kube.objects(POD)
+    return (
+        await rig.converged(instances=1)
+        and instances[0].instance_type == "c5.xlarge"
+        and len(pods) == REPLICAS_DOWN
+    )
+
+
+async def _scenario(rig: Rig, switch: CrashSwitch | None) -> tuple[bool, int]:
+    """Scale up, then down, under a reconciler that may die; returns (scaled down yet?, calls at scale-down)."""
+    await rig.apply(nodeclass(), nodepool(), deployment(replicas=REPLICAS_UP, cpu="1500m"))
+    kube = CrashingKube(rig.kube, switch) if switch else None
+    cloud = CrashingCloud(rig.cloud, switch) if switch else None
+    scaled_at = 0
+    async with running(rig, kube=kube, cloud=cloud) as reconciler:
+
+        def dead() -> bool:
+            return switch is not None and switch.dead
+
+        async def up_or_dead() -> bool:
+            return dead() or await rig.converged(instances=2)
+
+        assert await wait_for(up_or_dead, timeout=20)
+        if not dead():
+            scaled_at = switch.calls if switch else 0
+            await rig.kube.patch(DEPLOYMENT, "inflate", {"spec": {"replicas": REPLICAS_DOWN}}, "default")
+
+            async def down_or_dead() -> bool:
+                return dead() or await _packed(rig)
+
+            assert await wait_for(down_or_dead, timeout=30)
+        _ = reconciler
+    return bool(scaled_at), scaled_at
+
+
+def _crash_points(calls_up: int, calls_total: int) -> list[int]:
+    rng = random.Random(SEED)
+    up = sorted(rng.sample(range(1, calls_up + 1), min(POINTS_PER_PHASE, calls_up)))
+    down = sorted(
+        rng.sample(range(calls_up + 1, calls_total + 1), min(POINTS_PER_PHASE, calls_total - calls_up))
+    )
+    return up + down
+
+
+async def _measure() -> tuple[int, int]:
+    switch = CrashSwitch()
+    rig = Rig()
+    _, scaled_at = await _scenario(rig, switch)
+    assert await _packed(rig)
+    return scaled_at, switch.calls
+
+
+@pytest.fixture(scope="module")
+def crash_points() -> list[int]:
+    calls_up, calls_total = asyncio.run(_measure())
+    points = _crash_points(calls_up, calls_total)
+    assert len(points) >= 20, (calls_up, calls_total)
+    return points
+
+
+async def _crash_and_recover(at: int) -> str:
+    rig = Rig()
+    switch = CrashSwitch(at=at)
+    scaled, _ = await _scenario(rig, switch)
+    assert switch.dead, f"the reconciler never reached call {at}"
+    died_at = switch.log[0]
+    async with running(rig, seed=2):
+        if not scaled:
+            assert await wait_for(lambda: rig.converged(instances=None), timeout=20), await rig.inventory()
+            await rig.kube.patch(DEPLOYMENT, "inflate", {"spec": {"replicas": REPLICAS_DOWN}}, "default")
+        assert await wait_for(lambda: _packed(rig), timeout=30), (died_at, await rig.inventory())
+    inventory = await rig.inventory()
+    assert inventory.instances == inventory.nodeclaims == inventory.nodes, died_at
+    assert len(rig.kube.objects(POD)) == REPLICAS_DOWN
+    return died_at
+
+
+async def test_kill_at_seeded_points_then_restart_converges(crash_points: list[int]) -> None:
+    died = await asyncio.gather(*(_crash_and_recover(at) for at in crash_points))
+    # The seeded points really cover both phases: launches and registrations as well as disruption work.
+    assert any("cloud create" in call for call in died)
+    assert any("delete NodeClaim" in call or "evict" in call or "cloud delete" in call for call in died), died

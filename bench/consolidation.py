@@ -28,28 +28,33 @@ import random
 import sys
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.scheduling import diverse_pods, synthetic_types  # noqa: E402
-from reconciler.cloud.types import InstanceType  # noqa: E402
-from reconciler.disruption.controller import decide  # noqa: E402
-from reconciler.disruption.types import Command  # noqa: E402
-from reconciler.model import labels as wk  # noqa: E402
-from reconciler.scheduling import SchedulingContext  # noqa: E402
-from reconciler.scheduling.results import ScheduledClaim  # noqa: E402
-from reconciler.scheduling.scheduler import Scheduler  # noqa: E402
-from reconciler.settings import Settings  # noqa: E402
-from reconciler.state import ClusterState  # noqa: E402
+from bench.scheduling import diverse_pods, synthetic_types
+from reconciler.cloud.types import InstanceType
+from reconciler.disruption.controller import decide
+from reconciler.disruption.types import Command
+from reconciler.model import labels as wk
+from reconciler.scheduling import SchedulingContext
+from reconciler.scheduling.results import ScheduledClaim
+from reconciler.scheduling.scheduler import Scheduler
+from reconciler.settings import Settings
+from reconciler.state import ClusterState
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 PODS_PER_NODE = 5  # the diverse workload lands roughly this many pods per node
 # Like Karpenter's single-node consolidation timeout: a pass gives up searching after this long.
 PASS_DEADLINE_SECONDS = 180.0
+
+
+def deadline_after(seconds: float) -> Callable[[], bool]:
+    deadline = time.perf_counter() + seconds
+    return lambda: time.perf_counter() > deadline
 
 
 def stamp(moment: datetime) -> str:
@@ -229,15 +234,14 @@ def run(nodes: int, *, max_passes: int, seed: int) -> dict[str, Any]:
     stable = False
     for _ in range(max_passes):
         started = time.perf_counter()
-        deadline = started + PASS_DEADLINE_SECONDS
         decision = decide(
             state,
             {"default": types},
             settings,
             now,
             name_for=lambda pool: f"{pool}-r{next(counter):05d}",
-            should_stop=lambda: time.perf_counter() > deadline,
-        )  # noqa: B023 - same pass
+            should_stop=deadline_after(PASS_DEADLINE_SECONDS),
+        )
         timings.append(time.perf_counter() - started)
         simulations.append(decision.simulations)
         if decision.command is None:

@@ -112,12 +112,12 @@ class PodFactory:
         return self.pod(labels, {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
             {"labelSelector": {"matchLabels": dict(labels)}, "topologyKey": key}]}}})
 
-    def preference(self) -> dict[str, Any]:
+    def preference(self, zone: str) -> dict[str, Any]:
         nginx = {"matchLabels": {"app": "nginx"}}
         return self.pod({"app": "nginx"}, {"affinity": {
             "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
                 {"weight": 1, "preference": {"matchExpressions": [
-                    {"key": wk.ZONE, "operator": "In", "values": ["test-zone-1"]}]}}]},
+                    {"key": wk.ZONE, "operator": "In", "values": [zone]}]}}]},
             "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
                 {"weight": 10, "podAffinityTerm": {"labelSelector": nginx, "topologyKey": wk.ZONE}},
                 {"weight": 1, "podAffinityTerm": {"labelSelector": nginx, "topologyKey": wk.HOSTNAME}}]}}})
@@ -135,9 +135,10 @@ def diverse_pods(count: int, seed: int = 42) -> list[dict[str, Any]]:
     return pods
 
 
-def preference_pods(count: int, seed: int = 42) -> list[dict[str, Any]]:
+def preference_pods(count: int, seed: int = 42, zone: str = "test-zone-1") -> list[dict[str, Any]]:
+    """Preferred zone (satisfiable), preferred zone anti-affinity (weight 10) and hostname anti-affinity (1)."""
     factory = PodFactory(seed)
-    return [factory.preference() for _ in range(count)]
+    return [factory.preference(zone) for _ in range(count)]
 
 
 def run(pods: Sequence[dict[str, Any]], types: list[InstanceType], settings: Settings,
@@ -192,8 +193,9 @@ def main(argv: list[str] | None = None) -> int:
             (f"diverse {n}", diverse_pods(n), respect) for n in sizes
         ]
         pref_count = 400 if args.quick else 4000
-        runs.append((f"preferences Respect {pref_count}", preference_pods(pref_count), respect))
-        runs.append((f"preferences Ignore {pref_count}", preference_pods(pref_count), ignore))
+        zone = min(o.zone for t in types for o in t.offerings)
+        runs.append((f"preferences Respect {pref_count}", preference_pods(pref_count, zone=zone), respect))
+        runs.append((f"preferences Ignore {pref_count}", preference_pods(pref_count, zone=zone), ignore))
         for name, pods, settings in runs:
             # The real catalogue has 24 TiB types: Karpenter's pessimistic limit accounting (each claim reserves
             # its largest option) would exhaust the synthetic limits after ~400 claims, so it runs unlimited.

@@ -58,7 +58,11 @@ def plan(
     settings: Settings,
     now: datetime,
     name_for: Callable[[str], str],
+    *,
+    should_stop: Callable[[], bool] | None = None,
 ) -> ProvisioningPlan:
+    """``should_stop`` lets a caller with a clock cut the solve short (Karpenter stops after 1 minute and keeps
+    the partial result); pods not reached stay pending with a reason saying so."""
     pending, moving = pods_to_schedule(state)
     if not pending and not moving:
         return ProvisioningPlan()
@@ -68,7 +72,7 @@ def plan(
         for key, reason in sorted(ignored.items())
     ]
     context = SchedulingContext.build(state, instance_types_by_nodepool, settings)
-    scheduler = Scheduler(context, now, scheduling_pods={pod.key for pod in moving})
+    scheduler = Scheduler(context, now, scheduling_pods={pod.key for pod in moving}, should_stop=should_stop)
     result = scheduler.solve(accepted)
     nodeclaims = [
         PlannedNodeClaim(name_for(claim.nodepool.name), claim, state.nodepool_manifests.get(claim.nodepool.name, {}))

@@ -80,6 +80,12 @@ def diagnose_instance_types(template: ClaimTemplate, sp: SchedulingPod) -> str:
     count = len(template.types)
     if not compatible:
         return f"none of its {count} instance types meets the requirements ({requirements})"
+    absent = sorted(
+        r for r, v in cls.requests.items() if v > 0 and not any(i.allocatable.get(r, 0) for i in compatible)
+    )
+    if absent:
+        return (f"none of the {len(compatible)} instance types meeting the requirements offers "
+                f"{', '.join(absent)} (the pod requests {requests})")
     if fitting == 0 or (largest is not None and not any(
         i.fits(cls.requests) for i in compatible
     )):

@@ -67,9 +67,7 @@ def pod(
     if deleted is not None:
         metadata["deletionTimestamp"] = ts(deleted)
     spec: dict[str, Any] = {
-        "containers": [
-            {"name": "main", "image": "pause", "resources": {"requests": {"cpu": cpu, "memory": memory}}}
-        ],
+        "containers": [{"name": "main", "image": "pause", "resources": {"requests": {"cpu": cpu, "memory": memory}}}],
     }
     if node:
         spec["nodeName"] = node
@@ -217,9 +215,7 @@ def managed_node(
     claim_conditions.extend(conditions or [])
     spec: dict[str, Any] = {
         "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-        "requirements": [
-            {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [instance_type]}
-        ],
+        "requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [instance_type]}],
         "expireAfter": expire_after,
     }
     if termination_grace_period:

@@ -18,12 +18,8 @@ from reconciler.disruption.budgets import (
 NOON = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)  # a Monday
 
 
-def allowed(
-    raw: list[dict] | None, reason: str, nodes: int, disrupting: int = 0, now: datetime = NOON
-) -> int:
-    return allowance(
-        "pool", parse_budgets(raw), reason, node_count=nodes, disrupting=disrupting, now=now
-    ).remaining
+def allowed(raw: list[dict] | None, reason: str, nodes: int, disrupting: int = 0, now: datetime = NOON) -> int:
+    return allowance("pool", parse_budgets(raw), reason, node_count=nodes, disrupting=disrupting, now=now).remaining
 
 
 def test_default_budget_is_ten_percent_rounded_up() -> None:
@@ -108,9 +104,7 @@ def test_budget_shape_errors_name_the_field_path() -> None:
 
 def test_explanation_names_the_limiting_budget() -> None:
     raw = [{"nodes": "0", "schedule": "0 9 * * *", "duration": "8h", "reasons": ["Underutilized"]}]
-    result = allowance(
-        "batch", parse_budgets(raw), REASON_UNDERUTILIZED, node_count=4, disrupting=0, now=NOON
-    )
+    result = allowance("batch", parse_budgets(raw), REASON_UNDERUTILIZED, node_count=4, disrupting=0, now=NOON)
     text = result.explain()
     assert "NodePool batch" in text and "allows 0" in text and '"0 9 * * *"' in text and "8h" in text
 

@@ -35,9 +35,7 @@ def candidates(state: ClusterState, *, eventual: bool = False) -> tuple[list[str
 
 
 def test_eligible_node_with_price_and_costs() -> None:
-    state = state_of(
-        nodepool(), managed_node("n1"), pod("a", node="n1"), pod("ds", node="n1", owner="DaemonSet")
-    )
+    state = state_of(nodepool(), managed_node("n1"), pod("a", node="n1"), pod("ds", node="n1", owner="DaemonSet"))
     pdbs = PdbLimits.from_manifests([], [])
     [candidate], _ = build_candidates(state, CATALOG, pdbs, NOW)
     assert candidate.price == 0.096

@@ -24,9 +24,7 @@ from disruption_factories import (
 from reconciler.sim.catalog import build_catalog
 from reconciler.state import ClusterState
 
-SPOT_AND_ON_DEMAND = [
-    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]}
-]
+SPOT_AND_ON_DEMAND = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]}]
 SPOT_ONLY = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]
 ALL = [{"nodes": "100%"}]
 
@@ -52,14 +50,9 @@ def test_shared_consolidation_replace_scenario() -> None:
     assert replacement.price == 0.085 and command.savings_per_hour == 0.299
     assert set(replacement.pods) == {"default/reports-6d4cf56db6-abcde", "default/reports-6d4cf56db6-fghij"}
     manifest = replacement.manifest
-    assert (
-        manifest["kind"] == "NodeClaim"
-        and manifest["metadata"]["labels"]["karpenter.sh/nodepool"] == "default"
-    )
+    assert manifest["kind"] == "NodeClaim" and manifest["metadata"]["labels"]["karpenter.sh/nodepool"] == "default"
     requirement = {r["key"]: r for r in manifest["spec"]["requirements"]}
-    assert requirement["node.kubernetes.io/instance-type"]["values"] == sorted(
-        replacement.instance_type_options
-    )
+    assert requirement["node.kubernetes.io/instance-type"]["values"] == sorted(replacement.instance_type_options)
 
 
 def test_single_node_delete_when_pods_fit_elsewhere() -> None:
@@ -166,9 +159,7 @@ def test_budget_zero_blocks_and_is_explained() -> None:
     state = cluster(nodepool(budgets=[{"nodes": "0"}]), node_of("big", LARGE), pod("a", node="big", cpu="1"))
     decision = run_decide(state)
     assert decision.command is None and decision.budget_constrained
-    assert why(decision, "big").startswith(
-        "Budget: disruption budget of NodePool default allows 0 Underutilized"
-    )
+    assert why(decision, "big").startswith("Budget: disruption budget of NodePool default allows 0 Underutilized")
 
 
 def test_budget_is_never_exceeded_counting_nodes_already_disrupting() -> None:
@@ -208,9 +199,7 @@ def test_never_merges_two_nodes_into_one_of_the_same_type() -> None:
 
 
 def test_on_demand_replacement_is_restricted_to_spot_when_both_are_allowed() -> None:
-    state = cluster(
-        nodepool(requirements=SPOT_AND_ON_DEMAND), node_of("big", LARGE), pod("a", node="big", cpu="1")
-    )
+    state = cluster(nodepool(requirements=SPOT_AND_ON_DEMAND), node_of("big", LARGE), pod("a", node="big", cpu="1"))
     command = run_decide(state).command
     assert command is not None and command.action == "replace"
     replacement = command.replacements[0]
@@ -230,9 +219,7 @@ def test_spot_to_spot_needs_the_feature_gate() -> None:
     assert decision.command is None and why(decision, "big").startswith("SpotToSpotDisabled")
     gated = run_decide(state, gates={"SpotToSpotConsolidation": True})
     assert gated.command is None  # only 2 cheaper spot types: the 15-type rule protects against churn
-    assert why(gated, "big").startswith(
-        "SpotToSpotOptions: spot-to-spot needs 15 cheaper spot instance types, found 2"
-    )
+    assert why(gated, "big").startswith("SpotToSpotOptions: spot-to-spot needs 15 cheaper spot instance types, found 2")
 
 
 def test_spot_to_spot_single_node_launches_the_15_cheapest() -> None:

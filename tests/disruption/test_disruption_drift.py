@@ -162,9 +162,7 @@ def test_every_template_field_drifts() -> None:
 def test_hash_versions_must_match_to_compare() -> None:
     pool = nodepool()
     claim = nodeclaim(pool)
-    claim["metadata"]["annotations"]["karpenter.sh/nodepool-hash-version"] = (
-        "v3"  # stamped by upstream Karpenter
-    )
+    claim["metadata"]["annotations"]["karpenter.sh/nodepool-hash-version"] = "v3"  # stamped by upstream Karpenter
     pool["spec"]["template"]["metadata"]["labels"]["team"] = "b"
     assert reason(pool, claim) is None
     assert NODEPOOL_HASH_VERSION != "v3"
@@ -262,9 +260,7 @@ def test_instance_type_gone_only_after_an_hour() -> None:
 def test_cloud_provider_drift_condition_is_honoured_and_unlaunched_claims_never_drift() -> None:
     pool = nodepool()
     claim = nodeclaim(pool)
-    claim["status"]["conditions"].append(
-        {"type": "Drifted", "status": "True", "reason": "AMIDrift", "message": "ami"}
-    )
+    claim["status"]["conditions"].append({"type": "Drifted", "status": "True", "reason": "AMIDrift", "message": "ami"})
     assert reason(pool, claim) == "AMIDrift"
     claim["status"]["conditions"][0]["status"] = "False"
     assert reason(pool, claim) is None

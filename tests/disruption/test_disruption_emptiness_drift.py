@@ -77,18 +77,14 @@ def test_drift_replaces_one_node_per_pass_empty_first() -> None:
     # Emptiness first: "old-empty" is empty and consolidatable, so it goes as Empty, not Drifted.
     first = run_decide(state)
     assert first.command is not None and first.command.reason == "Empty"
-    quiet = drifted_cluster(
-        budgets=[{"nodes": "100%", "reasons": ["Drifted"]}, {"nodes": "0", "reasons": ["Empty"]}]
-    )
+    quiet = drifted_cluster(budgets=[{"nodes": "100%", "reasons": ["Drifted"]}, {"nodes": "0", "reasons": ["Empty"]}])
     command = run_decide(quiet).command
     assert command is not None and (command.reason, command.method) == ("Drifted", "drift")
     assert command.node_names == ["old-empty"] and command.action == "delete"
 
 
 def test_drift_replacement_has_no_price_check() -> None:
-    state = drifted_cluster(
-        budgets=[{"nodes": "100%", "reasons": ["Drifted"]}, {"nodes": "0", "reasons": ["Empty"]}]
-    )
+    state = drifted_cluster(budgets=[{"nodes": "100%", "reasons": ["Drifted"]}, {"nodes": "0", "reasons": ["Empty"]}])
     state.remove({"kind": "Node", "metadata": {"name": "old-empty"}})
     state.remove({"kind": "NodeClaim", "metadata": {"name": "old-empty-claim"}})
     decision = run_decide(state)
@@ -128,13 +124,9 @@ def test_drift_ignores_do_not_disrupt_only_with_termination_grace_period() -> No
 
 
 def test_requirement_drift_and_nodeclass_drift() -> None:
-    pool = nodepool(
-        requirements=[{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]
-    )
+    pool = nodepool(requirements=[{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}])
     pool["spec"]["disruption"]["budgets"] = [{"nodes": "100%"}]
-    state = cluster(
-        pool, node_of("n1", MEDIUM, claim_annotations=nodepool_hash_annotations(pool)), pod("a", node="n1")
-    )
+    state = cluster(pool, node_of("n1", MEDIUM, claim_annotations=nodepool_hash_annotations(pool)), pod("a", node="n1"))
     command = run_decide(state).command
     assert command is not None and command.reason == "Drifted"
     assert "RequirementsDrifted" not in command.describe()  # describe is about the action

@@ -19,24 +19,17 @@ def test_do_not_disrupt_true_protects_running_pods_only() -> None:
 
 
 def test_do_not_disrupt_duration_counts_from_pod_start() -> None:
-    young = pod(
-        "a", node="n1", annotations={"karpenter.sh/do-not-disrupt": "2m"}, started=NOW - timedelta(seconds=90)
-    )
+    young = pod("a", node="n1", annotations={"karpenter.sh/do-not-disrupt": "2m"}, started=NOW - timedelta(seconds=90))
     protection = podutil.do_not_disrupt(young, NOW)
     assert protection is not None and protection.until == NOW + timedelta(seconds=30)
     assert podutil.do_not_disrupt(young, NOW + timedelta(seconds=31)) is None
-    old = pod(
-        "b", node="n1", annotations={"karpenter.sh/do-not-disrupt": "1h30m"}, started=NOW - timedelta(hours=2)
-    )
+    old = pod("b", node="n1", annotations={"karpenter.sh/do-not-disrupt": "1h30m"}, started=NOW - timedelta(hours=2))
     assert podutil.do_not_disrupt(old, NOW) is None
 
 
 @pytest.mark.parametrize("value", ["false", "soon", "-5m", "0s", ""])
 def test_invalid_do_not_disrupt_values_are_ignored(value: str) -> None:
-    assert (
-        podutil.do_not_disrupt(pod("a", node="n1", annotations={"karpenter.sh/do-not-disrupt": value}), NOW)
-        is None
-    )
+    assert podutil.do_not_disrupt(pod("a", node="n1", annotations={"karpenter.sh/do-not-disrupt": value}), NOW) is None
 
 
 def test_duration_without_start_time_fails_safe() -> None:
@@ -58,35 +51,21 @@ def test_reschedulable_pods_exclude_daemonsets_static_and_finished() -> None:
 def test_tolerating_the_disrupted_taint() -> None:
     assert podutil.tolerates_disrupted_taint(pod("a", tolerations=[{"operator": "Exists"}]))
     assert podutil.tolerates_disrupted_taint(
-        pod(
-            "b", tolerations=[{"key": "karpenter.sh/disrupted", "operator": "Exists", "effect": "NoSchedule"}]
-        )
+        pod("b", tolerations=[{"key": "karpenter.sh/disrupted", "operator": "Exists", "effect": "NoSchedule"}])
     )
     assert not podutil.tolerates_disrupted_taint(
         pod("c", tolerations=[{"key": "karpenter.sh/disrupted", "operator": "Exists", "effect": "NoExecute"}])
     )
-    assert not podutil.tolerates_disrupted_taint(
-        pod("d", tolerations=[{"key": "other", "operator": "Exists"}])
-    )
+    assert not podutil.tolerates_disrupted_taint(pod("d", tolerations=[{"key": "other", "operator": "Exists"}]))
 
 
 def test_eviction_cost_weighs_deletion_cost_and_priority() -> None:
     assert podutil.eviction_cost(pod("a")) == 1.0
-    assert (
-        podutil.eviction_cost(
-            pod("b", annotations={"controller.kubernetes.io/pod-deletion-cost": str(2**27)})
-        )
-        == 2
-    )
+    assert podutil.eviction_cost(pod("b", annotations={"controller.kubernetes.io/pod-deletion-cost": str(2**27)})) == 2
     assert podutil.eviction_cost(pod("c", priority=2**25)) == 2.0
     assert podutil.eviction_cost(pod("d", priority=2_000_000_000)) == 10.0  # clamped
-    assert (
-        podutil.eviction_cost(pod("e", annotations={"controller.kubernetes.io/pod-deletion-cost": "x"}))
-        == 1.0
-    )
-    assert (
-        podutil.reschedule_cost([pod("f"), pod("g", priority=-(2**30))]) == 2.0
-    )  # negatives don't reduce it
+    assert podutil.eviction_cost(pod("e", annotations={"controller.kubernetes.io/pod-deletion-cost": "x"})) == 1.0
+    assert podutil.reschedule_cost([pod("f"), pod("g", priority=-(2**30))]) == 2.0  # negatives don't reduce it
 
 
 def test_pdb_from_status_blocks_at_zero() -> None:
@@ -160,9 +139,7 @@ def test_pod_under_two_pdbs_cannot_be_evicted_even_if_both_allow() -> None:
 def test_always_allow_lets_unready_pods_through_a_zero_pdb() -> None:
     sick = pod("a", node="n1", labels={"app": "web"}, ready=False)
     healthy = pod("b", node="n1", labels={"app": "web"})
-    limits = PdbLimits.from_manifests(
-        [pdb("web", {"app": "web"}, allowed=0, always_allow=True)], [sick, healthy]
-    )
+    limits = PdbLimits.from_manifests([pdb("web", {"app": "web"}, allowed=0, always_allow=True)], [sick, healthy])
     assert limits.eviction_blocker(sick, NOW) is None
     assert limits.eviction_blocker(healthy, NOW) is not None
     strict = PdbLimits.from_manifests([pdb("web", {"app": "web"}, allowed=0)], [sick])
@@ -191,8 +168,6 @@ def test_pods_blocker_reports_do_not_disrupt_before_pdbs() -> None:
         pod("ds", node="n1", owner="DaemonSet", annotations={"karpenter.sh/do-not-disrupt": "true"}),
     ]
     limits = PdbLimits.from_manifests([pdb("web", {"app": "web"}, allowed=0)], pods)
-    assert (
-        pods_blocker(pods, limits, NOW) == 'pod default/ds has annotation karpenter.sh/do-not-disrupt="true"'
-    )
+    assert pods_blocker(pods, limits, NOW) == 'pod default/ds has annotation karpenter.sh/do-not-disrupt="true"'
     assert pods_blocker(pods[:1], limits, NOW) == "PDB default/web allows 0 disruptions (pod default/web)"
     assert pods_blocker(pods[:1], PdbLimits([]), NOW) is None

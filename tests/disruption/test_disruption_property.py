@@ -167,9 +167,7 @@ def execute(state: ClusterState, command: Command, now: Any) -> None:
     for name in names:
         for _ in range(20):
             on_node = [state.pod_manifests[k] for k, p in state.pods.items() if p.node_name == name]
-            limits = PdbLimits.from_manifests(
-                state.pdbs.values(), state.pod_manifests.values(), prefer_status=False
-            )
+            limits = PdbLimits.from_manifests(state.pdbs.values(), state.pod_manifests.values(), prefer_status=False)
             plan = plan_drain(on_node, limits, now)
             if plan.complete:
                 break
@@ -177,9 +175,7 @@ def execute(state: ClusterState, command: Command, now: Any) -> None:
             for key in plan.evict:
                 manifest = state.pod_manifests[key]
                 for item in pdbs_of(state, manifest):
-                    assert pdb_allowance(state, item) > 0, (
-                        f"evicting {key} violates {item['metadata']['name']}"
-                    )
+                    assert pdb_allowance(state, item) > 0, f"evicting {key} violates {item['metadata']['name']}"
                 bind(state, manifest, targets[key], ready=False)  # the new copy starts unready
             for key in plan.evict:
                 bind(state, state.pod_manifests[key], targets[key], ready=True)
@@ -199,9 +195,7 @@ def check_fits(state: ClusterState) -> None:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(clusters(), st.sampled_from([NOW, NOW.replace(hour=11, minute=30)]))
-def test_disruption_to_stability_never_violates_pdbs_or_do_not_disrupt(
-    spec: dict[str, Any], start: Any
-) -> None:
+def test_disruption_to_stability_never_violates_pdbs_or_do_not_disrupt(spec: dict[str, Any], start: Any) -> None:
     state = cluster(*spec["objects"])
     now = start
     for _ in range(12):

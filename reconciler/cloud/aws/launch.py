@@ -81,7 +81,7 @@ class Launcher:
             if key not in specs:
                 bootstrap = BootstrapOptions(
                     labels={**request.labels, wk.NODEPOOL: request.nodepool},
-                    taints=list(request.taints),
+                    taints=[*request.taints, *request.startup_taints],
                     max_pods=max_pods,
                     kubelet=spec.get("kubelet") or {},
                     custom=spec.get("userData"),

@@ -14,6 +14,9 @@ from typing import Any
 
 import yaml
 
+from reconciler.api import ValidationFailure, is_karpenter_manifest, parse_object
+from reconciler.model.meta import ManifestError
+from reconciler.model.pod import Pod
 from reconciler.settings import Settings, SettingsError, parse_duration
 
 STEP_KINDS = ("provision", "disrupt", "expire", "advance", "apply", "delete", "interrupt", "unavailable")
@@ -124,6 +127,38 @@ def check_manifest(manifest: Any, path: str) -> None:
     replicas = manifest.get("replicas")
     if replicas is not None and (manifest.get("kind") != "Pod" or not isinstance(replicas, int) or replicas < 0):
         raise ScenarioError(f"{path}.replicas: only a Pod may carry top-level replicas, a non-negative integer")
+    _check_content(manifest, path)
+
+
+_POD_TEMPLATE_KINDS = {"Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job"}
+
+
+def _check_content(manifest: Mapping[str, Any], path: str) -> None:
+    """Validate what the engine will read, so a bad object fails at load naming its exact path."""
+    if is_karpenter_manifest(manifest):
+        try:
+            parse_object(manifest, prefix=path)
+        except ValidationFailure as failure:
+            more = f" (and {len(failure.problems) - 1} more problem(s))" if len(failure.problems) > 1 else ""
+            raise ScenarioError(f"{failure.problems[0]}{more}") from None
+        return
+    kind = manifest.get("kind")
+    if kind == "Pod":
+        pod, where = manifest, path
+    elif kind in _POD_TEMPLATE_KINDS:
+        template = (manifest.get("spec") or {}).get("template")
+        if not isinstance(template, Mapping):
+            raise ScenarioError(f"{path}.spec.template: required for a {kind}")
+        pod = {"metadata": {**(template.get("metadata") or {}), "name": manifest["metadata"]["name"]},
+               "spec": template.get("spec") or {}}
+        where = f"{path}.spec.template"
+    else:
+        return
+    try:
+        Pod.from_manifest(pod)
+    except ManifestError as err:
+        detail = str(err).split(": ", 1)[1] if ": " in str(err) else str(err)
+        raise ScenarioError(f"{where}.{detail}") from None
 
 
 def _parse_step(raw: Any, path: str) -> Step:

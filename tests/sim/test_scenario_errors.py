@@ -33,6 +33,13 @@ POOL = {
     },
 }
 
+BAD_OPERATOR_POOL = {
+    **POOL,
+    "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
+                                                    "name": "default"},
+                                   "requirements": [{"key": "a", "operator": "Maybe"}]}}},
+}
+
 
 def scenario(**overrides: object) -> dict[str, object]:
     document: dict[str, object] = {
@@ -86,6 +93,14 @@ CASES = [
         scenario(objects=[{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "replicas": -2}]),
         "objects[0].replicas",
     ),
+    (scenario(objects=[BAD_OPERATOR_POOL]), "objects[0].spec.template.spec.requirements[0].operator"),
+    (scenario(objects=[POOL, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                              "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "lots"}}}]}}]),
+     "objects[1].spec.containers[0].resources.requests.cpu"),
+    (scenario(objects=[{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": {}}]),
+     "objects[0].spec.template: required"),
+    (scenario(steps=[{"apply": [{**POOL, "spec": {"weight": 0, "template": POOL["spec"]["template"]}}]}]),  # type: ignore[index]
+     "steps[0].apply[0].spec.weight"),
     (scenario(steps=[{"launch": {}}]), "steps[0].launch: unknown step"),
     (scenario(steps=[{"provision": {}, "disrupt": {}}]), "steps[0]: a step is a map with exactly one key"),
     (scenario(steps=[{"advance": "3 minutes"}]), "steps[0].advance"),

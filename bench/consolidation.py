@@ -218,7 +218,7 @@ def lower_bound(state: ClusterState, types: Sequence[InstanceType]) -> float:
     return float(result.fun)
 
 
-def run(nodes: int, *, max_passes: int, seed: int) -> dict[str, Any]:
+def run(nodes: int, *, max_passes: int, seed: int, verbose: bool = False) -> dict[str, Any]:
     types = synthetic_types()
     settings = Settings()
     state, prices = scale_up(nodes, types, settings)
@@ -249,6 +249,10 @@ def run(nodes: int, *, max_passes: int, seed: int) -> dict[str, Any]:
             break
         methods[f"{decision.command.method}/{decision.command.action}"] += 1
         apply(state, decision.command, prices, now)
+        if verbose:
+            print(f"    pass {len(timings):4d}: {timings[-1]:6.2f}s {decision.simulations:4d} sims  "
+                  f"{decision.command.method}/{decision.command.action} x{len(decision.command.candidates)}  "
+                  f"-> {len(prices)} nodes {sum(prices.values()):.2f} $/h", file=sys.stderr, flush=True)
         now += timedelta(seconds=30)
     after_cost = sum(prices.values())
     return {
@@ -276,6 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, nargs="*", default=[1000, 5000])
     parser.add_argument("--max-passes", type=int, default=400)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--verbose", action="store_true", help="print every pass on stderr")
     args = parser.parse_args(argv)
     header = (
         f"{'nodes':>6} {'before $/h':>10} {'after':>6} {'after $/h':>10} {'LP bound':>9} {'ratio':>6} "
@@ -284,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     print(header)
     print("-" * len(header))
     for size in args.nodes:
-        row = run(size, max_passes=args.max_passes, seed=args.seed)
+        row = run(size, max_passes=args.max_passes, seed=args.seed, verbose=args.verbose)
         print(
             f"{row['before_nodes']:>6} {row['before_cost']:>10.2f} {row['after_nodes']:>6} "
             f"{row['after_cost']:>10.2f} {row['bound']:>9.2f} {row['ratio']:>6.2f} {row['passes']:>6} "

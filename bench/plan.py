@@ -3,6 +3,7 @@
     .venv/bin/python bench/plan.py                 # 300 nodes
     .venv/bin/python bench/plan.py --nodes 600     # bigger
     .venv/bin/python bench/plan.py --quick         # 60 nodes
+    .venv/bin/python bench/plan.py --change relabel
 
 The cluster is built in the simulator with the bundled aws-us-east-1 catalogue (on-demand, zones
 a-c): NodePool ``general`` (c/m/r, generation > 5) runs ``--nodes`` pods of 3 CPU each, which
@@ -28,10 +29,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from reconciler.insight.plan import compute_plan  # noqa: E402
-from reconciler.insight.snapshot import simulated_snapshot  # noqa: E402
-from reconciler.insight.sources import ProposedConfig, Snapshot  # noqa: E402
-from reconciler.sim.scenario import parse_scenario  # noqa: E402
+from reconciler.insight.plan import compute_plan
+from reconciler.insight.snapshot import simulated_snapshot
+from reconciler.insight.sources import ProposedConfig, Snapshot
+from reconciler.sim.scenario import parse_scenario
 
 
 def nodepool(capacity_types: list[str], labels: dict[str, str] | None = None) -> dict[str, Any]:
@@ -127,6 +128,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=300)
     parser.add_argument("--quick", action="store_true", help="60 nodes")
+    parser.add_argument("--change", choices=sorted(CHANGES), action="append", help="only these changes")
     args = parser.parse_args()
     nodes = 60 if args.quick else args.nodes
     started = time.perf_counter()
@@ -138,14 +140,17 @@ def main() -> int:
     print(f"{'change':<8} {'seconds':>8} {'steps':>6} {'disrupted':>10} {'evicted':>8} {'$/h now':>9} "
           f"{'$/h after':>10} {'$/h floor':>10} {'pending':>8}")  # fmt: skip
     for name, pools in CHANGES.items():
+        if args.change and name not in args.change:
+            continue
         proposed = ProposedConfig(copy.deepcopy(pools), [], name)
         started = time.perf_counter()
-        plan = asyncio.run(compute_plan(snapshot, proposed))
+        plan = asyncio.run(compute_plan(snapshot, proposed, frames=False))
         elapsed = time.perf_counter() - started
         print(
             f"{name:<8} {elapsed:>8.2f} {len(plan.records):>6} {plan.churn['nodesDisrupted']:>10} "
-            f"{plan.churn['podsEvicted']:>8} {plan.current.cost_per_hour:>9.3f} {plan.proposed.cost_per_hour:>10.3f} "
-            f"{plan.floor.cost_per_hour:>10.3f} {len(plan.proposed.pending):>8}"
+            f"{plan.churn['podsEvicted']:>8} {plan.current.cost_per_hour:>9.3f} "
+            f"{plan.proposed.cost_per_hour:>10.3f} {plan.floor.cost_per_hour:>10.3f} "
+            f"{len(plan.proposed.pending):>8}"
         )
     return 0
 

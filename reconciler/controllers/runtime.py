@@ -98,17 +98,21 @@ class Wakeup:
         self._event.set()
 
     async def wait(self, timeout: float | None) -> bool:
-        """True when nudged, False on timeout; either way the nudge is consumed."""
-        try:
-            if timeout is None:
-                await self._event.wait()
-            else:
-                await asyncio.wait_for(self._event.wait(), timeout=max(0.0, timeout))
-            return True
-        except TimeoutError:
-            return False
-        finally:
+        """True when nudged, False on timeout; either way the nudge is consumed.
+
+        Built on ``asyncio.wait`` rather than ``asyncio.wait_for``, which on Python 3.11 can swallow a
+        cancellation that races with the wake-up and leave the controller running after shutdown.
+        """
+        if self._event.is_set():
             self._event.clear()
+            return True
+        waiter = asyncio.ensure_future(self._event.wait())
+        try:
+            done, _ = await asyncio.wait({waiter}, timeout=None if timeout is None else max(0.0, timeout))
+        finally:
+            waiter.cancel()
+        self._event.clear()
+        return bool(done)
 
 
 class KeyedLocks:

@@ -112,8 +112,8 @@ class Simulator:
         )
         result = scheduler.solve(pods)
         simulation = Simulation(result, [pod.key for pod in moving])
-        if len(result.existing) + len(result.errors) + sum(len(c.pods) for c in result.new_claims) < len(pods):
-            simulation.stopped = True  # the scheduler stopped at the deadline before placing everything
+        if self._should_stop is not None and self._should_stop():
+            simulation.stopped = True  # the deadline passed, possibly mid-run: the result may be partial
         # Pending pods may stay pending; every pod that is running now must find a home.
         for key in [*simulation.moving, *(pod.key for pod in self.deleting)]:
             if key in result.errors:

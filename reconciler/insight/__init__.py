@@ -1,11 +1,16 @@
 """Beyond Karpenter: offline previews and explanations over a cluster snapshot.
 
-- ``snapshot``: capture what the engine needs from a cluster (live or ``kubectl get -o yaml``) as a
-  scenario document, with Secrets, ConfigMaps, env values and managedFields stripped.
-- ``plan``: what a NodePool change would do (drift, consolidation, cost, stranded pods), computed by
-  running the real engine in the simulator from the snapshot.
+- ``snapshot``: capture what the engine needs from a cluster (live through ``KubeAPI``, or a
+  ``kubectl get -o yaml`` dump) as a scenario document, without Secrets, ConfigMaps, env values or
+  managedFields; ``sources`` reads snapshots and proposed NodePools (YAML or a Pulumi stack file).
+- ``plan`` (+ ``proposal``, ``stability``, ``plan_render``): what a NodePool change would do — drift,
+  consolidation, cost, stranded pods, blockers — by running the real engine in the simulator.
 - ``explain``: why a pod is pending / why a node is or is not disrupted, from the engine's own reasons.
-- ``status``: an eks-node-viewer-style terminal view; ``html``: a self-contained visual report.
+- ``status``: an eks-node-viewer-style terminal view; ``html`` + ``charts``: a self-contained report
+  over the ``frames`` a ``RecordingSimulation`` captures after every step.
+- ``catalog``: the instance types a preview prices with (bundled preset, or EC2 with ``--catalog live``).
+- ``commands``: the CLI adapters (files, cluster, AWS, wall clock); everything else is pure or drives
+  the simulator.
 
 Everything here composes public pieces (the simulator, ``ClusterState``, the provisioning and
 disruption entry points); nothing in the engine knows about it.

@@ -175,7 +175,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         raise InsightError(str(err)) from None
     proposed = _proposed(args)
     snapshot = get_snapshot(args)
-    plan = asyncio.run(compute_plan(snapshot, proposed, horizon=horizon, baseline=args.baseline))
+    plan = asyncio.run(
+        compute_plan(snapshot, proposed, horizon=horizon, baseline=args.baseline, frames=bool(args.report))
+    )
     if args.report:
         Path(args.report).write_text(render_html(plan))
     if args.json:

@@ -130,12 +130,15 @@ StepHandler = Callable[[Step, dict[str, Any]], Awaitable[None]]
 
 
 class RecordingSimulation(Simulation):
-    def __init__(self, scenario: Scenario, *, snapshot_objects: bool = False) -> None:
+    def __init__(self, scenario: Scenario, *, snapshot_objects: bool = False, frames: bool = True) -> None:
         """``snapshot_objects``: the scenario holds API-server objects (a cluster snapshot), whose kinds
         all use the preferred apiVersions; workload controllers then read one kind's store at a time
-        instead of copying every object per query (much faster, same answer for such objects)."""
+        instead of copying every object per query (much faster, same answer for such objects).
+        ``frames``: False records only the start frame (no per-step node tables: faster when no report
+        is drawn)."""
         super().__init__(scenario)
         self._by_kind = snapshot_objects
+        self._every_step = frames
         self.frames: list[Frame] = []
         self.records: list[dict[str, Any]] = []
         for kind in STEP_KINDS:
@@ -145,7 +148,8 @@ class RecordingSimulation(Simulation):
     def _recording(self, kind: str, handler: StepHandler) -> StepHandler:
         async def run(step: Step, record: dict[str, Any]) -> None:
             await handler(step, record)
-            self.frames.append(capture(self, kind, record))
+            if self._every_step:
+                self.frames.append(capture(self, kind, record))
 
         return run
 

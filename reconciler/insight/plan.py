@@ -12,8 +12,8 @@ sum of simulated offerings):
 3. **floor**: the proposed NodePools with every pod of a managed node made pending and one
    provisioning pass: what a fresh cluster would cost under the new config.
 
-Between clock jumps the engine's own ``decide`` is asked why the remaining nodes are left alone;
-those explanations are the budget/PDB/do-not-disrupt blockers of the report.
+The stability loop (``stability``) keeps the disruption engine's explanations for the nodes it
+leaves alone; those are the budget/PDB/do-not-disrupt blockers of the report.
 """
 
 from __future__ import annotations
@@ -23,14 +23,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from reconciler.api.cron import next_activation
-from reconciler.disruption.budgets import BudgetError, parse_budgets
-from reconciler.disruption.controller import decide
 from reconciler.disruption.drift import drift_reason
-from reconciler.disruption.policy import consolidation_wait, settings_of
-from reconciler.disruption.types import DisruptionDecision
 from reconciler.insight.catalog import narrowed_catalog
-from reconciler.insight.frames import Frame, RecordingSimulation, node_mix
+from reconciler.insight.frames import Frame, RecordingSimulation, node_mix, node_rows
 from reconciler.insight.proposal import (
     PoolChange,
     apply_proposal,
@@ -38,15 +33,9 @@ from reconciler.insight.proposal import (
     nodeclaims_of_pools,
 )
 from reconciler.insight.sources import ProposedConfig, Snapshot
-from reconciler.sim import engine
-from reconciler.state import ClusterState
+from reconciler.insight.stability import Blocker, run_to_stability, stamp
 
-# Explanation codes that time alone can lift (the clock is moved to when that happens).
-TIME_BOUND = frozenset({"Budget", "ConsolidateAfter", "Nominated"})
-# Explanation codes worth reporting as blockers.
-BLOCKER_CODES = frozenset({"Budget", "PDB", "DoNotDisrupt", "Unschedulable", "Balanced"})
 DEFAULT_HORIZON = timedelta(days=7)
-MAX_STEPS = 400
 
 
 @dataclass(slots=True)
@@ -68,32 +57,6 @@ class CostSummary:
             data["deltaPerHour"] = round(self.cost_per_hour - baseline.cost_per_hour, 6)
             data["deltaPerMonth"] = round((self.cost_per_hour - baseline.cost_per_hour) * 730, 2)
         return data
-
-
-@dataclass(slots=True)
-class Blocker:
-    node: str
-    nodepool: str
-    code: str
-    message: str
-    first_seen: datetime
-    last_seen: datetime
-    cleared_at: datetime | None = None  # first moment the engine no longer gave this reason
-
-    @property
-    def resolved(self) -> bool:
-        return self.cleared_at is not None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "node": self.node,
-            "nodepool": self.nodepool,
-            "code": self.code,
-            "message": self.message,
-            "firstSeen": _stamp(self.first_seen),
-            "lastSeen": _stamp(self.last_seen),
-            "clearedAt": _stamp(self.cleared_at) if self.cleared_at else None,
-        }
 
 
 @dataclass(slots=True)
@@ -135,13 +98,13 @@ class PlanResult:
         return {
             "snapshot": self.snapshot,
             "proposedFrom": self.proposed_source,
-            "clock": _stamp(self.start),
+            "clock": stamp(self.start),
             "nodepools": [c.as_dict() for c in self.pool_changes],
             "nodeclasses": [c.as_dict() for c in self.nodeclass_changes],
             "current": self.current.as_dict(),
             "proposed": {
                 **self.proposed.as_dict(self.current),
-                "settledAt": _stamp(self.settled_at),
+                "settledAt": stamp(self.settled_at),
                 "durationSeconds": seconds,
                 "horizonReached": self.horizon_reached,
             },
@@ -160,13 +123,9 @@ class PlanResult:
         }
 
 
-def _stamp(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _summary(sim: RecordingSimulation) -> CostSummary:
     final = sim.cluster.final_summary()
-    rows = [row for row in sim.frames[-1].nodes if row.ready] if sim.frames else []
+    rows = [row for row in node_rows(sim) if row.ready]
     return CostSummary(
         final["costPerHour"], len(final["nodes"]), node_mix(rows), sim.cluster.pending_reasons()
     )
@@ -178,23 +137,27 @@ async def compute_plan(
     *,
     horizon: timedelta = DEFAULT_HORIZON,
     baseline: bool = False,
+    frames: bool = True,
 ) -> PlanResult:
     """``baseline``: also run the *current* NodePools to stability, to tell the change's own effect
-    from consolidation the cluster would do anyway (a second full simulation)."""
+    from consolidation the cluster would do anyway (a second full simulation). ``frames``: record the
+    per-step node tables the HTML report charts (False is faster when no report is drawn)."""
     name = f"plan-{snapshot.name}"
     applied = apply_proposal(snapshot.objects, proposed)
     # One catalogue for all three simulations: what any current or proposed NodePool can launch.
     catalog = narrowed_catalog(snapshot.document["catalog"], [*snapshot.objects, *applied.objects])
     snapshot = Snapshot({**snapshot.document, "catalog": catalog}, snapshot.source, snapshot.dropped)
-    current_sim = RecordingSimulation(snapshot.scenario(name=name), snapshot_objects=True)
+    current_sim = RecordingSimulation(snapshot.scenario(name=name), snapshot_objects=True, frames=False)
     await current_sim.load()
     current = _summary(current_sim)
     settled_current = None
     if baseline:
-        await _run_to_stability(current_sim, current_sim.now + horizon, {})
+        await run_to_stability(current_sim, current_sim.now + horizon, {})
         settled_current = (_summary(current_sim), _churn(current_sim.records))
 
-    sim = RecordingSimulation(snapshot.scenario(name=name, objects=applied.objects), snapshot_objects=True)
+    sim = RecordingSimulation(
+        snapshot.scenario(name=name, objects=applied.objects), snapshot_objects=True, frames=frames
+    )
     await sim.load()
     start = sim.now
     drifted_at_start = _drifted_nodes(sim)
@@ -203,11 +166,12 @@ async def compute_plan(
     if doomed:
         await sim.run_step("delete", [{"kind": "NodeClaim", "name": claim} for claim in doomed])
     blockers: dict[tuple[str, str], Blocker] = {}
-    horizon_reached = await _run_to_stability(sim, start + horizon, blockers)
+    horizon_reached = await run_to_stability(sim, start + horizon, blockers)
 
     floor_sim = RecordingSimulation(
         snapshot.scenario(name=name, objects=fresh_provision_objects(applied.objects, start)),
         snapshot_objects=True,
+        frames=False,
     )
     await floor_sim.load()
     await floor_sim.run_step("provision", {})
@@ -233,101 +197,6 @@ async def compute_plan(
         records=sim.records,
         frames=sim.frames,
     )
-
-
-async def _run_to_stability(
-    sim: RecordingSimulation, deadline: datetime, blockers: dict[tuple[str, str], Blocker]
-) -> bool:
-    """Provision + disrupt until nothing changes; jump the clock while something waits on time.
-
-    Returns True when the horizon cut the run short.
-    """
-    while len(sim.records) < MAX_STEPS:
-        await sim.run_step("provision", {})
-        record = await sim.run_step("disrupt", {"until": "stable"})
-        if record["disrupted"]:
-            continue  # a stable pass may still be capped; go again at the same time
-        decision = await _decision(sim)
-        _track_blockers(decision, sim.now, blockers)
-        wake = next_wake(sim.cluster.state(), decision, sim.now)
-        if wake is None:
-            return False
-        if wake > deadline:
-            return True
-        await sim.run_step("advance", (wake - sim.now).total_seconds())
-    return True
-
-
-async def _decision(sim: RecordingSimulation) -> DisruptionDecision:
-    types = await sim.cloud.instance_types(None)
-    state = sim.cluster.state()
-    return decide(state, engine.types_by_nodepool(state, types), sim.settings, sim.now)
-
-
-def _track_blockers(
-    decision: DisruptionDecision, now: datetime, blockers: dict[tuple[str, str], Blocker]
-) -> None:
-    seen = set()
-    for explanation in decision.explanations:
-        if explanation.code not in BLOCKER_CODES:
-            continue
-        key = (explanation.node, explanation.code)
-        seen.add(key)
-        found = blockers.get(key)
-        if found is None:
-            blockers[key] = Blocker(
-                explanation.node, explanation.nodepool, explanation.code, explanation.message, now, now
-            )
-        else:
-            found.last_seen, found.message, found.cleared_at = now, explanation.message, None
-    for key, blocker in blockers.items():
-        if key not in seen and blocker.cleared_at is None:
-            blocker.cleared_at = now
-
-
-def next_wake(state: ClusterState, decision: DisruptionDecision, now: datetime) -> datetime | None:
-    """The earliest future moment when a time-bound explanation could stop holding (None: nothing waits)."""
-    moments: list[datetime] = []
-    budget_pools: set[str] = set()
-    for explanation in decision.explanations:
-        if explanation.code not in TIME_BOUND:
-            continue
-        node = state.state_node(explanation.node)
-        pool = state.nodepools.get(explanation.nodepool)
-        if explanation.code == "Budget" and pool is not None:
-            budget_pools.add(pool.name)
-        elif explanation.code == "ConsolidateAfter" and node is not None and pool is not None:
-            wait = consolidation_wait(node, settings_of(pool), now)
-            if wait is not None and wait != timedelta.max:
-                moments.append(now + wait)
-        elif explanation.code == "Nominated" and node is not None and node.nominated_until is not None:
-            moments.append(node.nominated_until)
-    for name in sorted(budget_pools):
-        moments.extend(budget_boundaries(state.nodepools[name].disruption.get("budgets"), now))
-    future = [m for m in moments if m > now]
-    return min(future) if future else None
-
-
-def budget_boundaries(raw_budgets: Sequence[Any] | None, now: datetime) -> list[datetime]:
-    """When scheduled budgets next open or close after ``now``."""
-    try:
-        budgets = parse_budgets(raw_budgets)
-    except BudgetError:
-        return []
-    moments = []
-    for budget in budgets:
-        if budget.schedule is None or budget.duration is None:
-            continue
-        length = timedelta(seconds=budget.duration)
-        try:
-            opens = next_activation(budget.schedule, now)
-            current_end = next_activation(budget.schedule, now - length) + length
-        except (ValueError, KeyError):
-            continue
-        moments.append(opens)
-        if current_end > now:
-            moments.append(current_end)
-    return moments
 
 
 def _node_names(sim: RecordingSimulation, claims: Sequence[str]) -> list[str]:

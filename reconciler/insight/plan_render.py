@@ -200,10 +200,12 @@ def _md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str
 def render_markdown(plan: PlanResult) -> str:
     """A pull-request comment: a headline, cost table, then details in collapsible sections."""
     delta = plan.proposed.cost_per_hour - plan.current.cost_per_hour
+    month = delta * 730
+    removed = f"{len(plan.removed_nodes)} node(s) removed with their NodePool, " if plan.removed_nodes else ""
     headline = (
-        f"**{_delta(delta)} $/h ({_delta(delta * 730)} $/month)** after the change settles; "
-        f"{plan.churn['nodesDisrupted']} node(s) disrupted, {plan.churn['podsEvicted']} pod(s) evicted, "
-        f"settles after {_duration(plan)}."
+        f"**{_delta(delta)} $/h ({'+' if month > 0 else ''}{month:,.2f} $/month)** after the change settles; "
+        f"{removed}{plan.churn['nodesDisrupted']} node(s) disrupted, {plan.churn['podsEvicted']} pod(s) "
+        f"evicted, settles after {_duration(plan)}."
     )
     new_pending = plan.newly_pending
     lines = ["### Adze NodePool plan", "", headline, ""]

@@ -56,9 +56,11 @@ class Terminator:
         node = await self._node_for(nodeclaim)
         if node is not None:
             await self._taint(node)
-            pods, _ = await self._kube.list(POD)
-            on_node = [p for p in pods if (p.get("spec") or {}).get("nodeName") == node["metadata"]["name"]]
+            on_node, _ = await self._kube.list(POD, field_selector=f"spec.nodeName={node['metadata']['name']}")
             pdbs, _ = await self._kube.list(PDB)
+            # A PDB without status counts the healthy pods of its namespace itself.
+            namespaces = {(p.get("metadata") or {}).get("namespace") for p in pdbs}
+            pods = [p for ns in sorted(n for n in namespaces if n) for p in (await self._kube.list(POD, ns))[0]]
             limits = PdbLimits.from_manifests(pdbs, pods)
             plan = plan_drain(on_node, limits, now, deadline=termination_deadline(nodeclaim))
             await self._execute_drain(plan, result)
@@ -127,7 +129,7 @@ class Terminator:
     async def _release_node(self, node: Manifest) -> None:
         """The instance is gone: its pods die with it, the Node object goes."""
         name = node["metadata"]["name"]
-        pods, _ = await self._kube.list(POD)
+        pods, _ = await self._kube.list(POD, field_selector=f"spec.nodeName={name}")
         for pod in pods:
             if (pod.get("spec") or {}).get("nodeName") == name:
                 try:

@@ -8,6 +8,7 @@ is its cheapest such offering) is answered here from precomputed data.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -66,9 +67,22 @@ def type_requirements(instance_type: InstanceType) -> Requirements:
     labels = dict(instance_type.labels)
     labels.setdefault(wk.INSTANCE_TYPE, instance_type.name)
     labels.setdefault(wk.ARCH, instance_type.arch)
-    requirements = [Requirement.single(key, value) for key, value in labels.items()]
-    requirements.append(Requirement(wk.ZONE, False, frozenset(o.zone for o in available)))
-    requirements.append(Requirement(wk.CAPACITY_TYPE, False, frozenset(o.capacity_type for o in available)))
+    return _requirements_for(
+        tuple(sorted(labels.items())),
+        frozenset(o.zone for o in available),
+        frozenset(o.capacity_type for o in available),
+    )
+
+
+@functools.lru_cache(maxsize=16_384)
+def _requirements_for(
+    labels: tuple[tuple[str, str], ...], zones: frozenset[str], capacity_types: frozenset[str]
+) -> Requirements:
+    # Requirements are immutable, so one instance per distinct type shape is shared across
+    # scheduling contexts (catalogues are re-read every pass; building these dominated).
+    requirements = [Requirement.single(key, value) for key, value in labels]
+    requirements.append(Requirement(wk.ZONE, False, zones))
+    requirements.append(Requirement(wk.CAPACITY_TYPE, False, capacity_types))
     return Requirements.of(*requirements)
 
 

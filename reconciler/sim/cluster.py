@@ -10,12 +10,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from reconciler.kube.api import NODE, NODECLAIM, POD, Kind, Manifest, NotFoundError
+from reconciler.kube.api import KNOWN_KINDS, NODE, NODECLAIM, POD, Kind, Manifest, NotFoundError, WatchEvent
 from reconciler.lifecycle.launch import has_condition, initialize, launch, node_for_instance, register
 from reconciler.lifecycle.termination import Terminator
 from reconciler.model import labels as wk
+from reconciler.model.meta import ManifestError
 from reconciler.sim import engine
+from reconciler.sim.scenario import ScenarioError
 from reconciler.sim.workloads import OWNER_ANNOTATION, create_with_status, running_status, unschedulable_status
+from reconciler.state import ClusterState
 
 if TYPE_CHECKING:
     from reconciler.sim.runner import Simulation
@@ -34,16 +37,32 @@ def is_terminal(pod: Mapping[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
+def _kind_named(name: str) -> Kind:
+    return next(kind for kind in KNOWN_KINDS.values() if kind.kind == name)
+
+
 class SimulatedCluster:
     def __init__(self, sim: Simulation) -> None:
         self.sim = sim
         self.reasons: dict[str, str] = {}
         self.booting: dict[str, str] = {}  # nodeclaim -> provider id, launched with `launch: pending`
         self.terminator = Terminator(sim.kube, sim.cloud)
+        # Kept current from every write, as the live reflectors keep it: no rebuild per decision.
+        self._state = ClusterState()
+        sim.kube.subscribe(self._observe)
+
+    def _observe(self, kind: Kind, event: WatchEvent) -> None:
+        try:
+            if event.type == "DELETED":
+                self._state.remove(event.object)
+            else:
+                self._state.upsert(event.object)
+        except ManifestError as err:
+            raise ScenarioError(f"objects: {err}") from None
 
     # -- reading the cluster --------------------------------------------------------------------
     def pods(self) -> list[Manifest]:
-        return self.sim.kube.objects(POD)
+        return self.manifests("Pod")
 
     def pending_pods(self) -> list[Manifest]:
         return [
@@ -58,8 +77,20 @@ class SimulatedCluster:
     def daemon_pod_fits(self, template: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
         return engine.daemon_pod_fits(template, node)
 
-    def state(self) -> Any:
-        return engine.build_state(self.sim.kube.objects(), self.sim.now)
+    def state(self) -> ClusterState:
+        return self._state
+
+    def manifests(self, kind_name: str) -> list[Manifest]:
+        """Current objects of a kind from the incrementally kept state: read-only, no copies."""
+        state = self._state
+        by_kind: dict[str, Mapping[str, Manifest]] = {
+            "Pod": state.pod_manifests, "Node": state.node_manifests, "NodeClaim": state.nodeclaim_manifests,
+            "NodePool": state.nodepool_manifests, "Deployment": state.deployments, "ReplicaSet": state.replicasets,
+            "StatefulSet": state.statefulsets, "Job": state.jobs, "DaemonSet": state.daemonsets,
+        }
+        if kind_name in by_kind:
+            return list(by_kind[kind_name].values())
+        return self.sim.kube.objects(_kind_named(kind_name))
 
     # -- provisioning ---------------------------------------------------------------------------
     async def provision(self, record: dict[str, Any], *, launch_ready: bool) -> None:
@@ -206,14 +237,15 @@ class SimulatedCluster:
     async def progress_terminations(self, record: dict[str, Any]) -> None:
         """Drive every deleting NodeClaim's termination as far as it can go now."""
         for _ in range(10):
-            deleting = [c for c in self.sim.kube.objects(NODECLAIM) if c["metadata"].get("deletionTimestamp")]
+            deleting = [c for c in self.manifests("NodeClaim") if c["metadata"].get("deletionTimestamp")]
             if not deleting:
                 return
-            progressed = False
+            progressed = displaced = False
+            before = {pod_key(p): p for p in self.pods()}
             for claim in deleting:
-                before = {pod_key(p): p for p in self.pods()}
                 result = await self.terminator.step(claim, self.sim.now)
                 await self._recreate_unowned(before, result.evicted + result.force_deleted)
+                displaced = displaced or bool(result.evicted or result.force_deleted or result.finished)
                 for key in result.evicted:
                     record["events"].append({"object": f"Pod/{key}", "reason": "Evicted",
                                              "message": f"evicted from {claim['metadata']['name']}"})
@@ -222,7 +254,7 @@ class SimulatedCluster:
                                              "reason": "TerminationBlocked", "message": message})
                 progressed = progressed or result.progressed
             await self.sim.workloads.reconcile()
-            if self.pending_pods():
+            if displaced and self.pending_pods():
                 await self._bind(await self._plan_existing_only(), record)
             if not progressed:
                 return

@@ -50,7 +50,8 @@ async def disrupt_once(cluster: SimulatedCluster, record: dict[str, Any]) -> boo
     for explanation in decision.explanations:
         record["events"].append(
             {"object": f"Node/{explanation.node}", "reason": "DisruptionBlocked",
-             "message": f"{explanation.code}: {explanation.message}"}
+             "message": f"{explanation.code}: {explanation.message}",
+             "code": explanation.code, "nodepool": explanation.nodepool}
         )
     command = decision.command
     if command is None:

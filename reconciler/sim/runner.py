@@ -19,18 +19,21 @@ from typing import Any
 
 from reconciler.cloud.sim.provider import SimulatedCloud
 from reconciler.cloud.types import Instance
-from reconciler.kube.api import NODE, NODECLAIM, POD, Kind, Manifest, NotFoundError, kind_of
+from reconciler.kube.api import KNOWN_KINDS, NODE, NODECLAIM, Kind, Manifest, NotFoundError, kind_of
 from reconciler.kube.memory import MemoryKube
 from reconciler.model import labels as wk
 from reconciler.model.resources import Resources
 from reconciler.sim.catalog import build_catalog
 from reconciler.sim.cluster import SimulatedCluster
 from reconciler.sim.scenario import Scenario, ScenarioError, Step, load_scenario_file
-from reconciler.sim.workloads import WORKLOAD_KINDS, WorkloadControllers, create_with_status, expand_pod_replicas
+from reconciler.sim.workloads import WorkloadControllers, create_with_status, expand_pod_replicas
 
 __all__ = ["ScenarioError", "Simulation", "run_scenario", "run_scenario_file"]
 
 MAX_STABLE_PASSES = 100
+
+
+_KINDS_BY_NAME: dict[str, Kind] = {kind.kind: kind for kind in KNOWN_KINDS.values()}
 
 
 class NameGenerator:
@@ -79,7 +82,8 @@ class Simulation:
 
     # -- helpers used by the step handlers ------------------------------------------------------
     def snapshot(self, kind_name: str) -> list[Manifest]:
-        return [o for o in self.kube.objects() if o.get("kind") == kind_name]
+        """Read-only views of one kind's objects (callers must not modify them)."""
+        return self.cluster.manifests(kind_name)
 
     def advance(self, seconds: float) -> None:
         self.now = self.now + timedelta(seconds=seconds)
@@ -98,6 +102,8 @@ class Simulation:
                 self._adopt_instance(manifest, f"objects[{index}]")
         try:
             self.kube.load(expanded)
+        except ScenarioError:
+            raise
         except Exception as err:  # duplicate names and the like
             raise ScenarioError(f"objects: {err}") from None
         await self.workloads.reconcile()
@@ -217,15 +223,8 @@ class Simulation:
             )
 
 
-_DELETABLE: dict[str, Kind] = {}
-
-
 def _kind_for_reference(ref: Mapping[str, Any], path: str) -> Kind:
-    from reconciler.kube.api import KNOWN_KINDS
-
-    if not _DELETABLE:
-        _DELETABLE.update({kind.kind: kind for kind in KNOWN_KINDS.values()})
-    kind = _DELETABLE.get(str(ref.get("kind")))
+    kind = _KINDS_BY_NAME.get(str(ref.get("kind")))
     if kind is None:
         raise ScenarioError(f"{path}.kind: {ref.get('kind')!r} is not a kind the simulator knows")
     return kind
@@ -238,7 +237,3 @@ def run_scenario(scenario: Scenario) -> dict[str, Any]:
 def run_scenario_file(path: str | Path) -> dict[str, Any]:
     return run_scenario(load_scenario_file(path))
 
-
-# Re-exported for the CLI and tests: the kinds a scenario may declare workloads with.
-SIMULATED_WORKLOADS = sorted(WORKLOAD_KINDS)
-_ = (POD,)

@@ -81,13 +81,19 @@ def test_stack_job_uses_oidc_credentials_and_comments_previews() -> None:
     assert reusable["jobs"]["pulumi"]["concurrency"]["cancel-in-progress"] is False
 
 
-def test_nodepool_preview_placeholder_is_clearly_marked() -> None:
+def test_nodepool_preview_runs_plan_and_comments_on_the_pull_request() -> None:
     reusable = load("pulumi-stack.yml")
-    step = next(s for s in steps(reusable, "pulumi") if s.get("name") == "Adze NodePool preview")
+    all_steps = steps(reusable, "pulumi")
+    step = next(s for s in all_steps if s.get("name") == "Adze NodePool preview")
     assert step["if"] == "${{ inputs.command == 'preview' }}"
-    text = (WORKFLOWS / "pulumi-stack.yml").read_text()
-    assert "# TODO(plan): replace with python -m reconciler plan --stack" in text
-    assert "--markdown" in text
+    assert "TODO" not in step["run"]
+    assert "python -m reconciler snapshot" in step["run"]
+    assert 'plan --snapshot "$RUNNER_TEMP/snapshot.yaml" --stack "Pulumi.$STACK.yaml"' in step["run"]
+    assert "--markdown --fail-on-pending" in step["run"]
+    comment = next(s for s in all_steps if s.get("name") == "Comment the NodePool preview on the pull request")
+    assert "gh pr comment" in comment["run"]
+    gate = next(s for s in all_steps if s.get("name") == "Fail when pods would be left unschedulable")
+    assert "status == '3'" in gate["if"]
 
 
 def test_main_deploys_dev_then_gated_staging_then_prod() -> None:

@@ -340,3 +340,13 @@ def test_deterministic_replacement_names_from_the_callers_generator() -> None:
     state = cluster(nodepool(), node_of("big", LARGE), pod("a", node="big", cpu="1"))
     command = run_decide(state, name_for=lambda pool: next(names)).command
     assert command is not None and command.replacements[0].name == "default-aaaaa"
+
+
+def test_deadline_stops_the_search_without_acting_on_partial_results() -> None:
+    state = cluster(nodepool(), node_of("big", LARGE), pod("a", node="big", cpu="1"))
+    decision = run_decide(state, should_stop=lambda: True)
+    assert decision.command is None and decision.timed_out
+    assert why(decision, "big").startswith("NotEvaluated: the consolidation deadline passed")
+    assert decision.unseen_pools == ["default"]
+    empty = cluster(nodepool(), node_of("idle", LARGE))
+    assert run_decide(empty, should_stop=lambda: True).command is not None  # emptiness needs no simulation

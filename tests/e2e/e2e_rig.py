@@ -1,0 +1,157 @@
+"""The end-to-end rig: fake API server over HTTP + moto, the real ``App`` and the cluster's other parts.
+
+The reconciler under test talks HTTP to ``FakeApiServer`` through ``LiveKube``
+and to moto through ``AWSCloudProvider`` (CreateFleet, DescribeInstances,
+TerminateInstances...). The parts Adze does not own (kubelets, kube-scheduler,
+workload controllers: ``ctrl_cluster.FakeCluster``) act on the server's
+in-memory store directly and list instances through their own provider.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ctrl_cluster import CrashingCloud, CrashingKube, CrashSwitch, FakeCluster, Inventory, inventory
+from ctrl_objects import deployment, fast_settings, fast_timings, nodepool
+from support.fake_apiserver import FakeApiServer
+
+from reconciler.cloud.aws.offline import OfflineAWS
+from reconciler.cloud.aws.provider import AWSCloudProvider, AWSProviderConfig
+from reconciler.controllers.app import App
+from reconciler.controllers.runtime import SystemClock
+from reconciler.kube.leader import LeaderElectionConfig
+from reconciler.kube.live import LiveKube
+from reconciler.model import labels as wk
+from reconciler.observability import Metrics, configure_logging
+from reconciler.sim.workloads import create_with_status
+
+FAMILIES = ("c5.*", "m5.*")
+
+
+def aws_provider(aws: OfflineAWS) -> AWSCloudProvider:
+    provider = AWSCloudProvider(AWSProviderConfig(
+        cluster=aws.cluster_info(),
+        region=aws.region,
+        endpoint_url=aws.endpoint_url,
+        instance_type_filters=({"Name": "instance-type", "Values": list(FAMILIES)},),
+        access_key_id="testing",
+        secret_access_key="testing",
+        retry_mode="standard",
+        max_attempts=5,
+    ))
+    provider.pricing.set_spot_prices(aws.spot_prices())
+    return provider
+
+
+def e2e_nodepool() -> dict[str, Any]:
+    pool = nodepool()
+    pool["spec"]["template"]["spec"]["requirements"].append(
+        {"key": wk.INSTANCE_FAMILY, "operator": "In", "values": ["c5"]}
+    )
+    return pool
+
+
+@dataclass
+class Replica:
+    """One reconciler process: its own HTTP client, AWS provider, metrics and (maybe) crash switch."""
+
+    app: App
+    kube: LiveKube
+    cloud: AWSCloudProvider
+    task: asyncio.Task[int] | None = None
+    switch: CrashSwitch | None = None
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            await asyncio.gather(self.task, return_exceptions=True)
+        await self.kube.close()
+        self.cloud.close()
+
+
+@dataclass
+class E2E:
+    aws: OfflineAWS
+    server: FakeApiServer = field(default_factory=lambda: FakeApiServer(bookmark_interval=0.05))
+    clock: SystemClock = field(default_factory=SystemClock)
+    logs: io.StringIO = field(default_factory=io.StringIO)
+    replicas: list[Replica] = field(default_factory=list)
+    cluster: FakeCluster | None = None
+    observer: AWSCloudProvider | None = None
+
+    async def start(self, replicas: int = 5) -> None:
+        configure_logging("info", stream=self.logs)
+        await self.server.start()
+        kube = self.server.kube
+        for manifest in (self.aws.nodeclass(), e2e_nodepool(), deployment(replicas=replicas, cpu="1500m")):
+            manifest["metadata"].pop("uid", None)
+            await create_with_status(kube, manifest)
+        self.observer = aws_provider(self.aws)
+        self.cluster = FakeCluster(kube, self.observer, self.clock.now)
+
+    def replica(self, *, lease: LeaderElectionConfig | None = None, switch: CrashSwitch | None = None,
+                seed: int = 1, serve: bool = False) -> Replica:
+        kube = LiveKube.for_url(self.server.url, token="t", watch_timeout=5)
+        cloud = aws_provider(self.aws)
+        settings = fast_settings(cluster_name=self.aws.cluster, metrics_port=0, health_probe_port=0)
+        app = App(
+            settings,
+            CrashingKube(kube, switch) if switch else kube,  # type: ignore[arg-type]
+            CrashingCloud(cloud, switch) if switch else cloud,  # type: ignore[arg-type]
+            leader=lease, timings=fast_timings(gc_min_age=2.0), clock=self.clock, metrics=Metrics(),
+            serve=serve, seed=seed,
+        )
+        replica = Replica(app, kube, cloud, switch=switch)
+        self.replicas.append(replica)
+        return replica
+
+    def launch(self, replica: Replica) -> Replica:
+        replica.task = asyncio.create_task(replica.app.run())
+        return replica
+
+    async def inventory(self) -> Inventory:
+        assert self.observer is not None
+        return await inventory(self.server.kube, self.observer)
+
+    async def converged(self, instances: int | None = None) -> bool:
+        inv = await self.inventory()
+        return inv.converged and bool(inv.instances) and (instances is None or len(inv.instances) == instances)
+
+    def ec2_instances(self) -> list[dict[str, Any]]:
+        """Every instance moto knows for this cluster, terminated ones included."""
+        ec2 = self.aws.client("ec2")
+        reservations = ec2.describe_instances(
+            Filters=[{"Name": "tag:eks:eks-cluster-name", "Values": [self.aws.cluster]}]
+        )["Reservations"]
+        return [i for r in reservations for i in r["Instances"]]
+
+    def log_lines(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.logs.getvalue().splitlines() if line.startswith("{")]
+
+    async def close(self) -> None:
+        for replica in self.replicas:
+            await replica.stop()
+        if self.observer is not None:
+            self.observer.close()
+        await self.server.stop()
+
+
+@contextlib.asynccontextmanager
+async def e2e(aws: OfflineAWS, replicas: int = 5) -> AsyncIterator[E2E]:
+    rig = E2E(aws)
+    await rig.start(replicas)
+    assert rig.cluster is not None
+    surroundings = asyncio.create_task(rig.cluster.run(interval=0.05))
+    try:
+        yield rig
+    finally:
+        surroundings.cancel()
+        await asyncio.gather(surroundings, return_exceptions=True)
+        await rig.close()
+    assert not rig.server.violations, rig.server.violations

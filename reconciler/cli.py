@@ -144,9 +144,17 @@ def _add_insight_commands(commands: argparse._SubParsersAction) -> None:
     insight.add_clock_option(status)
     status.set_defaults(handler=insight.guarded(insight.cmd_status))
 
+    # Listed for --help; main() hands everything after "run" to the controller's own parser.
+    commands.add_parser("run", add_help=False, help="run the live reconciler (python -m reconciler run --help)")
+
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["run"]:
+        from reconciler.controllers.app import main as run_main
+
+        return run_main(arguments[1:])
+    args = build_parser().parse_args(arguments)
     try:
         return int(args.handler(args))
     except KeyboardInterrupt:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from reconciler.disruption.drift import nodepool_hash_annotations
@@ -17,7 +16,6 @@ API_VERSION = "karpenter.sh/v1"
 class PlannedNodeClaim:
     name: str
     claim: ScheduledClaim
-    nodepool_manifest: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def nodepool(self) -> str:
@@ -36,7 +34,7 @@ class PlannedNodeClaim:
         claim = self.claim
         pool = claim.nodepool
         annotations = dict(pool.annotations)
-        annotations.update(nodepool_hash_annotations(self.nodepool_manifest or _pool_stub(pool.name)))
+        annotations.update(nodepool_hash_annotations(pool))
         if claim.requirements.has_min_values() or claim.min_values_relaxed:
             annotations[wk.MIN_VALUES_RELAXED] = "true" if claim.min_values_relaxed else "false"
         spec: dict[str, Any] = {
@@ -70,7 +68,3 @@ class PlannedNodeClaim:
             },
             "spec": spec,
         }
-
-
-def _pool_stub(name: str) -> dict[str, Any]:
-    return {"apiVersion": API_VERSION, "kind": "NodePool", "metadata": {"name": name}, "spec": {}}

@@ -27,6 +27,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import structlog
+
 from reconciler.cloud.types import CloudProvider
 from reconciler.controllers.clouds import StartupError, aws_cloud, close_cloud, simulated_cloud
 from reconciler.controllers.manager import BackgroundLoop, Reconciler
@@ -85,8 +87,11 @@ class App:
         """Until ``stop`` is set (then release the lease, exit 0) or leadership is lost (exit 1)."""
         stop = stop or asyncio.Event()
         self.metrics.build_info.labels(version=_version()).set(1)
-        health = HealthChecks(liveness={"event-loop": lambda: True},
-                              readiness={"started": lambda: True})
+        work: asyncio.Task[None] | None = None
+        health = HealthChecks(
+            liveness={"controllers": lambda: work is None or not work.done()},
+            readiness={"synced-or-standby": self._ready},
+        )
         if self.serve:
             self.server = ObservabilityServer(self.metrics, health, metrics_port=self.settings.metrics_port,
                                               health_port=self.settings.health_probe_port)
@@ -117,10 +122,21 @@ class App:
             return EXIT_OK
         finally:
             stopping.cancel()
+            if not work.done():  # cancelled from outside: stop the controllers and release the lease
+                work.cancel()
+                await asyncio.gather(work, return_exceptions=True)
             if self.server is not None:
                 await self.server.stop()
 
+    def _ready(self) -> bool:
+        """A standby is ready (it is healthy, just not leading); a leader once its cluster state is synced."""
+        if self.elector is not None and not self.elector.is_leader:
+            return True
+        return self.reconciler is not None and self.reconciler.ready.is_set()
+
     async def _lead(self) -> None:
+        # Every log line of this reconciler's tasks (created below, so they inherit it) names the cluster.
+        structlog.contextvars.bind_contextvars(cluster=self.settings.cluster_name)
         ctx = ControllerContext(
             self.kube, self.cloud, self.settings, clock=self.clock, timings=self.timings, metrics=self.metrics,
             events=EventRecorder(self.kube, component="karpenter", clock=self.clock.now),

@@ -12,7 +12,6 @@ one at a time; the termination controller drains the deleted candidates.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.instancetypes import instance_types_by_nodepool
@@ -36,6 +35,9 @@ class DisruptionController:
         self.executor = CommandExecutor(ctx.kube, ctx.cloud)
         self.commands: list[InFlightCommand] = []  # finished commands, newest last (for tests and status)
         self._unseen_pools: list[str] = []
+        # Replacement -> the claims it replaces: a replacement stays nominated (never "empty, so remove it")
+        # until the nodes it replaces are gone and their pods had the chance to move onto it.
+        self._replacing: dict[str, set[str]] = {}
 
     async def run(self) -> None:
         while True:
@@ -46,6 +48,7 @@ class DisruptionController:
         if not self.store.synced or self._unlaunched():
             return None
         self.store.unmark_for_deletion(self._marked_names())
+        self._protect_replacements()
         await self.clear_stale_taints()
         decision = await self._decide()
         if decision is None:
@@ -99,10 +102,15 @@ class DisruptionController:
             until = now + self.ctx.timings.nomination_window(self.ctx.settings)
             for name in flight.launched:
                 self.store.nominate(name, until)
+                await self._log_launch(name)
         while flight.state == "waiting":
             await asyncio.sleep(self.ctx.timings.command_poll)
             flight = await self.executor.advance(flight, self.ctx.now())
         self.store.unmark_for_deletion(c.name for c in command.candidates)
+        if flight.state == "deleting":
+            for name in flight.launched:
+                self._replacing[name] = {c.nodeclaim for c in command.candidates if c.nodeclaim}
+            self._protect_replacements()
         if flight.state == "aborted":
             log.info("disruption command aborted", command=command.describe(), reason=flight.message)
             for candidate in command.candidates:
@@ -110,6 +118,22 @@ class DisruptionController:
                                      flight.message)
         self.commands.append(flight)
         return flight
+
+    async def _log_launch(self, name: str) -> None:
+        """Replacements are launched by the command itself: same log line as the lifecycle's launches."""
+        try:
+            claim = await self.ctx.kube.get(NODECLAIM, name)
+        except NotFoundError:
+            return
+        self.store.write_through(claim)
+        labels = claim["metadata"].get("labels") or {}
+        status = claim.get("status") or {}
+        log.info("launched nodeclaim", NodeClaim=ref(name), allocatable=status.get("allocatable") or {}, **{
+            "provider-id": status.get("providerID", ""),
+            "instance-type": labels.get(wk.INSTANCE_TYPE, ""),
+            "zone": labels.get(wk.ZONE, ""),
+            "capacity-type": labels.get(wk.CAPACITY_TYPE, ""),
+        })
 
     def _announce(self, command: Command) -> None:
         pods = sum(len(c.reschedulable) for c in command.candidates)
@@ -183,6 +207,14 @@ class DisruptionController:
             except ApiError as err:
                 log.warning("clearing DisruptionReason failed", NodeClaim=ref(claim_name), error=str(err))
 
+    def _protect_replacements(self) -> None:
+        until = self.ctx.now() + self.ctx.timings.nomination_window(self.ctx.settings)
+        for replacement, replaced in list(self._replacing.items()):
+            if not any(self.store.get("NodeClaim", name) is not None for name in replaced):
+                del self._replacing[replacement]
+                continue
+            self.store.nominate(replacement, until)
+
     def _marked_names(self) -> list[str]:
         return [n.name for n in self.store.state.state_nodes() if n.marked_for_deletion_flag]
 
@@ -192,5 +224,3 @@ class DisruptionController:
             for c in self.store.nodeclaims()
         )
 
-
-_ = Any

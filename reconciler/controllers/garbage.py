@@ -4,7 +4,9 @@
   tag), older than ``gc_min_age`` (30 s: a launch may not have recorded its
   providerID yet), and referenced by no NodeClaim -> terminated, and a Node
   object registered for it is removed. Instances are listed *before* NodeClaims
-  so a claim that records its instance in between is never missed.
+  so a claim that records its instance in between is never missed. An instance
+  whose NodeClaim exists but has not recorded it yet (a crash between launch and
+  the status write) is left for that claim's next launch to adopt.
 - NodeClaims whose instance vanished (terminated outside Adze) -> deleted, after
   a direct lookup confirms it is gone.
 
@@ -26,6 +28,7 @@ from reconciler.model import labels as wk
 
 log = ControllerLog("nodeclaim.garbagecollection")
 _GONE_STATES = ("shutting-down", "terminated")
+NODECLAIM_TAG = "karpenter.sh/nodeclaim"  # set on every instance at launch (the scoped IAM policy needs it)
 
 
 @dataclass(slots=True)
@@ -36,11 +39,22 @@ class CollectionResult:
 
 
 def orphaned(instances: list[Instance], nodeclaims: list[Manifest], now: datetime, min_age: float) -> list[Instance]:
-    """Live owned instances older than ``min_age`` whose providerID no NodeClaim carries (pure)."""
+    """Live owned instances older than ``min_age`` that no NodeClaim carries or is about to carry (pure).
+
+    An instance tagged with the name of a live NodeClaim that has no providerID yet is that claim's
+    launch, not recorded before a crash: the next launch attempt adopts it, so it is not collected.
+    """
     referenced = {(c.get("status") or {}).get("providerID") for c in nodeclaims}
+    adoptable = {
+        c["metadata"]["name"]
+        for c in nodeclaims
+        if not (c.get("status") or {}).get("providerID") and not c["metadata"].get("deletionTimestamp")
+    }
     found = []
     for instance in instances:
         if instance.provider_id in referenced or instance.state in _GONE_STATES:
+            continue
+        if (instance.nodeclaim or instance.tags.get(NODECLAIM_TAG, "")) in adoptable:
             continue
         if instance.launched_at is not None and now - instance.launched_at < timedelta(seconds=min_age):
             continue
@@ -86,7 +100,7 @@ class GarbageCollector:
         result.instances.append(instance.provider_id)
         log.info("garbage collecting orphaned instance", **{
             "provider-id": instance.provider_id, "instance-type": instance.instance_type,
-            "nodeclaim-tag": instance.nodeclaim or instance.tags.get("karpenter.sh/nodeclaim", ""),
+            "nodeclaim-tag": instance.nodeclaim or instance.tags.get(NODECLAIM_TAG, ""),
         })
         nodes, _ = await self.ctx.kube.list(NODE)
         for node in nodes:

@@ -41,7 +41,7 @@ class NodeClaimLifecycle:
         self.store = store
         self.on_launch_failed = on_launch_failed
         self.wake = Wakeup()
-        self.workers = Workers("lifecycle")
+        self.workers = Workers("lifecycle", on_done=self.wake.set)
         self._retry_at: dict[str, float] = {}
         self._failures: dict[str, int] = {}
         store.subscribe(self._on_change)

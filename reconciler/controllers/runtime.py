@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import random
 import string
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
@@ -153,14 +154,16 @@ class NameGenerator:
         self._taken = taken
         self._random = random.Random(seed)
         self._issued: set[str] = set()
+        self._lock = threading.Lock()  # provisioning and disruption plan in worker threads, maybe at once
 
     def __call__(self, nodepool: str) -> str:
-        while True:
-            suffix = "".join(self._random.choices(string.ascii_lowercase + string.digits, k=5))
-            name = f"{nodepool}-{suffix}"
-            if name not in self._issued and not self._taken(name):
-                self._issued.add(name)
-                return name
+        with self._lock:
+            while True:
+                suffix = "".join(self._random.choices(string.ascii_lowercase + string.digits, k=5))
+                name = f"{nodepool}-{suffix}"
+                if name not in self._issued and not self._taken(name):
+                    self._issued.add(name)
+                    return name
 
 
 @dataclass(slots=True)

@@ -24,8 +24,7 @@ from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wakeup, ref
 from reconciler.kube.api import EC2NODECLASS, NODEPOOL, ApiError, NotFoundError
 from reconciler.lifecycle.launch import condition, has_condition, merged_conditions
-from reconciler.model.nodepool import NODES
-from reconciler.model.quantity import format_quantity
+from reconciler.model.quantity import parse_quantity
 
 log = ControllerLog("status")
 
@@ -183,12 +182,8 @@ class StatusController:
 
 
 def _number(quantity: str) -> float:
-    from reconciler.model.quantity import parse_quantity
-
     try:
         return parse_quantity(quantity) / 1000.0
     except ValueError:
         return 0.0
 
-
-_ = (format_quantity, NODES)

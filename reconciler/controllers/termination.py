@@ -41,7 +41,7 @@ class TerminationController:
         self.store = store
         self.terminator = Terminator(ctx.kube, ctx.cloud)
         self.wake = Wakeup()
-        self.workers = Workers("termination")
+        self.workers = Workers("termination", on_done=self.wake.set)
         self._retry_at: dict[str, float] = {}
         self._blocked_runs: dict[str, int] = {}
         store.subscribe(self._on_change)

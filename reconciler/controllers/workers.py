@@ -12,10 +12,12 @@ log = logging.getLogger(__name__)
 class Workers:
     """Run ``work()`` for a key unless that key is already being worked on."""
 
-    def __init__(self, name: str, concurrency: int = 16) -> None:
+    def __init__(self, name: str, concurrency: int = 16, on_done: Callable[[], None] | None = None) -> None:
         self.name = name
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._limit = asyncio.Semaphore(concurrency)
+        # Changes that arrived while an object was busy were skipped: look again when its work ends.
+        self._on_done = on_done
 
     def busy(self, key: str) -> bool:
         return key in self._tasks
@@ -36,6 +38,8 @@ class Workers:
             log.exception("%s: work on %s failed", self.name, key)
         finally:
             self._tasks.pop(key, None)
+            if self._on_done is not None:
+                self._on_done()
 
     async def drain(self) -> None:
         """Wait for every running task (tests use this to let a pass finish)."""

@@ -205,7 +205,9 @@ class InterruptionController:
                 await self.poll_once()
             except Exception as err:
                 log.warning("interruption queue poll failed: %s", err)
+                # Not wait_for: on Python 3.11 it can swallow a cancellation arriving as it times out.
+                waiter = asyncio.ensure_future(stop.wait())
                 try:
-                    await asyncio.wait_for(stop.wait(), timeout=5.0)
-                except TimeoutError:
-                    continue
+                    await asyncio.wait({waiter}, timeout=5.0)
+                finally:
+                    waiter.cancel()

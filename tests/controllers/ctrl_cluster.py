@@ -30,7 +30,7 @@ from typing import Any
 from reconciler.cloud.types import CloudProvider, Instance, LaunchRequest
 from reconciler.kube.api import NODE, NODECLAIM, POD, Kind, Manifest, NotFoundError, kind_of
 from reconciler.kube.memory import MemoryKube
-from reconciler.lifecycle.launch import node_for_instance
+from reconciler.lifecycle.launch import has_condition, node_for_instance
 from reconciler.model import labels as wk
 from reconciler.model.meta import ManifestError
 from reconciler.model.requirements import Requirements
@@ -355,6 +355,7 @@ class Inventory:
     nodeclaims: set[str]  # provider IDs of NodeClaims
     nodes: set[str]  # provider IDs of Nodes
     unlaunched_claims: list[str]
+    uninitialized_claims: list[str]
     deleting: list[str]
     pending_pods: list[str]
     pods_on_missing_nodes: list[str]
@@ -364,6 +365,7 @@ class Inventory:
         return (
             self.instances == self.nodeclaims == self.nodes
             and not self.unlaunched_claims
+            and not self.uninitialized_claims
             and not self.deleting
             and not self.pending_pods
             and not self.pods_on_missing_nodes
@@ -383,6 +385,7 @@ async def inventory(kube: MemoryKube, cloud: CloudProvider) -> Inventory:
         unlaunched_claims=[
             c["metadata"]["name"] for c in claims if not (c.get("status") or {}).get("providerID")
         ],
+        uninitialized_claims=[c["metadata"]["name"] for c in claims if not has_condition(c, "Initialized")],
         deleting=[o["metadata"]["name"] for o in [*claims, *nodes] if o["metadata"].get("deletionTimestamp")],
         pending_pods=sorted(p["metadata"]["name"] for p in pods if not (p.get("spec") or {}).get("nodeName")),
         pods_on_missing_nodes=sorted(
@@ -395,3 +398,21 @@ async def inventory(kube: MemoryKube, cloud: CloudProvider) -> Inventory:
 
 def utc(year: int = 2026, month: int = 1, day: int = 1, hour: int = 9) -> datetime:
     return datetime(year, month, day, hour, tzinfo=UTC)
+
+
+# Real us-east-1 on-demand prices; also the test catalogue's (ctrl_objects.catalog).
+C5_ON_DEMAND = {"c5.large": 0.085, "c5.xlarge": 0.17, "c5.2xlarge": 0.34}
+
+
+def hourly_cost(kube: MemoryKube) -> float:
+    """What the cluster's NodeClaims cost per hour (by their launched instance type)."""
+    return round(sum(
+        C5_ON_DEMAND.get((c["metadata"].get("labels") or {}).get(wk.INSTANCE_TYPE, ""), 99.0)
+        for c in kube.objects(NODECLAIM)
+    ), 6)
+
+
+async def packed(kube: MemoryKube, cloud: CloudProvider, pods: int, cost: float) -> bool:
+    """Converged, ``pods`` pods running, and no more than ``cost`` $/h: consolidation has finished."""
+    inv = await inventory(kube, cloud)
+    return inv.converged and bool(inv.instances) and len(kube.objects(POD)) == pods and hourly_cost(kube) <= cost

@@ -24,6 +24,7 @@ from support.fake_apiserver import FakeApiServer
 from reconciler.cloud.aws.offline import OfflineAWS
 from reconciler.cloud.aws.provider import AWSCloudProvider, AWSProviderConfig
 from reconciler.controllers.app import App
+from reconciler.controllers.interruption import InterruptionLoop
 from reconciler.controllers.runtime import SystemClock
 from reconciler.kube.leader import LeaderElectionConfig
 from reconciler.kube.live import LiveKube
@@ -51,9 +52,10 @@ def aws_provider(aws: OfflineAWS) -> AWSCloudProvider:
 
 def e2e_nodepool() -> dict[str, Any]:
     pool = nodepool()
-    pool["spec"]["template"]["spec"]["requirements"].append(
-        {"key": wk.INSTANCE_FAMILY, "operator": "In", "values": ["c5"]}
-    )
+    pool["spec"]["template"]["spec"]["requirements"] += [
+        {"key": wk.INSTANCE_FAMILY, "operator": "In", "values": ["c5"]},
+        {"key": wk.INSTANCE_SIZE, "operator": "In", "values": ["large", "xlarge", "2xlarge"]},
+    ]
     return pool
 
 
@@ -96,16 +98,19 @@ class E2E:
         self.cluster = FakeCluster(kube, self.observer, self.clock.now)
 
     def replica(self, *, lease: LeaderElectionConfig | None = None, switch: CrashSwitch | None = None,
-                seed: int = 1, serve: bool = False) -> Replica:
+                seed: int = 1, serve: bool = False, interruption_queue: str = "") -> Replica:
         kube = LiveKube.for_url(self.server.url, token="t", watch_timeout=5)
         cloud = aws_provider(self.aws)
-        settings = fast_settings(cluster_name=self.aws.cluster, metrics_port=0, health_probe_port=0)
+        settings = fast_settings(cluster_name=self.aws.cluster, metrics_port=0, health_probe_port=0,
+                                 interruption_queue=interruption_queue)
         app = App(
             settings,
             CrashingKube(kube, switch) if switch else kube,  # type: ignore[arg-type]
             CrashingCloud(cloud, switch) if switch else cloud,  # type: ignore[arg-type]
             leader=lease, timings=fast_timings(gc_min_age=2.0), clock=self.clock, metrics=Metrics(),
             serve=serve, seed=seed,
+            extra_loops=(lambda ctx: {"interruption": InterruptionLoop(ctx, cloud, env={})})
+            if interruption_queue else None,
         )
         replica = Replica(app, kube, cloud, switch=switch)
         self.replicas.append(replica)

@@ -1,0 +1,20 @@
+"""The live reconciler: controllers over the ``KubeAPI`` port and a ``CloudProvider``, and the process around them.
+
+- ``app``: ``python -m reconciler run`` (settings from the environment, Lease
+  leader election, health and metrics endpoints, graceful shutdown).
+- ``manager.Reconciler``: one leader's controllers, fed by reflectors through
+  ``cluster.StateStore`` (the live ``ClusterState``).
+- Controllers, one concern each: ``provisioner`` (batch pending pods, plan,
+  create NodeClaims, nominate), ``lifecycle`` (launch, register, initialize,
+  timeouts), ``termination`` (drain and delete behind the finalizer),
+  ``disruption`` (decide, validate, execute one command at a time), ``drift``
+  (provider drift as a condition), ``expiration``, ``garbage`` (orphaned
+  instances, vanished instances), ``status`` (NodePool / EC2NodeClass),
+  ``podevents`` (``lastPodEventTime``), ``interruption`` (SQS queue and
+  instance-status poller).
+
+Decisions come from the pure engine (``provisioning``, ``disruption``,
+``lifecycle.expiration``); actions go through the shared executors in
+``reconciler.lifecycle``. Everything here is restartable: the state is in the
+API server and the cloud, so a replacement leader converges from there.
+"""

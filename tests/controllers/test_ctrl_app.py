@@ -1,0 +1,121 @@
+"""The process shell: start-up checks, leader election, health/metrics endpoints, shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import urllib.request
+from pathlib import Path
+
+import pytest
+from ctrl_cluster import FakeCluster
+from ctrl_harness import wait_for
+from ctrl_objects import catalog, deployment, fast_settings, fast_timings, nodeclass, nodepool
+
+from reconciler.cloud.sim.provider import SimulatedCloud
+from reconciler.controllers.app import EXIT_FAILED, EXIT_INVALID, EXIT_OK, App, leader_config, main
+from reconciler.controllers.runtime import SystemClock
+from reconciler.kube.api import LEASE, NODECLAIM
+from reconciler.kube.leader import LeaderElectionConfig
+from reconciler.kube.memory import MemoryKube
+from reconciler.observability import Metrics
+from reconciler.sim.workloads import create_with_status
+
+
+@pytest.mark.parametrize(
+    ("env", "argv", "expected"),
+    [
+        ({"AWS_REGION": "us-east-1"}, [], "error: CLUSTER_NAME is not set"),
+        ({"CLUSTER_NAME": "c"}, [], "error: the AWS region is not set (AWS_REGION or AWS_DEFAULT_REGION)"),
+        ({"CLUSTER_NAME": "c", "AWS_REGION": "us-east-1", "BATCH_IDLE_DURATION": "soon"}, [],
+         "error: BATCH_IDLE_DURATION: 'soon' is not a duration"),
+        ({"CLUSTER_NAME": "c", "AWS_REGION": "us-east-1"}, ["--catalog", "x.yaml"],
+         "error: --catalog only applies with --cloud simulated"),
+        ({"CLUSTER_NAME": "c"}, ["--cloud", "simulated", "--kubeconfig", "/nonexistent/kubeconfig"],
+         "error: no Kubernetes configuration: kubeconfig /nonexistent/kubeconfig does not exist"),
+    ],
+)
+def test_refuses_to_start_with_one_clear_line(
+    env: dict[str, str], argv: list[str], expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv, env=env) == EXIT_INVALID
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(expected), err
+    assert "\n" not in err and "Traceback" not in err
+
+
+def test_lease_defaults_follow_karpenter_with_adze_name(tmp_path: Path) -> None:
+    config = leader_config({"HOSTNAME": "pod-a"}, namespace_file=tmp_path / "missing")
+    assert (config.name, config.namespace) == ("adze-leader-election", "kube-system")
+    assert config.identity.startswith("pod-a_")
+    namespace_file = tmp_path / "namespace"
+    namespace_file.write_text("karpenter\n")
+    assert leader_config({}, namespace_file=namespace_file).namespace == "karpenter"
+    explicit = leader_config({"LEADER_ELECTION_NAME": "x", "LEADER_ELECTION_NAMESPACE": "ops"},
+                             namespace_file=namespace_file)
+    assert (explicit.name, explicit.namespace) == ("x", "ops")
+
+
+def _lease(identity: str) -> LeaderElectionConfig:
+    return LeaderElectionConfig(namespace="kube-system", name="adze-leader-election", identity=identity,
+                                lease_duration=2.0, renew_deadline=1.5, retry_period=0.2)
+
+
+def _get(url: str) -> tuple[int, str]:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return response.status, response.read().decode()
+
+
+async def test_app_leads_serves_probes_and_metrics_and_releases_the_lease_on_stop() -> None:
+    clock = SystemClock()
+    kube = MemoryKube(clock=clock.now, seed=5)
+    cloud = SimulatedCloud(catalog(), clock=clock.now)
+    for manifest in (nodeclass(), nodepool(), deployment(replicas=3)):
+        await create_with_status(kube, manifest)
+    app = App(fast_settings(metrics_port=0, health_probe_port=0), kube, cloud, leader=_lease("me"),
+              timings=fast_timings(), clock=clock, metrics=Metrics())
+    stop = asyncio.Event()
+    cluster = asyncio.create_task(FakeCluster(kube, cloud, clock.now).run())
+    running = asyncio.create_task(app.run(stop))
+    try:
+        assert await wait_for(lambda: _has_initialized_claim(kube), timeout=10)
+        assert app.server is not None
+        status, _ = await asyncio.to_thread(_get, f"http://127.0.0.1:{app.server.health_port}/healthz")
+        ready, _ = await asyncio.to_thread(_get, f"http://127.0.0.1:{app.server.health_port}/readyz")
+        assert (status, ready) == (200, 200)
+        _, metrics = await asyncio.to_thread(_get, f"http://127.0.0.1:{app.server.metrics_port}/metrics")
+        assert 'karpenter_nodeclaims_created_total{nodepool="default",reason="provisioned"} 1.0' in metrics
+        assert 'karpenter_cluster_state_synced 1.0' in metrics
+        assert kube.peek(LEASE, "adze-leader-election", "kube-system")["spec"]["holderIdentity"] == "me"
+        stop.set()
+        assert await running == EXIT_OK
+        assert not kube.peek(LEASE, "adze-leader-election", "kube-system")["spec"].get("holderIdentity")
+    finally:
+        cluster.cancel()
+        running.cancel()
+        await asyncio.gather(cluster, running, return_exceptions=True)
+
+
+async def test_app_exits_with_failure_when_another_replica_takes_the_lease() -> None:
+    clock = SystemClock()
+    kube = MemoryKube(clock=clock.now, seed=5)
+    cloud = SimulatedCloud(catalog(), clock=clock.now)
+    app = App(fast_settings(), kube, cloud, leader=_lease("me"), timings=fast_timings(), clock=clock,
+              metrics=Metrics(), serve=False)
+    running = asyncio.create_task(app.run())
+    assert await wait_for(lambda: _holder_is(kube, "me"), timeout=5)
+    lease = kube.peek(LEASE, "adze-leader-election", "kube-system")
+    lease["spec"]["holderIdentity"] = "usurper"
+    await kube.replace(lease)
+    assert await asyncio.wait_for(running, timeout=5) == EXIT_FAILED
+
+
+async def _has_initialized_claim(kube: MemoryKube) -> bool:
+    return any(
+        c["type"] == "Initialized" and c["status"] == "True"
+        for claim in kube.objects(NODECLAIM) for c in (claim.get("status") or {}).get("conditions") or []
+    )
+
+
+async def _holder_is(kube: MemoryKube, identity: str) -> bool:
+    lease = kube.peek(LEASE, "adze-leader-election", "kube-system")
+    return bool(lease) and lease["spec"].get("holderIdentity") == identity

@@ -1,0 +1,49 @@
+"""A spot interruption warning on the SQS queue: the NodeClaim goes, its pods get a new node (moto SQS)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from ctrl_harness import wait_for
+from e2e_rig import e2e
+
+from reconciler.cloud.aws.offline import OfflineAWS
+from reconciler.kube.api import EVENT, NODECLAIM, POD
+
+
+def spot_warning(instance_id: str) -> str:
+    return json.dumps({
+        "version": "0",
+        "id": "e-spot-1",
+        "detail-type": "EC2 Spot Instance Interruption Warning",
+        "source": "aws.ec2",
+        "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "region": "us-east-1",
+        "resources": [f"arn:aws:ec2:us-east-1:123456789012:instance/{instance_id}"],
+        "detail": {"instance-id": instance_id, "instance-action": "terminate"},
+    })
+
+
+async def test_interrupted_node_is_replaced_and_its_instance_terminated(aws: OfflineAWS) -> None:
+    sqs = aws.client("sqs")
+    queue = f"{aws.cluster}-interruption"
+    url = sqs.create_queue(QueueName=queue)["QueueUrl"]
+    async with e2e(aws, replicas=3) as rig:
+        rig.launch(rig.replica(interruption_queue=queue))
+        assert await wait_for(lambda: rig.converged(instances=1), timeout=40), await rig.inventory()
+        claim = rig.server.kube.objects(NODECLAIM)[0]
+        instance_id = claim["status"]["providerID"].rsplit("/", 1)[1]
+        sqs.send_message(QueueUrl=url, MessageBody=spot_warning(instance_id))
+
+        async def replaced() -> bool:
+            names = {c["metadata"]["name"] for c in rig.server.kube.objects(NODECLAIM)}
+            return claim["metadata"]["name"] not in names and await rig.converged(instances=1)
+
+        assert await wait_for(replaced, timeout=40), await rig.inventory()
+        states = {i["InstanceId"]: i["State"]["Name"] for i in rig.ec2_instances()}
+        assert states[instance_id] in ("shutting-down", "terminated")
+        assert all(p["spec"].get("nodeName") for p in rig.server.kube.objects(POD))
+        assert any(e["reason"] == "SpotInterrupted" for e in rig.server.kube.objects(EVENT))
+        assert int(sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
+                   ["Attributes"]["ApproximateNumberOfMessages"]) == 0

@@ -38,6 +38,9 @@ def cluster_role_rules() -> list[Rule]:
         _rule("", ["nodes"], ("create", "patch", "delete")),
         # Drain goes through the Eviction API so PodDisruptionBudgets are honoured.
         _rule("", ["pods/eviction"], ("create",)),
+        # Past a NodeClaim's terminationGracePeriod deadline pods are deleted (PDBs no longer apply),
+        # and pods left bound to a Node that is gone are removed with it.
+        _rule("", ["pods"], ("delete",)),
         _rule("", ["events"], ("create", "patch")),
         _rule("karpenter.sh", ["nodepools", "nodeclaims"], CRUD),
         _rule("karpenter.sh", ["nodepools/status", "nodeclaims/status"], STATUS_WRITE),

@@ -165,6 +165,7 @@ def test_rbac_is_least_privilege() -> None:
         ("", "nodes", "create"),
         ("", "nodes", "delete"),
         ("", "nodes", "patch"),
+        ("", "pods", "delete"),
         ("", "pods/eviction", "create"),
     ]
     granted = {(g, r) for rule in rules for g in rule["apiGroups"] for r in rule["resources"]}

@@ -12,7 +12,7 @@ from typing import Any
 from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wakeup, ref
 from reconciler.kube.api import NODECLAIM, ApiError, NotFoundError
-from reconciler.lifecycle.launch import timestamp
+from reconciler.model.meta import format_time
 
 log = ControllerLog("nodeclaim.podevents")
 PodFacts = tuple[str, bool, bool]  # (node name, terminal, terminating)
@@ -79,8 +79,8 @@ class PodEventsController:
                 self._dirty_nodes.add(node_name)  # write it when the dedupe window ends
                 continue
             try:
-                await self.ctx.kube.patch(NODECLAIM, name, {"status": {"lastPodEventTime": timestamp(self.ctx.now())}},
-                                          subresource="status")
+                patch = {"status": {"lastPodEventTime": format_time(self.ctx.now())}}
+                await self.ctx.kube.patch(NODECLAIM, name, patch, subresource="status")
             except (NotFoundError, ApiError) as err:
                 log.warning("recording pod event time failed", NodeClaim=ref(name), error=str(err))
                 continue

@@ -197,7 +197,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from reconciler.insight.frames import RecordingSimulation
 
     snapshot = get_snapshot(args)
-    sim = RecordingSimulation(snapshot.scenario(), snapshot_objects=True)
+    sim = RecordingSimulation(snapshot.scenario())
     if args.kind == "pod":
         result = asyncio.run(explain_pod(sim, args.name))
     else:
@@ -211,7 +211,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from reconciler.insight.status import render_status
 
     snapshot = get_snapshot(args)
-    sim = RecordingSimulation(snapshot.scenario(), snapshot_objects=True)
+    sim = RecordingSimulation(snapshot.scenario())
     asyncio.run(sim.load())
     frame = sim.frames[-1]
     if args.json:

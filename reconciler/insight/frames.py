@@ -14,10 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from reconciler.kube.api import KNOWN_KINDS, Manifest
 from reconciler.model.resources import CPU, MEMORY
 from reconciler.model.state_node import StateNode
-from reconciler.sim import engine
 from reconciler.sim.runner import Simulation, new_step_record
 from reconciler.sim.scenario import STEP_KINDS, Scenario, Step
 
@@ -97,8 +95,7 @@ class Frame:
 
 def node_rows(sim: Simulation) -> tuple[NodeRow, ...]:
     """Every Node and in-flight NodeClaim of the simulated cluster, priced by the simulated cloud."""
-    state = engine.build_state(sim.kube.objects(), sim.now)
-    return tuple(_row(sim, node) for node in state.state_nodes())
+    return tuple(_row(sim, node) for node in sim.cluster.state().state_nodes())
 
 
 def _row(sim: Simulation, node: StateNode) -> NodeRow:
@@ -125,19 +122,14 @@ def capture(sim: Simulation, step: str, record: dict[str, Any] | None) -> Frame:
     return Frame(step, sim.now, node_rows(sim), len(sim.cluster.pending_pods()), launched, disrupted)
 
 
-_KINDS_BY_NAME = {kind.kind: kind for kind in KNOWN_KINDS.values()}
 StepHandler = Callable[[Step, dict[str, Any]], Awaitable[None]]
 
 
 class RecordingSimulation(Simulation):
-    def __init__(self, scenario: Scenario, *, snapshot_objects: bool = False, frames: bool = True) -> None:
-        """``snapshot_objects``: the scenario holds API-server objects (a cluster snapshot), whose kinds
-        all use the preferred apiVersions; workload controllers then read one kind's store at a time
-        instead of copying every object per query (much faster, same answer for such objects).
-        ``frames``: False records only the start frame (no per-step node tables: faster when no report
+    def __init__(self, scenario: Scenario, *, frames: bool = True) -> None:
+        """``frames``: False records only the start frame (no per-step node tables: faster when no report
         is drawn)."""
         super().__init__(scenario)
-        self._by_kind = snapshot_objects
         self._every_step = frames
         self.frames: list[Frame] = []
         self.records: list[dict[str, Any]] = []
@@ -152,10 +144,6 @@ class RecordingSimulation(Simulation):
                 self.frames.append(capture(self, kind, record))
 
         return run
-
-    def snapshot(self, kind_name: str) -> list[Manifest]:
-        kind = _KINDS_BY_NAME.get(kind_name) if self._by_kind else None
-        return self.kube.objects(kind) if kind is not None else super().snapshot(kind_name)
 
     async def load(self) -> None:
         await super().load()

@@ -147,7 +147,7 @@ async def compute_plan(
     # One catalogue for all three simulations: what any current or proposed NodePool can launch.
     catalog = narrowed_catalog(snapshot.document["catalog"], [*snapshot.objects, *applied.objects])
     snapshot = Snapshot({**snapshot.document, "catalog": catalog}, snapshot.source, snapshot.dropped)
-    current_sim = RecordingSimulation(snapshot.scenario(name=name), snapshot_objects=True, frames=False)
+    current_sim = RecordingSimulation(snapshot.scenario(name=name), frames=False)
     await current_sim.load()
     current = _summary(current_sim)
     settled_current = None
@@ -156,7 +156,7 @@ async def compute_plan(
         settled_current = (_summary(current_sim), _churn(current_sim.records))
 
     sim = RecordingSimulation(
-        snapshot.scenario(name=name, objects=applied.objects), snapshot_objects=True, frames=frames
+        snapshot.scenario(name=name, objects=applied.objects), frames=frames
     )
     await sim.load()
     start = sim.now
@@ -170,7 +170,6 @@ async def compute_plan(
 
     floor_sim = RecordingSimulation(
         snapshot.scenario(name=name, objects=fresh_provision_objects(applied.objects, start)),
-        snapshot_objects=True,
         frames=False,
     )
     await floor_sim.load()

@@ -60,6 +60,9 @@ KNOWN_KINDS: dict[tuple[str, str], Kind] = {
 }
 
 
+KINDS_BY_NAME: dict[str, Kind] = {kind.kind: kind for kind in KNOWN_KINDS.values()}
+
+
 def kind_of(manifest: Mapping[str, Any]) -> Kind:
     """The ``Kind`` of a manifest; unknown kinds are assumed namespaced when they carry a namespace."""
     key = (str(manifest.get("apiVersion", "")), str(manifest.get("kind", "")))

@@ -21,13 +21,10 @@ from reconciler.cloud.types import (
 )
 from reconciler.kube.api import EC2NODECLASS, NODE, NODECLAIM, KubeAPI, Manifest, NotFoundError
 from reconciler.model import labels as wk
+from reconciler.model.meta import format_time
 
 LAUNCH_TIMEOUT_SECONDS = 5 * 60
 REGISTRATION_TIMEOUT_SECONDS = 15 * 60
-
-
-def timestamp(now: datetime) -> str:
-    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def condition(kind: str, status: bool, now: datetime, reason: str = "", message: str = "") -> dict[str, Any]:
@@ -36,7 +33,7 @@ def condition(kind: str, status: bool, now: datetime, reason: str = "", message:
         "status": "True" if status else "False",
         "reason": reason or (kind if status else f"Not{kind}"),
         "message": message,
-        "lastTransitionTime": timestamp(now),
+        "lastTransitionTime": format_time(now),
     }
 
 
@@ -157,7 +154,7 @@ def node_for_instance(nodeclaim: Manifest, instance: Instance, now: datetime) ->
             "capacity": instance.capacity.to_manifest(),
             "allocatable": instance.allocatable.to_manifest(),
             "conditions": [
-                {"type": "Ready", "status": "True", "reason": "KubeletReady", "lastTransitionTime": timestamp(now)}
+                {"type": "Ready", "status": "True", "reason": "KubeletReady", "lastTransitionTime": format_time(now)}
             ],
         },
     }

@@ -15,11 +15,11 @@ from typing import Any
 from reconciler.cloud.types import CloudProvider
 from reconciler.kube.api import NODE, NODECLAIM, KubeAPI, NotFoundError
 from reconciler.lifecycle.launch import condition, has_condition, launch, set_condition
+from reconciler.lifecycle.termination import DISRUPTED_TAINT
 from reconciler.model import labels as wk
 
 # Karpenter: clamp(80 ms x queued commands, 10 min, 1 h); one command at a time here.
 REPLACEMENT_TIMEOUT = timedelta(minutes=10)
-DISRUPTED_TAINT = {"key": wk.DISRUPTED_TAINT_KEY, "effect": "NoSchedule"}
 
 
 @dataclass(slots=True)

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from reconciler.kube.api import KNOWN_KINDS, NODE, NODECLAIM, POD, Kind, Manifest, NotFoundError, WatchEvent
+from reconciler.disruption.pods import pod_key
+from reconciler.kube.api import KINDS_BY_NAME, NODE, NODECLAIM, POD, Kind, Manifest, NotFoundError, WatchEvent
 from reconciler.lifecycle.launch import has_condition, initialize, launch, node_for_instance, register
 from reconciler.lifecycle.termination import Terminator
 from reconciler.model import labels as wk
@@ -28,17 +29,8 @@ MAX_LAUNCH_RETRIES = 3
 UNPLANNED = "not yet considered by a provisioning pass"
 
 
-def pod_key(pod: Mapping[str, Any]) -> str:
-    metadata = pod.get("metadata") or {}
-    return f"{metadata.get('namespace', 'default')}/{metadata.get('name')}"
-
-
 def is_terminal(pod: Mapping[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-
-
-def _kind_named(name: str) -> Kind:
-    return next(kind for kind in KNOWN_KINDS.values() if kind.kind == name)
 
 
 class SimulatedCluster:
@@ -90,7 +82,7 @@ class SimulatedCluster:
         }
         if kind_name in by_kind:
             return list(by_kind[kind_name].values())
-        return self.sim.kube.objects(_kind_named(kind_name))
+        return self.sim.kube.objects(KINDS_BY_NAME[kind_name])
 
     # -- provisioning ---------------------------------------------------------------------------
     async def provision(self, record: dict[str, Any], *, launch_ready: bool) -> None:

@@ -3,24 +3,25 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from reconciler.cloud.types import InstanceType
 from reconciler.kube.api import NODECLAIM, Manifest
-from reconciler.model.meta import ManifestError
+from reconciler.model.meta import ManifestError, format_time
 from reconciler.model.pod import Pod
-from reconciler.model.requirements import Requirements
-from reconciler.model.taints import parse_taints, untolerated
+from reconciler.model.taints import Toleration, parse_taints
 from reconciler.provisioning.provisioner import ProvisioningPlan
 from reconciler.provisioning.provisioner import plan as plan_provisioning
+from reconciler.scheduling.templates import daemon_pod_fits_node
 from reconciler.settings import Settings
-from reconciler.sim.scenario import ScenarioError
 from reconciler.state import ClusterState
 
 # The DaemonSet controller adds these tolerations to every DaemonSet pod.
-_DAEMONSET_AUTO_TOLERATED = frozenset(
-    {
+_DAEMONSET_AUTO_TOLERATIONS = tuple(
+    Toleration(key=key, operator="Exists")
+    for key in (
         "node.kubernetes.io/not-ready",
         "node.kubernetes.io/unreachable",
         "node.kubernetes.io/disk-pressure",
@@ -28,15 +29,8 @@ _DAEMONSET_AUTO_TOLERATED = frozenset(
         "node.kubernetes.io/pid-pressure",
         "node.kubernetes.io/unschedulable",
         "node.kubernetes.io/network-unavailable",
-    }
+    )
 )
-
-
-def build_state(objects: Iterable[Mapping[str, Any]], now: datetime) -> ClusterState:
-    try:
-        return ClusterState.from_manifests(objects)
-    except ManifestError as err:
-        raise ScenarioError(f"objects: {err}") from None
 
 
 def types_by_nodepool(state: ClusterState, types: Sequence[InstanceType]) -> dict[str, Sequence[InstanceType]]:
@@ -74,26 +68,13 @@ def daemon_pod_fits(template: Mapping[str, Any], node: Mapping[str, Any]) -> boo
     except (ManifestError, ValueError):
         return False
     labels = (node.get("metadata") or {}).get("labels") or {}
-    blocking = [
-        t for t in untolerated(taints, pod.tolerations)
-        if t.effect in ("NoSchedule", "NoExecute") and t.key not in _DAEMONSET_AUTO_TOLERATED
-    ]
-    if blocking:
-        return False
-    if any(labels.get(key) != value for key, value in pod.node_selector.items()):
-        return False
-    if not pod.required_terms:
-        return True
-    node_requirements = Requirements.from_labels(labels)
-    return any(
-        not term.has_match_fields and node_requirements.is_compatible(term.requirements)
-        for term in pod.required_terms
-    )
+    pod = replace(pod, tolerations=(*pod.tolerations, *_DAEMONSET_AUTO_TOLERATIONS))
+    return daemon_pod_fits_node(pod, taints, labels)
 
 
 async def record_pod_events(kube: Any, node_names: Iterable[str], now: datetime) -> None:
     """A pod bound to a managed node is a pod event: it resets that node's consolidateAfter clock."""
-    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = format_time(now)
     claims = {c.get("status", {}).get("nodeName"): c["metadata"]["name"] for c in kube.objects(NODECLAIM)}
     for node_name in set(node_names):
         claim = claims.get(node_name)

@@ -19,9 +19,10 @@ from typing import Any
 
 from reconciler.cloud.sim.provider import SimulatedCloud
 from reconciler.cloud.types import Instance
-from reconciler.kube.api import KNOWN_KINDS, NODE, NODECLAIM, Kind, Manifest, NotFoundError, kind_of
+from reconciler.kube.api import KINDS_BY_NAME, NODE, NODECLAIM, Kind, Manifest, NotFoundError, kind_of
 from reconciler.kube.memory import MemoryKube
 from reconciler.model import labels as wk
+from reconciler.model.meta import format_time
 from reconciler.model.resources import Resources
 from reconciler.sim.catalog import build_catalog
 from reconciler.sim.cluster import SimulatedCluster
@@ -31,9 +32,6 @@ from reconciler.sim.workloads import WorkloadControllers, create_with_status, ex
 __all__ = ["ScenarioError", "Simulation", "run_scenario", "run_scenario_file"]
 
 MAX_STABLE_PASSES = 100
-
-
-_KINDS_BY_NAME: dict[str, Kind] = {kind.kind: kind for kind in KNOWN_KINDS.values()}
 
 
 class NameGenerator:
@@ -58,7 +56,7 @@ class NameGenerator:
 def new_step_record(kind: str, clock: datetime) -> dict[str, Any]:
     return {
         "step": kind,
-        "clock": clock.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "clock": format_time(clock),
         "launched": [],
         "bound": {},
         "pending": {},
@@ -139,7 +137,7 @@ class Simulation:
         for step in self.scenario.steps:
             record = new_step_record(step.kind, self.now)
             await getattr(self, f"_step_{step.kind}")(step, record)
-            record["clock"] = self.now.strftime("%Y-%m-%dT%H:%M:%SZ")
+            record["clock"] = format_time(self.now)
             record["pending"] = self.cluster.pending_reasons()
             steps.append(record)
         return {"scenario": self.scenario.name, "steps": steps, "final": self.cluster.final_summary()}
@@ -224,7 +222,7 @@ class Simulation:
 
 
 def _kind_for_reference(ref: Mapping[str, Any], path: str) -> Kind:
-    kind = _KINDS_BY_NAME.get(str(ref.get("kind")))
+    kind = KINDS_BY_NAME.get(str(ref.get("kind")))
     if kind is None:
         raise ScenarioError(f"{path}.kind: {ref.get('kind')!r} is not a kind the simulator knows")
     return kind

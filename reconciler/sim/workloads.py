@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from reconciler.kube.api import POD, KubeAPI, Manifest, NotFoundError, kind_of
+from reconciler.model.meta import format_time
 
 OWNER_ANNOTATION = "sim.adze.dev/owner"
 TEMPLATE_HASH_ANNOTATION = "sim.adze.dev/template-hash"
@@ -75,7 +76,7 @@ def pending_pod(
 
 
 def unschedulable_status(now: datetime) -> dict[str, Any]:
-    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = format_time(now)
     return {
         "phase": "Pending",
         "conditions": [
@@ -203,7 +204,7 @@ class WorkloadControllers:
 
 
 def running_status(now: datetime) -> dict[str, Any]:
-    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = format_time(now)
     return {
         "phase": "Running",
         "startTime": stamp,

@@ -32,7 +32,7 @@ def test_recorded_explanations_equal_a_fresh_decision(tmp_path: Path) -> None:
     applied = apply_proposal(snapshot.objects, proposal)
 
     async def run() -> None:
-        sim = RecordingSimulation(snapshot.scenario(objects=applied.objects), snapshot_objects=True)
+        sim = RecordingSimulation(snapshot.scenario(objects=applied.objects))
         await sim.load()
         await sim.run_step("provision", {})
         record = await sim.run_step("disrupt", {"until": "stable"})

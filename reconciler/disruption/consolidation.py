@@ -23,7 +23,7 @@ from reconciler.model import labels as wk
 from reconciler.model.requirements import Requirement, Requirements
 from reconciler.provisioning.nodeclaim import PlannedNodeClaim
 from reconciler.scheduling import ScheduledClaim, SchedulingContext
-from reconciler.scheduling.instancetypes import TypeInfo, min_values_shortfall
+from reconciler.scheduling.instancetypes import OfferingKey, TypeInfo, min_values_shortfall, offering_key
 from reconciler.settings import Settings
 from reconciler.state import ClusterState
 
@@ -37,13 +37,13 @@ class Rejection:
     message: str
 
 
-def worst_launch_price(info: TypeInfo, requirements: Requirements) -> float:
+def worst_launch_price(info: TypeInfo, requirements: Requirements, key: OfferingKey | None = None) -> float:
     """Most expensive available offering of the capacity type that would be launched (inf when none)."""
-    offerings = info.offerings_for(requirements)
+    highest = info.highest_prices(requirements, key)
     for capacity_type in _LAUNCH_ORDER:
-        prices = [o.price for o in offerings if o.capacity_type == capacity_type]
-        if prices:
-            return max(prices)
+        price = highest.get(capacity_type)
+        if price is not None:
+            return price
     return math.inf
 
 
@@ -112,7 +112,8 @@ def filter_by_price(
     infos: Sequence[TypeInfo], requirements: Requirements, max_price: float
 ) -> tuple[list[TypeInfo], str | None]:
     """Options strictly cheaper than ``max_price`` in the worst case, and a minValues problem if any."""
-    kept = [info for info in infos if worst_launch_price(info, requirements) < max_price]
+    key = offering_key(requirements)
+    kept = [info for info in infos if worst_launch_price(info, requirements, key) < max_price]
     shortfall = min_values_shortfall(kept, requirements) if kept else {}
     if shortfall:
         parts = ", ".join(f"{k} needs {want} values, {have} remain" for k, (want, have) in shortfall.items())
@@ -122,7 +123,8 @@ def filter_by_price(
 
 def _not_cheaper(candidates: Sequence[Candidate], infos: Sequence[TypeInfo], requirements: Requirements) -> Rejection:
     price = sum(c.price for c in candidates)
-    cheapest = min((worst_launch_price(i, requirements) for i in infos), default=math.inf)
+    key = offering_key(requirements)
+    cheapest = min((worst_launch_price(i, requirements, key) for i in infos), default=math.inf)
     detail = f"cheapest replacement costs ${cheapest:.4f}/h in the worst case" if cheapest < math.inf else ""
     detail = detail or "no replacement instance type has an available offering"
     return Rejection("NotCheaper", f"no replacement is cheaper than the current ${price:.4f}/h ({detail})")
@@ -206,7 +208,8 @@ def _without_own_types(
     if not limits:
         return list(kept)
     ceiling = min(limits)
-    return [info for info in kept if worst_launch_price(info, requirements) < ceiling]
+    key = offering_key(requirements)
+    return [info for info in kept if worst_launch_price(info, requirements, key) < ceiling]
 
 
 def _spot_to_spot(

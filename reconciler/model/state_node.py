@@ -6,7 +6,7 @@ is either unmanaged or (in snapshots) a managed node whose claim was not given.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from reconciler.model import labels as wk
 from reconciler.model.node import Node, NodeClaim
 from reconciler.model.pod import HostPort, Pod
+from reconciler.model.requirements import Requirement, Requirements
 from reconciler.model.resources import EMPTY, Resources
 from reconciler.model.taints import Taint, is_ephemeral
 
@@ -39,6 +40,10 @@ class StateNode:
     # CSI driver -> PVC keys in use, and driver -> attach limit (from CSINode), for volume limits.
     volume_usage: Mapping[str, frozenset[str]] = field(default_factory=dict)
     volume_limits: Mapping[str, int] = field(default_factory=dict)
+    # Memos: a StateNode is rebuilt whenever its Node, NodeClaim or pods change, and scheduling runs
+    # (one per disruption what-if) read these for every node.
+    _requirements: Requirements | None = field(default=None, repr=False, compare=False)
+    _daemon_overhead: tuple[tuple[Pod, ...], Resources] | None = field(default=None, repr=False, compare=False)
 
     # -- identity ------------------------------------------------------------------------------
     @property
@@ -111,6 +116,30 @@ class StateNode:
         return self.nominated_until is not None and now < self.nominated_until
 
     # -- scheduling views ----------------------------------------------------------------------
+    def requirements(self) -> Requirements:
+        """The node's labels as requirements, hostname included (it may be missing on in-flight claims)."""
+        if self._requirements is None:
+            requirements = Requirements.from_labels(self.labels)
+            if wk.HOSTNAME not in self.labels:
+                requirements = requirements.add(Requirement.single(wk.HOSTNAME, self.hostname))
+            self._requirements = requirements
+        return self._requirements
+
+    def daemon_overhead(self, daemon_pods: Sequence[Pod], fits: Callable[[Pod], bool]) -> Resources:
+        """Summed requests of the DaemonSet pods that ``fits`` (memoized per identical pod list)."""
+        pods = tuple(daemon_pods)
+        memo = self._daemon_overhead
+        if memo is not None and len(memo[0]) == len(pods) and all(a is b for a, b in zip(memo[0], pods, strict=True)):
+            return memo[1]
+        expected: dict[str, int] = {}
+        for pod in pods:
+            if fits(pod):
+                for name, value in pod.scheduling_requests.items():
+                    expected[name] = expected.get(name, 0) + value
+        overhead = Resources(expected)
+        self._daemon_overhead = (pods, overhead)
+        return overhead
+
     @property
     def taints(self) -> tuple[Taint, ...]:
         if self.node is not None:

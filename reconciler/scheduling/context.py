@@ -9,6 +9,7 @@ candidate sets against the same snapshot build it once and pass it to every
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -82,27 +83,79 @@ class SchedulingContext:
     ) -> SchedulingContext:
         pools = list(state.nodepools.values()) if nodepools is None else list(nodepools)
         usable, skipped = _usable_pools(pools)
-        index = TypeIndex()
         daemon_pods = state.daemonset_pods()
-        templates: list[ClaimTemplate] = []
-        for pool in usable:
-            built = build_template(pool, index.infos(instance_types_by_nodepool.get(pool.name, ())), daemon_pods)
-            if isinstance(built, str):
-                skipped[pool.name] = built
-            else:
-                templates.append(built)
+        types = [tuple(instance_types_by_nodepool.get(pool.name, ())) for pool in usable]
+        built = _TEMPLATES.get(usable, types, daemon_pods)
         return cls(
             state=state,
             settings=settings,
-            templates=templates,
-            skipped_pools=skipped,
+            templates=list(built.templates),
+            skipped_pools={**skipped, **built.skipped},
             daemon_pods=daemon_pods,
-            domain_sources=_domain_sources(templates),
+            domain_sources=built.domain_sources,
             tolerate_prefer_no_schedule=any(
                 t.effect == PREFER_NO_SCHEDULE for pool in usable for t in pool.taints
             ),
-            index=index,
+            index=built.index,
+            _eligible=built.eligible,
         )
+
+
+@dataclass(slots=True)
+class _BuiltTemplates:
+    inputs: tuple[object, ...]  # what the key's ids point at, kept alive so no id is reused while cached
+    templates: tuple[ClaimTemplate, ...]
+    skipped: dict[str, str]
+    domain_sources: dict[str, dict[str, list[tuple[Taint, ...]]]]
+    index: TypeIndex
+    eligible: dict[tuple[int, Requirements], list[Eligible]]
+
+
+class _TemplateCache:
+    """Templates per (NodePools, instance types, DaemonSet pods), by object identity.
+
+    Building templates is the fixed cost of every scheduling run (hundreds of instance types
+    per pool); disruption passes and the simulator's kube-scheduler rebuild a context many
+    times against the same pools and catalogue. NodePool, InstanceType and DaemonSet Pod
+    objects are immutable values (a change makes a new object), so identity is a safe key.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._entries: OrderedDict[tuple, _BuiltTemplates] = OrderedDict()
+
+    def get(
+        self, pools: Sequence[NodePool], types: Sequence[tuple[InstanceType, ...]], daemon_pods: Sequence[Pod]
+    ) -> _BuiltTemplates:
+        key = (
+            tuple(id(pool) for pool in pools),
+            tuple(tuple(id(t) for t in listed) for listed in types),
+            tuple(id(pod) for pod in daemon_pods),
+        )
+        found = self._entries.get(key)
+        if found is not None:
+            self._entries.move_to_end(key)
+            return found
+        index = TypeIndex()
+        templates: list[ClaimTemplate] = []
+        skipped: dict[str, str] = {}
+        for pool, listed in zip(pools, types, strict=True):
+            template = build_template(pool, index.infos(listed), daemon_pods)
+            if isinstance(template, str):
+                skipped[pool.name] = template
+            else:
+                templates.append(template)
+        found = _BuiltTemplates(
+            (tuple(pools), tuple(types), tuple(daemon_pods)),
+            tuple(templates), skipped, _domain_sources(templates), index, {},
+        )
+        self._entries[key] = found
+        while len(self._entries) > self._size:
+            self._entries.popitem(last=False)
+        return found
+
+
+_TEMPLATES = _TemplateCache(size=16)
 
 
 def _usable_pools(pools: Sequence[NodePool]) -> tuple[list[NodePool], dict[str, str]]:

@@ -7,8 +7,7 @@ from dataclasses import dataclass, field
 
 from reconciler.model import labels as wk
 from reconciler.model.pod import HostPort, Pod
-from reconciler.model.requirements import Requirement, Requirements
-from reconciler.model.resources import Resources
+from reconciler.model.requirements import Requirements
 from reconciler.model.state_node import StateNode
 from reconciler.model.taints import Taint
 from reconciler.scheduling.podinfo import PodClass, SchedulingPod
@@ -54,16 +53,12 @@ class ExistingSlot:
            under_consolidate_after: bool = False) -> ExistingSlot:
         taints = node.scheduling_taints()
         # DaemonSet pods that belong here but are not running yet still need room.
-        expected: dict[str, int] = {}
-        for pod in daemon_pods:
-            if daemon_pod_fits_node(pod, taints, node.labels):
-                for name, value in pod.scheduling_requests.items():
-                    expected[name] = expected.get(name, 0) + value
-        missing = (Resources(expected) - node.daemonset_requests).clamp_non_negative()
+        expected = node.daemon_overhead(daemon_pods, lambda pod: daemon_pod_fits_node(pod, taints, node.labels))
+        missing = (expected - node.daemonset_requests).clamp_non_negative()
         remaining = dict(node.available - missing)
         for name in node.allocatable:
             remaining.setdefault(name, 0)
-        requirements = Requirements.from_labels(node.labels).add(Requirement.single(wk.HOSTNAME, node.hostname))
+        requirements = node.requirements()
         topology.register(wk.HOSTNAME, node.hostname)
         return cls(
             state=node,

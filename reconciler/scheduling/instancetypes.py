@@ -11,12 +11,15 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from reconciler.cloud.types import InstanceType, Offering
 from reconciler.model import labels as wk
 from reconciler.model.requirements import Requirement, Requirements
 from reconciler.model.resources import Resources
+
+# The part of a claim's requirements that selects offerings: (zone, capacity type).
+OfferingKey = tuple[Requirement | None, Requirement | None]
 
 
 @dataclass(slots=True, eq=False)
@@ -27,6 +30,14 @@ class TypeInfo:
     allocatable: dict[str, int]
     capacity: Resources
     offerings: tuple[Offering, ...]  # available ones only
+    # (zone requirement, capacity-type requirement) -> the offerings they allow; consolidation prices
+    # every option of every simulated claim, and claims mostly share these two requirements.
+    _allowed: dict[OfferingKey, tuple[Offering, ...]] = field(
+        default_factory=dict, repr=False
+    )
+    _highest: dict[OfferingKey, dict[str, float]] = field(
+        default_factory=dict, repr=False
+    )
 
     def compatible(self, requirements: Requirements) -> bool:
         return self.requirements.intersects(requirements) is None
@@ -41,10 +52,32 @@ class TypeInfo:
     def offerings_for(self, requirements: Requirements) -> list[Offering]:
         zones = requirements.get(wk.ZONE)
         capacity_types = requirements.get(wk.CAPACITY_TYPE)
-        return [
-            o for o in self.offerings
-            if (zones is None or zones.has(o.zone)) and (capacity_types is None or capacity_types.has(o.capacity_type))
-        ]
+        key = (zones, capacity_types)
+        found = self._allowed.get(key)
+        if found is None:
+            found = self._allowed[key] = tuple(
+                o for o in self.offerings
+                if (zones is None or zones.has(o.zone))
+                and (capacity_types is None or capacity_types.has(o.capacity_type))
+            )
+        return list(found)
+
+    def highest_prices(
+        self, requirements: Requirements, key: OfferingKey | None = None
+    ) -> dict[str, float]:
+        """Capacity type -> its most expensive allowed offering (the worst case of launching that type).
+
+        ``key``: ``offering_key(requirements)``, when pricing many types against the same requirements."""
+        if key is None:
+            key = offering_key(requirements)
+        found = self._highest.get(key)
+        if found is None:
+            found = {}
+            for offering in self.offerings_for(requirements):
+                if offering.price > found.get(offering.capacity_type, -math.inf):
+                    found[offering.capacity_type] = offering.price
+            self._highest[key] = found
+        return found
 
     def has_offering(self, requirements: Requirements) -> bool:
         zones = requirements.get(wk.ZONE)
@@ -59,6 +92,11 @@ class TypeInfo:
     def cheapest_price(self, requirements: Requirements) -> float:
         prices = [o.price for o in self.offerings_for(requirements)]
         return min(prices) if prices else math.inf
+
+
+def offering_key(requirements: Requirements) -> OfferingKey:
+    """The part of ``requirements`` that selects offerings: zone and capacity type."""
+    return requirements.get(wk.ZONE), requirements.get(wk.CAPACITY_TYPE)
 
 
 def type_requirements(instance_type: InstanceType) -> Requirements:

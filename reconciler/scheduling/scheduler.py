@@ -18,7 +18,6 @@ from datetime import datetime
 
 from reconciler.model.nodepool import NODES
 from reconciler.model.pod import Pod
-from reconciler.model.requirements import Requirements
 from reconciler.model.resources import CPU, MEMORY
 from reconciler.scheduling.context import SchedulingContext
 from reconciler.scheduling.existing import ExistingSlot, Rejection
@@ -92,18 +91,14 @@ class Scheduler:
         nodes = []
         by_name = {n.name: n for n in state.state_nodes()}
         for node in active:
-            nodes.append((node.labels, node.taints, Requirements.from_labels(node.labels)))
-        node_requirements: dict[str, Requirements] = {}
+            nodes.append((node.labels, node.taints, node.requirements()))
         for pod in state.bound_pods():
             if pod.key in scheduling or not pod.is_active:
                 continue
             node = by_name.get(pod.node_name)
             if node is None:
                 continue
-            reqs = node_requirements.get(node.name)
-            if reqs is None:
-                reqs = node_requirements[node.name] = Requirements.from_labels(node.labels)
-            counted.append(CountedPod(pod, node.labels, node.taints, reqs, node.name))
+            counted.append(CountedPod(pod, node.labels, node.taints, node.requirements(), node.name))
         namespaces = {name: state.namespace_labels(name) for name in
                       {*state.namespaces, *(c.pod.namespace for c in counted)}}
         return Topology(

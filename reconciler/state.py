@@ -75,6 +75,11 @@ class ClusterState:
         self._nominated: dict[str, datetime] = {}
         self._state_nodes: dict[str, StateNode] | None = None
         self._daemon_pods: list[Pod] | None = None
+        # Rebuilding every StateNode after each write would throw away their memoized scheduling
+        # views; a node whose inputs are unchanged keeps its StateNode (see ``_state_node``).
+        self._pod_versions: dict[str, int] = {}
+        self._volume_version = 0
+        self._previous: dict[str, tuple[StateNode, int, int]] = {}
 
     @classmethod
     def from_manifests(cls, manifests: Iterable[Mapping[str, Any]]) -> ClusterState:
@@ -140,6 +145,7 @@ class ClusterState:
             for key, manifest in list(self.pod_manifests.items()):
                 self._upsert_pod(key, manifest)
         elif kind in ("PersistentVolume", "PersistentVolumeClaim", "StorageClass", "CSINode"):
+            self._volume_version += 1
             self._state_nodes = None
 
     def _upsert_pod(self, key: str, manifest: Manifest) -> None:
@@ -161,6 +167,7 @@ class ClusterState:
             self._invalidate_node(old.node_name)
 
     def _invalidate_node(self, node_name: str) -> None:
+        self._pod_versions[node_name] = self._pod_versions.get(node_name, 0) + 1
         if self._state_nodes is not None:
             self._state_nodes = None
 
@@ -220,6 +227,14 @@ class ClusterState:
             if name in used_claims or name in result:
                 continue
             result[name] = self._state_node(name, None, claim, pvc_drivers)
+        self._previous = {
+            name: (node, self._pod_versions.get(name, 0), self._volume_version) for name, node in result.items()
+        }
+        # Forget versions of names that are gone (a name that comes back starts without a previous node).
+        self._pod_versions = {
+            name: version for name, version in self._pod_versions.items()
+            if name in result or self._pods_by_node.get(name)
+        }
         return dict(sorted(result.items()))
 
     def _state_node(
@@ -227,12 +242,23 @@ class ClusterState:
     ) -> StateNode:
         names = {name} | ({claim.name} if claim else set())
         nominated = max((self._nominated[n] for n in names if n in self._nominated), default=None)
+        marked = bool(names & self._marked)
+        previous = self._previous.get(name)
+        if previous is not None:
+            old, pods_version, volume_version = previous
+            # Node and NodeClaim objects are replaced on every change, so identity means unchanged.
+            if (
+                old.node is node and old.nodeclaim is claim and old.marked_for_deletion_flag == marked
+                and old.nominated_until == nominated and pods_version == self._pod_versions.get(name, 0)
+                and volume_version == self._volume_version
+            ):
+                return old
         return build_state_node(
             name,
             node,
             claim,
             self._pods_by_node.get(name, {}),
-            marked=bool(names & self._marked),
+            marked=marked,
             nominated_until=nominated,
             pvc_drivers=pvc_drivers,
             volume_limits=self._volume_limits(name),

@@ -29,6 +29,12 @@ MAX_LAUNCH_RETRIES = 3
 UNPLANNED = "not yet considered by a provisioning pass"
 
 
+def _namespaced_key(pod: Manifest) -> str:
+    """``pod_key`` without parsing the pod: pods without a namespace are in ``default``."""
+    metadata = pod.get("metadata") or {}
+    return f"{metadata.get('namespace') or 'default'}/{metadata.get('name', '')}"
+
+
 def is_terminal(pod: Mapping[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
@@ -182,7 +188,7 @@ class SimulatedCluster:
             record["bound"][key] = node_name
             self.reasons.pop(key, None)
         if placements:
-            await engine.record_pod_events(self.sim.kube, placements.values(), self.sim.now)
+            await engine.record_pod_events(self.sim.kube, self._state, placements.values(), self.sim.now)
 
     async def settle(self, record: dict[str, Any]) -> None:
         """Let terminations progress; pods they displace are rebound on existing capacity.
@@ -233,7 +239,8 @@ class SimulatedCluster:
             if not deleting:
                 return
             progressed = displaced = False
-            before = {pod_key(p): p for p in self.pods()}
+            # The state replaces manifests and never edits them, so these stay as they are now.
+            before = {_namespaced_key(p): p for p in self._state.pod_manifests.values()}
             for claim in deleting:
                 result = await self.terminator.step(claim, self.sim.now)
                 await self._recreate_unowned(before, result.evicted + result.force_deleted)

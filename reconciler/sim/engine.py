@@ -72,11 +72,11 @@ def daemon_pod_fits(template: Mapping[str, Any], node: Mapping[str, Any]) -> boo
     return daemon_pod_fits_node(pod, taints, labels)
 
 
-async def record_pod_events(kube: Any, node_names: Iterable[str], now: datetime) -> None:
+async def record_pod_events(kube: Any, state: ClusterState, node_names: Iterable[str], now: datetime) -> None:
     """A pod bound to a managed node is a pod event: it resets that node's consolidateAfter clock."""
     stamp = format_time(now)
-    claims = {c.get("status", {}).get("nodeName"): c["metadata"]["name"] for c in kube.objects(NODECLAIM)}
-    for node_name in set(node_names):
+    claims = {claim.node_name: claim.name for claim in state.nodeclaims.values() if claim.node_name}
+    for node_name in sorted(set(node_names)):
         claim = claims.get(node_name)
         if claim:
             await kube.patch(NODECLAIM, claim, {"status": {"lastPodEventTime": stamp}}, subresource="status")

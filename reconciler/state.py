@@ -12,7 +12,7 @@ engine's callers; nothing here reads a clock.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -80,6 +80,8 @@ class ClusterState:
         self._pod_versions: dict[str, int] = {}
         self._volume_version = 0
         self._previous: dict[str, tuple[StateNode, int, int]] = {}
+        # Per pod key and derivation: (the manifest it was derived from, the derived view) — see ``derived``.
+        self._derived: dict[str, dict[Callable[[Manifest], Any], tuple[Manifest, Any]]] = {}
 
     @classmethod
     def from_manifests(cls, manifests: Iterable[Mapping[str, Any]]) -> ClusterState:
@@ -162,6 +164,7 @@ class ClusterState:
     def _remove_pod(self, key: str) -> None:
         old = self.pods.pop(key, None)
         self.pod_manifests.pop(key, None)
+        self._derived.pop(key, None)
         if old is not None and old.node_name:
             self._pods_by_node.get(old.node_name, {}).pop(key, None)
             self._invalidate_node(old.node_name)
@@ -285,6 +288,16 @@ class ClusterState:
             if count is not None:
                 limits[str(driver.get("name"))] = int(count)
         return limits
+
+    def derived(self, key: str, manifest: Manifest, derive: Callable[[Manifest], Any]) -> Any:
+        """``derive(manifest)`` for the pod ``key``, computed once per stored manifest (memoized by identity)."""
+        views = self._derived.setdefault(key, {})
+        found = views.get(derive)
+        if found is not None and found[0] is manifest:
+            return found[1]
+        value = derive(manifest)
+        views[derive] = (manifest, value)
+        return value
 
     def pending_pods(self) -> list[Pod]:
         """Pods Karpenter provisions for (see ``Pod.is_provisionable``), in a stable order."""

@@ -61,7 +61,9 @@ def explain(node: StateNode, code: str, message: str, method: str = "") -> Expla
 def pod_facts(state: ClusterState, pod: Pod) -> PodFacts:
     """Prefer the manifest: it carries the start time and readiness the Pod model omits."""
     manifest = state.pod_manifests.get(pod.key)
-    return facts(manifest if manifest is not None else pod)
+    if manifest is None:
+        return facts(pod)
+    return state.derived(pod.key, manifest, facts)
 
 
 def node_blocker(node: StateNode, now: datetime) -> tuple[str, str] | None:

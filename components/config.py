@@ -56,6 +56,7 @@ ALLOWED_SETTINGS = frozenset(
         "DISABLE_LEADER_ELECTION",
         "KUBE_CLIENT_QPS",
         "KUBE_CLIENT_BURST",
+        "REBALANCE_HANDLING",
     }
 )
 

@@ -6,10 +6,11 @@ The simulator builds the same ``Settings`` from a scenario's ``settings:`` map
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+from reconciler.api import durations
 
 DEFAULT_FEATURE_GATES: dict[str, bool] = {
     "NodeRepair": False,
@@ -20,8 +21,9 @@ DEFAULT_FEATURE_GATES: dict[str, bool] = {
     "CapacityBuffer": False,
 }
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
-_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+# REBALANCE_HANDLING: "event" only records a Kubernetes event for a spot rebalance recommendation (Karpenter's
+# behaviour); "drain" cordons the node and deletes its NodeClaim so it drains while a replacement comes up.
+REBALANCE_HANDLING_MODES = ("event", "drain")
 
 
 class SettingsError(ValueError):
@@ -29,29 +31,18 @@ class SettingsError(ValueError):
 
 
 def parse_duration(text: str, *, name: str = "duration") -> float:
-    """Go-style duration (``1s``, ``1m30s``, ``500ms``, ``2h``) in seconds."""
-    value = str(text).strip()
-    if value == "0":
-        return 0.0
-    position, seconds = 0, 0.0
-    for match in _DURATION_PART.finditer(value):
-        if match.start() != position:
-            break
-        seconds += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-        position = match.end()
-    if position != len(value) or not value:
-        raise SettingsError(f"{name}: {text!r} is not a duration (expected e.g. 10s, 1m30s, 2h)")
+    """A duration setting in seconds, read by the one Go duration parser (``reconciler.api.durations``).
+
+    Surrounding spaces are ignored and negative values refused (no setting is a negative length of time);
+    errors are ``SettingsError`` naming the setting.
+    """
+    try:
+        seconds = durations.parse_duration(str(text).strip())
+    except durations.DurationError as err:
+        raise SettingsError(f"{name}: {err}") from None
+    if seconds < 0:
+        raise SettingsError(f"{name}: {text!r} must not be negative")
     return seconds
-
-
-def format_duration(seconds: float) -> str:
-    whole = int(seconds)
-    if whole != seconds:
-        return f"{seconds}s"
-    hours, rest = divmod(whole, 3600)
-    minutes, secs = divmod(rest, 60)
-    text = (f"{hours}h" if hours else "") + (f"{minutes}m" if minutes else "") + (f"{secs}s" if secs else "")
-    return text or "0s"
 
 
 def parse_feature_gates(text: str | Mapping[str, Any], *, name: str = "FEATURE_GATES") -> dict[str, bool]:
@@ -97,6 +88,7 @@ class Settings:
     metrics_port: int = 8080
     health_probe_port: int = 8081
     leader_elect: bool = True
+    rebalance_handling: str = "event"  # one of REBALANCE_HANDLING_MODES
 
     def gate(self, name: str) -> bool:
         return bool(self.feature_gates.get(name, False))
@@ -126,6 +118,7 @@ class Settings:
         for var, attr, allowed in (
             ("PREFERENCE_POLICY", "preference_policy", ("Respect", "Ignore")),
             ("MIN_VALUES_POLICY", "min_values_policy", ("Strict", "BestEffort")),
+            ("REBALANCE_HANDLING", "rebalance_handling", REBALANCE_HANDLING_MODES),
         ):
             if env.get(var):
                 if env[var] not in allowed:
@@ -184,3 +177,6 @@ class Settings:
             raise SettingsError(f"{prefix}batch durations must be positive")
         if self.batch_idle_duration > self.batch_max_duration:
             raise SettingsError(f"{prefix}batchIdleDuration must not exceed batchMaxDuration")
+        if self.rebalance_handling not in REBALANCE_HANDLING_MODES:
+            allowed = ", ".join(REBALANCE_HANDLING_MODES)
+            raise SettingsError(f"{prefix}REBALANCE_HANDLING: {self.rebalance_handling!r} must be one of {allowed}")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-from datetime import datetime, timedelta
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, model_validator
@@ -21,7 +19,7 @@ from .base import (
     check_with,
     matching,
 )
-from .cron import SCHEDULE_PATTERN, cron_problem, window_is_active
+from .cron import SCHEDULE_PATTERN, cron_problem
 from .durations import parse_duration, parse_nillable_duration
 from .errors import field_error
 from .labels import (
@@ -64,7 +62,6 @@ Schedule = Annotated[
 DisruptionReason = Literal["Underutilized", "Empty", "Drifted"]
 ConsolidationPolicy = Literal["WhenEmpty", "WhenEmptyOrUnderutilized", "Balanced"]
 
-UNBOUNDED_DISRUPTIONS = 2**31 - 1  # what Karpenter uses for "no active budget limits this"
 ATOMIC = SchemaExtra({"x-kubernetes-list-type": "atomic"})
 
 
@@ -90,26 +87,8 @@ class Budget(ApiModel):
             raise field_error(f"reasons {self.reasons} lists a reason twice", "reasons")
         return self
 
-    @property
-    def duration_seconds(self) -> float | None:
-        return parse_duration(self.duration) if self.duration else None
-
-    def applies_to(self, reason: str) -> bool:
-        return self.reasons is None or reason in self.reasons
-
-    def is_active(self, now: datetime) -> bool:
-        """Budgets without a schedule are always active; scheduled ones for ``duration`` after each hit (UTC)."""
-        if self.schedule is None or self.duration is None:
-            return True
-        return window_is_active(self.schedule, timedelta(seconds=parse_duration(self.duration)), now)
-
-    def allowed_disruptions(self, now: datetime, node_count: int) -> int:
-        """Nodes this budget lets be disrupted now (percentages round up, like PDB maxUnavailable)."""
-        if not self.is_active(now):
-            return UNBOUNDED_DISRUPTIONS
-        if self.nodes.endswith("%"):
-            return math.ceil(int(self.nodes[:-1]) * node_count / 100)
-        return int(self.nodes)
+    # Evaluating budgets (active window, allowed disruptions) is the engine's job:
+    # reconciler.disruption.budgets reads these models through parse_budgets().
 
 
 def _default_budgets() -> list[Budget]:
@@ -275,14 +254,6 @@ class NodePool(ApiModel):
     def limits_resources(self) -> Resources:
         """``spec.limits`` as exact milli-unit resources (empty when unlimited)."""
         return Resources.from_manifest(self.spec.limits, path="spec.limits")
-
-    def allowed_disruptions(self, now: datetime, node_count: int, reason: str) -> int:
-        """The most restrictive active budget that applies to ``reason`` (Underutilized, Empty or Drifted)."""
-        allowed = UNBOUNDED_DISRUPTIONS
-        for budget in self.budgets:
-            if budget.applies_to(reason):
-                allowed = min(allowed, budget.allowed_disruptions(now, node_count))
-        return allowed
 
     def runtime_problems(self) -> list[str]:
         """Problems Karpenter reports by marking the pool not Ready rather than rejecting it.

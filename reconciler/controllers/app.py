@@ -8,7 +8,9 @@ local runs), ``/metrics`` on METRICS_PORT (8080) and ``/healthz`` + ``/readyz``
 on HEALTH_PROBE_PORT (8081). Then it campaigns for the Lease
 LEADER_ELECTION_NAME (``adze-leader-election``) in LEADER_ELECTION_NAMESPACE
 (default: the pod's namespace, else ``kube-system``); only the leader runs the
-controllers. SIGTERM/SIGINT stop the controllers and release the lease so the
+controllers, plus the AWS cloud's periodic loops (prices, instance types,
+launch-template garbage collection; ``controllers.awsrefresh``) and, with
+INTERRUPTION_QUEUE, the interruption consumer. SIGTERM/SIGINT stop the controllers and release the lease so the
 standby takes over at once. Losing the lease ends the process (exit code 1) so
 no two replicas ever act together.
 """
@@ -208,7 +210,7 @@ async def _run(args: argparse.Namespace, settings: Settings, env: Mapping[str, s
         cloud = simulated_cloud(args.catalog, clock) if args.cloud == "simulated" else await aws_cloud(
             settings, env, kube)
         app = App(settings, kube, cloud, leader=leader_config(env) if settings.leader_elect else None, clock=clock,
-                  extra_loops=_interruption_loops(settings, cloud))
+                  extra_loops=cloud_loops(settings, cloud, env))
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -220,14 +222,29 @@ async def _run(args: argparse.Namespace, settings: Settings, env: Mapping[str, s
         await kube.close()
 
 
-def _interruption_loops(
-    settings: Settings, cloud: CloudProvider
+def cloud_loops(
+    settings: Settings, cloud: CloudProvider, env: Mapping[str, str]
 ) -> Callable[[ControllerContext], dict[str, BackgroundLoop]] | None:
-    if not settings.interruption_queue or getattr(cloud, "name", "") != "aws":
+    """The AWS cloud's own leader loops: price, instance-type and launch-template upkeep, and the
+    interruption queue when INTERRUPTION_QUEUE is set. Other clouds have none."""
+    if getattr(cloud, "name", "") != "aws":
         return None
+    from reconciler.cloud.aws.provider import AWSCloudProvider
+    from reconciler.controllers.awsrefresh import aws_refresh_loops
     from reconciler.controllers.interruption import interruption_loop
 
-    return lambda ctx: {"interruption": interruption_loop(ctx, cloud)}
+    if not isinstance(cloud, AWSCloudProvider):
+        return None
+    provider = cloud
+    isolated_vpc = env.get("ISOLATED_VPC", "").strip().lower() == "true"
+
+    def build(ctx: ControllerContext) -> dict[str, BackgroundLoop]:
+        loops: dict[str, BackgroundLoop] = dict(aws_refresh_loops(ctx, provider, isolated_vpc=isolated_vpc))
+        if settings.interruption_queue:
+            loops["interruption"] = interruption_loop(ctx, provider)
+        return loops
+
+    return build
 
 
 if __name__ == "__main__":

@@ -123,7 +123,8 @@ class TerminationController:
             log.info("evicted pod", Pod=ref(key), NodeClaim=ref(name))
             await self.ctx.event(self.store.get("Pod", key), "Normal", "Evicted", "Evicted pod")
         for key in result.force_deleted:
-            log.info("deleted pod at the termination grace period deadline", Pod=ref(key), NodeClaim=ref(name))
+            log.info("deleted pod at the termination grace period deadline", Pod=ref(key), NodeClaim=ref(name),
+                     gracePeriodSeconds=result.grace_periods.get(key))
             await self.ctx.event(self.store.get("Pod", key), "Warning", "Disrupted",
                                  "Deleting the pod: the node's terminationGracePeriod has elapsed")
         refused = [b for b in result.blocked if "eviction of" in b]

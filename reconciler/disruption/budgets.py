@@ -13,11 +13,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from reconciler.api.cron import cron_problem, window_is_active
-from reconciler.settings import SettingsError, format_duration, parse_duration
+from reconciler.api.durations import DurationError, format_duration_short, parse_duration
 
 REASON_EMPTY = "Empty"
 REASON_UNDERUTILIZED = "Underutilized"
@@ -60,9 +60,11 @@ class Budget:
                 duration = float(duration_text)
             else:
                 try:
-                    duration = parse_duration(str(duration_text), name=f"{path}.duration")
-                except SettingsError as err:
+                    duration = parse_duration(str(duration_text), path=f"{path}.duration")
+                except DurationError as err:
                     raise BudgetError(str(err)) from None
+            if duration < 0:
+                raise BudgetError(f"{path}.duration: {duration_text!r} must not be negative")
         reasons_raw = raw.get("reasons")
         reasons: frozenset[str] | None = None
         if reasons_raw is not None:
@@ -91,11 +93,13 @@ class Budget:
             return True
         if self.schedule is None or self.duration is None:
             raise BudgetError(f"{self.path}: schedule and duration must be set together")
+        if now.tzinfo is None:  # a caller's bug, not a bad budget: do not fail closed on it
+            raise ValueError("now must be timezone-aware (UTC)")
         problem = cron_problem(self.schedule.strip())
         if problem is not None:
             raise BudgetError(f"{self.path}.schedule: {problem}")
         try:
-            return window_is_active(self.schedule.strip(), timedelta(seconds=self.duration), _utc(now))
+            return window_is_active(self.schedule.strip(), timedelta(seconds=self.duration), now)
         except ValueError as err:  # e.g. a date that never comes ("0 0 31 2 *")
             raise BudgetError(f"{self.path}.schedule: {self.schedule!r} never fires ({err})") from None
 
@@ -115,7 +119,7 @@ class Budget:
         if self.schedule is not None:
             text += f' schedule "{self.schedule}"'
             if self.duration is not None:
-                text += f" for {format_duration(self.duration)}"
+                text += f" for {format_duration_short(self.duration)}"
         if self.reasons is not None:
             text += f" reasons={','.join(sorted(self.reasons))}"
         return text
@@ -178,8 +182,3 @@ def allowance(
     remaining = max(0, limit - disrupting) if limit != UNLIMITED else UNLIMITED
     return BudgetAllowance(nodepool, reason, remaining, limit, node_count, disrupting, limited_by)
 
-
-def _utc(moment: datetime) -> datetime:
-    if moment.tzinfo is None:
-        raise ValueError("now must be timezone-aware (UTC)")
-    return moment.astimezone(UTC)

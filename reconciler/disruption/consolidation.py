@@ -85,7 +85,7 @@ class ReplacementBuilder:
     def replacement(self, claim: ScheduledClaim, name: str | None = None) -> Replacement:
         """The replacement for ``claim``; without ``name`` a placeholder is used (see ``named``)."""
         pool = claim.nodepool.name
-        planned = PlannedNodeClaim(name or f"{pool}-replacement", claim)
+        planned = PlannedNodeClaim(name or f"{pool}-replacement", claim, self.state.nodeclass(claim.nodepool))
         return Replacement(
             name=planned.name,
             nodepool=pool,

@@ -17,30 +17,28 @@ Checks, cheapest first (as Karpenter does):
 5. A ``Drifted=True`` condition already on the NodeClaim (written from
    ``CloudProvider.is_drifted``: AMI, subnet, security group...).
 
-Hashes are Adze's own (sorted JSON, SHA-256) with ``*adze*`` versions, so claims
-stamped by upstream Karpenter (``v3`` / ``v6``) are never compared with them.
+The hashes themselves live in ``reconciler.model.hashes`` (provisioning stamps them too).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from reconciler.cloud.types import InstanceType
 from reconciler.model import labels as wk
+from reconciler.model.hashes import (
+    NODECLASS_HASH_ANNOTATION,
+    NODECLASS_HASH_VERSION,
+    NODECLASS_HASH_VERSION_ANNOTATION,
+    NODEPOOL_HASH_VERSION,
+    nodeclass_hash,
+    nodepool_hash,
+)
 from reconciler.model.node import NodeClaim
 from reconciler.model.nodepool import NodePool
 from reconciler.model.requirements import Requirements
-from reconciler.settings import SettingsError, parse_duration
-
-NODEPOOL_HASH_VERSION = "adze-v1"
-
-NODECLASS_HASH_ANNOTATION = "karpenter.k8s.aws/ec2nodeclass-hash"
-NODECLASS_HASH_VERSION_ANNOTATION = "karpenter.k8s.aws/ec2nodeclass-hash-version"
-NODECLASS_HASH_VERSION = "adze-v1"
 
 NODEPOOL_DRIFTED = "NodePoolDrifted"
 REQUIREMENTS_DRIFTED = "RequirementsDrifted"
@@ -49,105 +47,6 @@ INSTANCE_TYPE_NOT_FOUND = "InstanceTypeNotFound"
 
 # Instance-type drift is only checked on NodeClaims older than this (the catalogue may lag a launch).
 INSTANCE_TYPE_DRIFT_MIN_AGE = timedelta(hours=1)
-
-# EC2NodeClass fields resolved through AWS (checked by CloudProvider.is_drifted) or not drift-relevant.
-_NODECLASS_UNHASHED = frozenset(
-    {
-        "subnetSelectorTerms",
-        "securityGroupSelectorTerms",
-        "capacityReservationSelectorTerms",
-        "amiSelectorTerms",
-        "ipPrefixCount",
-        "amiFamily",
-    }
-)
-_AMI_ALIAS_FAMILIES = {
-    "al2": "AL2",
-    "al2023": "AL2023",
-    "bottlerocket": "Bottlerocket",
-    "windows2019": "Windows2019",
-    "windows2022": "Windows2022",
-    "windows2025": "Windows2025",
-}
-
-
-def _canonical(value: Any) -> Any:
-    """Normal form for hashing: empty and zero values dropped (absent == empty), lists as sets."""
-    if isinstance(value, Mapping):
-        normal = {str(k): _canonical(v) for k, v in value.items()}
-        return {k: v for k, v in normal.items() if v not in (None, "", [], {}, False, 0)}
-    if isinstance(value, list | tuple):
-        items = [_canonical(v) for v in value]
-        return sorted((i for i in items if i not in (None, "", [], {})), key=lambda i: json.dumps(i, sort_keys=True))
-    return value
-
-
-def _stable_hash(value: Any) -> str:
-    text = json.dumps(_canonical(value), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def _duration(text: str | None) -> float | str | None:
-    """Durations compare by length of time ("60m" == "1h"); ``Never`` stays as is."""
-    if text is None or text == "Never":
-        return text
-    try:
-        return parse_duration(text)
-    except SettingsError:
-        return text
-
-
-def nodepool_hash(nodepool: NodePool | Mapping[str, Any]) -> str:
-    """``karpenter.sh/nodepool-hash``: the template minus requirements (so budgets never drift nodes)."""
-    pool = nodepool if isinstance(nodepool, NodePool) else NodePool.from_manifest(nodepool)
-    return _stable_hash(
-        {
-            "labels": dict(pool.labels),
-            "annotations": dict(pool.annotations),
-            "taints": [t.to_manifest() for t in pool.taints],
-            "startupTaints": [t.to_manifest() for t in pool.startup_taints],
-            "nodeClassRef": dict(pool.node_class_ref),
-            "expireAfter": _duration(pool.expire_after or "720h"),
-            "terminationGracePeriod": _duration(pool.termination_grace_period),
-        }
-    )
-
-
-def nodepool_hash_annotations(nodepool: NodePool | Mapping[str, Any]) -> dict[str, str]:
-    """The annotations a NodeClaim gets at creation, so later template edits show up as drift."""
-    return {wk.NODEPOOL_HASH: nodepool_hash(nodepool), wk.NODEPOOL_HASH_VERSION: NODEPOOL_HASH_VERSION}
-
-
-def resolved_ami_family(spec: Mapping[str, Any]) -> str:
-    """The AMI family an EC2NodeClass resolves to: ``amiFamily``, else the family of its first alias."""
-    if spec.get("amiFamily"):
-        return str(spec["amiFamily"])
-    for term in spec.get("amiSelectorTerms") or []:
-        alias = str(term.get("alias") or "").partition("@")[0]
-        if alias:
-            return _AMI_ALIAS_FAMILIES.get(alias.lower(), alias)
-    return "Custom"
-
-
-def nodeclass_hash(nodeclass: Mapping[str, Any]) -> str:
-    """``karpenter.k8s.aws/ec2nodeclass-hash``: the spec fields needing no AWS lookup, plus the AMI family.
-
-    Editing userData, role/instanceProfile, tags, kubelet, blockDeviceMappings,
-    metadataOptions, instanceStorePolicy, ... changes it; selector terms do not
-    (their effect is checked against resolved AMIs, subnets and security groups).
-    """
-    spec = dict(nodeclass.get("spec") or {})
-    hashed = {k: v for k, v in spec.items() if k not in _NODECLASS_UNHASHED}
-    hashed["resolvedAmiFamily"] = resolved_ami_family(spec)
-    return _stable_hash(hashed)
-
-
-def nodeclass_hash_annotations(nodeclass: Mapping[str, Any]) -> dict[str, str]:
-    """Annotations for a NodeClaim launched with this EC2NodeClass (and for the EC2NodeClass itself)."""
-    return {
-        NODECLASS_HASH_ANNOTATION: nodeclass_hash(nodeclass),
-        NODECLASS_HASH_VERSION_ANNOTATION: NODECLASS_HASH_VERSION,
-    }
 
 
 def _stamp_differs(annotations: Mapping[str, str], key: str, version_key: str, version: str, current: str) -> bool:

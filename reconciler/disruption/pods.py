@@ -15,12 +15,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from reconciler.api.durations import DurationError, parse_duration
 from reconciler.model import labels as wk
-from reconciler.model.meta import ManifestError, controller_owner
-from reconciler.model.meta import parse_time as parse_manifest_time
+from reconciler.model.meta import controller_owner, parse_time_or_none
 from reconciler.model.pod import MIRROR_POD_ANNOTATION, Pod
 from reconciler.model.taints import NO_SCHEDULE, Taint, TaintError, Toleration, parse_tolerations
-from reconciler.settings import SettingsError, parse_duration
 
 PodLike = Mapping[str, Any] | Pod
 
@@ -29,14 +28,6 @@ DEFAULT_TERMINATION_GRACE_SECONDS = 30
 # A pod still terminating this long after its deletion timestamp no longer holds up a drain.
 STUCK_TERMINATING_AFTER = timedelta(minutes=1)
 DISRUPTED_TAINT = Taint(wk.DISRUPTED_TAINT_KEY, NO_SCHEDULE)
-
-
-def parse_time(value: Any) -> datetime | None:
-    """An RFC 3339 timestamp from a manifest, or None when absent or unreadable."""
-    try:
-        return parse_manifest_time(value)
-    except ManifestError:
-        return None
 
 
 @dataclass(slots=True, frozen=True)
@@ -113,8 +104,9 @@ def _from_manifest(pod: Mapping[str, Any]) -> PodFacts:
         labels=metadata.get("labels") or {},
         annotations=annotations,
         phase=str(status.get("phase") or "Pending"),
-        deletion_timestamp=parse_time(metadata.get("deletionTimestamp")),
-        start_time=parse_time(status.get("startTime")),
+        # Unreadable timestamps count as absent: disruption must not fail on one odd pod.
+        deletion_timestamp=parse_time_or_none(metadata.get("deletionTimestamp")),
+        start_time=parse_time_or_none(status.get("startTime")),
         ready=ready,
         owner_kind=owner_kind,
         owner_api_version=owner_api,
@@ -215,8 +207,8 @@ def do_not_disrupt(pod: PodLike | PodFacts, now: datetime) -> DoNotDisrupt | Non
     if value == "true":
         return DoNotDisrupt(until=None)
     try:
-        seconds = parse_duration(str(value).removeprefix("+"), name=wk.DO_NOT_DISRUPT)
-    except SettingsError:
+        seconds = parse_duration(str(value))
+    except DurationError:
         return None
     if seconds <= 0:
         return None

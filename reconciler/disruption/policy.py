@@ -13,9 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from reconciler.api.durations import format_duration_short
 from reconciler.model.nodepool import NodePool
 from reconciler.model.state_node import StateNode
-from reconciler.settings import SettingsError, format_duration, parse_duration
+from reconciler.settings import SettingsError, parse_duration
 
 WHEN_EMPTY = "WhenEmpty"
 WHEN_EMPTY_OR_UNDERUTILIZED = "WhenEmptyOrUnderutilized"
@@ -73,6 +74,6 @@ def consolidation_wait(node: StateNode, settings: ConsolidationSettings, now: da
 
 
 def describe_wait(nodepool: NodePool, settings: ConsolidationSettings, remaining: timedelta) -> str:
-    after = format_duration(settings.consolidate_after or 0)
-    left = format_duration(round(remaining.total_seconds()))
+    after = format_duration_short(settings.consolidate_after or 0)
+    left = format_duration_short(round(remaining.total_seconds()))
     return f"consolidateAfter {after} ({nodepool.name}) not yet elapsed since the last pod event, {left} left"

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from reconciler.api.durations import format_duration_short
 from reconciler.disruption.controller import decide
 from reconciler.disruption.drift import drift_reason
 from reconciler.disruption.policy import consolidation_wait, settings_of
@@ -23,7 +24,6 @@ from reconciler.model.quantity import format_quantity
 from reconciler.model.state_node import StateNode
 from reconciler.provisioning.provisioner import plan as provision
 from reconciler.scheduling import simulate
-from reconciler.settings import format_duration
 from reconciler.sim import engine
 from reconciler.state import ClusterState
 
@@ -249,11 +249,11 @@ def node_facts(sim: RecordingSimulation, node: StateNode) -> list[str]:
     if pool is not None and node.nodeclaim is not None:
         settings = settings_of(pool)
         wait = consolidation_wait(node, settings, sim.now)
-        after = "Never" if settings.consolidate_after is None else format_duration(settings.consolidate_after)
+        after = "Never" if settings.consolidate_after is None else format_duration_short(settings.consolidate_after)
         if wait is None:
             facts.append(f"consolidateAfter {after} has elapsed ({settings.policy})")
         elif settings.consolidate_after is not None:
-            facts.append(f"consolidateAfter {after}: {format_duration(round(wait.total_seconds()))} left")
+            facts.append(f"consolidateAfter {after}: {format_duration_short(round(wait.total_seconds()))} left")
         drifted = drift_reason(
             pool, node.nodeclaim, now=sim.now, nodeclass=state.nodeclass(pool), node_labels=node.labels
         )

@@ -143,7 +143,7 @@ async def compute_plan(
     from consolidation the cluster would do anyway (a second full simulation). ``frames``: record the
     per-step node tables the HTML report charts (False is faster when no report is drawn)."""
     name = f"plan-{snapshot.name}"
-    applied = apply_proposal(snapshot.objects, proposed)
+    applied = apply_proposal(snapshot.objects, proposed, now=snapshot.clock)
     # One catalogue for all three simulations: what any current or proposed NodePool can launch.
     catalog = narrowed_catalog(snapshot.document["catalog"], [*snapshot.objects, *applied.objects])
     snapshot = Snapshot({**snapshot.document, "catalog": catalog}, snapshot.source, snapshot.dropped)

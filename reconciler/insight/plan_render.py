@@ -6,10 +6,10 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
+from reconciler.api.durations import format_duration_short
 from reconciler.insight.html import pending_section, render_report
 from reconciler.insight.plan import Blocker, PlanResult
 from reconciler.insight.proposal import PoolChange
-from reconciler.settings import format_duration
 
 MAX_LISTED = 25  # rows per list in text and Markdown before "... N more"
 
@@ -93,7 +93,7 @@ def _describe_change(change: PoolChange) -> str:
 
 
 def _duration(plan: PlanResult) -> str:
-    text = format_duration(round(plan.duration.total_seconds()))
+    text = format_duration_short(round(plan.duration.total_seconds()))
     if plan.horizon_reached:
         text += " (horizon reached: still changing)"
     return text

@@ -8,6 +8,12 @@
   change usually touches NodePools only). Specs are compared after the API model's defaults are
   applied, so an omitted default is not a change; ``role`` filled in by the stack at deploy time is
   taken from the live object.
+- EC2NodeClass drift: a changed class drifts its nodes through the ``ec2nodeclass-hash`` stamped on
+  their NodeClaims (NodeClassDrifted), except for fields Karpenter resolves through AWS instead.
+  Of those, ``amiSelectorTerms`` cannot be resolved offline but practically always selects another
+  AMI (a new alias version, other tags): its NodeClaims get the ``Drifted`` condition the cloud
+  provider would write (AMIDrift), marked as predicted. Subnet and security-group selectors usually
+  still select what the nodes run, so they drift nothing here.
 - The "fresh provision" variant keeps only unmanaged nodes and makes every pod of a managed node
   pending again, to price the cheapest cluster the proposal allows.
 """
@@ -17,7 +23,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.insight.sources import NODECLASS_KEY, NODEPOOL_KEY, ProposedConfig
@@ -26,6 +32,7 @@ from reconciler.sim.workloads import unschedulable_status
 
 Manifest = dict[str, Any]
 ADDED, REMOVED, CHANGED, UNCHANGED = "added", "removed", "changed", "unchanged"
+AMI_DRIFT = "AMIDrift"  # the cloud provider's drift reason (reconciler.cloud.aws.drift)
 # Kept as-is by the fresh-provision variant (configuration, not capacity).
 _CONFIG_KINDS = frozenset(
     {
@@ -87,7 +94,11 @@ def _key(manifest: Mapping[str, Any]) -> tuple[Any, Any]:
     return manifest.get("apiVersion"), manifest.get("kind")
 
 
-def apply_proposal(objects: Sequence[Manifest], proposed: ProposedConfig) -> AppliedProposal:
+def apply_proposal(
+    objects: Sequence[Manifest], proposed: ProposedConfig, *, now: datetime | None = None
+) -> AppliedProposal:
+    """``objects`` with the proposal applied; ``now`` is when it takes effect (AMI drift is predicted only
+    when it is given: the Drifted condition needs its transition time)."""
     current_pools = {m["metadata"]["name"]: m for m in objects if _key(m) == NODEPOOL_KEY}
     current_classes = {m["metadata"]["name"]: m for m in objects if _key(m) == NODECLASS_KEY}
     proposed_pools = {m["metadata"]["name"]: m for m in proposed.nodepools}
@@ -115,6 +126,7 @@ def apply_proposal(objects: Sequence[Manifest], proposed: ProposedConfig) -> App
         pools[name] = updated
     classes = dict(current_classes)
     class_changes: list[PoolChange] = []
+    ami_changed: set[str] = set()  # classes whose amiSelectorTerms changed
     for manifest in proposed.nodeclasses:
         name = manifest["metadata"]["name"]
         current = current_classes.get(name)
@@ -126,11 +138,13 @@ def apply_proposal(objects: Sequence[Manifest], proposed: ProposedConfig) -> App
         else:
             paths = differing_paths(normalized_spec(current), normalized_spec(merged))
             class_changes.append(PoolChange(name, CHANGED, tuple(paths)))
+            if any(path.partition(".")[0] == "amiSelectorTerms" for path in paths):
+                ami_changed.add(name)
     result: list[Manifest] = []
     for manifest in objects:
         if _key(manifest) in (NODEPOOL_KEY, NODECLASS_KEY):
             continue
-        result.append(manifest)
+        result.append(_with_predicted_ami_drift(manifest, ami_changed, now) if now else manifest)
     result = [*classes.values(), *pools.values(), *result]
     removed = [c.name for c in changes if c.change == REMOVED]
     return AppliedProposal(result, changes, removed, class_changes)
@@ -149,6 +163,32 @@ def _merged_nodeclass(current: Manifest | None, proposed: Mapping[str, Any]) -> 
     if current is not None and (current.get("metadata") or {}).get("uid"):
         merged["metadata"]["uid"] = current["metadata"]["uid"]
     return merged
+
+
+def _with_predicted_ami_drift(manifest: Manifest, ami_changed: set[str], now: datetime) -> Manifest:
+    """A NodeClaim of a class whose AMI selection changed, with the AMIDrift condition; anything else as is."""
+    if manifest.get("kind") != "NodeClaim" or not ami_changed:
+        return manifest
+    spec, metadata = manifest.get("spec") or {}, manifest.get("metadata") or {}
+    nodeclass = str((spec.get("nodeClassRef") or {}).get("name") or "")
+    if nodeclass not in ami_changed or metadata.get("deletionTimestamp"):
+        return manifest
+    conditions = list((manifest.get("status") or {}).get("conditions") or [])
+    if any(c.get("type") == "Drifted" and c.get("status") == "True" for c in conditions):
+        return manifest  # already drifted: keep its own reason and time
+    drifted = copy.deepcopy(manifest)
+    drifted.setdefault("status", {})["conditions"] = [
+        *(c for c in conditions if c.get("type") != "Drifted"),
+        {
+            "type": "Drifted",
+            "status": "True",
+            "reason": AMI_DRIFT,
+            "lastTransitionTime": now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "message": f"EC2NodeClass {nodeclass} amiSelectorTerms changed: the node's AMI is presumably no "
+            "longer selected (predicted; AMIs are not resolved offline)",
+        },
+    ]
+    return drifted
 
 
 def nodeclaims_of_pools(objects: Sequence[Manifest], pools: Sequence[str]) -> list[str]:

@@ -43,6 +43,14 @@ class Snapshot:
     def objects(self) -> list[dict[str, Any]]:
         return list(self.document.get("objects") or [])
 
+    @property
+    def clock(self) -> datetime:
+        """When the snapshot was taken (``settings.clock``): the moment a proposal applied to it takes effect."""
+        try:
+            return parse_scenario({**self.document, "objects": [], "steps": []}).clock
+        except ScenarioError as err:
+            raise InsightError(f"{self.source}: {err}") from None
+
     def at(self, clock: str) -> Snapshot:
         """The same snapshot evaluated at another time (``--clock``)."""
         settings = {**(self.document.get("settings") or {}), "clock": clock}

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -21,10 +20,11 @@ from reconciler.cloud.aws.clients import AwsCaller
 from reconciler.cloud.aws.ice import UnavailableOfferings
 from reconciler.cloud.aws.instances import parse_provider_id
 from reconciler.interruption import metrics
-from reconciler.interruption.actions import REBALANCE_EVENT, REBALANCE_MODES, Action, ActionKind, decide
+from reconciler.interruption.actions import REBALANCE_EVENT, Action, ActionKind, decide
 from reconciler.interruption.messages import MessageParseError, parse
 from reconciler.kube.api import NODE, NODECLAIM, KubeAPI, NotFoundError
 from reconciler.model import labels as wk
+from reconciler.settings import Settings
 
 log = logging.getLogger(__name__)
 MAX_MESSAGES = 10
@@ -40,12 +40,17 @@ class InterruptionSettings:
     health_poll_seconds: float = 60.0
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] = os.environ) -> InterruptionSettings:
-        """``INTERRUPTION_QUEUE`` (queue name; empty disables) and ``REBALANCE_HANDLING`` (event|drain)."""
-        rebalance = env.get("REBALANCE_HANDLING", REBALANCE_EVENT) or REBALANCE_EVENT
-        if rebalance not in REBALANCE_MODES:
-            raise ValueError(f"REBALANCE_HANDLING: {rebalance!r} must be one of {', '.join(REBALANCE_MODES)}")
-        return cls(queue_name=env.get("INTERRUPTION_QUEUE", ""), rebalance=rebalance)
+    def from_settings(cls, settings: Settings) -> InterruptionSettings:
+        """The queue (``INTERRUPTION_QUEUE``; empty disables) and ``REBALANCE_HANDLING`` from validated settings."""
+        return cls(queue_name=settings.interruption_queue, rebalance=settings.rebalance_handling)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> InterruptionSettings:
+        """Kept for ``controllers/interruption.py`` until it passes its ``Settings``: reads them via ``Settings``.
+
+        Raises ``SettingsError`` naming the variable when one is invalid.
+        """
+        return cls.from_settings(Settings.from_env(env))
 
 
 async def nodeclaims_by_instance(kube: KubeAPI) -> dict[str, dict[str, Any]]:

@@ -152,10 +152,21 @@ class KubeAPI(Protocol):
         """JSON merge patch (RFC 7386); ``subresource="status"`` patches status."""
         ...
 
-    async def delete(self, kind: Kind, name: str, namespace: str | None = None, *, uid: str | None = None) -> None:
+    async def delete(
+        self,
+        kind: Kind,
+        name: str,
+        namespace: str | None = None,
+        *,
+        uid: str | None = None,
+        grace_period_seconds: int | None = None,
+    ) -> None:
         """Request deletion: objects with finalizers get a deletionTimestamp and stay until released.
 
         ``uid`` is a precondition: a same-named object created since is left alone (409).
+        ``grace_period_seconds`` (DeleteOptions.gracePeriodSeconds, pods): how long a running pod
+        gets to shut down before it is removed; 0 removes it at once, a shorter value than a
+        pending one shortens it, ``None`` leaves it to the pod's terminationGracePeriodSeconds.
         """
         ...
 

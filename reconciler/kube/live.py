@@ -36,7 +36,7 @@ from reconciler.kube.api import (
     WatchEvent,
     kind_of,
 )
-from reconciler.kube.semantics import collection_path, object_path
+from reconciler.kube.semantics import check_grace_period, collection_path, object_path
 
 MERGE_PATCH = "application/merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
@@ -295,14 +295,33 @@ class LiveKube:
         query = {"fieldManager": self._field_manager, "force": "true" if force else None}
         return _typed(kind, await self._send("PATCH", path, query=query, body=manifest, content_type=APPLY_PATCH))
 
-    async def delete(self, kind: Kind, name: str, namespace: str | None = None, *, uid: str | None = None) -> None:
+    async def delete(
+        self,
+        kind: Kind,
+        name: str,
+        namespace: str | None = None,
+        *,
+        uid: str | None = None,
+        grace_period_seconds: int | None = None,
+    ) -> None:
         """Request deletion; with ``uid``, only if the object is still that incarnation (409 otherwise)."""
-        body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}} if uid else None
-        await self._send("DELETE", object_path(kind, name, namespace), body=body)
+        await self._send("DELETE", object_path(kind, name, namespace),
+                         body=delete_options(uid=uid, grace_period_seconds=grace_period_seconds))
 
     async def evict(self, name: str, namespace: str) -> None:
         body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
         await self._send("POST", object_path(POD, name, namespace, "eviction"), body=body)
+
+
+def delete_options(*, uid: str | None = None, grace_period_seconds: int | None = None) -> Manifest | None:
+    """The ``meta.k8s.io`` DeleteOptions body of a DELETE (``None``: send no body, server defaults apply)."""
+    check_grace_period(grace_period_seconds)
+    options: Manifest = {"apiVersion": "v1", "kind": "DeleteOptions"}
+    if uid:
+        options["preconditions"] = {"uid": uid}
+    if grace_period_seconds is not None:
+        options["gracePeriodSeconds"] = grace_period_seconds
+    return options if len(options) > 2 else None
 
 
 def _typed(kind: Kind, obj: Manifest) -> Manifest:

@@ -7,11 +7,15 @@ bookkeeping; 409 on stale updates and duplicate creates; JSON merge patch with
 optional ``resourceVersion`` precondition; the status subresource (writes to the main
 resource ignore ``status`` and vice versa); finalizers and ``deletionTimestamp``;
 watches from a resourceVersion with a bounded history (``GoneError`` beyond it);
-label and field selectors; the Eviction subresource evaluating PodDisruptionBudgets.
+label and field selectors; the Eviction subresource evaluating PodDisruptionBudgets;
+graceful pod deletion when a DELETE names ``gracePeriodSeconds`` (``deletionTimestamp`` +
+``deletionGracePeriodSeconds``; see ``memory_graceful``), with the kubelet's final removal
+played when the clock reaches the deletionTimestamp (on the next call into the cluster).
 
 Not modelled (the kube-controller-manager's and kubelet's job, not the API server's):
-owner-reference garbage collection, graceful pod termination (a pod without
-finalizers is removed at once), namespace existence and lifecycle, admission defaults.
+owner-reference garbage collection, graceful termination of pods deleted or evicted
+without a grace period (a pod without finalizers is then removed at once), namespace
+existence and lifecycle, admission defaults.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from reconciler.kube.api import (
     kind_of,
 )
 from reconciler.kube.memory_eviction import check_eviction
+from reconciler.kube.memory_graceful import plan_pod_deletion
 from reconciler.kube.memory_watch import Change, EventHistory
 from reconciler.kube.semantics import (
     NON_SPEC_FIELDS,
@@ -44,12 +49,14 @@ from reconciler.kube.semantics import (
     BadRequestError,
     FieldMatcher,
     LabelMatcher,
+    check_grace_period,
     clone,
     field_selector_matcher,
     format_time,
     has_status_subresource,
     label_selector_matcher,
     merge_patch,
+    parse_time,
     plural,
     qualified_resource,
 )
@@ -87,8 +94,9 @@ class MemoryKube:
         self._objects: dict[KindKey, dict[ObjectKey, Manifest]] = {}
         self._kinds: dict[KindKey, Kind] = {}
         self._history = EventHistory(history)
-        self._listeners: list[Listener] = []
+        self._listeners: list[tuple[Listener, bool]] = []  # (listener, gets a copy)
         self._faults: list[_Fault] = []
+        self._terminating_pods: dict[ObjectKey, datetime] = {}  # graceful deletions -> when the kubelet ends them
 
     # --- synchronous access for the simulator and tests ------------------------------------
 
@@ -120,11 +128,18 @@ class MemoryKube:
                 raise ConflictError(self._already_exists(kind, metadata["name"]), reason="AlreadyExists")
             metadata.setdefault("generation", 1)
             self._write(kind, key, obj, "ADDED")
+            if kind == POD and metadata.get("deletionTimestamp") and metadata.get("deletionGracePeriodSeconds"):
+                self._terminating_pods[key] = parse_time(str(metadata["deletionTimestamp"]))
 
-    def subscribe(self, listener: Listener) -> Callable[[], None]:
-        """Call ``listener(kind, event)`` synchronously after every write; returns an unsubscribe."""
-        self._listeners.append(listener)
-        return lambda: self._listeners.remove(listener)
+    def subscribe(self, listener: Listener, *, copy: bool = True) -> Callable[[], None]:
+        """Call ``listener(kind, event)`` synchronously after every write; returns an unsubscribe.
+
+        ``copy=False`` hands the listener the stored object itself (no deep copy per write): it must
+        not change it. Stored objects are never edited in place — every write stores a new object —
+        so what the listener keeps stays as it was written."""
+        entry = (listener, copy)
+        self._listeners.append(entry)
+        return lambda: self._listeners.remove(entry)
 
     def inject_fault(self, verb: str, error: ApiError, *, kind: Kind | None = None, times: int = 1) -> None:
         """Make the next ``times`` calls of ``verb`` (get, list, watch, create, replace, patch,
@@ -145,6 +160,7 @@ class MemoryKube:
     # --- KubeAPI ----------------------------------------------------------------------------
 
     async def get(self, kind: Kind, name: str, namespace: str | None = None) -> Manifest:
+        self._finish_graceful_deletions()
         self._maybe_fail("get", kind)
         return clone(self._stored(kind, name, namespace))
 
@@ -155,6 +171,7 @@ class MemoryKube:
         label_selector: str | None = None,
         field_selector: str | None = None,
     ) -> tuple[list[Manifest], str]:
+        self._finish_graceful_deletions()
         self._maybe_fail("list", kind)
         matches = self._matcher(kind, namespace, label_selector, field_selector)
         items = [clone(obj) for obj in self._objects.get(_key_of(kind), {}).values() if matches(obj)]
@@ -186,6 +203,7 @@ class MemoryKube:
         field_selector: str | None,
         bookmark_interval: float | None,
     ) -> AsyncIterator[WatchEvent]:
+        self._finish_graceful_deletions()
         self._maybe_fail("watch", kind)  # on first iteration, like a real server's response
         matches = self._matcher(kind, namespace, label_selector, field_selector)
         store = self._objects.setdefault(_key_of(kind), {})
@@ -195,6 +213,7 @@ class MemoryKube:
                 yield event
 
     async def create(self, manifest: Manifest) -> Manifest:
+        self._finish_graceful_deletions()
         kind = self._remember(kind_of(manifest))
         self._maybe_fail("create", kind)
         obj = clone(manifest)
@@ -219,6 +238,7 @@ class MemoryKube:
 
     async def replace(self, manifest: Manifest, *, subresource: str | None = None) -> Manifest:
         """Update; ``subresource="status"`` replaces only ``status`` (PUT .../status)."""
+        self._finish_graceful_deletions()
         kind = self._remember(kind_of(manifest))
         self._maybe_fail("replace", kind)
         if subresource not in (None, "status"):
@@ -236,6 +256,7 @@ class MemoryKube:
         namespace: str | None = None,
         subresource: str | None = None,
     ) -> Manifest:
+        self._finish_graceful_deletions()
         kind = self._remember(kind)
         self._maybe_fail("patch", kind)
         if subresource not in (None, "status"):
@@ -248,16 +269,32 @@ class MemoryKube:
         merged = merge_patch(current, patch)
         return clone(self._update(kind, current, merged, status_only=subresource == "status"))
 
-    async def delete(self, kind: Kind, name: str, namespace: str | None = None, *, uid: str | None = None) -> None:
+    async def delete(
+        self,
+        kind: Kind,
+        name: str,
+        namespace: str | None = None,
+        *,
+        uid: str | None = None,
+        grace_period_seconds: int | None = None,
+    ) -> None:
+        """Without ``grace_period_seconds`` a pod is removed at once (graceful termination is
+        only modelled when asked for); other kinds ignore it, as on a real server."""
+        check_grace_period(grace_period_seconds)
+        self._finish_graceful_deletions()
         kind = self._remember(kind)
         self._maybe_fail("delete", kind)
         current = self._stored(kind, name, namespace)
         if uid is not None and current["metadata"].get("uid") != uid:
             raise ConflictError(f"Precondition failed: UID in precondition: {uid}, UID in object meta: "
                                 f"{current['metadata'].get('uid')}")
-        self._request_deletion(kind, current)
+        if kind == POD and grace_period_seconds is not None:
+            self._delete_pod_gracefully(current, grace_period_seconds)
+        else:
+            self._request_deletion(kind, current)
 
     async def evict(self, name: str, namespace: str) -> None:
+        self._finish_graceful_deletions()
         self._maybe_fail("evict", POD)
         pod = self._stored(POD, name, namespace)
         pdbs = [p for (ns, _), p in self._objects.get(_key_of(PDB), {}).items() if ns == namespace]
@@ -398,7 +435,12 @@ class MemoryKube:
         if updated == current:
             return current  # a no-op write does not bump resourceVersion, as on a real server
         key = (old_meta.get("namespace", ""), old_meta["name"])
-        if updated["metadata"].get("deletionTimestamp") and not updated["metadata"].get("finalizers"):
+        new_meta = updated["metadata"]
+        if (
+            new_meta.get("deletionTimestamp")
+            and not new_meta.get("finalizers")
+            and not new_meta.get("deletionGracePeriodSeconds")  # a terminating pod waits for its kubelet
+        ):
             return self._write(kind, key, updated, "DELETED")
         return self._write(kind, key, updated, "MODIFIED", previous=current)
 
@@ -414,6 +456,45 @@ class MemoryKube:
         updated["metadata"]["deletionTimestamp"] = format_time(self._clock())
         updated["metadata"]["deletionGracePeriodSeconds"] = 0
         self._write(kind, key, updated, "MODIFIED", previous=current)
+
+    def _delete_pod_gracefully(self, pod: Manifest, grace_period_seconds: int) -> None:
+        decision = plan_pod_deletion(pod, grace_period_seconds, self._clock())
+        if decision.kind == "immediate":
+            self._request_deletion(POD, pod)
+            return
+        if decision.kind == "unchanged" or decision.until is None:
+            return
+        metadata = pod["metadata"]
+        key = (metadata.get("namespace", ""), metadata["name"])
+        if decision.grace_seconds == 0 and not metadata.get("finalizers"):
+            self._write(POD, key, clone(pod), "DELETED")
+            return
+        updated = clone(pod)
+        updated["metadata"]["deletionTimestamp"] = format_time(decision.until)
+        updated["metadata"]["deletionGracePeriodSeconds"] = decision.grace_seconds
+        self._write(POD, key, updated, "MODIFIED", previous=pod)
+        if decision.grace_seconds:
+            self._terminating_pods[key] = decision.until
+        else:
+            self._terminating_pods.pop(key, None)
+
+    def _finish_graceful_deletions(self) -> None:
+        """The kubelet's final delete (grace 0) of every pod whose grace period has run out."""
+        if not self._terminating_pods:
+            return
+        now = self._clock()
+        due = [key for key, until in self._terminating_pods.items() if until <= now]
+        for key in due:
+            del self._terminating_pods[key]
+            pod = self._objects.get(_key_of(POD), {}).get(key)
+            if pod is None or not pod["metadata"].get("deletionGracePeriodSeconds"):
+                continue  # gone already, or recreated under the same name
+            if not pod["metadata"].get("finalizers"):
+                self._write(POD, key, clone(pod), "DELETED")
+                continue
+            updated = clone(pod)
+            updated["metadata"]["deletionGracePeriodSeconds"] = 0
+            self._write(POD, key, updated, "MODIFIED", previous=pod)
 
     def _write(
         self,
@@ -431,6 +512,6 @@ class MemoryKube:
         else:
             store[key] = obj
         self._history.append(Change(revision, kind, event_type, obj, previous))
-        for listener in list(self._listeners):
-            listener(kind, WatchEvent(event_type, clone(obj)))
+        for listener, copy in list(self._listeners):
+            listener(kind, WatchEvent(event_type, clone(obj) if copy else obj))
         return obj

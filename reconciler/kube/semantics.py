@@ -94,6 +94,12 @@ def parse_time(text: str) -> datetime:
     return datetime.fromisoformat(value).astimezone(UTC)
 
 
+def check_grace_period(seconds: object) -> None:
+    """A client-side check of ``DeleteOptions.gracePeriodSeconds``: ``None`` or a non-negative integer."""
+    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int) or seconds < 0):
+        raise ValueError(f"gracePeriodSeconds: {seconds!r} is not a non-negative integer")
+
+
 def clone(value: Any) -> Any:
     """A deep copy of JSON-like data, several times faster than ``copy.deepcopy``."""
     if isinstance(value, dict):

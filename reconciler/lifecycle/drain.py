@@ -31,6 +31,7 @@ from reconciler.disruption import pods as podutil
 from reconciler.disruption.pdb import PdbLimits
 from reconciler.disruption.pods import PodFacts, PodLike, facts
 from reconciler.model import labels as wk
+from reconciler.model.meta import parse_time_or_none
 from reconciler.settings import SettingsError, parse_duration
 
 Manifest = Mapping[str, Any]
@@ -70,10 +71,10 @@ def termination_deadline(nodeclaim: Manifest | None) -> datetime | None:
     if not nodeclaim:
         return None
     metadata = nodeclaim.get("metadata") or {}
-    stamped = podutil.parse_time((metadata.get("annotations") or {}).get(wk.NODECLAIM_TERMINATION_TIMESTAMP))
+    stamped = parse_time_or_none((metadata.get("annotations") or {}).get(wk.NODECLAIM_TERMINATION_TIMESTAMP))
     if stamped is not None:
         return stamped
-    deleted = podutil.parse_time(metadata.get("deletionTimestamp"))
+    deleted = parse_time_or_none(metadata.get("deletionTimestamp"))
     grace = (nodeclaim.get("spec") or {}).get("terminationGracePeriod")
     if deleted is None or not grace:
         return None

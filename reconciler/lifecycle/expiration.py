@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from reconciler.disruption.pods import parse_time
 from reconciler.model import labels as wk
+from reconciler.model.meta import parse_time_or_none
 from reconciler.settings import SettingsError, parse_duration
 
 Manifest = Mapping[str, Any]
@@ -33,7 +33,7 @@ class Expiration:
 def expiration_time(nodeclaim: Manifest) -> datetime | None:
     """creationTimestamp + spec.expireAfter, or None for ``Never`` / an unreadable claim."""
     metadata = nodeclaim.get("metadata") or {}
-    created = parse_time(metadata.get("creationTimestamp"))
+    created = parse_time_or_none(metadata.get("creationTimestamp"))
     raw = (nodeclaim.get("spec") or {}).get("expireAfter", DEFAULT_EXPIRE_AFTER)
     if created is None or raw is None or str(raw) == "Never":
         return None

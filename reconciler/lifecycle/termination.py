@@ -1,5 +1,9 @@
 """NodeClaim termination: taint, drain through the Eviction API, delete the instance, release finalizers.
 
+Pods whose own terminationGracePeriodSeconds would outlast the NodeClaim's
+terminationGracePeriod deadline are deleted with ``gracePeriodSeconds`` = the time
+left, so they are gone before the instance is.
+
 ``Terminator.step`` does as much as it can right now and returns; callers (the
 live finalizer controller, the simulator) call it again later. Every step is
 idempotent, so a crash at any point is resumed by the next leader.
@@ -36,6 +40,7 @@ class TerminationStep:
     nodeclaim: str
     evicted: list[str] = field(default_factory=list)
     force_deleted: list[str] = field(default_factory=list)
+    grace_periods: dict[str, int] = field(default_factory=dict)  # force-deleted pod -> gracePeriodSeconds sent
     blocked: list[str] = field(default_factory=list)
     instance_deleted: bool = False
     finished: bool = False
@@ -110,8 +115,10 @@ class Terminator:
         for forced in plan.force_delete:
             namespace, _, name = forced.pod.partition("/")
             try:
-                await self._kube.delete(POD, name, namespace)
+                # The pod's own grace period would outlast the node: give it only what is left.
+                await self._kube.delete(POD, name, namespace, grace_period_seconds=forced.grace_seconds)
                 result.force_deleted.append(forced.pod)
+                result.grace_periods[forced.pod] = forced.grace_seconds
             except NotFoundError:
                 continue
         result.blocked.extend(f"{pod}: {why}" for pod, why in plan.blocked.items())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -12,20 +13,37 @@ class ManifestError(ValueError):
     """A manifest field with a bad value; the message names the field path."""
 
 
+# RFC 3339 date-time as Kubernetes (Go's time.RFC3339 / RFC3339Nano) writes and accepts it: an explicit offset
+# is required; Python's fromisoformat alone would also take dates, week dates and naive times.
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})")
+
+
 def parse_time(value: Any, *, path: str = "timestamp") -> datetime | None:
-    """RFC 3339 timestamp (as the API server writes it) to an aware UTC datetime."""
+    """RFC 3339 timestamp (as the API server writes it) to an aware UTC datetime; absent is ``None``.
+
+    Raises ``ManifestError`` naming ``path`` when the value is present but not RFC 3339.
+    A ``datetime`` passes through (naive ones are taken as UTC).
+    """
     if value is None or value == "":
         return None
     if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
+        return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
     text = str(value)
-    if text.endswith("Z"):
-        text = text[:-1] + "+00:00"
+    if not _RFC3339.fullmatch(text):
+        raise ManifestError(f"{path}: {value!r} is not an RFC 3339 timestamp (e.g. 2024-01-31T09:30:00Z)")
     try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        raise ManifestError(f"{path}: {value!r} is not an RFC 3339 timestamp") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:  # well-formed but impossible, e.g. month 13
+        raise ManifestError(f"{path}: {value!r} is not an RFC 3339 timestamp (e.g. 2024-01-31T09:30:00Z)") from None
+    return parsed.astimezone(UTC)
+
+
+def parse_time_or_none(value: Any) -> datetime | None:
+    """Like :func:`parse_time`, for callers that treat an unreadable timestamp as absent (fail safe, no error)."""
+    try:
+        return parse_time(value)
+    except ManifestError:
+        return None
 
 
 def format_time(value: datetime) -> str:

@@ -14,6 +14,7 @@ instance types) or when the incoming operator is ``NotIn``/``DoesNotExist``.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -286,7 +287,9 @@ class Requirements(Mapping[str, Requirement]):
 
     @classmethod
     def from_labels(cls, labels: Mapping[str, str]) -> Requirements:
-        return cls.of(*(Requirement.single(key, str(value)) for key, value in labels.items()))
+        # Requirements are immutable: one instance per distinct label set is shared. Nodes, claims and
+        # instance types are turned into requirements on every scheduling and disruption pass.
+        return _requirements_from_labels(tuple((key, str(value)) for key, value in labels.items()))
 
     @classmethod
     def from_manifest(cls, raw: Iterable[Mapping[str, Any]] | None, *, path: str = "requirements") -> Requirements:
@@ -432,3 +435,8 @@ EMPTY_REQUIREMENTS = Requirements()
 
 # Undefined well-known keys are allowed when matching a pod against a NodePool: instance types resolve them.
 ALLOW_UNDEFINED_WELL_KNOWN = frozenset(wk.WELL_KNOWN_LABELS)
+
+
+@functools.lru_cache(maxsize=8192)
+def _requirements_from_labels(items: tuple[tuple[str, str], ...]) -> Requirements:
+    return Requirements.of(*(Requirement.single(key, value) for key, value in items))

@@ -1,4 +1,10 @@
-"""Kubernetes label selectors (``matchLabels`` + ``matchExpressions``) as immutable matchers."""
+"""Kubernetes label selectors (``matchLabels`` + ``matchExpressions``) as immutable matchers.
+
+The one selector type for pods' affinity and topology-spread terms and for PodDisruptionBudgets.
+Kubernetes distinguishes a null selector from an empty one, and so does this type: ``None`` parses
+to :data:`NOTHING` (a null PDB selector or affinity/spread ``labelSelector`` selects no pod) and
+``{}`` to :data:`EVERYTHING` (an empty PDB selector selects every pod in its namespace).
+"""
 
 from __future__ import annotations
 
@@ -58,6 +64,8 @@ class LabelSelector:
             values = frozenset(str(v) for v in expr.get("values") or ())
             if operator in ("In", "NotIn") and not values:
                 raise SelectorError(f"{where}.values: operator {operator} needs at least one value")
+            if operator in ("Exists", "DoesNotExist") and values:
+                raise SelectorError(f"{where}.values: must be empty for operator {operator}")
             expressions.append(LabelExpression(str(expr["key"]), operator, values))
         return cls(
             tuple(sorted((str(k), str(v)) for k, v in labels.items())),
@@ -66,7 +74,13 @@ class LabelSelector:
 
     @classmethod
     def everything(cls) -> LabelSelector:
+        """The empty selector ``{}``: selects every object."""
         return EVERYTHING
+
+    @classmethod
+    def nothing(cls) -> LabelSelector:
+        """The null selector: selects no object."""
+        return NOTHING
 
     def with_expression(self, expression: LabelExpression) -> LabelSelector:
         return LabelSelector(self.match_labels, (*self.expressions, expression), self.matches_nothing)

@@ -43,7 +43,7 @@ class StateNode:
     # Memos: a StateNode is rebuilt whenever its Node, NodeClaim or pods change, and scheduling runs
     # (one per disruption what-if) read these for every node.
     _requirements: Requirements | None = field(default=None, repr=False, compare=False)
-    _daemon_overhead: tuple[tuple[Pod, ...], Resources] | None = field(default=None, repr=False, compare=False)
+    _room: tuple[tuple[Pod, ...], dict[str, int]] | None = field(default=None, repr=False, compare=False)
 
     # -- identity ------------------------------------------------------------------------------
     @property
@@ -125,10 +125,12 @@ class StateNode:
             self._requirements = requirements
         return self._requirements
 
-    def daemon_overhead(self, daemon_pods: Sequence[Pod], fits: Callable[[Pod], bool]) -> Resources:
-        """Summed requests of the DaemonSet pods that ``fits`` (memoized per identical pod list)."""
+    def room(self, daemon_pods: Sequence[Pod], fits: Callable[[Pod], bool]) -> Mapping[str, int]:
+        """What pods may still use: allocatable minus bound pods' requests and the requests of the
+        DaemonSet pods that ``fits`` says belong here but are not running yet. Memoized per identical
+        pod list; callers copy before changing it."""
         pods = tuple(daemon_pods)
-        memo = self._daemon_overhead
+        memo = self._room
         if memo is not None and len(memo[0]) == len(pods) and all(a is b for a, b in zip(memo[0], pods, strict=True)):
             return memo[1]
         expected: dict[str, int] = {}
@@ -136,9 +138,12 @@ class StateNode:
             if fits(pod):
                 for name, value in pod.scheduling_requests.items():
                     expected[name] = expected.get(name, 0) + value
-        overhead = Resources(expected)
-        self._daemon_overhead = (pods, overhead)
-        return overhead
+        missing = (Resources(expected) - self.daemonset_requests).clamp_non_negative()
+        room = dict(self.available - missing)
+        for name in self.allocatable:
+            room.setdefault(name, 0)
+        self._room = (pods, room)
+        return room
 
     @property
     def taints(self) -> tuple[Taint, ...]:

@@ -1,12 +1,18 @@
-"""``PlannedNodeClaim``: a scheduled claim with a name, written out as a karpenter.sh/v1 NodeClaim manifest."""
+"""``PlannedNodeClaim``: a scheduled claim with a name, written out as a karpenter.sh/v1 NodeClaim manifest.
+
+The manifest carries the static drift hashes of what it was planned from: the NodePool template
+(``karpenter.sh/nodepool-hash``) and, when known, the pool's EC2NodeClass
+(``karpenter.k8s.aws/ec2nodeclass-hash``), so a later edit of either drifts the node.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.disruption.drift import nodepool_hash_annotations
 from reconciler.model import labels as wk
+from reconciler.model.hashes import nodeclass_hash_annotations, nodepool_hash_annotations
 from reconciler.scheduling.results import ScheduledClaim
 
 API_VERSION = "karpenter.sh/v1"
@@ -16,6 +22,8 @@ API_VERSION = "karpenter.sh/v1"
 class PlannedNodeClaim:
     name: str
     claim: ScheduledClaim
+    # The EC2NodeClass manifest the pool references (``ClusterState.nodeclass``); None when it is not known.
+    nodeclass: Mapping[str, Any] | None = None
 
     @property
     def nodepool(self) -> str:
@@ -35,6 +43,8 @@ class PlannedNodeClaim:
         pool = claim.nodepool
         annotations = dict(pool.annotations)
         annotations.update(nodepool_hash_annotations(pool))
+        if self.nodeclass is not None:
+            annotations.update(nodeclass_hash_annotations(self.nodeclass))
         if claim.requirements.has_min_values() or claim.min_values_relaxed:
             annotations[wk.MIN_VALUES_RELAXED] = "true" if claim.min_values_relaxed else "false"
         spec: dict[str, Any] = {

@@ -75,7 +75,7 @@ def plan(
     scheduler = Scheduler(context, now, scheduling_pods={pod.key for pod in moving}, should_stop=should_stop)
     result = scheduler.solve(accepted)
     nodeclaims = [
-        PlannedNodeClaim(name_for(claim.nodepool.name), claim)
+        PlannedNodeClaim(name_for(claim.nodepool.name), claim, state.nodeclass(claim.nodepool))
         for claim in result.new_claims
     ]
     pending_keys = {pod.key for pod in pending}

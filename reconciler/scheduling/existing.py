@@ -53,11 +53,7 @@ class ExistingSlot:
            under_consolidate_after: bool = False) -> ExistingSlot:
         taints = node.scheduling_taints()
         # DaemonSet pods that belong here but are not running yet still need room.
-        expected = node.daemon_overhead(daemon_pods, lambda pod: daemon_pod_fits_node(pod, taints, node.labels))
-        missing = (expected - node.daemonset_requests).clamp_non_negative()
-        remaining = dict(node.available - missing)
-        for name in node.allocatable:
-            remaining.setdefault(name, 0)
+        remaining = dict(node.room(daemon_pods, lambda pod: daemon_pod_fits_node(pod, taints, node.labels)))
         requirements = node.requirements()
         topology.register(wk.HOSTNAME, node.hostname)
         return cls(

@@ -45,9 +45,11 @@ class SimulatedCluster:
         self.reasons: dict[str, str] = {}
         self.booting: dict[str, str] = {}  # nodeclaim -> provider id, launched with `launch: pending`
         self.terminator = Terminator(sim.kube, sim.cloud)
+        # Unowned pods deleted with a grace period: recreated (pending) once they are really gone.
+        self._awaiting_removal: dict[str, Manifest] = {}
         # Kept current from every write, as the live reflectors keep it: no rebuild per decision.
         self._state = ClusterState()
-        sim.kube.subscribe(self._observe)
+        sim.kube.subscribe(self._observe, copy=False)  # the state only reads what it is given
 
     def _observe(self, kind: Kind, event: WatchEvent) -> None:
         try:
@@ -234,6 +236,11 @@ class SimulatedCluster:
 
     async def progress_terminations(self, record: dict[str, Any]) -> None:
         """Drive every deleting NodeClaim's termination as far as it can go now."""
+        await self._drive_terminations(record)
+        if self._awaiting_removal:
+            await self._recreate_unowned(dict(self._awaiting_removal), list(self._awaiting_removal))
+
+    async def _drive_terminations(self, record: dict[str, Any]) -> None:
         for _ in range(10):
             deleting = [c for c in self.manifests("NodeClaim") if c["metadata"].get("deletionTimestamp")]
             if not deleting:
@@ -265,6 +272,10 @@ class SimulatedCluster:
             if pod is None or OWNER_ANNOTATION in ((pod.get("metadata") or {}).get("annotations") or {}):
                 continue
             metadata = pod["metadata"]
+            if await self._exists(POD, metadata["name"], metadata.get("namespace")):
+                self._awaiting_removal[key] = pod  # still terminating (grace period): recreate once gone
+                continue
+            self._awaiting_removal.pop(key, None)
             fresh = {
                 "apiVersion": "v1",
                 "kind": "Pod",
@@ -273,8 +284,15 @@ class SimulatedCluster:
                 "spec": {k: v for k, v in (pod.get("spec") or {}).items() if k != "nodeName"},
                 "status": unschedulable_status(self.sim.now),
             }
-            if self.sim.kube.peek(POD, metadata["name"], metadata.get("namespace")) is None:
-                await create_with_status(self.sim.kube, fresh)
+            await create_with_status(self.sim.kube, fresh)
+
+    async def _exists(self, kind: Kind, name: str, namespace: str | None) -> bool:
+        """Through the API (not ``peek``): a read lets the store finish graceful deletions that are due."""
+        try:
+            await self.sim.kube.get(kind, name, namespace)
+        except NotFoundError:
+            return False
+        return True
 
     # -- results --------------------------------------------------------------------------------
     def final_summary(self) -> dict[str, Any]:

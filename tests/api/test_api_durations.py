@@ -10,6 +10,7 @@ from reconciler.api.cron import cron_problem, next_activation, window_is_active
 from reconciler.api.durations import (
     DurationError,
     format_duration,
+    format_duration_short,
     parse_duration,
     parse_duration_nanos,
     parse_nillable_duration,
@@ -32,6 +33,13 @@ from reconciler.api.durations import (
         ("8h0m0s", 28800),
         ("250us", 0.00025),
         ("250µs", 0.00025),
+        ("250μs", 0.00025),
+        ("-1.5h", -5400),
+        ("+2m", 120),
+        (".5s", 0.5),
+        ("1.s", 1),
+        ("300ms", 0.3),
+        ("2562047h47m16.854775807s", 9_223_372_036.854775807),
     ],
 )
 def test_parse_duration(text: str, seconds: float) -> None:
@@ -40,8 +48,27 @@ def test_parse_duration(text: str, seconds: float) -> None:
 
 @pytest.mark.parametrize("text", ["10d", "", "h", "1", "1h-", "Never", " 1h", "1 h", "1.h2", "--1s"])
 def test_parse_duration_rejects(text: str) -> None:
-    with pytest.raises(DurationError, match="not a valid duration"):
+    with pytest.raises(DurationError, match="is not a duration"):
         parse_duration(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("10d", "unknown unit 'd'"),
+        ("1", "missing unit after '1'"),
+        ("2562047h47m16.854775808s", "Go's limit"),
+        (".s", "expected e.g. 30s"),
+        ("+", "expected e.g. 30s"),
+    ],
+)
+def test_parse_duration_says_what_is_wrong_and_where(text: str, problem: str) -> None:
+    with pytest.raises(DurationError, match=rf"^spec\.expireAfter: .*{problem}"):
+        parse_duration(text, path="spec.expireAfter")
+
+
+def test_go_minimum_duration_is_accepted() -> None:
+    assert parse_duration_nanos("-2562047h47m16.854775808s") == -(2**63)
 
 
 @pytest.mark.parametrize(
@@ -66,6 +93,13 @@ def test_format_duration_like_go(seconds: float | None, text: str) -> None:
 def test_duration_round_trip_is_exact(text: str) -> None:
     nanos = parse_duration_nanos(text)
     assert parse_duration_nanos(format_duration(nanos / 1e9)) == nanos
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"), [(0, "0s"), (90, "1m30s"), (28800, "8h"), (5400, "1h30m"), (1.5, "1.5s"), (-90, "-1m30s")]
+)
+def test_short_format_for_messages(seconds: float, text: str) -> None:
+    assert format_duration_short(seconds) == text
 
 
 def test_never_is_no_duration() -> None:

@@ -12,7 +12,8 @@ from pydantic import ValidationError
 
 from reconciler.api import EC2NodeClass, NodeClaim, NodePool, parse_object
 from reconciler.api.crd_validation import apply_defaults, crd_schema, find_crd
-from reconciler.api.nodepool import UNBOUNDED_DISRUPTIONS, Budget
+from reconciler.api.nodepool import Budget
+from reconciler.disruption.budgets import UNLIMITED, allowance, parse_budgets
 from reconciler.model.resources import Resources
 
 MINIMAL_NODEPOOL = {
@@ -128,14 +129,19 @@ def test_runtime_problems_flag_unknown_capacity_types() -> None:
     assert _nodepool(NODEPOOL).runtime_problems() == []
 
 
+def _allowed(pool: NodePool, now: datetime, node_count: int, reason: str) -> int:
+    """What the disruption engine allows for a validated NodePool model (the one budget evaluator)."""
+    return allowance(pool.name, parse_budgets(pool.budgets), reason, node_count=node_count, disrupting=0, now=now).limit
+
+
 def test_budgets_follow_their_schedule_in_utc() -> None:
     pool = _nodepool(NODEPOOL)  # 10% always; 0 nodes on weekdays 09:00-17:00 UTC
     monday_morning = datetime(2024, 1, 1, 10, 0, tzinfo=UTC)
     monday_evening = datetime(2024, 1, 1, 17, 0, tzinfo=UTC)
     sunday_morning = datetime(2023, 12, 31, 10, 0, tzinfo=UTC)
-    assert pool.allowed_disruptions(monday_morning, 25, "Underutilized") == 0
-    assert pool.allowed_disruptions(monday_evening, 25, "Underutilized") == 3  # ceil(10% of 25)
-    assert pool.allowed_disruptions(sunday_morning, 25, "Drifted") == 3
+    assert _allowed(pool, monday_morning, 25, "Underutilized") == 0
+    assert _allowed(pool, monday_evening, 25, "Underutilized") == 3  # ceil(10% of 25)
+    assert _allowed(pool, sunday_morning, 25, "Drifted") == 3
 
 
 def test_budget_reasons_limit_what_they_apply_to() -> None:
@@ -144,27 +150,17 @@ def test_budget_reasons_limit_what_they_apply_to() -> None:
     )
     pool = _nodepool(manifest)
     now = datetime(2024, 1, 1, tzinfo=UTC)
-    assert pool.allowed_disruptions(now, 100, "Drifted") == 0
-    assert pool.allowed_disruptions(now, 100, "Empty") == 5
-    assert _nodepool(changed("NodePool", "spec.disruption.budgets", [])).allowed_disruptions(
-        now, 9, "Empty"
-    ) == (UNBOUNDED_DISRUPTIONS)
+    assert _allowed(pool, now, 100, "Drifted") == 0
+    assert _allowed(pool, now, 100, "Empty") == 5
+    assert _allowed(_nodepool(changed("NodePool", "spec.disruption.budgets", [])), now, 9, "Empty") == UNLIMITED
 
 
-@pytest.mark.parametrize(
-    ("nodes", "count", "expected"),
-    [("10%", 0, 0), ("10%", 1, 1), ("10%", 10, 1), ("10%", 11, 2), ("100%", 7, 7), ("3", 50, 3)],
-)
-def test_budget_percentages_round_up(nodes: str, count: int, expected: int) -> None:
-    assert Budget(nodes=nodes).allowed_disruptions(datetime(2024, 1, 1, tzinfo=UTC), count) == expected
-
-
-def test_budget_window_edges() -> None:
-    budget = Budget(nodes="0", schedule="@daily", duration="10m")
+def test_budget_model_window_is_read_by_the_engine() -> None:
+    [budget] = parse_budgets([Budget(nodes="0", schedule="@daily", duration="10m")])
+    assert budget.duration == 600
     assert budget.is_active(datetime(2024, 1, 1, 0, 0, tzinfo=UTC))
     assert budget.is_active(datetime(2024, 1, 1, 0, 9, 59, tzinfo=UTC))
     assert not budget.is_active(datetime(2024, 1, 1, 0, 10, tzinfo=UTC))
-    assert budget.duration_seconds == 600
 
 
 def test_nodeclaim_accessors_and_status_round_trip() -> None:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.settings import Settings, SettingsError, format_duration, parse_duration, parse_feature_gates
+from reconciler.settings import Settings, SettingsError, parse_duration, parse_feature_gates
 
 
 def test_defaults_match_karpenter() -> None:
@@ -50,13 +50,25 @@ def test_from_env_rejects_bad_values(env: dict[str, str], message: str) -> None:
         Settings.from_env(env)
 
 
-def test_durations() -> None:
+def test_duration_settings_use_the_go_parser_and_name_the_setting() -> None:
     assert parse_duration("1m30s") == 90
     assert parse_duration("500ms") == 0.5
     assert parse_duration("2h") == 7200
-    assert format_duration(90) == "1m30s"
-    with pytest.raises(SettingsError):
-        parse_duration("10d")
+    assert parse_duration(" 1.5h ") == 5400  # env values: surrounding spaces ignored
+    assert parse_duration(".5s") == 0.5  # Go syntax the old settings parser refused
+    with pytest.raises(SettingsError, match=r"^BATCH_IDLE_DURATION: '10d' is not a duration: unknown unit 'd'"):
+        parse_duration("10d", name="BATCH_IDLE_DURATION")
+    with pytest.raises(SettingsError, match=r"^BATCH_MAX_DURATION: '-1s' must not be negative"):
+        parse_duration("-1s", name="BATCH_MAX_DURATION")
+
+
+def test_rebalance_handling_is_a_validated_setting() -> None:
+    assert Settings.from_env({}).rebalance_handling == "event"  # Karpenter's behaviour by default
+    assert Settings.from_env({"REBALANCE_HANDLING": "drain"}).rebalance_handling == "drain"
+    with pytest.raises(SettingsError, match=r"^REBALANCE_HANDLING: 'cordon' must be one of event, drain$"):
+        Settings.from_env({"REBALANCE_HANDLING": "cordon"})
+    with pytest.raises(SettingsError, match="REBALANCE_HANDLING"):
+        Settings(rebalance_handling="sometimes").validate()
 
 
 def test_feature_gates_from_map() -> None:

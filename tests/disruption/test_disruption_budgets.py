@@ -117,3 +117,30 @@ def test_budget_from_duration_in_seconds_and_model_dump() -> None:
     budget = Budget.from_manifest(FakeModel())
     assert budget.duration == 7200
     assert budget.limit(10, datetime(2026, 1, 5, 1, 0, tzinfo=UTC)) == 2
+
+
+@pytest.mark.parametrize(
+    ("nodes", "count", "expected"),
+    [("10%", 0, 0), ("10%", 1, 1), ("10%", 10, 1), ("10%", 11, 2), ("100%", 7, 7), ("3", 50, 3)],
+)
+def test_budget_percentages_round_up(nodes: str, count: int, expected: int) -> None:
+    assert Budget(nodes=nodes).limit(count, NOON) == expected
+
+
+def test_negative_budget_duration_fails_closed() -> None:
+    with pytest.raises(BudgetError, match=r"budgets\[0\]\.duration: '-1h' must not be negative"):
+        parse_budgets([{"nodes": "1", "schedule": "@daily", "duration": "-1h"}])
+
+
+def test_budget_durations_use_go_syntax() -> None:
+    [budget] = parse_budgets([{"nodes": "0", "schedule": "@daily", "duration": "1h30m"}])
+    assert budget.duration == 5400
+    assert budget.is_active(datetime(2026, 1, 5, 1, 29, tzinfo=UTC))
+    assert not budget.is_active(datetime(2026, 1, 5, 1, 30, tzinfo=UTC))
+
+
+def test_naive_clock_is_a_caller_error_not_a_closed_budget() -> None:
+    scheduled = Budget(nodes="0", schedule="@daily", duration=3600)
+    with pytest.raises(ValueError, match="timezone-aware"):
+        scheduled.is_active(datetime(2026, 1, 5, 0, 30))
+    assert Budget(nodes="1").is_active(datetime(2026, 1, 5, 0, 30))  # unscheduled: the clock is not read

@@ -13,9 +13,11 @@ from reconciler.disruption.drift import (
     INSTANCE_TYPE_NOT_FOUND,
     NODECLASS_DRIFTED,
     NODEPOOL_DRIFTED,
-    NODEPOOL_HASH_VERSION,
     REQUIREMENTS_DRIFTED,
     drift_reason,
+)
+from reconciler.model.hashes import (
+    NODEPOOL_HASH_VERSION,
     nodeclass_hash,
     nodeclass_hash_annotations,
     nodepool_hash,
@@ -170,7 +172,7 @@ def test_hash_versions_must_match_to_compare() -> None:
 
 def test_hash_is_stable_across_processes() -> None:
     code = (
-        "import json,sys; from reconciler.disruption.drift import nodepool_hash;"
+        "import json,sys; from reconciler.model.hashes import nodepool_hash;"
         "print(nodepool_hash(json.loads(sys.argv[1])))"
     )
     import json

@@ -6,7 +6,8 @@ import pytest
 from disruption_factories import NOW, pdb, pod
 
 from reconciler.disruption import pods as podutil
-from reconciler.disruption.pdb import LabelSelector, PdbLimits, SelectorError, pods_blocker
+from reconciler.disruption.pdb import PdbLimits, pods_blocker
+from reconciler.model.selectors import LabelSelector, SelectorError
 
 
 def test_do_not_disrupt_true_protects_running_pods_only() -> None:

@@ -8,6 +8,7 @@ import string
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from prometheus_client import REGISTRY
 
 from reconciler.cloud.aws.clients import AwsCaller
@@ -15,6 +16,7 @@ from reconciler.cloud.aws.ice import UnavailableOfferings
 from reconciler.interruption.controller import InterruptionController, InterruptionSettings
 from reconciler.kube.api import NODE, NODECLAIM, ApiError
 from reconciler.kube.memory import MemoryKube
+from reconciler.settings import Settings, SettingsError
 
 INSTANCE = "i-0123456789abcdef0"
 
@@ -112,7 +114,12 @@ async def test_rebalance_drain_mode_cordons_then_deletes(sqs, queue) -> None:
     sqs.send_message(
         QueueUrl=url, MessageBody=event("EC2 Instance Rebalance Recommendation", {"instance-id": INSTANCE})
     )
-    await drain_queue(controller(kube, sqs, name, rebalance="drain"))
+    # As a user configures it: environment -> validated Settings -> the consumer's settings.
+    settings = InterruptionSettings.from_settings(
+        Settings.from_env({"INTERRUPTION_QUEUE": name, "REBALANCE_HANDLING": "drain"})
+    )
+    assert (settings.queue_name, settings.rebalance) == (name, "drain")
+    await drain_queue(controller(kube, sqs, name, rebalance=settings.rebalance))
     cordoned = await kube.get(NODE, "node-default-abc")
     assert cordoned["spec"]["unschedulable"] is True
     assert {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"} in cordoned["spec"]["taints"]
@@ -130,6 +137,12 @@ async def test_rebalance_event_mode_leaves_the_node_alone(sqs, queue) -> None:
     assert not (await kube.get(NODE, "node-default-abc"))["spec"].get("unschedulable")
     assert not (await kube.get(NODECLAIM, "default-abc"))["metadata"].get("deletionTimestamp")
     assert queue_depth(sqs, url) == 0
+
+
+def test_bad_rebalance_handling_is_refused_naming_the_variable() -> None:
+    with pytest.raises(SettingsError, match=r"^REBALANCE_HANDLING: 'ignore' must be one of event, drain"):
+        InterruptionSettings.from_env({"INTERRUPTION_QUEUE": "q", "REBALANCE_HANDLING": "ignore"})
+    assert InterruptionSettings.from_env({"INTERRUPTION_QUEUE": "q"}).rebalance == "event"
 
 
 async def test_run_loop_consumes_until_stopped(sqs, queue) -> None:

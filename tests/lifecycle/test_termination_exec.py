@@ -115,7 +115,9 @@ async def test_pdb_blocks_eviction_until_it_allows_then_instance_and_objects_go(
 async def test_termination_grace_period_force_deletes_a_do_not_disrupt_pod(
     env: tuple[MemoryKube, SimulatedCloud],
 ) -> None:
-    kube, cloud = env
+    _, cloud = env
+    now = [NOW]
+    kube = MemoryKube(clock=lambda: now[0])  # the API server's clock moves with the terminator's
     await launched_node(kube, cloud, terminationGracePeriod="1m")
     await create_with_status(
         kube, running_pod("pinned", "pool-a", {"app": "x"}, **{wk.DO_NOT_DISRUPT: "true"})
@@ -124,10 +126,16 @@ async def test_termination_grace_period_force_deletes_a_do_not_disrupt_pod(
     terminator = Terminator(kube, cloud)
     step = await terminator.step(await kube.get(NODECLAIM, "pool-a"), NOW)
     assert not step.evicted and not step.force_deleted and not step.finished
-    # The pod's own 30 s grace must end by the deadline (deletion + 1m): force-delete after 30 s.
-    step = await terminator.step(await kube.get(NODECLAIM, "pool-a"), NOW + timedelta(seconds=31))
-    assert step.force_deleted == ["default/pinned"]
-    step = await terminator.step(await kube.get(NODECLAIM, "pool-a"), NOW + timedelta(seconds=32))
+    # The pod's own 30 s grace must end by the deadline (deletion + 1m): force-delete after 30 s,
+    # with only the 29 s that are left.
+    now[0] = NOW + timedelta(seconds=31)
+    step = await terminator.step(await kube.get(NODECLAIM, "pool-a"), now[0])
+    assert step.force_deleted == ["default/pinned"] and step.grace_periods == {"default/pinned": 29}
+    now[0] = NOW + timedelta(seconds=32)
+    step = await terminator.step(await kube.get(NODECLAIM, "pool-a"), now[0])
+    assert not step.finished and step.blocked == ["default/pinned: terminating"]  # shutting down
+    now[0] = NOW + timedelta(seconds=60)  # its grace period is over: the kubelet has removed it
+    step = await terminator.step(await kube.get(NODECLAIM, "pool-a"), now[0])
     assert step.finished
     assert await cloud.list() == []
 

@@ -220,3 +220,34 @@ def test_daemonset_pods_follow_nodes_and_count_as_overhead() -> None:
     assert launched["instanceType"] == "medium"
     (node,) = result["final"]["nodes"]
     assert f"kube-system/agent-{node['name']}" in node["pods"]
+
+
+def test_an_unowned_pod_force_deleted_with_a_grace_period_comes_back_once_it_is_gone() -> None:
+    # The PDB refuses eviction; the NodeClaim's terminationGracePeriod (2m) is shorter than the pod's own (600 s),
+    # so termination deletes the pod at once with the 120 s that remain. The simulator recreates unowned pods
+    # (its convention for bare pods): that must happen once the pod is really gone, not be skipped.
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "solo", "namespace": "default", "labels": {"app": "solo"}},
+        "spec": {
+            "terminationGracePeriodSeconds": 600,
+            "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "1"}}}],
+        },
+    }
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "solo", "namespace": "default"},
+        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "solo"}}},
+    }
+    pool = nodepool(template_spec={"terminationGracePeriod": "2m"})
+    first = run([pool, pdb, pod], [{"provision": {}}])
+    node = first["steps"][0]["launched"][0]["node"]
+    result = run(
+        [pool, pdb, pod],
+        [{"provision": {}}, {"delete": [{"kind": "Node", "name": node}]}, {"advance": "3m"}, {"provision": {}}],
+    )
+    assert result["final"]["pending"] == []
+    (final_node,) = result["final"]["nodes"]
+    assert final_node["name"] != node and final_node["pods"] == ["default/solo"]

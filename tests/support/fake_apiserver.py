@@ -4,7 +4,8 @@ It gives the real ``kubernetes`` client (and our live adapter) the semantics the
 discovery, list (label/field selectors, limit/continue; core list items without
 apiVersion/kind, like the real server), get, create, replace, patch (merge, JSON, strategic
 merge approximated as merge, server-side apply approximated as a merge that creates when
-missing), delete with preconditions, finalizers and deletionTimestamp, the status
+missing), delete with preconditions and ``gracePeriodSeconds`` (DeleteOptions body or query
+parameter; pods then terminate gracefully), finalizers and deletionTimestamp, the status
 subresource, the pods/eviction subresource (429 with a DisruptionBudget cause), watch with
 ``allowWatchBookmarks`` bookmarks, ``timeoutSeconds`` and in-stream 410 ``Expired`` errors,
 and exact ``application/json`` Status bodies on errors.
@@ -51,6 +52,7 @@ class RecordedRequest:
     query: dict[str, str]
     content_type: str
     authorization: str = ""
+    body: str = ""  # the request body as sent (empty for GET and body-less DELETE)
 
 
 @dataclass(slots=True)
@@ -159,6 +161,7 @@ class FakeApiServer:
                 query,
                 request.content_type,
                 request.headers.get("Authorization", ""),
+                await request.text() if request.can_read_body else "",
             )
         )
         for scripted in self._scripted:
@@ -242,7 +245,8 @@ class FakeApiServer:
             if method == "PATCH":
                 return web.json_response(await self._patch(request, target, query))
             if method == "DELETE" and target.subresource is None:
-                return web.json_response(await self._delete(target, await _body(request, optional=True)))
+                options = await _body(request, optional=True)
+                return web.json_response(await self._delete(target, options, query))
         elif target.subresource == "eviction" and target.kind == POD and method == "POST":
             return web.json_response(await self._evict(target, await _body(request)), status=201)
         return _error(405, "MethodNotAllowed", f"{method} is not supported on {request.path}")
@@ -355,8 +359,10 @@ class FakeApiServer:
             self._check_schema(stored, current)
         return await self.kube.replace(obj, subresource=target.subresource)
 
-    async def _delete(self, target: _Target, options: Manifest | None) -> Manifest:
+    async def _delete(self, target: _Target, options: Manifest | None, query: dict[str, str]) -> Manifest:
+        """DeleteOptions come in the body or, without one, as query parameters (as the real server reads them)."""
         assert target.name is not None
+        grace = _grace_period(options, query)
         current = await self.kube.get(target.kind, target.name, target.namespace)
         preconditions = (options or {}).get("preconditions") or {}
         for key in ("uid", "resourceVersion"):
@@ -367,7 +373,7 @@ class FakeApiServer:
                     "Conflict",
                     f"Precondition failed: {key}: expected {expected}, found {current['metadata'].get(key)}",
                 )
-        await self.kube.delete(target.kind, target.name, target.namespace)
+        await self.kube.delete(target.kind, target.name, target.namespace, grace_period_seconds=grace)
         remaining = self.kube.peek(target.kind, target.name, target.namespace)
         return remaining if remaining is not None else current
 
@@ -452,6 +458,25 @@ class FakeApiServer:
     def crd_validation_skipped(self) -> str:
         """Why CRD objects are not schema-checked (empty when they are)."""
         return self._validator.crd_schemas_missing_reason
+
+
+def _grace_period(options: Manifest | None, query: dict[str, str]) -> int | None:
+    """``gracePeriodSeconds`` of a DELETE; a negative value means 1 s, as the API server's pod strategy has it."""
+    if options is not None:
+        if not isinstance(options, dict) or options.get("kind", "DeleteOptions") != "DeleteOptions":
+            raise BadRequestError("the body of a DELETE must be a DeleteOptions object")
+        raw: Any = options.get("gracePeriodSeconds")
+    else:
+        raw = query.get("gracePeriodSeconds")
+    if raw is None or raw == "":
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, int | str):
+        raise BadRequestError(f"gracePeriodSeconds: {raw!r} is not an integer")
+    try:
+        seconds = int(raw)
+    except ValueError:
+        raise BadRequestError(f"gracePeriodSeconds: {raw!r} is not an integer") from None
+    return 1 if seconds < 0 else seconds
 
 
 def _named(obj: Manifest) -> Manifest:

@@ -12,6 +12,7 @@ Every node turned away gets an ``Explanation``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -86,6 +87,14 @@ def node_blocker(node: StateNode, now: datetime) -> tuple[str, str] | None:
     return None
 
 
+@functools.lru_cache(maxsize=256)
+def _duration_seconds(raw: str) -> float | None:
+    try:
+        return parse_duration(raw)
+    except SettingsError:
+        return None
+
+
 def lifetime_remaining(node: StateNode, nodepool: NodePool, now: datetime) -> float:
     """Fraction of the node's expireAfter still ahead (1 when it never expires)."""
     claim = node.nodeclaim
@@ -93,9 +102,8 @@ def lifetime_remaining(node: StateNode, nodepool: NodePool, now: datetime) -> fl
     created = claim.creation_timestamp if claim else None
     if not raw or raw == "Never" or created is None:
         return 1.0
-    try:
-        total = parse_duration(str(raw))
-    except SettingsError:
+    total = _duration_seconds(str(raw))
+    if total is None:
         return 1.0
     if total <= 0:
         return 1.0
@@ -126,6 +134,13 @@ class Assessment:
         return chosen, explanations
 
 
+def _pod_views(state: ClusterState, node: StateNode) -> tuple[list[PodFacts], float, float]:
+    """The node's pods as disruption sees them, with the costs that depend on them alone."""
+    views = [pod_facts(state, pod) for pod in node.pods.values()]
+    reschedule_cost = podutil.reschedule_cost(v for v in views if podutil.is_reschedulable(v))
+    return views, reschedule_cost, sum(podutil.eviction_cost(v) for v in views)
+
+
 def assess(state: ClusterState, catalog: Catalog, pdbs: PdbLimits, now: datetime) -> Assessment:
     candidates: list[Candidate] = []
     blockers: dict[str, tuple[str, str]] = {}
@@ -143,7 +158,7 @@ def assess(state: ClusterState, catalog: Catalog, pdbs: PdbLimits, now: datetime
             what = "not found" if nodepool is None else "has no instance types"
             explanations.append(explain(node, "NoNodePool", f"NodePool {node.nodepool} {what}"))
             continue
-        views = [pod_facts(state, pod) for pod in node.pods.values()]
+        views, reschedule_cost, eviction_cost = node.memo("disruption.pods", lambda n=node: _pod_views(state, n))
         blocker = pods_blocker(views, pdbs, now)
         if blocker is not None:
             blockers[node.name] = ("DoNotDisrupt" if wk.DO_NOT_DISRUPT in blocker else "PDB", blocker)
@@ -161,8 +176,8 @@ def assess(state: ClusterState, catalog: Catalog, pdbs: PdbLimits, now: datetime
                 price=catalog.price(node.nodepool, node),
                 pods=views,
                 reschedulable=moving,
-                reschedule_cost=podutil.reschedule_cost(v for v in views if podutil.is_reschedulable(v)),
-                disruption_cost=sum(podutil.eviction_cost(v) for v in views) * lifetime_remaining(node, nodepool, now),
+                reschedule_cost=reschedule_cost,
+                disruption_cost=eviction_cost * lifetime_remaining(node, nodepool, now),
             )
         )
     return Assessment(candidates, blockers, explanations)

@@ -112,7 +112,7 @@ class _Pass:
                 candidate.nodepool,
                 claim,
                 now=self.now,
-                instance_types=self.types.get(candidate.pool),
+                instance_types=self.catalog.types(candidate.pool),
                 nodeclass=self.state.nodeclass(candidate.nodepool),
                 node_labels=candidate.node.labels,
             )

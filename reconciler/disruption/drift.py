@@ -54,8 +54,20 @@ def _stamp_differs(annotations: Mapping[str, str], key: str, version_key: str, v
     return stamped is not None and annotations.get(version_key) == version and stamped != current
 
 
-def _instance_type_missing(labels: Mapping[str, str], instance_types: Sequence[InstanceType]) -> bool:
-    match = next((it for it in instance_types if it.name == labels.get(wk.INSTANCE_TYPE)), None)
+# The pool's instance types as a list, or by name (what the disruption pass has at hand: no scan per node).
+InstanceTypes = Sequence[InstanceType] | Mapping[str, InstanceType]
+
+
+def _find_type(instance_types: InstanceTypes | None, name: str | None) -> InstanceType | None:
+    if not instance_types or name is None:
+        return None
+    if isinstance(instance_types, Mapping):
+        return instance_types.get(name)
+    return next((it for it in instance_types if it.name == name), None)
+
+
+def _instance_type_missing(labels: Mapping[str, str], instance_types: InstanceTypes) -> bool:
+    match = _find_type(instance_types, labels.get(wk.INSTANCE_TYPE))
     if match is None:
         return True
     zone, capacity = labels.get(wk.ZONE), labels.get(wk.CAPACITY_TYPE)
@@ -69,15 +81,14 @@ def _instance_type_missing(labels: Mapping[str, str], instance_types: Sequence[I
 
 
 def effective_labels(
-    nodeclaim: NodeClaim, node_labels: Mapping[str, str] | None, instance_types: Sequence[InstanceType] | None
+    nodeclaim: NodeClaim, node_labels: Mapping[str, str] | None, instance_types: InstanceTypes | None
 ) -> dict[str, str]:
     """NodeClaim labels, completed by the Node's and by the launched type's well-known labels."""
     labels: dict[str, str] = {}
     type_name = nodeclaim.labels.get(wk.INSTANCE_TYPE) or (node_labels or {}).get(wk.INSTANCE_TYPE)
-    for it in instance_types or ():
-        if it.name == type_name:
-            labels.update(it.labels)
-            break
+    launched = _find_type(instance_types, type_name)
+    if launched is not None:
+        labels.update(launched.labels)
     labels.update(node_labels or {})
     labels.update(nodeclaim.labels)
     return labels
@@ -88,7 +99,7 @@ def drift_reason(
     nodeclaim: NodeClaim,
     *,
     now: datetime,
-    instance_types: Sequence[InstanceType] | None = None,
+    instance_types: InstanceTypes | None = None,
     nodeclass: Mapping[str, Any] | None = None,
     node_labels: Mapping[str, str] | None = None,
 ) -> tuple[str, str] | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from reconciler.model import labels as wk
 from reconciler.model.node import Node, NodeClaim
@@ -44,6 +44,7 @@ class StateNode:
     # (one per disruption what-if) read these for every node.
     _requirements: Requirements | None = field(default=None, repr=False, compare=False)
     _room: tuple[tuple[Pod, ...], dict[str, int]] | None = field(default=None, repr=False, compare=False)
+    _memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     # -- identity ------------------------------------------------------------------------------
     @property
@@ -114,6 +115,12 @@ class StateNode:
 
     def nominated(self, now: datetime) -> bool:
         return self.nominated_until is not None and now < self.nominated_until
+
+    def memo(self, name: str, compute: Callable[[], Any]) -> Any:
+        """``compute()`` once for this node as it is now: views derived only from the node and its pods."""
+        if name not in self._memo:
+            self._memo[name] = compute()
+        return self._memo[name]
 
     # -- scheduling views ----------------------------------------------------------------------
     def requirements(self) -> Requirements:

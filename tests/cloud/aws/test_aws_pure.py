@@ -13,7 +13,7 @@ from reconciler.cloud.aws import fleet as fleets
 from reconciler.cloud.aws.allocatable import KubeletOverrides
 from reconciler.cloud.aws.amifamily import AL2, AL2023, BOTTLEROCKET, CUSTOM, WINDOWS2022, family_of_nodeclass
 from reconciler.cloud.aws.amis import AMI, AMISelectionError, Requirement, ResolvedAMIs, alias_parameters
-from reconciler.cloud.aws.drift import drift_reason, nodeclass_drifted, static_hash
+from reconciler.cloud.aws.drift import drift_reason
 from reconciler.cloud.aws.gc import orphans, referenced_instance_ids
 from reconciler.cloud.aws.ice import UnavailableOfferings
 from reconciler.cloud.aws.instances import InstanceRecord, parse_provider_id, provider_id
@@ -217,29 +217,6 @@ def test_drift_reasons_in_karpenter_order() -> None:
             amd64,
         )
         == "SubnetDrift"
-    )
-
-
-def test_static_hash_ignores_dynamic_fields_and_cosmetic_edits() -> None:
-    spec = {
-        "role": "r",
-        "tags": {"a": "1"},
-        "subnetSelectorTerms": [{"id": "s1"}],
-        "blockDeviceMappings": [{"x": 1}, {"y": 2}],
-    }
-    base = static_hash(spec, "AL2023")
-    assert static_hash({**spec, "subnetSelectorTerms": [{"id": "s2"}]}, "AL2023") == base
-    assert static_hash({**spec, "blockDeviceMappings": [{"y": 2}, {"x": 1}]}, "AL2023") == base
-    assert static_hash({**spec, "detailedMonitoring": False}, "AL2023") == base
-    assert static_hash({**spec, "tags": {"a": "2"}}, "AL2023") != base
-    assert static_hash(spec, "Bottlerocket") != base
-    assert nodeclass_drifted(
-        {"karpenter.k8s.aws/ec2nodeclass-hash": "1", "karpenter.k8s.aws/ec2nodeclass-hash-version": "v6"},
-        {"karpenter.k8s.aws/ec2nodeclass-hash": "2", "karpenter.k8s.aws/ec2nodeclass-hash-version": "v6"},
-    )
-    assert not nodeclass_drifted(
-        {"karpenter.k8s.aws/ec2nodeclass-hash": "1", "karpenter.k8s.aws/ec2nodeclass-hash-version": "v5"},
-        {"karpenter.k8s.aws/ec2nodeclass-hash": "2", "karpenter.k8s.aws/ec2nodeclass-hash-version": "v6"},
     )
 
 

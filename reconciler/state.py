@@ -82,6 +82,8 @@ class ClusterState:
         self._previous: dict[str, tuple[StateNode, int, int]] = {}
         # Per pod key and derivation: (the manifest it was derived from, the derived view) — see ``derived``.
         self._derived: dict[str, dict[Callable[[Manifest], Any], tuple[Manifest, Any]]] = {}
+        # Views of all nodes and their pods together (see ``nodes_memo``), valid for one ``_state_nodes``.
+        self._nodes_memo: tuple[dict[str, StateNode], dict[str, Any]] | None = None
 
     @classmethod
     def from_manifests(cls, manifests: Iterable[Mapping[str, Any]]) -> ClusterState:
@@ -110,7 +112,11 @@ class ClusterState:
             self.nodepools[key] = NodePool.from_manifest(manifest)
             self.nodepool_manifests[key] = dict(manifest)
         elif kind in _RAW_KINDS:
-            getattr(self, _RAW_KINDS[kind])[key] = dict(manifest)
+            store = getattr(self, _RAW_KINDS[kind])
+            previous = store.get(key)
+            store[key] = dict(manifest)
+            if kind == "DaemonSet" and previous is not None and _template(previous) == _template(manifest):
+                return  # a status update: the pods it would run are unchanged
             self._after_raw_change(kind)
 
     def remove(self, ref: Mapping[str, Any] | Any) -> None:
@@ -204,6 +210,18 @@ class ClusterState:
         if self._state_nodes is None:
             self._state_nodes = self._build_state_nodes()
         return list(self._state_nodes.values())
+
+    def nodes_memo(self, name: str, compute: Callable[[], Any]) -> Any:
+        """``compute()`` once per version of the nodes and the pods bound to them (any change to either
+        makes a new version): for views over the whole cluster that many scheduling runs share."""
+        if self._state_nodes is None:
+            self._state_nodes = self._build_state_nodes()
+        if self._nodes_memo is None or self._nodes_memo[0] is not self._state_nodes:
+            self._nodes_memo = (self._state_nodes, {})
+        memo = self._nodes_memo[1]
+        if name not in memo:
+            memo[name] = compute()
+        return memo[name]
 
     def state_node(self, name: str) -> StateNode | None:
         """By node name or NodeClaim name."""
@@ -377,3 +395,7 @@ class ClusterState:
 
     def is_managed_label(self, labels: Mapping[str, str]) -> bool:
         return bool(labels.get(wk.NODEPOOL))
+
+
+def _template(daemonset: Mapping[str, Any]) -> Any:
+    return (daemonset.get("spec") or {}).get("template")

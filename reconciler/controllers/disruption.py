@@ -12,6 +12,7 @@ one at a time; the termination controller drains the deleted candidates.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.instancetypes import instance_types_by_nodepool
@@ -24,7 +25,10 @@ from reconciler.lifecycle.orchestration import CommandExecutor, InFlightCommand
 from reconciler.model import labels as wk
 
 log = ControllerLog("disruption")
-_QUIET_CODES = frozenset({"NoAction", "NotEvaluated"})
+# Not a reason the node stays: the pass simply did not get to it.
+_UNEXPLAINED = frozenset({"NotEvaluated"})
+# Codes whose message carries a countdown or deadline: deduplicated by code, or every pass would emit anew.
+_TICKING_CODES = frozenset({"ConsolidateAfter", "Nominated"})
 
 
 class DisruptionController:
@@ -82,9 +86,11 @@ class DisruptionController:
             result = validate(command, state, types, self.ctx.settings, self.ctx.now())
             if not result.valid or result.command is None:
                 log.info("abandoning disruption command", command=command.describe(), reason=result.reason)
+                message = f"disruption command abandoned after validation: {result.reason}"
                 for candidate in command.candidates:
-                    await self.ctx.event(self.store.get("Node", candidate.name), "Normal", "DisruptionBlocked",
-                                         f"disruption command abandoned after validation: {result.reason}")
+                    for involved in self._objects_of(candidate.name, candidate.nodeclaim):
+                        await self.ctx.event(involved, "Normal", "DisruptionBlocked", message,
+                                             dedupe=self.ctx.timings.event_dedupe)
                 return None
             command = result.command
         replacement_names = [r.name for r in command.replacements]
@@ -103,6 +109,8 @@ class DisruptionController:
             for name in flight.launched:
                 self.store.nominate(name, until)
                 await self._log_launch(name)
+                await self.ctx.event(self.store.get("NodeClaim", name), "Normal", "DisruptionLaunching",
+                                     f"Launching NodeClaim: {command.reason}")
         while flight.state == "waiting":
             await asyncio.sleep(self.ctx.timings.command_poll)
             flight = await self.executor.advance(flight, self.ctx.now())
@@ -160,20 +168,32 @@ class DisruptionController:
         ).inc()
         for candidate in command.candidates:
             metrics.nodeclaims_disrupted.labels(reason=command.reason, nodepool=candidate.pool).inc()
-            message = f"Disrupting Node: {command.reason}/{command.action}"
-            await self.ctx.event(self.store.get("Node", candidate.name), "Normal", "DisruptionTerminating", message)
+            why = f"{command.reason}/{command.action}"
+            await self.ctx.event(self.store.get("Node", candidate.name), "Normal", "DisruptionTerminating",
+                                 f"Disrupting Node: {why}")
             if candidate.nodeclaim:
                 await self.ctx.event(self.store.get("NodeClaim", candidate.nodeclaim), "Normal",
-                                     "DisruptionTerminating", message)
+                                     "DisruptionTerminating", f"Disrupting NodeClaim: {why}")
         for replacement in command.replacements:
             metrics.nodeclaims_created.labels(reason=command.reason.lower(), nodepool=replacement.nodepool).inc()
 
     async def _explain(self, decision: DisruptionDecision) -> None:
+        """Why each node is left alone, as DisruptionBlocked on its NodeClaim and Node (``<Code>: <message>``,
+        the simulator's form), once per period unless the reason changes."""
         for explanation in decision.explanations:
-            if explanation.code in _QUIET_CODES:
+            if explanation.code in _UNEXPLAINED:
                 continue
-            node = self.store.get("Node", explanation.node)
-            await self.ctx.event(node, "Normal", "DisruptionBlocked", f"Cannot disrupt Node: {explanation.message}")
+            timings = self.ctx.timings
+            period = timings.unconsolidatable_event_dedupe if explanation.code == "NoAction" else timings.event_dedupe
+            key = explanation.code if explanation.code in _TICKING_CODES else None
+            for involved in self._objects_of(explanation.node, explanation.nodeclaim):
+                await self.ctx.event(involved, "Normal", "DisruptionBlocked",
+                                     f"{explanation.code}: {explanation.message}", dedupe=period, dedupe_key=key)
+
+    def _objects_of(self, node: str, nodeclaim: str) -> list[dict[str, Any]]:
+        """The NodeClaim and the Node a candidate is known by (those that exist)."""
+        found = [self.store.get("NodeClaim", nodeclaim) if nodeclaim else None, self.store.get("Node", node)]
+        return [obj for obj in found if obj is not None]
 
     async def clear_stale_taints(self) -> list[str]:
         """Untaint nodes a previous command left tainted (e.g. the leader died mid-command)."""

@@ -9,8 +9,6 @@ provider's own unavailable-offerings cache, so the next launch avoids it.
 from __future__ import annotations
 
 import asyncio
-import os
-from collections.abc import Mapping
 from typing import Any
 
 from reconciler.controllers.runtime import ControllerContext, ControllerLog
@@ -21,15 +19,12 @@ log = ControllerLog("interruption")
 class InterruptionLoop:
     """Runs the queue consumer and the instance-status poller until cancelled."""
 
-    def __init__(self, ctx: ControllerContext, cloud: Any, env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, ctx: ControllerContext, cloud: Any) -> None:
         from reconciler.interruption.controller import InterruptionController, InterruptionSettings
         from reconciler.interruption.health import HealthPoller
 
         self.ctx = ctx
-        settings = InterruptionSettings.from_env(os.environ if env is None else env)
-        if ctx.settings.interruption_queue:
-            settings = InterruptionSettings(ctx.settings.interruption_queue, settings.rebalance,
-                                            settings.wait_seconds, settings.health_poll_seconds)
+        settings = InterruptionSettings.from_settings(ctx.settings)
         self.settings = settings
         self.consumer = InterruptionController(
             ctx.kube, cloud.clients.client("sqs"), settings, caller=cloud.caller, unavailable=cloud.unavailable,

@@ -8,12 +8,19 @@ synced and every NodeClaim launched, so a claim still in flight is counted as
 capacity and never planned twice. While pods stay pending the pass is retried
 every ``provisioner_recheck`` seconds even without new events (e.g. after a
 launch failed for lack of capacity).
+
+A NodeClaim that starts deleting is *reserved* (``KeyedLocks.reserve``) until a
+pass has seen it deleting: the drain waits, so that pass plans one replacement
+for all of its pods. Without it the drain can evict them first, and a pass that
+runs while the ReplicaSet's new pods are only partly visible sizes a first
+replacement for some of them, then a second one for the rest.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from reconciler.controllers.cluster import StateStore
@@ -23,6 +30,7 @@ from reconciler.kube.api import ApiError, ConflictError
 from reconciler.model import labels as wk
 from reconciler.provisioning.batcher import Batcher
 from reconciler.provisioning.provisioner import ProvisioningPlan, plan, pods_to_schedule
+from reconciler.state import ClusterState
 
 log = ControllerLog("provisioner")
 
@@ -36,6 +44,8 @@ class Provisioner:
         self.wake = Wakeup()
         self.passes = 0
         self._first_seen: dict[str, float] = {}  # pod uid -> monotonic time it was first seen pending
+        self._reserved: set[str] = set()  # deleting NodeClaims whose drain waits for our next pass
+        self._planned_deletions: set[str] = set()  # deleting NodeClaims (uid) some pass already saw
         store.subscribe(self._on_change)
 
     # -- triggers ------------------------------------------------------------------------------
@@ -51,10 +61,25 @@ class Provisioner:
             if pod is not None and pod.is_provisionable():
                 self._first_seen.setdefault(uid, self.ctx.clock.monotonic())
                 self.trigger(uid)
-        elif (kind == "NodeClaim" and (deleted or metadata.get("deletionTimestamp"))) or (kind == "Node" and any(
-            t.get("key") == wk.DISRUPTED_TAINT_KEY for t in (manifest.get("spec") or {}).get("taints") or []
-        )):
+        elif kind == "NodeClaim" and (deleted or metadata.get("deletionTimestamp")):
+            if deleted:
+                self._planned_deletions.discard(uid)
+            else:
+                self._hold_drain(uid, manifest)
             self.trigger(uid)
+        elif kind == "Node" and any(
+            t.get("key") == wk.DISRUPTED_TAINT_KEY for t in (manifest.get("spec") or {}).get("taints") or []
+        ):
+            self.trigger(uid)
+
+    def _hold_drain(self, uid: str, claim: dict[str, Any]) -> None:
+        """Keep the drain off a newly deleting claim with a node until a pass has planned for its pods."""
+        if uid in self._planned_deletions or self.store.node_for(claim) is None:
+            return
+        name = str(claim["metadata"]["name"])
+        self.ctx.locks.reserve(name, self.ctx.clock.monotonic() + self.ctx.timings.drain_hold)
+        self._reserved.add(name)
+        self._planned_deletions.add(uid)
 
     def trigger(self, uid: str) -> None:
         self.batcher.trigger(uid, self.ctx.now())
@@ -107,7 +132,15 @@ class Provisioner:
         self.passes += 1
         now = self.ctx.now()
         self.store.forget_expired_nominations(now)
+        covered = set(self._reserved)  # deleting claims this pass sees, taken with the snapshot
         state = self.store.snapshot()
+        try:
+            return await self._provision(state, now)
+        finally:
+            self._reserved -= covered
+            self.ctx.locks.unreserve(covered)
+
+    async def _provision(self, state: ClusterState, now: datetime) -> ProvisioningPlan:
         pending, moving = pods_to_schedule(state)
         self.ctx.metrics.scheduling_queue_depth.labels(controller="provisioner").set(len(pending))
         if not pending and not moving:
@@ -133,7 +166,7 @@ class Provisioner:
         await self._report_pending(result)
         return result
 
-    async def _create(self, planned: Any, now: Any) -> None:
+    async def _create(self, planned: Any, now: datetime) -> None:
         manifest = planned.manifest()
         try:
             created = await self.ctx.kube.create(manifest)
@@ -163,10 +196,9 @@ class Provisioner:
             f"created for {len(planned.pods)} pod(s); instance types {summarize(list(planned.instance_type_options))}",
         )
         for key in planned.pods:
-            await self.ctx.event(self._pod(key), "Normal", "Nominated",
-                                 f"Pod should schedule on: nodeclaim/{planned.name}")
+            await self._nominated(key, f"nodeclaim/{planned.name}")
 
-    async def _report_existing(self, result: ProvisioningPlan, now: Any) -> None:
+    async def _report_existing(self, result: ProvisioningPlan, now: datetime) -> None:
         """Pods that fit existing or in-flight capacity: protect those nodes from disruption for a while."""
         if not result.existing:
             return
@@ -176,19 +208,35 @@ class Provisioner:
             self.store.nominate(target, until)
         log.info(f"computed {len(targets)} unready node(s) will fit {len(result.existing)} pod(s)",
                  nodes=len(targets), pods=len(result.existing))
+        refs = {target: self._target_ref(target) for target in targets}
         for key, target in sorted(result.existing.items()):
-            await self.ctx.event(self._pod(key), "Normal", "Nominated", f"Pod should schedule on: {target}")
+            await self._nominated(key, refs[target])
+
+    async def _nominated(self, key: str, target: str) -> None:
+        await self.ctx.event(self._pod(key), "Normal", "Nominated", f"Pod should schedule on: {target}",
+                             dedupe=self.ctx.timings.event_dedupe)
+
+    def _target_ref(self, name: str) -> str:
+        """Karpenter's ``nodeclaim/<claim>, node/<node>`` for a node or a NodeClaim still in flight."""
+        node = self.store.get("Node", name)
+        if node is None:
+            return f"nodeclaim/{name}"
+        claim = self.store.nodeclaim_for_node(node)
+        return f"nodeclaim/{claim['metadata']['name']}, node/{name}" if claim is not None else f"node/{name}"
 
     async def _report_pending(self, result: ProvisioningPlan) -> None:
+        """The scheduler's concrete reason for every pod it could not place, once per reason and period."""
+        dedupe = self.ctx.timings.scheduling_event_dedupe
         for key, reason in result.pending.items():
             log.info("could not schedule pod", Pod=ref(key), error=reason)
-            await self.ctx.event(self._pod(key), "Warning", "FailedScheduling", f"Failed to schedule pod, {reason}")
+            await self.ctx.event(self._pod(key), "Warning", "FailedScheduling", f"Failed to schedule pod, {reason}",
+                                 dedupe=dedupe)
         for event in result.events:
             kind, _, key = str(event.get("object", "")).partition("/")
             if kind != "Pod" or key in result.pending:
                 continue
             await self.ctx.event(self._pod(key), "Warning", event.get("reason", "FailedScheduling"),
-                                 event.get("message", ""))
+                                 event.get("message", ""), dedupe=dedupe)
 
     def _observe_decisions(self, pods: list[Any]) -> None:
         now = self.ctx.clock.monotonic()

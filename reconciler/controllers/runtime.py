@@ -76,6 +76,13 @@ class Timings:
     drift_check_interval: float = 5 * 60
     pod_event_dedupe: float = 10.0
     provisioner_recheck: float = 10.0  # re-plan while pods stay pending even without new events
+    # Explanations repeated every pass go out once per period per (object, reason, message): Karpenter's
+    # 2 min default, 5 min for FailedScheduling, 15 min for "no cheaper option" (its Unconsolidatable).
+    event_dedupe: float = 120.0
+    scheduling_event_dedupe: float = 300.0
+    unconsolidatable_event_dedupe: float = 900.0
+    # A deleting NodeClaim's drain waits for the provisioner to plan its pods' new home, at most this long.
+    drain_hold: float = 30.0
     sync_poll: float = 0.1
     decision_timeout: float = 3 * 60  # bound on one disruption search (Karpenter: 1 min multi, 3 min single)
     state_sync_timeout: float = 120.0
@@ -117,23 +124,48 @@ class Wakeup:
 
 
 class KeyedLocks:
-    """Which objects some controller is acting on right now, so two never act on one at once."""
+    """Which objects some controller is acting on right now, so two never act on one at once.
 
-    def __init__(self) -> None:
+    A *reservation* keeps everyone else off an object without acting on it (so it never disturbs a
+    current holder): the provisioner reserves a deleting NodeClaim until it has planned a new home
+    for its pods, and the drain waits. Reservations lapse at their deadline (``clock`` seconds) so a
+    stuck reserver cannot block the others for ever.
+    """
+
+    def __init__(self, clock: Callable[[], float] | None = None) -> None:
+        self.clock = clock
         self._held: set[str] = set()
+        self._reserved: dict[str, float] = {}  # key -> deadline
 
     def busy(self, key: str) -> bool:
-        return key in self._held
+        return key in self._held or self.reserved(key)
+
+    def reserved(self, key: str) -> bool:
+        deadline = self._reserved.get(key)
+        if deadline is None:
+            return False
+        if self.clock is not None and self.clock() >= deadline:
+            del self._reserved[key]
+            return False
+        return True
 
     def try_hold(self, keys: Iterable[str]) -> bool:
         wanted = set(keys)
-        if wanted & self._held:
+        if any(self.busy(key) for key in wanted):
             return False
         self._held |= wanted
         return True
 
     def release(self, keys: Iterable[str]) -> None:
         self._held -= set(keys)
+
+    def reserve(self, key: str, until: float) -> None:
+        """Keep others off ``key`` until ``until`` (on ``clock``) or ``unreserve``, whichever is first."""
+        self._reserved[key] = max(until, self._reserved.get(key, until))
+
+    def unreserve(self, keys: Iterable[str]) -> None:
+        for key in keys:
+            self._reserved.pop(key, None)
 
     @contextlib.asynccontextmanager
     async def holding(self, keys: Iterable[str]) -> AsyncIterator[bool]:
@@ -180,16 +212,28 @@ class ControllerContext:
     locks: KeyedLocks = field(default_factory=KeyedLocks)
 
     def __post_init__(self) -> None:
+        if self.locks.clock is None:
+            self.locks.clock = self.clock.monotonic
         if self.events is None:
             self.events = EventRecorder(self.kube, clock=self.clock.now)
 
     def now(self) -> datetime:
         return self.clock.now()
 
-    async def event(self, involved: Manifest | None, event_type: EventType, reason: str, message: str) -> None:
+    async def event(
+        self,
+        involved: Manifest | None,
+        event_type: EventType,
+        reason: str,
+        message: str,
+        *,
+        dedupe: float | None = None,
+        dedupe_key: str | None = None,
+    ) -> None:
+        """Record an event; with ``dedupe`` (seconds) a repeat within that period is not written again."""
         if involved is None or self.events is None:
             return
-        await self.events.record(involved, event_type, reason, message)
+        await self.events.record(involved, event_type, reason, message, dedupe=dedupe, dedupe_key=dedupe_key)
 
 
 class ControllerLog:

@@ -44,14 +44,6 @@ class InterruptionSettings:
         """The queue (``INTERRUPTION_QUEUE``; empty disables) and ``REBALANCE_HANDLING`` from validated settings."""
         return cls(queue_name=settings.interruption_queue, rebalance=settings.rebalance_handling)
 
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> InterruptionSettings:
-        """Kept for ``controllers/interruption.py`` until it passes its ``Settings``: reads them via ``Settings``.
-
-        Raises ``SettingsError`` naming the variable when one is invalid.
-        """
-        return cls.from_settings(Settings.from_env(env))
-
 
 async def nodeclaims_by_instance(kube: KubeAPI) -> dict[str, dict[str, Any]]:
     """NodeClaims keyed by the EC2 instance ID in their ``status.providerID``."""

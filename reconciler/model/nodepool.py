@@ -44,7 +44,7 @@ class NodePool:
     node_class_ref: Mapping[str, str] = field(default_factory=dict)
     expire_after: str = "720h"
     termination_grace_period: str | None = None
-    limits: Resources = EMPTY
+    limits: Mapping[str, int] = field(default_factory=dict)  # milli-units; explicit zeros kept
     replicas: int | None = None
     ready: bool = True
     deletion_timestamp: datetime | None = None
@@ -107,9 +107,9 @@ def _parse(cls: type[NodePool], manifest: Mapping[str, Any], metadata: Mapping[s
         if _restricted(key):
             raise ManifestError(f"spec.template.metadata.labels.{key}: label key is restricted")
     limits_raw = spec.get("limits")
-    limits = Resources.from_manifest(limits_raw, path="spec.limits") if limits_raw else EMPTY
-    if limits_raw and NODES in limits_raw and NODES not in limits:
-        limits = Resources({**limits, NODES: 0})  # an explicit "nodes: 0" must still block the pool
+    parsed = Resources.from_manifest(limits_raw, path="spec.limits") if limits_raw else EMPTY
+    # A plain map, not Resources (which drops zeros): an explicit "cpu: 0" or "nodes: 0" blocks the pool.
+    limits = {str(name): parsed.amount(str(name)) for name in (limits_raw or {})}
     weight = spec.get("weight")
     replicas = spec.get("replicas")
     return cls(

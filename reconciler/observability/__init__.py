@@ -6,8 +6,8 @@
   on the health-probe port (8081), as the Karpenter chart wires its probes.
 - ``configure_logging`` / ``log_decision``: one JSON object per line with Karpenter's keys
   (level, time, logger, message, then the facts), for stdlib and structlog loggers alike.
-- ``EventRecorder``: core/v1 Events with client-go's aggregation (a repeat bumps ``count``)
-  and a per-object token bucket, never failing the caller.
+- ``EventRecorder``: core/v1 Events with client-go's aggregation (a repeat bumps ``count``),
+  a per-object token bucket and Karpenter's per-event deduplication, never failing the caller.
 """
 
 from reconciler.observability.events import EventRecorder, EventType

@@ -1,14 +1,15 @@
-"""Kubernetes events: core/v1 Events with client-go's aggregation (a repeat bumps ``count``) and a
-per-object token bucket; recording never fails the caller."""
+"""Kubernetes events: core/v1 Events with client-go's aggregation (a repeat bumps ``count``), a
+per-object token bucket and optional deduplication; recording never fails the caller."""
 
 from __future__ import annotations
 
 import logging
 import socket
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from reconciler.kube.api import EVENT, ApiError, KubeAPI, Manifest, NotFoundError
 from reconciler.kube.semantics import format_time
@@ -33,7 +34,13 @@ class _Bucket:
 class EventRecorder:
     """Record core/v1 Events about objects. Identical events within ``aggregation_window`` bump the
     existing Event's ``count``; each object gets a token bucket (``burst`` events, then one per
-    ``refill_every``) as client-go does. Failures are logged, never raised: events are best effort."""
+    ``refill_every``) as client-go does. Failures are logged, never raised: events are best effort.
+
+    ``record(..., dedupe=seconds)`` is Karpenter's deduplication, for explanations a controller
+    repeats every pass: the same (object, type, reason, message) goes out at most once per
+    ``dedupe`` seconds and a changed message at once. ``dedupe_key`` replaces the message in that
+    comparison (for messages that carry a countdown). Memory is bounded: what went out, the
+    aggregates and the buckets are each an LRU of ``max_entries`` keys."""
 
     def __init__(
         self,
@@ -45,6 +52,7 @@ class EventRecorder:
         burst: int = 25,
         refill_every: float = 300.0,
         aggregation_window: float = 600.0,
+        max_entries: int = 50_000,  # above the (object, reason) pairs of a 5,000-node cluster
     ) -> None:
         self.kube = kube
         self.component = component
@@ -53,39 +61,68 @@ class EventRecorder:
         self._burst = burst
         self._refill_every = refill_every
         self._window = timedelta(seconds=aggregation_window)
-        self._aggregates: dict[tuple[str, ...], _Aggregate] = {}
-        self._buckets: dict[tuple[str, str, str], _Bucket] = {}
+        self._max_entries = max_entries
+        self._aggregates: OrderedDict[tuple[str, ...], _Aggregate] = OrderedDict()
+        self._sent: OrderedDict[tuple[str, ...], datetime] = OrderedDict()  # dedupe key -> when it went out
+        self._buckets: OrderedDict[tuple[str, ...], _Bucket] = OrderedDict()
         self._sequence = 0
-        self.dropped = 0
+        self.dropped = 0  # refused by an object's token bucket
+        self.deduplicated = 0  # suppressed as a repeat within its dedupe period
 
-    async def record(self, involved: Manifest, event_type: EventType, reason: str, message: str) -> None:
+    async def record(
+        self,
+        involved: Manifest,
+        event_type: EventType,
+        reason: str,
+        message: str,
+        *,
+        dedupe: float | None = None,
+        dedupe_key: str | None = None,
+    ) -> None:
         now = self._clock()
         metadata = involved.get("metadata") or {}
         subject = (str(involved.get("kind", "")), str(metadata.get("namespace") or ""), str(metadata.get("name", "")))
-        key = (*subject, str(metadata.get("uid", "")), event_type, reason, message)
-        self._forget_stale(now)
+        identity = (*subject, str(metadata.get("uid", "")), event_type, reason)
+        key = (*identity, message)
+        sent_key = (*identity, message if dedupe_key is None else f"key:{dedupe_key}") if dedupe else None
+        if sent_key is not None and self._sent_within(sent_key, now, timedelta(seconds=dedupe or 0.0)):
+            self.deduplicated += 1
+            return
         try:
             existing = self._aggregates.get(key)
             if existing is not None and now - existing.last_seen < self._window:
+                self._aggregates.move_to_end(key)
                 await self._bump(existing, now)
-                return
-            if not self._take_token(subject, now):
+            elif self._take_token(subject, now):
+                self._remember(self._aggregates, key, await self._create(involved, event_type, reason,
+                                                                          message[:1024], now))
+            else:
                 self.dropped += 1
                 return
-            self._aggregates[key] = await self._create(involved, event_type, reason, message[:1024], now)
         except ApiError as error:
             logging.getLogger(__name__).warning("recording event %s failed: %s", reason, error)
-
-    def _forget_stale(self, now: datetime) -> None:
-        """Bound memory: drop aggregates past their window and buckets that have refilled."""
-        if len(self._aggregates) + len(self._buckets) < 4096:
             return
-        self._aggregates = {k: v for k, v in self._aggregates.items() if now - v.last_seen < self._window}
-        full = timedelta(seconds=self._burst * self._refill_every)
-        self._buckets = {k: v for k, v in self._buckets.items() if now - v.refilled_at < full}
+        if sent_key is not None:
+            self._remember(self._sent, sent_key, now)
+
+    def _sent_within(self, key: tuple[str, ...], now: datetime, period: timedelta) -> bool:
+        sent_at = self._sent.get(key)
+        if sent_at is None:
+            return False
+        self._sent.move_to_end(key)
+        return now - sent_at < period
+
+    def _remember(self, cache: OrderedDict[tuple[str, ...], Any], key: tuple[str, ...], value: Any) -> None:
+        cache[key] = value
+        cache.move_to_end(key)
+        while len(cache) > self._max_entries:
+            cache.popitem(last=False)
 
     def _take_token(self, subject: tuple[str, str, str], now: datetime) -> bool:
-        bucket = self._buckets.setdefault(subject, _Bucket(float(self._burst), now))
+        bucket = self._buckets.get(subject)
+        if bucket is None:
+            bucket = _Bucket(float(self._burst), now)
+        self._remember(self._buckets, subject, bucket)
         elapsed = (now - bucket.refilled_at).total_seconds()
         bucket.tokens = min(float(self._burst), bucket.tokens + elapsed / self._refill_every)
         bucket.refilled_at = now
@@ -101,7 +138,7 @@ class EventRecorder:
         try:
             await self.kube.patch(EVENT, aggregate.name, patch, aggregate.namespace)
         except NotFoundError:
-            self._aggregates = {k: v for k, v in self._aggregates.items() if v is not aggregate}
+            self._aggregates = OrderedDict((k, v) for k, v in self._aggregates.items() if v is not aggregate)
 
     async def _create(
         self, involved: Manifest, event_type: EventType, reason: str, message: str, now: datetime

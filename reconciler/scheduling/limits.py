@@ -64,7 +64,7 @@ def limits_message(template: ClaimTemplate, remaining: dict[str, int]) -> str:
         smallest = min(t.capacity.amount(name) for t in template.types)
         if smallest > left:
             parts.append(
-                f"{name} limit {format_quantity(limits.amount(name), name)}, remaining "
+                f"{name} limit {format_quantity(limits.get(name, 0), name)}, remaining "
                 f"{format_quantity(max(left, 0), name)} after existing nodes and NodeClaims planned in this run "
                 f"(smallest instance type has {format_quantity(smallest, name)})"
             )
@@ -75,7 +75,7 @@ def limits_message(template: ClaimTemplate, remaining: dict[str, int]) -> str:
 def describe_remaining(template: ClaimTemplate, remaining: dict[str, int]) -> str:
     limits = template.nodepool.limits
     return ", ".join(
-        f"{name} limit {format_quantity(limits.amount(name), name)}, remaining {format_quantity(max(left, 0), name)}"
+        f"{name} limit {format_quantity(limits.get(name, 0), name)}, remaining {format_quantity(max(left, 0), name)}"
         for name, left in sorted(remaining.items()) if name != NODES
     )
 

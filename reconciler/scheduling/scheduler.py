@@ -30,6 +30,7 @@ from reconciler.scheduling.templates import ClaimTemplate
 from reconciler.scheduling.topology import CountedPod, Topology, TopologyError
 from reconciler.scheduling.topology_group import ANTI_AFFINITY, TopologyGroup
 from reconciler.scheduling.volumes import volume_requirements
+from reconciler.state import ClusterState
 
 _EPOCH = datetime.min
 
@@ -87,18 +88,9 @@ class Scheduler:
 
     def _build_topology(self, active: Sequence, scheduling: set[str]) -> Topology:
         state = self.context.state
-        counted: list[CountedPod] = []
-        nodes = []
-        by_name = {n.name: n for n in state.state_nodes()}
-        for node in active:
-            nodes.append((node.labels, node.taints, node.requirements()))
-        for pod in state.bound_pods():
-            if pod.key in scheduling or not pod.is_active:
-                continue
-            node = by_name.get(pod.node_name)
-            if node is None:
-                continue
-            counted.append(CountedPod(pod, node.labels, node.taints, node.requirements(), node.name))
+        nodes = [(node.labels, node.taints, node.requirements()) for node in active]
+        counted = [c for c in state.nodes_memo("scheduling.counted_pods", lambda: _counted_pods(state))
+                   if c.pod.key not in scheduling]
         namespaces = {name: state.namespace_labels(name) for name in
                       {*state.namespaces, *(c.pod.namespace for c in counted)}}
         return Topology(
@@ -290,6 +282,17 @@ class Scheduler:
 
 def _refused(blockers: dict[TopologyGroup, tuple], candidate: object) -> bool:
     return any(group.refuses(key, candidate) for group, key in blockers.items())
+
+
+def _counted_pods(state: ClusterState) -> list[CountedPod]:
+    """Every active pod bound to a known node, as topology counts it (shared by the runs on one state)."""
+    by_name = {n.name: n for n in state.state_nodes()}
+    counted = []
+    for pod in state.bound_pods():
+        node = by_name.get(pod.node_name)
+        if node is not None and pod.is_active:
+            counted.append(CountedPod(pod, node.labels, node.taints, node.requirements(), node.name))
+    return counted
 
 
 def _queue_key(sp: SchedulingPod) -> tuple:

@@ -301,9 +301,9 @@ class CrashingKube:
             lambda: self.inner.patch(kind, name, patch, namespace, subresource),
         )
 
-    async def delete(self, kind: Kind, name: str, namespace: str | None = None) -> None:
+    async def delete(self, kind: Kind, name: str, namespace: str | None = None, **options: Any) -> None:
         return await self._call(
-            f"delete {kind.kind}/{name}", lambda: self.inner.delete(kind, name, namespace)
+            f"delete {kind.kind}/{name}", lambda: self.inner.delete(kind, name, namespace, **options)
         )
 
     async def evict(self, name: str, namespace: str) -> None:

@@ -28,6 +28,9 @@ class Steps:
     store: StateStore = field(default_factory=StateStore)
     metrics: Metrics = field(default_factory=Metrics)
     recorder: EventRecorder | None = None  # one per "process", as in the reconciler
+    # Kinds whose watch events are held back (a slow watch) until ``deliver_lagging``.
+    lagging: set[str] = field(default_factory=set)
+    _held_back: list[WatchEvent] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.kube = MemoryKube(clock=self.clock.now, seed=3)
@@ -36,6 +39,18 @@ class Steps:
         self.store.synced = True
 
     def _feed(self, kind: Kind, event: WatchEvent) -> None:
+        if kind.kind in self.lagging:
+            self._held_back.append(event)
+            return
+        self._apply(event)
+
+    def deliver_lagging(self) -> None:
+        """The slow watch catches up: every held-back event, in order."""
+        held, self._held_back = self._held_back, []
+        for event in held:
+            self._apply(event)
+
+    def _apply(self, event: WatchEvent) -> None:
         if event.type == "DELETED":
             self.store.remove(event.object)
         else:

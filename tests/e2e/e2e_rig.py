@@ -109,7 +109,7 @@ class E2E:
             CrashingCloud(cloud, switch) if switch else cloud,  # type: ignore[arg-type]
             leader=lease, timings=fast_timings(gc_min_age=2.0), clock=self.clock, metrics=Metrics(),
             serve=serve, seed=seed,
-            extra_loops=(lambda ctx: {"interruption": InterruptionLoop(ctx, cloud, env={})})
+            extra_loops=(lambda ctx: {"interruption": InterruptionLoop(ctx, cloud)})
             if interruption_queue else None,
         )
         replica = Replica(app, kube, cloud, switch=switch)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-import pytest
 from ctrl_harness import wait_for
 from e2e_rig import e2e
 
@@ -26,11 +25,6 @@ def spot_warning(instance_id: str) -> str:
     })
 
 
-# Known race (open bug, see the issue note): under CPU load the provisioner sometimes launches a second
-# replacement for the interrupted node's pods and the extra node stays. Non-strict so the run still
-# reports it (XFAIL/XPASS) without making CI flaky; remove once the provisioner counts the first
-# replacement for the evicted pods.
-@pytest.mark.xfail(strict=False, reason="intermittent double replacement after interruption under load")
 async def test_interrupted_node_is_replaced_and_its_instance_terminated(aws: OfflineAWS) -> None:
     sqs = aws.client("sqs")
     queue = f"{aws.cluster}-interruption"
@@ -47,6 +41,9 @@ async def test_interrupted_node_is_replaced_and_its_instance_terminated(aws: Off
             return claim["metadata"]["name"] not in names and await rig.converged(instances=1)
 
         assert await wait_for(replaced, timeout=40), await rig.inventory()
+        created = [line for line in rig.log_lines() if line["message"] == "created nodeclaim"]
+        assert len(created) == 2, created  # the first node, then one replacement sized for all three pods
+        assert created[1]["pods"] == 3
         states = {i["InstanceId"]: i["State"]["Name"] for i in rig.ec2_instances()}
         assert states[instance_id] in ("shutting-down", "terminated")
         assert all(p["spec"].get("nodeName") for p in rig.server.kube.objects(POD))

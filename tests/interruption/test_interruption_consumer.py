@@ -141,8 +141,8 @@ async def test_rebalance_event_mode_leaves_the_node_alone(sqs, queue) -> None:
 
 def test_bad_rebalance_handling_is_refused_naming_the_variable() -> None:
     with pytest.raises(SettingsError, match=r"^REBALANCE_HANDLING: 'ignore' must be one of event, drain"):
-        InterruptionSettings.from_env({"INTERRUPTION_QUEUE": "q", "REBALANCE_HANDLING": "ignore"})
-    assert InterruptionSettings.from_env({"INTERRUPTION_QUEUE": "q"}).rebalance == "event"
+        Settings.from_env({"INTERRUPTION_QUEUE": "q", "REBALANCE_HANDLING": "ignore"})
+    assert InterruptionSettings.from_settings(Settings.from_env({"INTERRUPTION_QUEUE": "q"})).rebalance == "event"
 
 
 async def test_run_loop_consumes_until_stopped(sqs, queue) -> None:

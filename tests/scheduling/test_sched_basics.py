@@ -308,6 +308,13 @@ def test_nodepool_limits_count_existing_nodes_and_explain_the_block():
     assert "cpu limit 4, remaining 0" in result.pending["default/p"]
 
 
+def test_an_explicit_zero_limit_blocks_the_pool_instead_of_meaning_no_limit():
+    for limits in ({"cpu": "0"}, {"memory": "0Gi"}, {"nodes": "0"}):
+        result = solve([nodepool(limits=limits), pod("p", cpu="1")])
+        assert not result.nodeclaims, limits
+        assert "limit" in result.pending["default/p"], limits
+
+
 def test_node_count_limit_blocks_the_pool():
     objects = [
         nodepool(limits={"nodes": "1"}),

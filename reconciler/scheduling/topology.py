@@ -78,6 +78,7 @@ class Topology:
         self.inverse: dict[tuple, TopologyGroup] = {}
         self._owned: dict[str, list[TopologyGroup]] = {}
         self._inverse_cache: dict[tuple[str, frozenset[tuple[str, str]]], list[TopologyGroup]] = {}
+        self._inverse_identity: dict[tuple[PodAffinityTerm, str, tuple], tuple] = {}
         self._by_namespace: dict[str, list[CountedPod]] = {}
         for counted in counted_pods:
             self._by_namespace.setdefault(counted.pod.namespace, []).append(counted)
@@ -179,11 +180,17 @@ class Topology:
 
     def _add_inverse(self, pod: Pod, node_labels: Mapping[str, str] | None) -> None:
         for term in pod.anti_affinity_required:
-            group = TopologyGroup(ANTI_AFFINITY, term.topology_key, self._namespaces(pod.namespace, term),
-                                  term.selector, float("inf"), None, NodeFilter())  # type: ignore[arg-type]
-            self._register_domains(group, pod, filter_taints=True)
-            identity = group.identity
-            group = self.inverse.setdefault(identity, group)
+            # Replicas share their terms: find the group without building (and registering domains for) a
+            # new one per running pod — every scheduling run starts by doing this for all of them.
+            seen = (term, pod.namespace, pod.tolerations)
+            identity = self._inverse_identity.get(seen)
+            group = self.inverse.get(identity) if identity is not None else None
+            if group is None:
+                group = TopologyGroup(ANTI_AFFINITY, term.topology_key, self._namespaces(pod.namespace, term),
+                                      term.selector, float("inf"), None, NodeFilter())  # type: ignore[arg-type]
+                self._register_domains(group, pod, filter_taints=True)
+                group = self.inverse.setdefault(group.identity, group)
+                self._inverse_identity[seen] = group.identity
             if node_labels is not None and term.topology_key in node_labels:
                 group.record((node_labels[term.topology_key],))
             group.owners.add(pod.key)

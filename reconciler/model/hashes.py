@@ -26,6 +26,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
+from reconciler.api.ec2_launch import METADATA_OPTIONS_DEFAULT
+from reconciler.api.ec2_selectors import ALIAS_FAMILIES
 from reconciler.model import labels as wk
 from reconciler.model.nodepool import NodePool
 from reconciler.settings import SettingsError, parse_duration
@@ -47,23 +49,6 @@ _NODECLASS_UNHASHED = frozenset(
         "amiFamily",
     }
 )
-# The CRD's default for spec.metadataOptions (reconciler.api.ec2_launch.METADATA_OPTIONS_DEFAULT).
-# A spec read back from the API server has it filled in, one from a scenario or proposal file may
-# not: a value equal to its default is hashed as absent so both spell the same hash.
-METADATA_OPTIONS_DEFAULT: Mapping[str, Any] = {
-    "httpEndpoint": "enabled",
-    "httpProtocolIPv6": "disabled",
-    "httpPutResponseHopLimit": 1,
-    "httpTokens": "required",
-}
-_AMI_ALIAS_FAMILIES = {
-    "al2": "AL2",
-    "al2023": "AL2023",
-    "bottlerocket": "Bottlerocket",
-    "windows2019": "Windows2019",
-    "windows2022": "Windows2022",
-    "windows2025": "Windows2025",
-}
 _MEMO_SIZE = 256
 
 K = TypeVar("K")
@@ -162,12 +147,14 @@ def resolved_ami_family(spec: Mapping[str, Any]) -> str:
     for term in spec.get("amiSelectorTerms") or []:
         alias = str(term.get("alias") or "").partition("@")[0]
         if alias:
-            return _AMI_ALIAS_FAMILIES.get(alias.lower(), alias)
+            return ALIAS_FAMILIES.get(alias.lower(), alias)
     return "Custom"
 
 
 def _compute_nodeclass_hash(spec: Mapping[str, Any]) -> str:
     hashed = {k: v for k, v in spec.items() if k not in _NODECLASS_UNHASHED}
+    # A spec read back from the API server has the CRD's metadataOptions default filled in, one from a
+    # scenario or proposal file may not: a value equal to its default is hashed as absent so both agree.
     options = hashed.get("metadataOptions")
     if isinstance(options, Mapping):
         hashed["metadataOptions"] = {k: v for k, v in options.items() if METADATA_OPTIONS_DEFAULT.get(k) != v}

@@ -20,6 +20,7 @@ from reconciler.cloud.types import InstanceType
 from reconciler.disruption.candidates import pod_facts
 from reconciler.disruption.pdb import PdbLimits
 from reconciler.disruption.policy import consolidation_wait, settings_of
+from reconciler.disruption.savings_bound import SavingsBound
 from reconciler.disruption.types import Candidate
 from reconciler.model.pod import Pod
 from reconciler.provisioning.validation import split_pods
@@ -77,6 +78,14 @@ class Simulator:
                     if pdbs.is_currently_reschedulable(pod_facts(state, pod), now)
                 )
         self.busy_nodes = self._under_consolidate_after()
+        self._savings_bound: SavingsBound | None = None
+
+    @property
+    def savings_bound(self) -> SavingsBound:
+        """Skips single-node consolidation tries that provably cannot pay off (see ``savings_bound``)."""
+        if self._savings_bound is None:
+            self._savings_bound = SavingsBound(self.context, self.busy_nodes)
+        return self._savings_bound
 
     def _under_consolidate_after(self) -> set[str]:
         busy = set()

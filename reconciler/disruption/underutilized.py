@@ -9,7 +9,8 @@ disruption. Budgets (reason Underutilized) are applied up front in that order.
   the longest prefix of at least 2 that can go with no or one cheaper
   replacement; the last good prefix is kept if the deadline cuts it short.
 - Single-node walks candidates round-robin across NodePools and takes the first
-  that can go (delete, or replace with one strictly cheaper node).
+  that can go (delete, or replace with one strictly cheaper node); candidates a
+  resource bound proves cannot pay off are not simulated (``savings_bound``).
 
 Balanced pools additionally require (savings / pool cost) / (disruption /
 pool disruption) >= 1/2.
@@ -154,6 +155,10 @@ def single_node(
             continue
         if not scorer.could_pass(candidate):
             outcome.explain(explain(candidate.node, "Balanced", scorer.describe_best_case(candidate), SINGLE_NODE))
+            continue
+        not_cheaper = simulator.savings_bound.rejection(candidate)
+        if not_cheaper is not None:
+            outcome.explain(explain(candidate.node, "NotCheaper", not_cheaper, SINGLE_NODE))
             continue
         try:
             simulation = simulator.run([candidate], consolidation=True)

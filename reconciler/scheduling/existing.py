@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from reconciler.model import labels as wk
@@ -33,6 +33,14 @@ class Rejection:
         return f"{self.prefix}{self.detail}"
 
 
+def slot_room(node: StateNode, daemon_pods: Sequence[Pod], taints: Sequence[Taint] | None = None) -> Mapping[str, int]:
+    """What pods may still use on ``node`` (read-only, memoized): DaemonSet pods that belong here but are
+    not running yet still need room."""
+    if taints is None:
+        taints = node.scheduling_taints()
+    return node.room(daemon_pods, lambda pod: daemon_pod_fits_node(pod, taints, node.labels))
+
+
 @dataclass(slots=True, eq=False)
 class ExistingSlot:
     state: StateNode
@@ -52,8 +60,7 @@ class ExistingSlot:
     def of(cls, node: StateNode, daemon_pods: Sequence[Pod], topology: Topology,
            under_consolidate_after: bool = False) -> ExistingSlot:
         taints = node.scheduling_taints()
-        # DaemonSet pods that belong here but are not running yet still need room.
-        remaining = dict(node.room(daemon_pods, lambda pod: daemon_pod_fits_node(pod, taints, node.labels)))
+        remaining = dict(slot_room(node, daemon_pods, taints))
         requirements = node.requirements()
         topology.register(wk.HOSTNAME, node.hostname)
         return cls(

@@ -1,0 +1,131 @@
+"""The savings bound: single-node consolidation skips tries that provably cannot pay off, and only those."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from disruption_factories import LARGE, MEDIUM, NOW, SMALL, TYPES, cluster, node_of, nodepool, pod, run_decide, why
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from reconciler.disruption.candidates import Catalog, assess
+from reconciler.disruption.consolidation import Rejection, ReplacementBuilder, compute_consolidation
+from reconciler.disruption.controller import default_namer
+from reconciler.disruption.outcome import MethodOutcome
+from reconciler.disruption.pdb import PdbLimits
+from reconciler.disruption.simulation import Simulator
+from reconciler.disruption.types import SINGLE_NODE, UNDERUTILIZED
+from reconciler.disruption.underutilized import consolidatable
+from reconciler.settings import Settings
+
+ANTI_WEB = {
+    "affinity": {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
+            ]
+        }
+    }
+}
+
+
+def test_a_pod_with_no_other_home_and_no_cheaper_type_is_not_simulated() -> None:
+    # n1 (small, $0.05) runs 1.5 CPU: no other node has room and no type that holds 1.5 CPU is cheaper.
+    state = cluster(nodepool(), node_of("n1", SMALL), pod("a", node="n1", cpu="1500m"))
+    decision = run_decide(state)
+    assert decision.command is None
+    assert decision.simulations == 0
+    assert why(decision, "n1") == (
+        "NotCheaper: no replacement is cheaper than the current $0.0500/h (pod default/a fits on no other node "
+        "by requests, and the cheapest instance type that could hold it costs $0.0500/h)"
+    )
+
+
+def test_the_bound_counts_several_homeless_pods_together() -> None:
+    # Two 1.5-CPU pods fit no other node; together they need a medium ($0.10), the price of the candidate.
+    state = cluster(
+        nodepool(),
+        node_of("n1", MEDIUM),
+        node_of("n2", SMALL),
+        pod("a", node="n1", cpu="1500m"),
+        pod("b", node="n1", cpu="1500m"),
+        pod("c", node="n2", cpu="1500m"),
+    )
+    decision = run_decide(state)
+    assert decision.command is None
+    assert "pods default/a, default/b fit on no other node" in why(decision, "n1")
+    assert "could hold them costs $0.1000/h" in why(decision, "n1")
+
+
+def test_room_elsewhere_means_the_candidate_is_simulated() -> None:
+    # n2 has room for n1's pod: the bound proves nothing and the simulation finds the delete.
+    state = cluster(
+        nodepool(),
+        node_of("n1", MEDIUM),
+        node_of("n2", MEDIUM),
+        pod("a", node="n1", cpu="1"),
+        pod("b", node="n2", cpu="1"),
+    )
+    decision = run_decide(state)
+    assert decision.command is not None and decision.command.action == "delete"
+    assert decision.simulations >= 1
+
+
+def test_a_cheaper_type_that_fits_means_the_candidate_is_simulated() -> None:
+    state = cluster(nodepool(), node_of("big", LARGE), pod("a", node="big", cpu="1"))
+    decision = run_decide(state)
+    assert decision.command is not None and decision.command.action == "replace"
+    assert decision.simulations == 1
+
+
+# -- soundness: whenever the bound rejects, the full simulation rejects too ---------------------------
+
+CPU = ("100m", "500m", "1", "1500m", "3", "5")
+
+
+@st.composite
+def clusters(draw: st.DrawFn) -> list[Any]:
+    capacity = draw(st.sampled_from([["on-demand"], ["spot", "on-demand"], ["spot"]]))
+    objects: list[Any] = [
+        nodepool(
+            budgets=[{"nodes": "100%"}],
+            requirements=[{"key": "karpenter.sh/capacity-type", "operator": "In", "values": capacity}],
+        )
+    ]
+    for i in range(draw(st.integers(1, 5))):
+        itype = draw(st.sampled_from(TYPES))
+        objects.append(node_of(f"n{i}", itype, capacity_type=draw(st.sampled_from(capacity))))
+        room = itype.capacity.amount("cpu") - 100
+        for j in range(draw(st.integers(0, 3))):
+            cpu = draw(st.sampled_from(CPU))
+            milli = int(float(cpu.removesuffix("m")) * (1 if cpu.endswith("m") else 1000))
+            if milli > room:
+                continue
+            room -= milli
+            web = draw(st.booleans())
+            objects.append(pod(f"p{i}-{j}", node=f"n{i}", cpu=cpu, labels={"app": "web" if web else "x"},
+                               extra_spec=ANTI_WEB if web else None))
+    if draw(st.booleans()):
+        objects.append(pod("pending", cpu=draw(st.sampled_from(CPU))))
+    return objects
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), st.booleans())
+def test_the_bound_never_rejects_what_the_simulation_would_accept(objects: list[Any], spot_to_spot: bool) -> None:
+    state = cluster(*objects)
+    types = {name: TYPES for name in state.nodepools}
+    gates = {"SpotToSpotConsolidation": spot_to_spot}
+    run_settings = Settings(feature_gates=gates)
+    pdbs = PdbLimits.from_manifests(state.pdbs.values(), state.pod_manifests.values())
+    simulator = Simulator(state, types, run_settings, NOW, pdbs)
+    builder = ReplacementBuilder(state, simulator.context, run_settings, default_namer(state))
+    assessment = assess(state, Catalog.of(types), pdbs, NOW)
+    graceful, _ = assessment.for_class(eventual=False)
+    for candidate in consolidatable(graceful, NOW, MethodOutcome(SINGLE_NODE)):
+        proof = simulator.savings_bound.rejection(candidate)
+        simulation = simulator.run([candidate], consolidation=True)
+        result = compute_consolidation([candidate], simulation, builder, method=SINGLE_NODE, reason=UNDERUTILIZED)
+        event("bound rejected" if proof else "bound silent")
+        if proof is not None:
+            assert isinstance(result, Rejection), (candidate.name, proof, result)

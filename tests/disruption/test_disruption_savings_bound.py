@@ -103,8 +103,15 @@ def clusters(draw: st.DrawFn) -> list[Any]:
                 continue
             room -= milli
             web = draw(st.booleans())
-            objects.append(pod(f"p{i}-{j}", node=f"n{i}", cpu=cpu, labels={"app": "web" if web else "x"},
-                               extra_spec=ANTI_WEB if web else None))
+            objects.append(
+                pod(
+                    f"p{i}-{j}",
+                    node=f"n{i}",
+                    cpu=cpu,
+                    labels={"app": "web" if web else "x"},
+                    extra_spec=ANTI_WEB if web else None,
+                )
+            )
     if draw(st.booleans()):
         objects.append(pod("pending", cpu=draw(st.sampled_from(CPU))))
     return objects

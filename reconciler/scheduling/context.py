@@ -18,8 +18,10 @@ from reconciler.model.nodepool import NodePool
 from reconciler.model.pod import Pod
 from reconciler.model.requirements import Requirements
 from reconciler.model.taints import PREFER_NO_SCHEDULE, Taint
+from reconciler.scheduling.existing import SlotBase
 from reconciler.scheduling.instancetypes import TypeIndex, TypeInfo
 from reconciler.scheduling.templates import ClaimTemplate, build_template
+from reconciler.scheduling.topology import CountedPod, Topology
 from reconciler.settings import Settings
 from reconciler.state import ClusterState
 
@@ -46,6 +48,34 @@ class SchedulingContext:
     index: TypeIndex = field(default_factory=TypeIndex)
     _pvc_drivers: dict[str, str] | None = None
     _eligible: dict[tuple[int, Requirements], list[Eligible]] = field(default_factory=dict)
+    _slots: list[SlotBase] | None = None
+    _topology: Topology | None = None
+
+    def slot_bases(self) -> list[SlotBase]:
+        """Nodes not being deleted, initialized first, then by name: where every run starts placing pods."""
+        if self._slots is None:
+            active = [n for n in self.state.state_nodes() if not n.marked_for_deletion]
+            self._slots = [SlotBase.of(n, self.daemon_pods) for n in active]
+            self._slots.sort(key=lambda slot: (not slot.state.initialized, slot.name))
+        return self._slots
+
+    def base_topology(self) -> Topology:
+        """Topology of the snapshot with nothing excluded; runs ``fork`` it."""
+        if self._topology is None:
+            state = self.state
+            counted = state.nodes_memo("scheduling.counted_pods", lambda: _counted_pods(state))
+            namespaces = {name: state.namespace_labels(name) for name in
+                          {*state.namespaces, *(c.pod.namespace for c in counted)}}
+            nodes = [(slot.name, slot.state.hostname, slot.state.labels, slot.state.taints, slot.state.requirements())
+                     for slot in self.slot_bases()]
+            self._topology = Topology(
+                domain_sources=self.domain_sources,
+                counted_pods=counted,
+                node_domains=nodes,
+                namespace_labels=namespaces,
+                policy=self.settings.preference_policy,
+            )
+        return self._topology
 
     def eligible_types(self, template: ClaimTemplate, requirements: Requirements) -> list[Eligible]:
         """The template's types meeting ``requirements`` with an available offering, cheapest such offering
@@ -99,6 +129,17 @@ class SchedulingContext:
             index=built.index,
             _eligible=built.eligible,
         )
+
+
+def _counted_pods(state: ClusterState) -> list[CountedPod]:
+    """Every active pod bound to a known node, as topology counts it (shared by the runs on one state)."""
+    by_name = {n.name: n for n in state.state_nodes()}
+    counted = []
+    for pod in state.bound_pods():
+        node = by_name.get(pod.node_name)
+        if node is not None and pod.is_active:
+            counted.append(CountedPod(pod, node.labels, node.taints, node.requirements(), node.name))
+    return counted
 
 
 @dataclass(slots=True)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 
-from reconciler.model import labels as wk
 from reconciler.model.pod import HostPort, Pod
 from reconciler.model.requirements import Requirements
 from reconciler.model.state_node import StateNode
@@ -41,14 +40,34 @@ def slot_room(node: StateNode, daemon_pods: Sequence[Pod], taints: Sequence[Tain
     return node.room(daemon_pods, lambda pod: daemon_pod_fits_node(pod, taints, node.labels))
 
 
+@dataclass(slots=True, frozen=True, eq=False)
+class SlotBase:
+    """An active node as every scheduling run on one snapshot starts from it (shared, never changed)."""
+
+    state: StateNode
+    taints: tuple[Taint, ...]
+    room: Mapping[str, int]
+
+    @classmethod
+    def of(cls, node: StateNode, daemon_pods: Sequence[Pod]) -> SlotBase:
+        taints = node.scheduling_taints()
+        return cls(node, taints, slot_room(node, daemon_pods, taints))
+
+    @property
+    def name(self) -> str:
+        return self.state.name
+
+
 @dataclass(slots=True, eq=False)
 class ExistingSlot:
+    """A node during one run: starts as views of its ``SlotBase`` and copies them on the first placement."""
+
     state: StateNode
     taints: tuple[Taint, ...]
     requirements: Requirements
-    remaining: dict[str, int]
-    host_ports: list[tuple[str, HostPort]]
-    volume_usage: dict[str, set[str]]
+    remaining: Mapping[str, int]
+    host_ports: Sequence[tuple[str, HostPort]]
+    volume_usage: Mapping[str, Set[str]]
     under_consolidate_after: bool = False
     pods: list[SchedulingPod] = field(default_factory=list)
 
@@ -57,19 +76,15 @@ class ExistingSlot:
         return self.state.name
 
     @classmethod
-    def of(cls, node: StateNode, daemon_pods: Sequence[Pod], topology: Topology,
-           under_consolidate_after: bool = False) -> ExistingSlot:
-        taints = node.scheduling_taints()
-        remaining = dict(slot_room(node, daemon_pods, taints))
-        requirements = node.requirements()
-        topology.register(wk.HOSTNAME, node.hostname)
+    def of(cls, base: SlotBase, under_consolidate_after: bool = False) -> ExistingSlot:
+        node = base.state
         return cls(
             state=node,
-            taints=taints,
-            requirements=requirements,
-            remaining=remaining,
-            host_ports=list(node.host_ports),
-            volume_usage={driver: set(claims) for driver, claims in node.volume_usage.items()},
+            taints=base.taints,
+            requirements=node.requirements(),
+            remaining=base.room,
+            host_ports=node.host_ports,
+            volume_usage=node.volume_usage,
             under_consolidate_after=under_consolidate_after,
         )
 
@@ -120,12 +135,19 @@ class ExistingSlot:
 
     def add(self, sp: SchedulingPod, cls: PodClass, labels_key: frozenset[tuple[str, str]],
             requirements: Requirements, topology: Topology, pod_volumes: dict[str, set[str]]) -> None:
+        if not self.pods:  # first placement this run: stop sharing the base's views
+            self.remaining = dict(self.remaining)
+            self.host_ports = list(self.host_ports)
+            self.volume_usage = {driver: set(claims) for driver, claims in self.volume_usage.items()}
         self.pods.append(sp)
         remaining = self.remaining
+        assert isinstance(remaining, dict) and isinstance(self.host_ports, list)
         for name, value in cls.requests.items():
             remaining[name] = remaining.get(name, 0) - value
         self.requirements = requirements
         topology.record(sp, labels_key, self.taints, requirements)
         self.host_ports.extend((sp.key, port) for port in sp.pod.host_ports)
+        usage = self.volume_usage
+        assert isinstance(usage, dict)
         for driver, claims in pod_volumes.items():
-            self.volume_usage.setdefault(driver, set()).update(claims)
+            usage.setdefault(driver, set()).update(claims)

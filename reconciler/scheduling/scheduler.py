@@ -27,10 +27,9 @@ from reconciler.scheduling.nodeclaim import ClaimOrder, NewNodeClaim
 from reconciler.scheduling.podinfo import PodClass, SchedulingPod
 from reconciler.scheduling.results import SchedulingResult, finalize_claim
 from reconciler.scheduling.templates import ClaimTemplate
-from reconciler.scheduling.topology import CountedPod, Topology, TopologyError
+from reconciler.scheduling.topology import TopologyError
 from reconciler.scheduling.topology_group import ANTI_AFFINITY, TopologyGroup
 from reconciler.scheduling.volumes import volume_requirements
-from reconciler.state import ClusterState
 
 _EPOCH = datetime.min
 
@@ -69,37 +68,17 @@ class Scheduler:
         self._should_stop = should_stop
         self._memoize = memoize
         self._refuse_moved = set(refuse_moved_pods)
-        state = context.state
         excluded = set(exclude_nodes)
-        active = [n for n in state.state_nodes() if not n.marked_for_deletion and n.name not in excluded]
-        self._deleting = {n.name for n in state.state_nodes() if n.marked_for_deletion}
-        self.topology = self._build_topology(active, set(scheduling_pods))
-        self.existing = [ExistingSlot.of(n, context.daemon_pods, self.topology, n.name in self._refuse_moved)
-                         for n in active]
-        self.existing.sort(key=lambda slot: (not slot.state.initialized, slot.name))
-        self.remaining = remaining_limits(context.templates, active)
+        bases = [slot for slot in context.slot_bases() if slot.name not in excluded]
+        self._deleting = {n.name for n in context.state.state_nodes() if n.marked_for_deletion}
+        self.topology = context.base_topology().fork(excluded_nodes=excluded, uncounted_pods=set(scheduling_pods))
+        self.existing = [ExistingSlot.of(slot, slot.name in self._refuse_moved) for slot in bases]
+        self.remaining = remaining_limits(context.templates, [slot.state for slot in bases])
         self.new_claims: list[NewNodeClaim] = []
         self._claim_order = ClaimOrder()
         self._claim_number = 0
         self._classes: dict[tuple, PodClass] = {}
         self.attempts: dict[str, Attempt] = {}
-
-    # -- setup ---------------------------------------------------------------------------------
-
-    def _build_topology(self, active: Sequence, scheduling: set[str]) -> Topology:
-        state = self.context.state
-        nodes = [(node.labels, node.taints, node.requirements()) for node in active]
-        counted = [c for c in state.nodes_memo("scheduling.counted_pods", lambda: _counted_pods(state))
-                   if c.pod.key not in scheduling]
-        namespaces = {name: state.namespace_labels(name) for name in
-                      {*state.namespaces, *(c.pod.namespace for c in counted)}}
-        return Topology(
-            domain_sources=self.context.domain_sources,
-            counted_pods=counted,
-            node_domains=nodes,
-            namespace_labels=namespaces,
-            policy=self.policy,
-        )
 
     # -- the run -------------------------------------------------------------------------------
 
@@ -282,17 +261,6 @@ class Scheduler:
 
 def _refused(blockers: dict[TopologyGroup, tuple], candidate: object) -> bool:
     return any(group.refuses(key, candidate) for group, key in blockers.items())
-
-
-def _counted_pods(state: ClusterState) -> list[CountedPod]:
-    """Every active pod bound to a known node, as topology counts it (shared by the runs on one state)."""
-    by_name = {n.name: n for n in state.state_nodes()}
-    counted = []
-    for pod in state.bound_pods():
-        node = by_name.get(pod.node_name)
-        if node is not None and pod.is_active:
-            counted.append(CountedPod(pod, node.labels, node.taints, node.requirements(), node.name))
-    return counted
 
 
 def _queue_key(sp: SchedulingPod) -> tuple:

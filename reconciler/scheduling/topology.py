@@ -9,7 +9,8 @@ reverse through ``inverse`` groups.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import copy
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from reconciler.model import labels as wk
@@ -59,13 +60,19 @@ class CountedPod:
     node_name: str
 
 
+# An active node as topology sees it: name, hostname, labels, taints, requirements.
+NodeDomains = tuple[str, str, Mapping[str, str], tuple[Taint, ...], Requirements]
+
+
 class Topology:
+    """Built once per snapshot (nothing excluded); each scheduling run works on a ``fork``."""
+
     def __init__(
         self,
         *,
         domain_sources: Mapping[str, Mapping[str, list[tuple[Taint, ...]]]],
         counted_pods: Sequence[CountedPod],
-        node_domains: Sequence[tuple[Mapping[str, str], tuple[Taint, ...], Requirements]],
+        node_domains: Sequence[NodeDomains],
         namespace_labels: Mapping[str, Mapping[str, str]],
         policy: str,
     ) -> None:
@@ -80,11 +87,72 @@ class Topology:
         self._inverse_cache: dict[tuple[str, frozenset[tuple[str, str]]], list[TopologyGroup]] = {}
         self._inverse_identity: dict[tuple[PodAffinityTerm, str, tuple], tuple] = {}
         self._by_namespace: dict[str, list[CountedPod]] = {}
+        # What a fork must undo for excluded nodes and uncounted pods (only filled while building).
+        self._excluded: Collection[str] = ()
+        self._uncounted: Collection[str] = ()
+        self._hostnames = {name: hostname for name, hostname, *_ in node_domains}
+        self._hostname_set = frozenset(self._hostnames.values())
+        self._sources: dict[tuple, frozenset[str]] = {}  # inverse group -> domains registered from NodePools
+        self._creators: dict[tuple, str] = {}  # inverse group -> the pod whose tolerations chose those domains
+        self._contributions: dict[str, list[tuple[tuple, str]]] = {}  # pod key -> (inverse group, domain)
         for counted in counted_pods:
             self._by_namespace.setdefault(counted.pod.namespace, []).append(counted)
         for counted in counted_pods:
             if counted.pod.anti_affinity_required:
                 self._add_inverse(counted.pod, counted.node_labels)
+        for _, hostname, *_ in node_domains:
+            self.register(wk.HOSTNAME, hostname)
+
+    def fork(self, *, excluded_nodes: Collection[str] = (), uncounted_pods: Collection[str] = ()) -> Topology:
+        """A run's topology: the same as building one without ``excluded_nodes`` and ``uncounted_pods``,
+        made by copying this one's running anti-affinity groups and subtracting instead of recounting."""
+        for identity, creator in self._creators.items():
+            if creator in uncounted_pods and self.inverse[identity].owners - set(uncounted_pods):
+                # Another owner would have created the group, possibly with other tolerations: build afresh.
+                return self._rebuilt(excluded_nodes, uncounted_pods)
+        fork = copy.copy(self)
+        fork._excluded, fork._uncounted = excluded_nodes, uncounted_pods
+        fork.groups, fork._owned, fork._inverse_cache = {}, {}, {}
+        fork._inverse_identity = dict(self._inverse_identity)
+        fork._sources, fork._creators, fork._contributions = {}, {}, {}
+        touched: dict[tuple, set[str]] = {}
+        for key in uncounted_pods:
+            for identity, domain in self._contributions.get(key, ()):
+                touched.setdefault(identity, set()).add(domain)
+        gone = {self._hostnames[name] for name in excluded_nodes if name in self._hostnames}
+        fork.inverse = {}
+        for identity, group in self.inverse.items():
+            owners = group.owners - set(uncounted_pods) if identity in touched else set(group.owners)
+            if not owners:
+                continue  # only pods being scheduled carry it: they re-create it as they are queued
+            clone = group.fork(owners)
+            fork.inverse[identity] = clone
+            domains = touched.get(identity, set())
+            for key in uncounted_pods:
+                for contributed, domain in self._contributions.get(key, ()):
+                    if contributed == identity:
+                        clone.domains[domain] -= 1
+            if group.key == wk.HOSTNAME:
+                domains = domains | gone
+            for domain in domains:
+                if clone.domains.get(domain) != 0:
+                    continue
+                if domain in self._sources[identity] or (group.key == wk.HOSTNAME and domain not in gone
+                                                         and domain in self._hostname_set):
+                    clone.empty.add(domain)
+                else:
+                    del clone.domains[domain]
+                    clone.empty.discard(domain)
+        return fork
+
+    def _rebuilt(self, excluded_nodes: Collection[str], uncounted_pods: Collection[str]) -> Topology:
+        return Topology(
+            domain_sources=self._domain_sources,
+            counted_pods=[c for c in self._counted if c.pod.key not in uncounted_pods],
+            node_domains=[n for n in self._nodes if n[0] not in excluded_nodes],
+            namespace_labels=self._namespace_labels,
+            policy=self.policy,
+        )
 
     # -- group construction --------------------------------------------------------------------
 
@@ -163,12 +231,17 @@ class Topology:
 
     def _count(self, group: TopologyGroup) -> None:
         """Register domains of existing nodes and count matching bound pods."""
-        for labels, taints, requirements in self._nodes:
+        excluded, uncounted = self._excluded, self._uncounted
+        for name, _, labels, taints, requirements in self._nodes:
+            if excluded and name in excluded:
+                continue
             domain = labels.get(group.key)
             if domain is not None and group.node_filter.matches(taints, requirements):
                 group.register(domain)
         for namespace in group.namespaces:
             for counted in self._by_namespace.get(namespace, ()):
+                if uncounted and counted.pod.key in uncounted:
+                    continue
                 if not group.selector.matches(counted.pod.labels):
                     continue
                 domain = counted.node_labels.get(group.key)
@@ -189,10 +262,15 @@ class Topology:
                 group = TopologyGroup(ANTI_AFFINITY, term.topology_key, self._namespaces(pod.namespace, term),
                                       term.selector, float("inf"), None, NodeFilter())  # type: ignore[arg-type]
                 self._register_domains(group, pod, filter_taints=True)
+                if group.identity not in self.inverse and node_labels is not None:
+                    self._sources[group.identity] = frozenset(group.domains)
+                    self._creators[group.identity] = pod.key
                 group = self.inverse.setdefault(group.identity, group)
                 self._inverse_identity[seen] = group.identity
             if node_labels is not None and term.topology_key in node_labels:
-                group.record((node_labels[term.topology_key],))
+                domain = node_labels[term.topology_key]
+                group.record((domain,))
+                self._contributions.setdefault(pod.key, []).append((group.identity, domain))
             group.owners.add(pod.key)
         self._inverse_cache.clear()
 

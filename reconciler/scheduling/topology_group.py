@@ -69,6 +69,14 @@ class TopologyGroup:
     def identity(self) -> tuple[Any, ...]:
         return (self.kind, self.key, self.namespaces, self.max_skew, self.min_domains, self.node_filter, self.selector)
 
+    def fork(self, owners: set[str]) -> TopologyGroup:
+        """A copy for another run: same rule and counts, fresh refusal memo (the selector cache is shared)."""
+        return TopologyGroup(
+            self.kind, self.key, self.namespaces, self.selector, self.max_skew, self.min_domains, self.node_filter,
+            owners=owners, domains=dict(self.domains), empty=set(self.empty),
+            _selects_cache=self._selects_cache,
+        )
+
     def selects(self, namespace: str, labels: Mapping[str, str], labels_key: frozenset[tuple[str, str]]) -> bool:
         cache_key = (namespace, labels_key)
         found = self._selects_cache.get(cache_key)

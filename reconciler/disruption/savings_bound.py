@@ -13,19 +13,22 @@ resources alone:
   one of the types that fit them, and whatever offering it launches costs at
   least that type's cheapest offering under its NodePool's requirements.
 
-If even the cheapest such type is not strictly cheaper than the candidate, the
-simulation could only end in a rejection (not cheaper, more than one new node,
-or a pod left pending), so it is skipped with a "not cheaper" explanation that
-names the pods and the price. When the bound proves nothing the candidate is
+If even the cheapest such type is not strictly cheaper than the candidates, or
+no single type holds those pods, or two of them have required hostname
+anti-affinity against each other (two new nodes), the simulation could only end
+in a rejection (not cheaper, more than one new node, or a pod left pending), so
+it is skipped with an explanation that names the pods and the price. The same
+holds for a multi-node prefix. When the bound proves nothing the candidates are
 simulated as before; the bound never turns a rejection into a command.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 
 from reconciler.disruption.types import Candidate
+from reconciler.model import labels as wk
 from reconciler.model.pod import Pod
 from reconciler.model.resources import CPU
 from reconciler.scheduling import SchedulingContext
@@ -57,34 +60,47 @@ class SavingsBound:
                 self._ladders.append((group.overhead, [entry for entry in ladder if entry[0] < math.inf]))
         self._cheapest: dict[tuple[tuple[str, int], ...], float] = {}
 
-    def rejection(self, candidate: Candidate) -> str | None:
-        """Why replacing ``candidate`` cannot be cheaper, or None when only a simulation can tell."""
-        homeless = [pod for pod in candidate.reschedulable if not self._has_home(pod, candidate.name)]
+    def rejection(self, candidates: Sequence[Candidate]) -> tuple[str, str] | None:
+        """``(code, message)`` when removing ``candidates`` provably cannot pay off, None when only a
+        simulation can tell."""
+        removed = {c.name for c in candidates}
+        homeless = [pod for c in candidates for pod in c.reschedulable if not self._has_home(pod, removed)]
         if not homeless:
             return None
+        price = sum(c.price for c in candidates)
+        apart = _kept_apart(homeless)
+        if apart is not None:
+            first, second = apart
+            return "MultipleReplacements", (
+                f"pods {first.key} and {second.key} fit on no other node by requests and their required "
+                f"anti-affinity keeps them on separate hosts: at least 2 new nodes (at most 1 allowed)"
+            )
         total: dict[str, int] = {}
         for pod in homeless:
             for name, value in pod.scheduling_requests.items():
                 total[name] = total.get(name, 0) + value
         floor = self._cheapest_fitting(total)
-        if floor == math.inf or floor < candidate.price:
-            return None  # nothing fits them all (the simulation says why), or a cheaper node might
-        listed = ", ".join(pod.key for pod in homeless[:_LISTED])
-        more = f" and {len(homeless) - _LISTED} more" if len(homeless) > _LISTED else ""
-        subject = f"pod {listed} fits" if len(homeless) == 1 else f"pods {listed}{more} fit"
-        return (
-            f"no replacement is cheaper than the current ${candidate.price:.4f}/h ({subject} on no other node "
-            f"by requests, and the cheapest instance type that could hold {'it' if len(homeless) == 1 else 'them'} "
-            f"costs ${floor:.4f}/h)"
+        if floor == math.inf:
+            if len(homeless) == 1:
+                return None  # the pod fits no instance type at all: the simulation says why
+            return "MultipleReplacements", (
+                f"{_pods(homeless)} fit on no other node by requests and no single instance type holds them all"
+            )
+        if floor < price:
+            return None
+        return "NotCheaper", (
+            f"no replacement is cheaper than the current ${price:.4f}/h ({_pods(homeless)} "
+            f"{'fits' if len(homeless) == 1 else 'fit'} on no other node by requests, and the cheapest instance "
+            f"type that could hold {'it' if len(homeless) == 1 else 'them'} costs ${floor:.4f}/h)"
         )
 
-    def _has_home(self, pod: Pod, candidate: str) -> bool:
+    def _has_home(self, pod: Pod, removed: Collection[str]) -> bool:
         requests = pod.scheduling_requests
         cpu = requests.get(CPU, 0)
         for name, room in self._homes:
             if room.get(CPU, 0) < cpu:
                 return False
-            if name != candidate and all(value <= room.get(resource, 0) for resource, value in requests.items()):
+            if name not in removed and all(value <= room.get(resource, 0) for resource, value in requests.items()):
                 return True
         return False
 
@@ -105,3 +121,22 @@ class SavingsBound:
                         break
             self._cheapest[key] = found
         return found
+
+
+def _pods(pods: Sequence[Pod]) -> str:
+    listed = ", ".join(pod.key for pod in pods[:_LISTED])
+    more = f" and {len(pods) - _LISTED} more" if len(pods) > _LISTED else ""
+    return f"pod {listed}" if len(pods) == 1 else f"pods {listed}{more}"
+
+
+def _kept_apart(pods: Sequence[Pod]) -> tuple[Pod, Pod] | None:
+    """Two of ``pods`` that required hostname anti-affinity forbids on one node (either direction)."""
+    for first in pods:
+        for term in first.anti_affinity_required:
+            if term.topology_key != wk.HOSTNAME or term.namespace_selector is not None:
+                continue  # namespace selectors need namespace labels: leave those to the simulation
+            namespaces = term.namespaces or frozenset({first.namespace})
+            for second in pods:
+                if second is not first and second.namespace in namespaces and term.selector.matches(second.labels):
+                    return first, second
+    return None

@@ -98,6 +98,9 @@ def multi_node(
     while low <= high:
         mid = (low + high) // 2
         prefix = allowed[: mid + 1]
+        if simulator.savings_bound.rejection(prefix) is not None:
+            high = mid - 1
+            continue
         try:
             simulation = simulator.run(prefix, consolidation=True)
         except SimulationBudgetExceeded:
@@ -156,9 +159,9 @@ def single_node(
         if not scorer.could_pass(candidate):
             outcome.explain(explain(candidate.node, "Balanced", scorer.describe_best_case(candidate), SINGLE_NODE))
             continue
-        not_cheaper = simulator.savings_bound.rejection(candidate)
-        if not_cheaper is not None:
-            outcome.explain(explain(candidate.node, "NotCheaper", not_cheaper, SINGLE_NODE))
+        proof = simulator.savings_bound.rejection([candidate])
+        if proof is not None:
+            outcome.explain(explain(candidate.node, *proof, SINGLE_NODE))
             continue
         try:
             simulation = simulator.run([candidate], consolidation=True)

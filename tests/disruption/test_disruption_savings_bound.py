@@ -14,7 +14,7 @@ from reconciler.disruption.controller import default_namer
 from reconciler.disruption.outcome import MethodOutcome
 from reconciler.disruption.pdb import PdbLimits
 from reconciler.disruption.simulation import Simulator
-from reconciler.disruption.types import SINGLE_NODE, UNDERUTILIZED
+from reconciler.disruption.types import MULTI_NODE, SINGLE_NODE, UNDERUTILIZED
 from reconciler.disruption.underutilized import consolidatable
 from reconciler.settings import Settings
 
@@ -78,6 +78,27 @@ def test_a_cheaper_type_that_fits_means_the_candidate_is_simulated() -> None:
     assert decision.simulations == 1
 
 
+def test_pods_kept_apart_by_anti_affinity_need_two_new_nodes() -> None:
+    # Both web pods have no room elsewhere (n3 is full) and may not share a host: no multi-node move of n1+n2.
+    state = cluster(
+        nodepool(budgets=[{"nodes": "100%"}]),
+        node_of("n1", SMALL),
+        node_of("n2", SMALL),
+        node_of("n3", SMALL),
+        pod("w1", node="n1", cpu="1500m", labels={"app": "web"}, extra_spec=ANTI_WEB),
+        pod("w2", node="n2", cpu="1500m", labels={"app": "web"}, extra_spec=ANTI_WEB),
+        pod("full", node="n3", cpu="1500m"),
+    )
+    types = {name: TYPES for name in state.nodepools}
+    pdbs = PdbLimits.from_manifests(state.pdbs.values(), state.pod_manifests.values())
+    simulator = Simulator(state, types, Settings(), NOW, pdbs)
+    graceful, _ = assess(state, Catalog.of(types), pdbs, NOW).for_class(eventual=False)
+    pair = [c for c in graceful if c.name in {"n1", "n2"}]
+    code, message = simulator.savings_bound.rejection(pair) or ("", "")
+    assert code == "MultipleReplacements"
+    assert "default/w1 and default/w2" in message and "separate hosts" in message
+
+
 # -- soundness: whenever the bound rejects, the full simulation rejects too ---------------------------
 
 CPU = ("100m", "500m", "1", "1500m", "3", "5")
@@ -117,7 +138,7 @@ def clusters(draw: st.DrawFn) -> list[Any]:
     return objects
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(clusters(), st.booleans())
 def test_the_bound_never_rejects_what_the_simulation_would_accept(objects: list[Any], spot_to_spot: bool) -> None:
     state = cluster(*objects)
@@ -129,10 +150,13 @@ def test_the_bound_never_rejects_what_the_simulation_would_accept(objects: list[
     builder = ReplacementBuilder(state, simulator.context, run_settings, default_namer(state))
     assessment = assess(state, Catalog.of(types), pdbs, NOW)
     graceful, _ = assessment.for_class(eventual=False)
-    for candidate in consolidatable(graceful, NOW, MethodOutcome(SINGLE_NODE)):
-        proof = simulator.savings_bound.rejection(candidate)
-        simulation = simulator.run([candidate], consolidation=True)
-        result = compute_consolidation([candidate], simulation, builder, method=SINGLE_NODE, reason=UNDERUTILIZED)
-        event("bound rejected" if proof else "bound silent")
+    chosen = consolidatable(graceful, NOW, MethodOutcome(SINGLE_NODE))
+    # Single candidates, and every prefix multi-node consolidation could try.
+    for group in [*([c] for c in chosen), *(chosen[:n] for n in range(2, len(chosen) + 1))]:
+        proof = simulator.savings_bound.rejection(group)
+        simulation = simulator.run(group, consolidation=True)
+        method = SINGLE_NODE if len(group) == 1 else MULTI_NODE
+        result = compute_consolidation(group, simulation, builder, method=method, reason=UNDERUTILIZED)
+        event(f"{method}: bound {proof[0] if proof else 'silent'}")
         if proof is not None:
-            assert isinstance(result, Rejection), (candidate.name, proof, result)
+            assert isinstance(result, Rejection), ([c.name for c in group], proof, result)

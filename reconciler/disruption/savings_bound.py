@@ -59,6 +59,7 @@ class SavingsBound:
                 )
                 self._ladders.append((group.overhead, [entry for entry in ladder if entry[0] < math.inf]))
         self._cheapest: dict[tuple[tuple[str, int], ...], float] = {}
+        self._fitting: dict[tuple[tuple[str, int], ...], list[str]] = {}
 
     def rejection(self, candidates: Sequence[Candidate]) -> tuple[str, str] | None:
         """``(code, message)`` when removing ``candidates`` provably cannot pay off, None when only a
@@ -96,13 +97,22 @@ class SavingsBound:
 
     def _has_home(self, pod: Pod, removed: Collection[str]) -> bool:
         requests = pod.scheduling_requests
+        key = tuple(requests.items())
+        fitting = self._fitting.get(key)
+        if fitting is None:
+            fitting = self._fitting[key] = self._homes_for(requests)
+        return any(name not in removed for name in fitting)
+
+    def _homes_for(self, requests: Mapping[str, int]) -> list[str]:
+        """Nodes with room for ``requests`` (pods of one workload share them: computed once per shape)."""
         cpu = requests.get(CPU, 0)
+        found = []
         for name, room in self._homes:
             if room.get(CPU, 0) < cpu:
-                return False
-            if name not in removed and all(value <= room.get(resource, 0) for resource, value in requests.items()):
-                return True
-        return False
+                break
+            if all(value <= room.get(resource, 0) for resource, value in requests.items()):
+                found.append(name)
+        return found
 
     def _cheapest_fitting(self, total: Mapping[str, int]) -> float:
         key = tuple(sorted(total.items()))

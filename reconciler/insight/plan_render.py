@@ -63,7 +63,7 @@ def _cost_rows(plan: PlanResult) -> list[tuple[str, str, str, str, str, str]]:
             plan.proposed,
             plan.proposed.cost_per_hour - plan.current.cost_per_hour,
         ),
-        ("fresh provision (floor)", plan.floor, plan.floor.cost_per_hour - plan.current.cost_per_hour),
+        ("fresh provision", plan.floor, plan.floor.cost_per_hour - plan.current.cost_per_hour),
     ):
         rows.append(
             (
@@ -110,6 +110,17 @@ def _limited(items: Sequence[Any]) -> tuple[Sequence[Any], int]:
     return items[:MAX_LISTED], max(0, len(items) - MAX_LISTED)
 
 
+def _fresh_note(plan: PlanResult) -> str:
+    """A fresh provision is not a lower bound: say so when the settled cluster beats it."""
+    gap = plan.floor.cost_per_hour - plan.proposed.cost_per_hour
+    if gap <= 0.0005:
+        return ""
+    return (
+        f"note: a fresh provision places every pod in one batch and costs {_money(gap)}/h more than the "
+        "settled cluster here; consolidation packs tighter than a first provision."
+    )
+
+
 def render_text(plan: PlanResult) -> str:
     lines = [
         f"plan: {plan.proposed_source} against {plan.snapshot} @ {plan.start.strftime('%Y-%m-%dT%H:%M:%SZ')}"
@@ -120,7 +131,9 @@ def render_text(plan: PlanResult) -> str:
     lines.append("")
     lines.append(f"current mix:  {_mix(plan.current.node_mix)}")
     lines.append(f"after mix:    {_mix(plan.proposed.node_mix)}")
-    lines.append(f"floor mix:    {_mix(plan.floor.node_mix)}")
+    lines.append(f"fresh mix:    {_mix(plan.floor.node_mix)}")
+    if _fresh_note(plan):
+        lines.append(_fresh_note(plan))
     churn = plan.churn
     lines.append(
         f"churn: {churn['nodesDisrupted']} node(s) disrupted, {churn['nodesLaunched']} launched, "
@@ -219,9 +232,11 @@ def render_markdown(plan: PlanResult) -> str:
         "",
         f"- current: {_mix(plan.current.node_mix)}",
         f"- after: {_mix(plan.proposed.node_mix)}",
-        f"- floor: {_mix(plan.floor.node_mix)}",
+        f"- fresh provision: {_mix(plan.floor.node_mix)}",
         "",
     ]
+    if _fresh_note(plan):
+        lines += [_fresh_note(plan), ""]
     if plan.drift:
         rows = [[d["node"], d["driftReason"], d["at"], _replacements(d["replacements"])] for d in plan.drift]
         lines += _details(f"Drifted nodes ({len(plan.drift)})", ["node", "drift", "at", "replaced by"], rows)

@@ -10,8 +10,9 @@ candidate sets against the same snapshot build it once and pass it to every
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from reconciler.cloud.types import InstanceType
 from reconciler.model.nodepool import NodePool
@@ -24,6 +25,8 @@ from reconciler.scheduling.templates import ClaimTemplate, build_template
 from reconciler.scheduling.topology import CountedPod, Topology
 from reconciler.settings import Settings
 from reconciler.state import ClusterState
+
+T = TypeVar("T")
 
 
 @dataclass(slots=True, frozen=True)
@@ -52,29 +55,39 @@ class SchedulingContext:
     _topology: Topology | None = None
 
     def slot_bases(self) -> list[SlotBase]:
-        """Nodes not being deleted, initialized first, then by name: where every run starts placing pods."""
+        """Nodes not being deleted, initialized first, then by name: where every run starts placing pods.
+        Shared by every context on the same version of the nodes with the same DaemonSet pods."""
         if self._slots is None:
-            active = [n for n in self.state.state_nodes() if not n.marked_for_deletion]
-            self._slots = [SlotBase.of(n, self.daemon_pods) for n in active]
-            self._slots.sort(key=lambda slot: (not slot.state.initialized, slot.name))
+            daemon_pods = tuple(self.daemon_pods)
+
+            def build() -> list[SlotBase]:
+                active = [n for n in self.state.state_nodes() if not n.marked_for_deletion]
+                slots = [SlotBase.of(n, daemon_pods) for n in active]
+                slots.sort(key=lambda slot: (not slot.state.initialized, slot.name))
+                return slots
+
+            self._slots = _shared(self.state, "scheduling.slots", (daemon_pods,), build)
         return self._slots
 
     def base_topology(self) -> Topology:
-        """Topology of the snapshot with nothing excluded; runs ``fork`` it."""
+        """Topology of the snapshot with nothing excluded; runs ``fork`` it (never changed, so shared like
+        ``slot_bases``, also with the same NodePool domains, preference policy and namespace labels)."""
         if self._topology is None:
             state = self.state
             counted = state.nodes_memo("scheduling.counted_pods", lambda: _counted_pods(state))
             namespaces = {name: state.namespace_labels(name) for name in
                           {*state.namespaces, *(c.pod.namespace for c in counted)}}
-            nodes = [(slot.name, slot.state.hostname, slot.state.labels, slot.state.taints, slot.state.requirements())
-                     for slot in self.slot_bases()]
-            self._topology = Topology(
-                domain_sources=self.domain_sources,
-                counted_pods=counted,
-                node_domains=nodes,
-                namespace_labels=namespaces,
-                policy=self.settings.preference_policy,
-            )
+            slots = self.slot_bases()
+            policy = self.settings.preference_policy
+
+            def build() -> Topology:
+                nodes = [(slot.name, slot.state.hostname, slot.state.labels, slot.state.taints,
+                          slot.state.requirements()) for slot in slots]
+                return Topology(domain_sources=self.domain_sources, counted_pods=counted, node_domains=nodes,
+                                namespace_labels=namespaces, policy=policy)
+
+            inputs = (slots, self.domain_sources, policy, namespaces)
+            self._topology = _shared(state, "scheduling.topology", inputs, build)
         return self._topology
 
     def eligible_types(self, template: ClaimTemplate, requirements: Requirements) -> list[Eligible]:
@@ -129,6 +142,19 @@ class SchedulingContext:
             index=built.index,
             _eligible=built.eligible,
         )
+
+
+def _shared(state: ClusterState, name: str, inputs: tuple[Any, ...], build: Callable[[], T]) -> T:
+    """``build()`` once per version of the nodes and ``inputs`` (objects compared by identity, dicts by
+    value); the inputs are kept with the result, so an identity is never mistaken for a new object's."""
+    entries: list[tuple[tuple[Any, ...], Any]] = state.nodes_memo(name, list)
+    for seen, value in entries:
+        if all(a == b if isinstance(a, dict) else a is b for a, b in zip(seen, inputs, strict=True)):
+            return value
+    value = build()
+    entries.append((inputs, value))
+    del entries[:-4]
+    return value
 
 
 def _counted_pods(state: ClusterState) -> list[CountedPod]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,9 @@ from insight_support import (
     write_yaml,
 )
 
+from reconciler.insight.plan import compute_plan
+from reconciler.insight.plan_render import render_markdown, render_text
+from reconciler.insight.sources import ProposedConfig, load_snapshot
 from reconciler.sim.catalog import build_catalog
 
 
@@ -266,3 +271,13 @@ def test_baseline_separates_pending_consolidation_from_the_change(capsys: Any, t
     assert baseline["churn"] == plan["churn"]
     assert baseline["costPerHour"] == plan["proposed"]["costPerHour"] < plan["current"]["costPerHour"]
     assert plan_json(capsys, snapshot, "--nodepools", str(same))["baseline"] is None
+
+
+def test_fresh_provision_dearer_than_the_settled_cluster_is_called_out(cluster_snapshot: Path) -> None:
+    plan = asyncio.run(compute_plan(load_snapshot(cluster_snapshot), ProposedConfig(example_pools(), [], "same")))
+    assert "fresh provision" in render_text(plan) and "note: a fresh provision" not in render_text(plan)
+    dearer = dataclasses.replace(
+        plan, floor=dataclasses.replace(plan.floor, cost_per_hour=plan.proposed.cost_per_hour + 0.25)
+    )
+    for rendered in (render_text(dearer), render_markdown(dearer)):
+        assert "a fresh provision places every pod in one batch and costs $0.2500/h more" in rendered

@@ -126,3 +126,21 @@ def test_a_group_whose_creator_moves_is_rebuilt_with_the_next_owner_tolerations(
     forked = base.fork(excluded_nodes={"n0"}, uncounted_pods={"default/p0"})
     [after] = forked.inverse.values()
     assert ZONES[2] in after.domains and groups(forked) == groups(base._rebuilt({"n0"}, {"default/p0"}))
+
+
+def test_contexts_on_one_snapshot_share_the_base_and_a_change_rebuilds_it() -> None:
+    rule = anti("a", wk.HOSTNAME)
+    objects = [nodepool(), node("n0"), pod("p0", labels={"app": "a"}, node_name="n0", affinity=rule)]
+    state = ClusterState.from_manifests(objects)
+    types = {name: catalog() for name in state.nodepools}
+
+    def base() -> Topology:
+        return SchedulingContext.build(state, types, Settings()).base_topology()
+
+    first = base()
+    assert base() is first  # same nodes, pods, DaemonSets, pools and namespaces: built once
+    state.upsert(pod("p1", labels={"app": "a"}, node_name="n0", affinity=rule))
+    second = base()
+    assert second is not first and sorted(next(iter(second.inverse.values())).owners) == ["default/p0", "default/p1"]
+    state.upsert({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default", "labels": {"x": "y"}}})
+    assert base() is not second  # namespace labels feed namespaceSelector terms

@@ -138,7 +138,7 @@ def main() -> int:
     pod_count = sum(1 for o in document["objects"] if o["kind"] == "Pod")
     print(f"snapshot: {node_count} nodes, {pod_count} pods (built in {time.perf_counter() - started:.1f}s)")
     print(f"{'change':<8} {'seconds':>8} {'steps':>6} {'disrupted':>10} {'evicted':>8} {'$/h now':>9} "
-          f"{'$/h after':>10} {'$/h floor':>10} {'pending':>8}")  # fmt: skip
+          f"{'$/h after':>10} {'$/h fresh':>10} {'pending':>8}")  # fmt: skip
     for name, pools in CHANGES.items():
         if args.change and name not in args.change:
             continue

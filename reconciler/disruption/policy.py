@@ -10,6 +10,7 @@ so a decision needs nothing but the snapshot and the time.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -38,6 +39,12 @@ class ConsolidationSettings:
 def settings_of(nodepool: NodePool) -> ConsolidationSettings:
     raw = nodepool.disruption.get("consolidateAfter", "0s")
     policy = str(nodepool.disruption.get("consolidationPolicy") or WHEN_EMPTY_OR_UNDERUTILIZED)
+    return _settings(raw if isinstance(raw, int | float | str) or raw is None else str(raw), policy)
+
+
+@functools.lru_cache(maxsize=256)
+def _settings(raw: int | float | str | None, policy: str) -> ConsolidationSettings:
+    # Asked for every candidate of every pass; pools share a handful of distinct values.
     if raw is None or str(raw) == "Never":
         return ConsolidationSettings(None, policy)
     try:

@@ -32,7 +32,6 @@ from reconciler.model import labels as wk
 from reconciler.model.pod import Pod
 from reconciler.model.resources import CPU
 from reconciler.scheduling import SchedulingContext
-from reconciler.scheduling.existing import slot_room
 from reconciler.scheduling.instancetypes import TypeInfo
 
 _LISTED = 3
@@ -42,11 +41,7 @@ class SavingsBound:
     """Per decision: free room of the nodes that can take moved pods, and each pool's types by price."""
 
     def __init__(self, context: SchedulingContext, refusing_moved_pods: Collection[str]) -> None:
-        homes = []
-        for node in context.state.state_nodes():
-            if node.marked_for_deletion or node.name in refusing_moved_pods:
-                continue
-            homes.append((node.name, slot_room(node, context.daemon_pods)))
+        homes = [(slot.name, slot.room) for slot in context.slot_bases() if slot.name not in refusing_moved_pods]
         # Most free CPU first: a pod's search stops at the first node with less CPU than it asks for.
         homes.sort(key=lambda home: -home[1].get(CPU, 0))
         self._homes: list[tuple[str, Mapping[str, int]]] = homes

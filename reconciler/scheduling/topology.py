@@ -106,8 +106,9 @@ class Topology:
     def fork(self, *, excluded_nodes: Collection[str] = (), uncounted_pods: Collection[str] = ()) -> Topology:
         """A run's topology: the same as building one without ``excluded_nodes`` and ``uncounted_pods``,
         made by copying this one's running anti-affinity groups and subtracting instead of recounting."""
+        uncounted = set(uncounted_pods)
         for identity, creator in self._creators.items():
-            if creator in uncounted_pods and self.inverse[identity].owners - set(uncounted_pods):
+            if creator in uncounted and self.inverse[identity].owners - uncounted:
                 # Another owner would have created the group, possibly with other tolerations: build afresh.
                 return self._rebuilt(excluded_nodes, uncounted_pods)
         fork = copy.copy(self)
@@ -122,7 +123,7 @@ class Topology:
         gone = {self._hostnames[name] for name in excluded_nodes if name in self._hostnames}
         fork.inverse = {}
         for identity, group in self.inverse.items():
-            owners = group.owners - set(uncounted_pods) if identity in touched else set(group.owners)
+            owners = group.owners - uncounted
             if not owners:
                 continue  # only pods being scheduled carry it: they re-create it as they are queued
             clone = group.fork(owners)

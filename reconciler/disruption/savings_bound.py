@@ -1,4 +1,4 @@
-"""A cheap proof that a single-node consolidation cannot save money, checked before simulating it.
+"""A cheap proof that a consolidation try cannot save money, checked before simulating it.
 
 Single-node consolidation tries candidates one by one and every try is a full
 scheduling simulation over the whole cluster; on a cluster that is already
@@ -32,7 +32,7 @@ from reconciler.model import labels as wk
 from reconciler.model.pod import Pod
 from reconciler.model.resources import CPU
 from reconciler.scheduling import SchedulingContext
-from reconciler.scheduling.instancetypes import TypeInfo
+from reconciler.scheduling.instancetypes import TypeInfo, order_by_price
 
 _LISTED = 3
 
@@ -48,11 +48,9 @@ class SavingsBound:
         self._ladders: list[tuple[dict[str, int], list[tuple[float, TypeInfo]]]] = []
         for template in context.templates:
             for group in template.daemon_groups:
-                ladder = sorted(
-                    ((info.cheapest_price(template.requirements), info) for info in group.types),
-                    key=lambda entry: (entry[0], entry[1].name),
-                )
-                self._ladders.append((group.overhead, [entry for entry in ladder if entry[0] < math.inf]))
+                priced = [(info.cheapest_price(template.requirements), info)
+                          for info in order_by_price(group.types, template.requirements)]
+                self._ladders.append((group.overhead, [entry for entry in priced if entry[0] < math.inf]))
         self._cheapest: dict[tuple[tuple[str, int], ...], float] = {}
         self._fitting: dict[tuple[tuple[str, int], ...], list[str]] = {}
 

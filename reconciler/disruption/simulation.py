@@ -82,7 +82,7 @@ class Simulator:
 
     @property
     def savings_bound(self) -> SavingsBound:
-        """Skips single-node consolidation tries that provably cannot pay off (see ``savings_bound``)."""
+        """Proves consolidation tries unprofitable without simulating them (see ``savings_bound``)."""
         if self._savings_bound is None:
             self._savings_bound = SavingsBound(self.context, self.busy_nodes)
         return self._savings_bound

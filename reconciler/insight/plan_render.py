@@ -132,8 +132,9 @@ def render_text(plan: PlanResult) -> str:
     lines.append(f"current mix:  {_mix(plan.current.node_mix)}")
     lines.append(f"after mix:    {_mix(plan.proposed.node_mix)}")
     lines.append(f"fresh mix:    {_mix(plan.floor.node_mix)}")
-    if _fresh_note(plan):
-        lines.append(_fresh_note(plan))
+    note = _fresh_note(plan)
+    if note:
+        lines.append(note)
     churn = plan.churn
     lines.append(
         f"churn: {churn['nodesDisrupted']} node(s) disrupted, {churn['nodesLaunched']} launched, "
@@ -235,8 +236,9 @@ def render_markdown(plan: PlanResult) -> str:
         f"- fresh provision: {_mix(plan.floor.node_mix)}",
         "",
     ]
-    if _fresh_note(plan):
-        lines += [_fresh_note(plan), ""]
+    note = _fresh_note(plan)
+    if note:
+        lines += [note, ""]
     if plan.drift:
         rows = [[d["node"], d["driftReason"], d["at"], _replacements(d["replacements"])] for d in plan.drift]
         lines += _details(f"Drifted nodes ({len(plan.drift)})", ["node", "drift", "at", "replaced by"], rows)

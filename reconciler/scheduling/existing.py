@@ -32,26 +32,19 @@ class Rejection:
         return f"{self.prefix}{self.detail}"
 
 
-def slot_room(node: StateNode, daemon_pods: Sequence[Pod], taints: Sequence[Taint] | None = None) -> Mapping[str, int]:
-    """What pods may still use on ``node`` (read-only, memoized): DaemonSet pods that belong here but are
-    not running yet still need room."""
-    if taints is None:
-        taints = node.scheduling_taints()
-    return node.room(daemon_pods, lambda pod: daemon_pod_fits_node(pod, taints, node.labels))
-
-
 @dataclass(slots=True, frozen=True, eq=False)
 class SlotBase:
     """An active node as every scheduling run on one snapshot starts from it (shared, never changed)."""
 
     state: StateNode
     taints: tuple[Taint, ...]
-    room: Mapping[str, int]
+    room: Mapping[str, int]  # what pods may still use (read-only; memoized on the StateNode)
 
     @classmethod
     def of(cls, node: StateNode, daemon_pods: Sequence[Pod]) -> SlotBase:
         taints = node.scheduling_taints()
-        return cls(node, taints, slot_room(node, daemon_pods, taints))
+        # DaemonSet pods that belong here but are not running yet still need room.
+        return cls(node, taints, node.room(daemon_pods, lambda pod: daemon_pod_fits_node(pod, taints, node.labels)))
 
     @property
     def name(self) -> str:

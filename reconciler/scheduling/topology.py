@@ -87,9 +87,10 @@ class Topology:
         self._inverse_cache: dict[tuple[str, frozenset[tuple[str, str]]], list[TopologyGroup]] = {}
         self._inverse_identity: dict[tuple[PodAffinityTerm, str, tuple], tuple] = {}
         self._by_namespace: dict[str, list[CountedPod]] = {}
-        # What a fork must undo for excluded nodes and uncounted pods (only filled while building).
+        # Set on a fork: what ``_count`` skips when a group is first used in that run.
         self._excluded: Collection[str] = ()
         self._uncounted: Collection[str] = ()
+        # Filled while building (read by ``fork``): what a fork must undo for excluded nodes and uncounted pods.
         self._hostnames = {name: hostname for name, hostname, *_ in node_domains}
         self._hostname_set = frozenset(self._hostnames.values())
         self._sources: dict[tuple, frozenset[str]] = {}  # inverse group -> domains registered from NodePools
@@ -112,14 +113,16 @@ class Topology:
                 # Another owner would have created the group, possibly with other tolerations: build afresh.
                 return self._rebuilt(excluded_nodes, uncounted_pods)
         fork = copy.copy(self)
-        fork._excluded, fork._uncounted = excluded_nodes, uncounted_pods
+        fork._excluded, fork._uncounted = excluded_nodes, uncounted
         fork.groups, fork._owned, fork._inverse_cache = {}, {}, {}
         fork._inverse_identity = dict(self._inverse_identity)
         fork._sources, fork._creators, fork._contributions = {}, {}, {}
-        touched: dict[tuple, set[str]] = {}
-        for key in uncounted_pods:
+        # Per group, how many of its counts per domain came from pods this run does not count.
+        subtract: dict[tuple, dict[str, int]] = {}
+        for key in uncounted:
             for identity, domain in self._contributions.get(key, ()):
-                touched.setdefault(identity, set()).add(domain)
+                counts = subtract.setdefault(identity, {})
+                counts[domain] = counts.get(domain, 0) + 1
         gone = {self._hostnames[name] for name in excluded_nodes if name in self._hostnames}
         fork.inverse = {}
         for identity, group in self.inverse.items():
@@ -128,14 +131,12 @@ class Topology:
                 continue  # only pods being scheduled carry it: they re-create it as they are queued
             clone = group.fork(owners)
             fork.inverse[identity] = clone
-            domains = touched.get(identity, set())
-            for key in uncounted_pods:
-                for contributed, domain in self._contributions.get(key, ()):
-                    if contributed == identity:
-                        clone.domains[domain] -= 1
-            if group.key == wk.HOSTNAME:
-                domains = domains | gone
-            for domain in domains:
+            counts = subtract.get(identity, {})
+            for domain, count in counts.items():
+                clone.domains[domain] -= count
+            # A domain now at zero stays (empty) only if this run would have registered it.
+            touched = counts.keys() | gone if group.key == wk.HOSTNAME else counts.keys()
+            for domain in touched:
                 if clone.domains.get(domain) != 0:
                     continue
                 if domain in self._sources[identity] or (group.key == wk.HOSTNAME and domain not in gone

@@ -14,9 +14,10 @@ from reconciler.disruption.controller import default_namer
 from reconciler.disruption.outcome import MethodOutcome
 from reconciler.disruption.pdb import PdbLimits
 from reconciler.disruption.simulation import Simulator
-from reconciler.disruption.types import MULTI_NODE, SINGLE_NODE, UNDERUTILIZED
+from reconciler.disruption.types import MULTI_NODE, SINGLE_NODE, UNDERUTILIZED, Candidate
 from reconciler.disruption.underutilized import consolidatable
 from reconciler.settings import Settings
+from reconciler.state import ClusterState
 
 ANTI_WEB = {
     "affinity": {
@@ -27,6 +28,14 @@ ANTI_WEB = {
         }
     }
 }
+
+
+def simulator_and_candidates(state: ClusterState, run_settings: Settings) -> tuple[Simulator, list[Candidate]]:
+    """What one disruption pass sees: its simulator and the graceful candidates (as ``decide`` builds them)."""
+    types = {name: TYPES for name in state.nodepools}
+    pdbs = PdbLimits.from_manifests(state.pdbs.values(), state.pod_manifests.values())
+    graceful, _ = assess(state, Catalog.of(types), pdbs, NOW).for_class(eventual=False)
+    return Simulator(state, types, run_settings, NOW, pdbs), graceful
 
 
 def test_a_pod_with_no_other_home_and_no_cheaper_type_is_not_simulated() -> None:
@@ -89,10 +98,7 @@ def test_pods_kept_apart_by_anti_affinity_need_two_new_nodes() -> None:
         pod("w2", node="n2", cpu="1500m", labels={"app": "web"}, extra_spec=ANTI_WEB),
         pod("full", node="n3", cpu="1500m"),
     )
-    types = {name: TYPES for name in state.nodepools}
-    pdbs = PdbLimits.from_manifests(state.pdbs.values(), state.pod_manifests.values())
-    simulator = Simulator(state, types, Settings(), NOW, pdbs)
-    graceful, _ = assess(state, Catalog.of(types), pdbs, NOW).for_class(eventual=False)
+    simulator, graceful = simulator_and_candidates(state, Settings())
     pair = [c for c in graceful if c.name in {"n1", "n2"}]
     code, message = simulator.savings_bound.rejection(pair) or ("", "")
     assert code == "MultipleReplacements"
@@ -142,14 +148,9 @@ def clusters(draw: st.DrawFn) -> list[Any]:
 @given(clusters(), st.booleans())
 def test_the_bound_never_rejects_what_the_simulation_would_accept(objects: list[Any], spot_to_spot: bool) -> None:
     state = cluster(*objects)
-    types = {name: TYPES for name in state.nodepools}
-    gates = {"SpotToSpotConsolidation": spot_to_spot}
-    run_settings = Settings(feature_gates=gates)
-    pdbs = PdbLimits.from_manifests(state.pdbs.values(), state.pod_manifests.values())
-    simulator = Simulator(state, types, run_settings, NOW, pdbs)
+    run_settings = Settings(feature_gates={"SpotToSpotConsolidation": spot_to_spot})
+    simulator, graceful = simulator_and_candidates(state, run_settings)
     builder = ReplacementBuilder(state, simulator.context, run_settings, default_namer(state))
-    assessment = assess(state, Catalog.of(types), pdbs, NOW)
-    graceful, _ = assessment.for_class(eventual=False)
     chosen = consolidatable(graceful, NOW, MethodOutcome(SINGLE_NODE))
     # Single candidates, and every prefix multi-node consolidation could try.
     for group in [*([c] for c in chosen), *(chosen[:n] for n in range(2, len(chosen) + 1))]:

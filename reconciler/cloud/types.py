@@ -79,7 +79,10 @@ class LaunchRequest:
     """What a NodeClaim asks of the cloud: one instance from these options.
 
     ``instance_types`` is ordered cheapest first (as the scheduler left it);
-    ``zones``/``capacity_types`` are the allowed values (None = unconstrained).
+    ``zones``/``capacity_types`` are the allowed values (None = unconstrained) and
+    ``excluded_zones``/``excluded_capacity_types`` the values a NotIn rules out, which
+    hold even when no In list exists (a pod's ``zone NotIn [z3]`` alone must keep z3 out).
+    Offering choice goes through ``allows`` so every provider reads the same fields.
     """
 
     nodeclaim: str
@@ -93,6 +96,20 @@ class LaunchRequest:
     taints: Sequence[Mapping[str, Any]] = ()
     startup_taints: Sequence[Mapping[str, Any]] = ()
     tags: Mapping[str, str] = field(default_factory=dict)
+    excluded_zones: frozenset[str] = frozenset()
+    excluded_capacity_types: frozenset[str] = frozenset()
+
+    def allows_zone(self, zone: str) -> bool:
+        return zone not in self.excluded_zones and (self.zones is None or zone in self.zones)
+
+    def allows_capacity_type(self, capacity_type: str) -> bool:
+        return capacity_type not in self.excluded_capacity_types and (
+            self.capacity_types is None or capacity_type in self.capacity_types
+        )
+
+    def allows(self, offering: Offering) -> bool:
+        """Whether the claim's zone and capacity-type requirements admit this offering."""
+        return self.allows_zone(offering.zone) and self.allows_capacity_type(offering.capacity_type)
 
     @classmethod
     def from_nodeclaim(cls, manifest: Mapping[str, Any]) -> LaunchRequest:
@@ -130,6 +147,8 @@ class LaunchRequest:
             labels=labels,
             taints=list(spec.get("taints") or []),
             startup_taints=list(spec.get("startupTaints") or []),
+            excluded_zones=frozenset(excluded[wk.ZONE]),
+            excluded_capacity_types=frozenset(excluded[wk.CAPACITY_TYPE]),
         )
 
 

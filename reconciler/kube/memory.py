@@ -87,9 +87,14 @@ class MemoryKube:
     """``KubeAPI`` over dicts in memory. ``history`` bounds how many past events watches can replay."""
 
     def __init__(
-        self, clock: Callable[[], datetime] | None = None, *, seed: int | None = None, history: int = 10_000
+        self,
+        clock: Callable[[], datetime] | None = None,
+        *,
+        seed: int | None = None,
+        history: int = 10_000,
     ) -> None:
         self._clock = clock or _utc_now
+        self._scale_override: Callable[[str, Mapping[str, Any]], int | None] | None = None
         self._random = random.Random(seed)
         self._objects: dict[KindKey, dict[ObjectKey, Manifest]] = {}
         self._kinds: dict[KindKey, Kind] = {}
@@ -97,6 +102,11 @@ class MemoryKube:
         self._listeners: list[tuple[Listener, bool]] = []  # (listener, gets a copy)
         self._faults: list[_Fault] = []
         self._terminating_pods: dict[ObjectKey, datetime] = {}  # graceful deletions -> when the kubelet ends them
+
+    def set_scale_lookup(self, scale_of: Callable[[str, Mapping[str, Any]], int | None]) -> None:
+        """Override how PDB checks find a controller's desired replicas: ``scale_of(namespace,
+        ownerReference)`` (the simulator's workloads own pods through objects it does not store)."""
+        self._scale_override = scale_of
 
     # --- synchronous access for the simulator and tests ------------------------------------
 
@@ -307,13 +317,19 @@ class MemoryKube:
 
     def _scale_of(self, namespace: str, owner: Mapping[str, Any]) -> int | None:
         """Desired replicas of a pod's controller, following a ReplicaSet up to its Deployment."""
+        if self._scale_override is not None:
+            return self._scale_override(namespace, owner)
+        return self.stored_scale(namespace, owner)
+
+    def stored_scale(self, namespace: str, owner: Mapping[str, Any]) -> int | None:
+        """Desired replicas of the stored controller an ownerReference names (None when not stored)."""
         kind = Kind(str(owner.get("apiVersion", "")), str(owner.get("kind", "")))
         found = self._objects.get(_key_of(kind), {}).get((namespace, str(owner.get("name", ""))))
         if found is None:
             return None
         for parent in found["metadata"].get("ownerReferences") or []:
             if parent.get("controller") and parent.get("kind") == "Deployment":
-                return self._scale_of(namespace, parent)
+                return self.stored_scale(namespace, parent)
         replicas = (found.get("spec") or {}).get("replicas")
         return int(replicas) if isinstance(replicas, int) else None
 

@@ -23,9 +23,14 @@ class BudgetStatus:
     expected_pods: int
     desired_healthy: int
     current_healthy: int
+    # Set when the expected count cannot be known (a selected pod without a resolvable controller under
+    # maxUnavailable or a percentage): the disruption controller then fails safe and allows nothing.
+    unknown_scale: str = ""
 
     @property
     def disruptions_allowed(self) -> int:
+        if self.unknown_scale:
+            return 0
         return max(0, self.current_healthy - self.desired_healthy)
 
 
@@ -76,16 +81,21 @@ def _controller_of(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return None
 
 
-def _expected_pods(selected: list[Mapping[str, Any]], scale_of: ScaleLookup | None) -> int:
-    """What the disruption controller calls expectedCount: the summed scale of the controllers
-    of the selected pods; pods without a known controller count as themselves."""
+def _expected_pods(selected: list[Mapping[str, Any]], scale_of: ScaleLookup | None) -> int | str:
+    """What the disruption controller calls expectedCount: the summed scale of the controllers of the
+    selected pods. A pod without a controller, or whose controller's scale is unknown, makes the count
+    unknowable; the reason is returned instead (counting such pods as themselves would let every
+    eviction shrink the budget's base, so it would never run out)."""
     expected, seen = 0, set()
     for pod in selected:
         owner = _controller_of(pod)
-        replicas = scale_of(owner) if owner is not None and scale_of is not None else None
-        if owner is None or replicas is None:
-            expected += 1
-        elif owner.get("uid", owner.get("name")) not in seen:
+        name = (pod.get("metadata") or {}).get("name", "")
+        if owner is None:
+            return f"found no controller ref for pod {name!r}"
+        replicas = scale_of(owner) if scale_of is not None else None
+        if replicas is None:
+            return f"found no controllers for pod {name!r}"
+        if owner.get("uid", owner.get("name")) not in seen:
             seen.add(owner.get("uid", owner.get("name")))
             expected += replicas
     return expected
@@ -106,10 +116,15 @@ def budget_status(
     ]
     name = str(metadata.get("name", ""))
     min_available = spec.get("minAvailable")
+    unknown_scale = ""
     if spec.get("maxUnavailable") is None and isinstance(min_available, int):
         expected = len(selected)  # an integer minAvailable needs no controller scale
     else:
-        expected = _expected_pods(selected, scale_of)
+        counted = _expected_pods(selected, scale_of)
+        if isinstance(counted, str):
+            expected, unknown_scale = len(selected), counted
+        else:
+            expected = counted
     if spec.get("maxUnavailable") is not None:
         unavailable = _scaled(spec["maxUnavailable"], expected, field=f"{name}.spec.maxUnavailable")
         desired = max(0, expected - unavailable)
@@ -118,7 +133,10 @@ def budget_status(
     else:
         desired = expected  # no field set: the API server defaults minAvailable to 1 only on create
     healthy = sum(1 for pod in selected if is_pod_healthy(pod))
-    return BudgetStatus(name=name, expected_pods=expected, desired_healthy=desired, current_healthy=healthy)
+    return BudgetStatus(
+        name=name, expected_pods=expected, desired_healthy=desired, current_healthy=healthy,
+        unknown_scale=unknown_scale,
+    )
 
 
 def check_eviction(
@@ -145,6 +163,10 @@ def check_eviction(
             return
     elif status.disruptions_allowed > 0:
         return
+    if status.unknown_scale:
+        raise TooManyRequestsError(
+            f"Cannot evict pod: the disruption budget {status.name} allows no disruptions ({status.unknown_scale})"
+        )
     raise TooManyRequestsError(
         "Cannot evict pod as it would violate the pod's disruption budget. "
         f"The disruption budget {status.name} needs {status.desired_healthy} healthy pods "

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import random
 import string
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ from reconciler.model.resources import Resources
 from reconciler.sim.catalog import build_catalog
 from reconciler.sim.cluster import SimulatedCluster
 from reconciler.sim.scenario import Scenario, ScenarioError, Step, load_scenario_file
-from reconciler.sim.workloads import WorkloadControllers, create_with_status, expand_pod_replicas
+from reconciler.sim.workloads import WorkloadControllers, create_with_status, expand_pod_replicas, simulated_scale
 
 __all__ = ["ScenarioError", "Simulation", "run_scenario", "run_scenario_file"]
 
@@ -71,6 +71,7 @@ class Simulation:
         self.settings = scenario.settings
         self.now = scenario.clock
         self.kube = MemoryKube(clock=lambda: self.now, seed=0)
+        self.kube.set_scale_lookup(simulated_scale(self.kube))
         self.cloud = SimulatedCloud(build_catalog(scenario.catalog), clock=lambda: self.now)
         self.names = NameGenerator(scenario.name)
         self.cluster = SimulatedCluster(self)
@@ -131,7 +132,8 @@ class Simulation:
         )
 
     # -- steps ---------------------------------------------------------------------------------
-    async def run(self) -> dict[str, Any]:
+    async def run(self, after_step: Callable[[Step, dict[str, Any]], None] | None = None) -> dict[str, Any]:
+        """Run every step; ``after_step(step, record)`` sees the cluster after each (invariant checks)."""
         await self.load()
         steps = []
         for step in self.scenario.steps:
@@ -140,6 +142,8 @@ class Simulation:
             record["clock"] = format_time(self.now)
             record["pending"] = self.cluster.pending_reasons()
             steps.append(record)
+            if after_step is not None:
+                after_step(step, record)
         return {"scenario": self.scenario.name, "steps": steps, "final": self.cluster.final_summary()}
 
     async def _step_provision(self, step: Step, record: dict[str, Any]) -> None:

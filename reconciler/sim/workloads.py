@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from reconciler.kube.api import POD, KubeAPI, Manifest, NotFoundError, kind_of
+from reconciler.kube.memory import MemoryKube
 from reconciler.model.meta import format_time
 
 OWNER_ANNOTATION = "sim.adze.dev/owner"
@@ -28,6 +29,21 @@ WORKLOAD_KINDS = {"Deployment", "ReplicaSet", "StatefulSet", "Job", "DaemonSet"}
 def owner_key(manifest: Mapping[str, Any]) -> str:
     metadata = manifest.get("metadata") or {}
     return f"{manifest.get('kind')}/{metadata.get('namespace', 'default')}/{metadata.get('name')}"
+
+
+def simulated_scale(kube: MemoryKube) -> Callable[[str, Mapping[str, Any]], int | None]:
+    """PDB scale lookup for the simulator's pods: a Deployment's pods name a ReplicaSet after the
+    Deployment (the simulator stores no ReplicaSets for them), so such a reference resolves to the
+    Deployment's replicas; stored controllers resolve as the API server would."""
+
+    def scale_of(namespace: str, owner: Mapping[str, Any]) -> int | None:
+        stored = kube.stored_scale(namespace, owner)
+        if stored is not None or owner.get("kind") != "ReplicaSet":
+            return stored
+        deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "name": owner.get("name", "")}
+        return kube.stored_scale(namespace, deployment)
+
+    return scale_of
 
 
 def template_hash(template: Mapping[str, Any]) -> str:

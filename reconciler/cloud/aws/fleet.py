@@ -76,9 +76,8 @@ class FleetError:
 def choose_capacity_type(request: LaunchRequest, candidates: Sequence[Candidate]) -> str | None:
     """Spot when allowed and offered, else on-demand (reserved capacity is not supported here)."""
     offered = {c.offering.capacity_type for c in candidates}
-    allowed = request.capacity_types
     for capacity_type in ("spot", "on-demand"):
-        if capacity_type in offered and (allowed is None or capacity_type in allowed):
+        if capacity_type in offered and request.allows_capacity_type(capacity_type):
             return capacity_type
     return None
 
@@ -95,11 +94,7 @@ def candidates_for(
         if instance_type is None:
             continue
         for offering in instance_type.offerings:
-            if not offering.available or offering.zone not in launchable_zones:
-                continue
-            if request.zones is not None and offering.zone not in request.zones:
-                continue
-            if request.capacity_types is not None and offering.capacity_type not in request.capacity_types:
+            if not offering.available or offering.zone not in launchable_zones or not request.allows(offering):
                 continue
             result.append(Candidate(instance_type, offering))
     return result

@@ -130,12 +130,6 @@ class SimulatedCloud:
         return None
 
     # -- internals -------------------------------------------------------------------------
-    @staticmethod
-    def _allowed(request: LaunchRequest, offering: Offering) -> bool:
-        if request.zones is not None and offering.zone not in request.zones:
-            return False
-        return request.capacity_types is None or offering.capacity_type in request.capacity_types
-
     def _choose(self, request: LaunchRequest) -> tuple[InstanceType, Offering] | None:
         best: tuple[tuple[int, float, int, str], InstanceType, Offering] | None = None
         for position, name in enumerate(request.instance_types):
@@ -143,7 +137,7 @@ class SimulatedCloud:
             if instance_type is None:
                 continue
             for offering in instance_type.offerings:
-                if not offering.available or not self._allowed(request, offering):
+                if not offering.available or not request.allows(offering):
                     continue
                 reserved_first = 0 if offering.capacity_type == wk.CAPACITY_TYPE_RESERVED else 1
                 rank = (reserved_first, offering.price, position, offering.zone)

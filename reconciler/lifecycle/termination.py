@@ -42,6 +42,8 @@ class TerminationStep:
     force_deleted: list[str] = field(default_factory=list)
     grace_periods: dict[str, int] = field(default_factory=dict)  # force-deleted pod -> gracePeriodSeconds sent
     blocked: list[str] = field(default_factory=list)
+    # Pods not drained (they tolerate the disrupted taint) that die with the Node, as pod GC would delete them.
+    deleted_with_node: list[str] = field(default_factory=list)
     instance_deleted: bool = False
     finished: bool = False
 
@@ -73,7 +75,7 @@ class Terminator:
                 return result
         await self._delete_instance(nodeclaim, result)
         if node is not None:
-            await self._release_node(node)
+            result.deleted_with_node = await self._release_node(node)
         await self._release(NODECLAIM, name, None)
         result.finished = True
         return result
@@ -133,17 +135,21 @@ class Terminator:
         except InstanceNotFoundError:
             pass  # already gone: deletion is idempotent
 
-    async def _release_node(self, node: Manifest) -> None:
-        """The instance is gone: its pods die with it, the Node object goes."""
+    async def _release_node(self, node: Manifest) -> list[str]:
+        """The instance is gone: its pods die with it (returned), the Node object goes."""
         name = node["metadata"]["name"]
         pods, _ = await self._kube.list(POD, field_selector=f"spec.nodeName={name}")
+        deleted = []
         for pod in pods:
             if (pod.get("spec") or {}).get("nodeName") == name:
+                namespace = pod["metadata"].get("namespace") or "default"
                 try:
-                    await self._kube.delete(POD, pod["metadata"]["name"], pod["metadata"].get("namespace"))
+                    await self._kube.delete(POD, pod["metadata"]["name"], namespace)
                 except NotFoundError:
                     continue
+                deleted.append(f"{namespace}/{pod['metadata']['name']}")
         await self._release(NODE, name, None)
+        return deleted
 
     async def _release(self, kind: Any, name: str, namespace: str | None) -> None:
         """Remove our finalizer and make sure deletion was requested."""

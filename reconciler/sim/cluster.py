@@ -44,6 +44,7 @@ class SimulatedCluster:
         self.sim = sim
         self.reasons: dict[str, str] = {}
         self.booting: dict[str, str] = {}  # nodeclaim -> provider id, launched with `launch: pending`
+        self.nominated: dict[str, str] = {}  # pod key -> the launching claim it waits for
         self.terminator = Terminator(sim.kube, sim.cloud)
         # Unowned pods deleted with a grace period: recreated (pending) once they are really gone.
         self._awaiting_removal: dict[str, Manifest] = {}
@@ -141,11 +142,11 @@ class SimulatedCluster:
              "message": f"launched {instance.instance_type} {instance.capacity_type} in {instance.zone} "
                         f"for {len(planned.pods)} pod(s) at {instance.price} $/h"}
         )
-        if launch_ready:
-            await self.boot(planned.name)
-            await self._bind({key: planned.name for key in planned.pods}, record)
-        else:
+        if not launch_ready:
             self.booting[planned.name] = instance.provider_id
+        else:
+            await self.boot(planned.name)
+        await self._bind({key: planned.name for key in planned.pods}, record)
         return planned.name
 
     async def boot(self, nodeclaim_name: str) -> None:
@@ -173,10 +174,19 @@ class SimulatedCluster:
         for name in list(self.booting):
             del self.booting[name]
             await self.boot(name)
+            # kube-scheduler binds the pods nominated for this claim once its Node is Ready.
+            nominated = {key: claim for key, claim in self.nominated.items() if claim == name}
+            await self._bind(nominated, record)
 
     async def _bind(self, placements: Mapping[str, str], record: dict[str, Any]) -> None:
-        """kube-scheduler binds pods where Adze planned them."""
+        """kube-scheduler binds pods where Adze planned them, once the target Node exists; a pod planned
+        onto a claim that is still launching stays pending, nominated for it."""
         for key, node_name in placements.items():
+            if self.sim.kube.peek(NODE, node_name) is None:
+                self.nominated[key] = node_name
+                self.reasons[key] = f"nominated for NodeClaim {node_name}, which is still launching"
+                continue
+            self.nominated.pop(key, None)
             namespace, _, name = key.partition("/")
             try:
                 pod = await self.sim.kube.get(POD, name, namespace)
@@ -250,11 +260,17 @@ class SimulatedCluster:
             before = {_namespaced_key(p): p for p in self._state.pod_manifests.values()}
             for claim in deleting:
                 result = await self.terminator.step(claim, self.sim.now)
-                await self._recreate_unowned(before, result.evicted + result.force_deleted)
+                await self._recreate_unowned(before, result.evicted + result.force_deleted + result.deleted_with_node)
                 displaced = displaced or bool(result.evicted or result.force_deleted or result.finished)
                 for key in result.evicted:
                     record["events"].append({"object": f"Pod/{key}", "reason": "Evicted",
                                              "message": f"evicted from {claim['metadata']['name']}"})
+                for key in result.deleted_with_node:
+                    if _owned_by_daemonset(before.get(key)):
+                        continue  # DaemonSet pods belong to their node
+                    record["events"].append({"object": f"Pod/{key}", "reason": "DeletedWithNode",
+                                             "message": f"not drained (it tolerates the disrupted taint); deleted "
+                                                        f"with {claim['metadata']['name']}"})
                 for message in result.blocked:
                     record["events"].append({"object": f"NodeClaim/{claim['metadata']['name']}",
                                              "reason": "TerminationBlocked", "message": message})
@@ -326,6 +342,11 @@ class SimulatedCluster:
             "pending": sorted(pod_key(p) for p in self.pending_pods()),
             "costPerHour": round(total, 6),
         }
+
+
+def _owned_by_daemonset(pod: Mapping[str, Any] | None) -> bool:
+    owners = ((pod or {}).get("metadata") or {}).get("ownerReferences") or []
+    return any(owner.get("kind") == "DaemonSet" for owner in owners)
 
 
 __all__ = ["SimulatedCluster", "has_condition"]

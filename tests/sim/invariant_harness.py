@@ -1,10 +1,11 @@
 """Random valid scenarios and the invariants every simulator step must keep.
 
-The checks are written from the scenario format and Kubernetes' rules, not from the engine's code:
-a pod is on an existing node or pending with a reason; no node holds more than its allocatable; NodePool
-limits hold; an eviction never takes a PDB below its desired healthy count; bound pods satisfy their
-nodeSelector, required node affinity and the NodePool's taints. ``run_checked`` runs a scenario with
-those checks after every step (and on every eviction) and returns the result document.
+The checks are written from the scenario format and Kubernetes' rules, not from the engine's code: a pod
+is on an existing node or pending with a reason; no node holds more than its allocatable; NodePool limits
+hold for the capacity not being deleted; an eviction never takes a PDB below its desired healthy count;
+bound pods satisfy their nodeSelector, required node affinity and the NodePool's taints; unowned scenario
+pods never vanish. ``run_checked`` runs a scenario with those checks after every step (and on every
+eviction) and returns the result document.
 """
 
 from __future__ import annotations
@@ -174,6 +175,13 @@ def scenarios(draw: st.DrawFn) -> dict[str, Any]:
     count = draw(st.integers(1, 3))
     for index in range(count):
         objects.extend(draw(workload(index, len(pools))))
+    if draw(st.booleans()):  # unowned pods: the simulator must never drop them
+        pod_spec: dict[str, Any] = {"containers": [{"name": "c", "image": "x",
+                                                    "resources": {"requests": {"cpu": "500m"}}}]}
+        if draw(st.booleans()):
+            pod_spec["tolerations"] = [{"operator": "Exists"}]
+        objects.append({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "solo", "namespace": "default"},
+                        "replicas": draw(st.integers(1, 3)), "spec": pod_spec})
     plan = draw(steps(count))
     deployments = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Deployment"}
     for step in plan:  # a scale step replaces the Deployment with its new replica count
@@ -247,6 +255,13 @@ class Checker:
                         f"healthy count (margin before the eviction: {margin})")
 
         simulation.kube.evict = checked_evict  # type: ignore[method-assign]
+        # Unowned pods of the scenario (no step here deletes pods): evicted or not, they must stay.
+        self.unowned = {
+            f"{o['metadata'].get('namespace', 'default')}/{name}" for o in simulation.scenario.objects
+            if o.get("kind") == "Pod" and not o["metadata"].get("ownerReferences")
+            for name in ([f"{o['metadata']['name']}-{i}" for i in range(int(o["replicas"]))] if "replicas" in o
+                         else [o["metadata"]["name"]])
+        }
 
     def _objects(self, kind: Any) -> list[dict[str, Any]]:
         return self.sim.kube.objects(kind)
@@ -286,6 +301,9 @@ class Checker:
         where = f"step {self.step_index} ({step.kind})"
         self.step_index += 1
         nodes = {n["metadata"]["name"]: n for n in self._objects(NODE)}
+        present = {f"{p['metadata'].get('namespace', 'default')}/{p['metadata']['name']}" for p in self._objects(POD)}
+        if self.unowned - present:
+            raise InvariantViolation(f"{where}: unowned pod(s) {sorted(self.unowned - present)} vanished")
         used: dict[str, dict[str, float]] = {}
         for pod in self._objects(POD):
             if not _running(pod) or pod["metadata"].get("deletionTimestamp"):
@@ -335,6 +353,10 @@ class Checker:
         pools = {p["metadata"]["name"]: p for p in self._objects(NODEPOOL)}
         cpu: dict[str, float] = {}
         for claim in self._objects(NODECLAIM):
+            # As Karpenter, limits bound the capacity that is not being deleted: a deleting node's
+            # replacement may launch before it is gone.
+            if claim["metadata"].get("deletionTimestamp"):
+                continue
             pool = (claim["metadata"].get("labels") or {}).get("karpenter.sh/nodepool", "")
             capacity = (claim.get("status") or {}).get("capacity") or {}
             cpu[pool] = cpu.get(pool, 0.0) + _quantity(capacity.get("cpu", "0"))

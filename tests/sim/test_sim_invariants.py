@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from invariant_harness import run_checked, scenarios
 
 REGRESSIONS = sorted((Path(__file__).parent / "regressions").glob("*.yaml"))
-EXAMPLES = int(os.environ.get("ADZE_INVARIANT_EXAMPLES", "40"))
+EXAMPLES = int(os.environ.get("ADZE_INVARIANT_EXAMPLES", "150"))
 
 
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=True,

@@ -60,6 +60,17 @@ class Message:
 
 
 def parse(body: str | bytes) -> Message:
+    """Parse an SQS body; every failure is a ``MessageParseError`` so the consumer deletes the message
+    (a parser bug must not turn one odd message into a poison message redelivered forever)."""
+    try:
+        return _parse(body)
+    except MessageParseError:
+        raise
+    except Exception as err:  # any other failure is still an unreadable message
+        raise MessageParseError(f"unreadable message ({type(err).__name__}: {err})") from None
+
+
+def _parse(body: str | bytes) -> Message:
     try:
         envelope = json.loads(body)
     except (ValueError, TypeError, RecursionError) as err:

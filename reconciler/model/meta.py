@@ -32,10 +32,13 @@ def parse_time(value: Any, *, path: str = "timestamp") -> datetime | None:
     if not _RFC3339.fullmatch(text):
         raise ManifestError(f"{path}: {value!r} is not an RFC 3339 timestamp (e.g. 2024-01-31T09:30:00Z)")
     try:
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:  # well-formed but impossible, e.g. month 13
+        # Well-formed but impossible (month 13) is a ValueError; a valid local time whose UTC instant falls
+        # outside years 1..9999 (9999-12-31T23:00:00-05:00) overflows on conversion.
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
+    except ValueError:
         raise ManifestError(f"{path}: {value!r} is not an RFC 3339 timestamp (e.g. 2024-01-31T09:30:00Z)") from None
-    return parsed.astimezone(UTC)
+    except OverflowError:
+        raise ManifestError(f"{path}: {value!r} is out of range (UTC years 1 to 9999)") from None
 
 
 def parse_time_or_none(value: Any) -> datetime | None:

@@ -169,3 +169,20 @@ def test_known_kinds_with_arbitrary_details_never_crash(triple: tuple[str, str],
     except MessageParseError:
         return
     assert all(i.startswith("i-") for i in message.instance_ids)
+
+
+def test_an_envelope_time_out_of_range_still_parses_the_interruption() -> None:
+    message = parse(envelope("aws.ec2", "EC2 Spot Instance Interruption Warning", {"instance-id": INSTANCE},
+                             time="9999-12-31T23:59:59-05:00"))
+    assert message.kind is Kind.SPOT_INTERRUPTION and message.time is None
+
+
+def test_an_unexpected_failure_inside_the_parser_is_a_parse_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import reconciler.interruption.messages as messages
+
+    def broken(value: object, where: str) -> str:
+        raise OverflowError("a parser bug")
+
+    monkeypatch.setattr(messages, "_instance_id", broken)
+    with pytest.raises(MessageParseError, match="OverflowError"):
+        parse(envelope("aws.ec2", "EC2 Spot Instance Interruption Warning", {"instance-id": INSTANCE}))

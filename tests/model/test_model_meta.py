@@ -44,3 +44,10 @@ def test_absent_and_datetime_values() -> None:
 def test_format_round_trips() -> None:
     moment = datetime(2024, 1, 31, 9, 30, tzinfo=UTC)
     assert parse_time(format_time(moment)) == moment
+
+
+@pytest.mark.parametrize("text", ["9999-12-31T23:59:59-05:00", "0001-01-01T00:00:00+01:00"])
+def test_a_timestamp_whose_utc_instant_is_out_of_range_is_a_path_named_error(text: str) -> None:
+    with pytest.raises(ManifestError, match=r"^metadata.creationTimestamp: .* out of range"):
+        parse_time(text, path="metadata.creationTimestamp")
+    assert parse_time_or_none(text) is None

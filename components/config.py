@@ -21,7 +21,9 @@ from pydantic_core import PydanticCustomError
 
 from components.karpenter_config import NodeClassEntry, NodePoolEntry, validate_karpenter_entries
 from reconciler.api.errors import ERROR_TYPE, Problem, problems_from_validation_error
+from reconciler.model.meta import ManifestError
 from reconciler.model.quantity import QuantityError, parse_quantity
+from reconciler.model.shape import check_document_bounds
 from reconciler.settings import Settings, SettingsError
 
 NAMESPACE = "adze"
@@ -307,6 +309,12 @@ def load_stack_config(raw: Mapping[str, Any]) -> StackConfig:
     """Validate the config keys (``adze:`` prefix stripped); ``ConfigError`` names each bad path."""
     prefix = f"{NAMESPACE}:"
     problems = [Problem(f"{prefix}{key}", "unknown config key") for key in raw if key not in KNOWN_KEYS]
+    for key, value in raw.items():
+        try:
+            check_document_bounds(value, path=f"{prefix}{key}")
+        except ManifestError as err:
+            path, _, message = str(err).partition(": ")
+            raise ConfigError([*problems, Problem(path, message)]) from None
     config: StackConfig | None = None
     try:
         config = StackConfig.model_validate(

@@ -6,6 +6,7 @@ The simulator builds the same ``Settings`` from a scenario's ``settings:`` map
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -28,6 +29,21 @@ REBALANCE_HANDLING_MODES = ("event", "drain")
 
 class SettingsError(ValueError):
     """A setting with a bad value; the message names the setting."""
+
+
+LOG_LEVELS = ("debug", "info", "warning", "warn", "error")
+_CLUSTER_NAME = re.compile(r"[0-9A-Za-z][A-Za-z0-9_-]{0,99}")
+# Partition-agnostic shape of a region name: us-east-1, eu-central-2, us-gov-west-1, cn-north-1, ap-southeast-7.
+_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d{1,2}")
+
+
+def _parse_bool(text: str, name: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("true", "1", "yes"):
+        return True
+    if lowered in ("false", "0", "no"):
+        return False
+    raise SettingsError(f"{name}: {text!r} must be true or false")
 
 
 def parse_duration(text: str, *, name: str = "duration") -> float:
@@ -128,14 +144,15 @@ class Settings:
             values["feature_gates"] = parse_feature_gates(env["FEATURE_GATES"])
         for var, attr in (("METRICS_PORT", "metrics_port"), ("HEALTH_PROBE_PORT", "health_probe_port")):
             if env.get(var):
-                try:
-                    values[attr] = int(env[var])
-                except ValueError:
-                    raise SettingsError(f"{var}: {env[var]!r} is not a port number") from None
-        if env.get("DISABLE_LEADER_ELECTION", "").lower() == "true":
-            values["leader_elect"] = False
+                text = env[var].strip()
+                if not text.isdigit() or not 0 <= int(text) <= 65535:
+                    raise SettingsError(f"{var}: {env[var]!r} is not a port number (0-65535)")
+                values[attr] = int(text)
+        if env.get("DISABLE_LEADER_ELECTION"):
+            values["leader_elect"] = not _parse_bool(env["DISABLE_LEADER_ELECTION"], "DISABLE_LEADER_ELECTION")
         settings = cls(**values)
-        settings.validate()
+        settings.validate(env_names=True)
+        settings.validate_runtime()
         return settings
 
     @classmethod
@@ -172,11 +189,31 @@ class Settings:
         settings.validate(prefix=f"{path}.")
         return settings
 
-    def validate(self, prefix: str = "") -> None:
-        if self.batch_idle_duration <= 0 or self.batch_max_duration <= 0:
-            raise SettingsError(f"{prefix}batch durations must be positive")
+    def validate_runtime(self) -> None:
+        """What only the live controller reads: names AWS and Kubernetes would refuse, log level, ports."""
+        if self.log_level.lower() not in LOG_LEVELS:
+            raise SettingsError(f"LOG_LEVEL: {self.log_level!r} must be one of {', '.join(LOG_LEVELS)}")
+        if self.cluster_name and not _CLUSTER_NAME.fullmatch(self.cluster_name):
+            raise SettingsError(
+                f"CLUSTER_NAME: {self.cluster_name!r} is not an EKS cluster name "
+                "(1-100 letters, digits, hyphens and underscores, starting with a letter or digit)"
+            )
+        if self.aws_region and not _REGION.fullmatch(self.aws_region):
+            raise SettingsError(f"AWS_REGION: {self.aws_region!r} is not an AWS region name such as us-east-1")
+        if self.metrics_port == self.health_probe_port and self.metrics_port != 0:
+            raise SettingsError(
+                f"METRICS_PORT and HEALTH_PROBE_PORT are both {self.metrics_port}: they need different ports"
+            )
+
+    def validate(self, prefix: str = "", *, env_names: bool = False) -> None:
+        """Cross-field checks; messages name the variable (``env_names``) or the scenario key under ``prefix``."""
+        idle, most = (("BATCH_IDLE_DURATION", "BATCH_MAX_DURATION") if env_names
+                      else ("batchIdleDuration", "batchMaxDuration"))
+        for name, value in ((idle, self.batch_idle_duration), (most, self.batch_max_duration)):
+            if value <= 0:
+                raise SettingsError(f"{prefix}{name}: must be positive")
         if self.batch_idle_duration > self.batch_max_duration:
-            raise SettingsError(f"{prefix}batchIdleDuration must not exceed batchMaxDuration")
+            raise SettingsError(f"{prefix}{idle}: must not exceed {most}")
         if self.rebalance_handling not in REBALANCE_HANDLING_MODES:
             allowed = ", ".join(REBALANCE_HANDLING_MODES)
             raise SettingsError(f"{prefix}REBALANCE_HANDLING: {self.rebalance_handling!r} must be one of {allowed}")

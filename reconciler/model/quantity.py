@@ -28,6 +28,9 @@ _DECIMAL_SUFFIXES = {
 _QUANTITY = re.compile(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]))?$")
 
 MILLI = 1000
+# The API server keeps quantities in int64 milli-units at most; anything larger is not a real request or size.
+MAX_MILLI = 2**63 - 1
+MAX_EXPONENT = 30
 
 
 class QuantityError(ValueError):
@@ -39,10 +42,12 @@ def parse_quantity(value: str | int | float) -> int:
     if isinstance(value, bool):
         raise QuantityError(f"quantity must be a number or string, got {value!r}")
     if isinstance(value, int):
+        if abs(value) > MAX_MILLI // MILLI:
+            raise QuantityError(f"{value!r} is out of range (at most {MAX_MILLI // MILLI} units)")
         return value * MILLI
     if isinstance(value, float):
-        if not math.isfinite(value):
-            raise QuantityError(f"quantity must be finite, got {value!r}")
+        if not math.isfinite(value) or abs(value) > MAX_MILLI // MILLI:
+            raise QuantityError(f"quantity must be finite and at most {MAX_MILLI // MILLI}, got {value!r}")
         return _round_up(Decimal(repr(value)) * MILLI)
     if not isinstance(value, str):
         raise QuantityError(f"quantity must be a number or string, got {type(value).__name__}")
@@ -55,12 +60,18 @@ def parse_quantity(value: str | int | float) -> int:
     except InvalidOperation as err:  # pragma: no cover - the regex already guarantees a number
         raise QuantityError(f"{value!r} is not a valid quantity") from err
     if exponent:
-        amount *= Decimal(10) ** int(exponent[1:])
+        power = int(exponent[1:])
+        if abs(power) > MAX_EXPONENT:
+            raise QuantityError(f"{value!r} is out of range (exponent beyond ±{MAX_EXPONENT})")
+        amount *= Decimal(10) ** power
     elif suffix in _BINARY_SUFFIXES:
         amount *= _BINARY_SUFFIXES[suffix]
     else:
         amount *= _DECIMAL_SUFFIXES[suffix or ""]
-    return _round_up(amount * MILLI)
+    milli = _round_up(amount * MILLI)
+    if abs(milli) > MAX_MILLI:
+        raise QuantityError(f"{value!r} is out of range (at most {MAX_MILLI // MILLI} units)")
+    return milli
 
 
 def _round_up(amount: Decimal) -> int:

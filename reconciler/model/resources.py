@@ -38,6 +38,8 @@ class Resources(Mapping[str, int]):
                 amounts[str(name)] = parse_quantity(value)
             except ValueError as err:
                 raise ValueError(f"{path}.{name}: {err}") from None
+            if amounts[str(name)] < 0:
+                raise ValueError(f"{path}.{name}: {value!r} must not be negative")
         return cls(amounts)
 
     @classmethod

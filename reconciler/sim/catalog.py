@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,6 +20,8 @@ def build_catalog(catalog: Mapping[str, Any]) -> list[InstanceType]:
     for key in catalog:
         if key not in _CATALOG_KEYS:
             raise ScenarioError(f"catalog.{key}: unknown key (expected one of {', '.join(sorted(_CATALOG_KEYS))})")
+    if catalog.get("region") is not None and not isinstance(catalog["region"], str):
+        raise ScenarioError("catalog.region: expected a region name")
     region = str(catalog.get("region") or "")
     zones = catalog.get("zones")
     if zones is not None and (not isinstance(zones, list) or not all(isinstance(z, str) for z in zones)):
@@ -27,12 +30,15 @@ def build_catalog(catalog: Mapping[str, Any]) -> list[InstanceType]:
     types: dict[str, InstanceType] = {}
     preset = catalog.get("preset")
     if preset is not None:
-        if preset not in PRESETS:
+        if not isinstance(preset, str) or preset not in PRESETS:
             raise ScenarioError(f"catalog.preset: {preset!r} is not a known preset (known: {', '.join(PRESETS)})")
-        from reconciler.cloud.aws.preset import load_preset
+        from reconciler.cloud.aws.preset import PresetError, load_preset
 
-        for instance_type in load_preset(region=region or "us-east-1", zones=zones):
-            types[instance_type.name] = instance_type
+        try:
+            for instance_type in load_preset(region=region or "us-east-1", zones=zones):
+                types[instance_type.name] = instance_type
+        except PresetError as err:
+            raise ScenarioError(f"catalog.{'zones' if str(err).startswith('zones') else 'region'}: {err}") from None
     raw_types = catalog.get("instanceTypes") or []
     if not isinstance(raw_types, list):
         raise ScenarioError("catalog.instanceTypes: expected a list")
@@ -104,7 +110,7 @@ def _offerings(raw: Any, path: str) -> tuple[Offering, ...]:
         if not isinstance(zone, str) or not zone:
             raise ScenarioError(f"{where}.zone: required")
         price = item.get("price")
-        if isinstance(price, bool) or not isinstance(price, int | float) or price < 0:
+        if isinstance(price, bool) or not isinstance(price, int | float) or not math.isfinite(price) or price < 0:
             raise ScenarioError(f"{where}.price: required, a non-negative number (USD per hour)")
         available = item.get("available", True)
         if not isinstance(available, bool):

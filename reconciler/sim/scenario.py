@@ -6,6 +6,7 @@ the offending key path, e.g. ``steps[2].advance: '3 minutes' is not a duration``
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -17,6 +18,7 @@ import yaml
 from reconciler.api import ValidationFailure, is_karpenter_manifest, parse_object
 from reconciler.model.meta import ManifestError
 from reconciler.model.pod import Pod
+from reconciler.model.shape import check_document_bounds, check_manifest_shape
 from reconciler.settings import Settings, SettingsError, parse_duration
 
 STEP_KINDS = ("provision", "disrupt", "expire", "advance", "apply", "delete", "interrupt", "unavailable")
@@ -55,9 +57,11 @@ class Scenario:
 def load_scenario_file(path: str | Path) -> Scenario:
     file = Path(path)
     try:
-        text = file.read_text()
+        text = file.read_text(encoding="utf-8")
     except OSError as err:
         raise ScenarioError(f"{path}: cannot read scenario file ({err.strerror or err})") from None
+    except UnicodeDecodeError as err:
+        raise ScenarioError(f"{path}: not UTF-8 text (byte {err.start}: {err.reason})") from None
     try:
         document = yaml.safe_load(text)
     except yaml.YAMLError as err:
@@ -65,12 +69,18 @@ def load_scenario_file(path: str | Path) -> Scenario:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(err, "problem", None) or "invalid YAML"
         raise ScenarioError(f"{path}: {problem}{where}") from None
+    except RecursionError:
+        raise ScenarioError(f"{path}: nested too deeply to read") from None
     return parse_scenario(document, source=str(path), default_name=file.stem)
 
 
 def parse_scenario(document: Any, *, source: str = "", default_name: str = "scenario") -> Scenario:
     if not isinstance(document, Mapping):
         raise ScenarioError("(document): a scenario must be a YAML map with catalog, objects and steps")
+    try:
+        check_document_bounds(document)
+    except ManifestError as err:
+        raise ScenarioError(str(err)) from None
     known = {"name", "settings", "catalog", "objects", "steps", "description"}
     for key in document:
         if key not in known:
@@ -124,11 +134,27 @@ def check_manifest(manifest: Any, path: str) -> None:
         raise ScenarioError(f"{path}.metadata: required map")
     if not isinstance(metadata.get("name"), str) or not metadata.get("name"):
         raise ScenarioError(f"{path}.metadata.name: required")
+    if not _DNS_SUBDOMAIN.fullmatch(metadata["name"]) or len(metadata["name"]) > 253:
+        raise ScenarioError(f"{path}.metadata.name: {metadata['name']!r} is not a valid Kubernetes name "
+                            "(lowercase letters, digits, '-' and '.', starting and ending with a letter or digit)")
     replicas = manifest.get("replicas")
     if replicas is not None and (manifest.get("kind") != "Pod" or not isinstance(replicas, int) or replicas < 0):
         raise ScenarioError(f"{path}.replicas: only a Pod may carry top-level replicas, a non-negative integer")
-    _check_content(manifest, path)
+    try:
+        check_manifest_shape(manifest, path)
+    except ManifestError as err:
+        raise ScenarioError(str(err)) from None
+    try:
+        _check_content(manifest, path)
+    except ScenarioError:
+        raise
+    except (ValueError, TypeError, AttributeError, KeyError, ArithmeticError) as err:
+        # A shape no check above foresaw: still one line naming the object, never a traceback.
+        raise ScenarioError(f"{path}: malformed {manifest.get('kind')} ({type(err).__name__}: {err})") from None
 
+
+# RFC 1123 subdomain, what the API server requires of most object names.
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
 
 _POD_TEMPLATE_KINDS = {"Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job"}
 
@@ -143,6 +169,9 @@ def _check_content(manifest: Mapping[str, Any], path: str) -> None:
             raise ScenarioError(f"{failure.problems[0]}{more}") from None
         return
     kind = manifest.get("kind")
+    if kind == "PodDisruptionBudget":
+        _check_budget(manifest.get("spec") or {}, f"{path}.spec")
+        return
     if kind == "Pod":
         pod, where = manifest, path
     elif kind in _POD_TEMPLATE_KINDS:
@@ -159,6 +188,23 @@ def _check_content(manifest: Mapping[str, Any], path: str) -> None:
     except ManifestError as err:
         detail = str(err).split(": ", 1)[1] if ": " in str(err) else str(err)
         raise ScenarioError(f"{where}.{detail}") from None
+
+
+def _check_budget(spec: Mapping[str, Any], path: str) -> None:
+    """minAvailable / maxUnavailable are a non-negative integer or an "N%" string, as the API validates."""
+    for key in ("minAvailable", "maxUnavailable"):
+        value = spec.get(key)
+        if value is None:
+            continue
+        text = str(value)
+        valid = (isinstance(value, int) and not isinstance(value, bool) and value >= 0) or (
+            isinstance(value, str) and re.fullmatch(r"\d{1,9}%?", text) is not None
+            and (not text.endswith("%") or int(text[:-1]) <= 100)
+        )
+        if not valid:
+            raise ScenarioError(f"{path}.{key}: {value!r} must be a non-negative integer or a percentage such as 50%")
+    if spec.get("minAvailable") is not None and spec.get("maxUnavailable") is not None:
+        raise ScenarioError(f"{path}: minAvailable and maxUnavailable are mutually exclusive")
 
 
 def _parse_step(raw: Any, path: str) -> Step:
@@ -195,10 +241,13 @@ def _parse_step(raw: Any, path: str) -> Step:
         for index, ref in enumerate(args):
             if not isinstance(ref, Mapping) or not ref.get("kind") or not ref.get("name"):
                 raise ScenarioError(f"{where}[{index}]: a reference needs kind and name (and namespace)")
+            for key in ("kind", "name", "namespace"):
+                if key in ref and not isinstance(ref[key], str):
+                    raise ScenarioError(f"{where}[{index}].{key}: expected a string")
         return Step(kind, args, path)
     if kind == "interrupt":
-        if not isinstance(args, Mapping) or not args.get("node"):
-            raise ScenarioError(f"{where}.node: required (the node whose instance is interrupted)")
+        if not isinstance(args, Mapping) or not args.get("node") or not isinstance(args["node"], str):
+            raise ScenarioError(f"{where}.node: required, a node name (the node whose instance is interrupted)")
         if args.get("kind", "spot_interrupted") not in INTERRUPTION_KINDS:
             raise ScenarioError(f"{where}.kind: {args.get('kind')!r} must be one of {', '.join(INTERRUPTION_KINDS)}")
         return Step(kind, dict(args), path)
@@ -206,8 +255,11 @@ def _parse_step(raw: Any, path: str) -> Step:
     if not isinstance(args, list):
         raise ScenarioError(f"{where}: expected a list of {{instanceType, zone, capacityType}}")
     for index, offering in enumerate(args):
-        if not isinstance(offering, Mapping) or not offering.get("instanceType"):
-            raise ScenarioError(f"{where}[{index}].instanceType: required")
+        if not isinstance(offering, Mapping) or not isinstance(offering.get("instanceType"), str):
+            raise ScenarioError(f"{where}[{index}].instanceType: required, an instance type name")
+        for key in ("zone", "capacityType"):
+            if offering.get(key) is not None and not isinstance(offering[key], str):
+                raise ScenarioError(f"{where}[{index}].{key}: expected a string")
         unknown = set(offering) - {"instanceType", "zone", "capacityType"}
         if unknown:
             raise ScenarioError(f"{where}[{index}].{sorted(unknown)[0]}: unknown key")

@@ -61,7 +61,12 @@ class Terminator:
         name = nodeclaim["metadata"]["name"]
         result = TerminationStep(name)
         node = await self._node_for(nodeclaim)
-        if node is not None:
+        if node is not None and await self._machine_is_gone(nodeclaim, node):
+            # Nothing runs there any more: draining would wait on pods that are already dead (a PDB could
+            # hold them "Running" forever). As Karpenter (and the node lifecycle controller): a NotReady
+            # node whose instance the cloud no longer knows is released without a drain.
+            pass
+        elif node is not None:
             await self._taint(node)
             on_node, _ = await self._kube.list(POD, field_selector=f"spec.nodeName={node['metadata']['name']}")
             pdbs, _ = await self._kube.list(PDB)
@@ -79,6 +84,18 @@ class Terminator:
         await self._release(NODECLAIM, name, None)
         result.finished = True
         return result
+
+    async def _machine_is_gone(self, nodeclaim: Manifest, node: Manifest) -> bool:
+        if _node_ready(node):
+            return False  # a Ready kubelet still runs, whatever the cloud says
+        provider_id = (nodeclaim.get("status") or {}).get("providerID")
+        if not provider_id:
+            return False
+        try:
+            await self._cloud.get(provider_id)
+        except InstanceNotFoundError:
+            return True
+        return False
 
     async def _node_for(self, nodeclaim: Manifest) -> Manifest | None:
         status = nodeclaim.get("status") or {}
@@ -162,6 +179,13 @@ class Terminator:
             await self._kube.patch(kind, name, {"metadata": {"finalizers": finalizers or None}}, namespace)
         with contextlib.suppress(NotFoundError):
             await self._kube.delete(kind, name, namespace)
+
+
+def _node_ready(node: Manifest) -> bool:
+    for condition in (node.get("status") or {}).get("conditions") or []:
+        if isinstance(condition, Mapping) and condition.get("type") == "Ready":
+            return condition.get("status") == "True"
+    return True  # no condition reported: treat as Ready (never skip a drain on missing data)
 
 
 def deletion_requested(manifest: Mapping[str, Any]) -> bool:

@@ -269,8 +269,9 @@ class SimulatedCluster:
                     if _owned_by_daemonset(before.get(key)):
                         continue  # DaemonSet pods belong to their node
                     record["events"].append({"object": f"Pod/{key}", "reason": "DeletedWithNode",
-                                             "message": f"not drained (it tolerates the disrupted taint); deleted "
-                                                        f"with {claim['metadata']['name']}"})
+                                             "message": f"died with the node of {claim['metadata']['name']} "
+                                                        "(not drained: its instance is gone, or the pod "
+                                                        "tolerates the disrupted taint)"})
                 for message in result.blocked:
                     record["events"].append({"object": f"NodeClaim/{claim['metadata']['name']}",
                                              "reason": "TerminationBlocked", "message": message})

@@ -8,8 +8,10 @@ for replacements.
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, Any
 
+from reconciler.cloud.types import InstanceNotFoundError
 from reconciler.disruption.controller import decide
 from reconciler.disruption.types import EMPTINESS, MULTI_NODE, SINGLE_NODE
 from reconciler.disruption.validation import validate
@@ -164,5 +166,22 @@ async def interrupt(cluster: SimulatedCluster, node_name: str, kind: str, record
         )
         return
     record["events"].append({"object": f"Node/{node_name}", "reason": "Interrupted", "message": kind})
+    if kind == "instance_terminated":
+        await _machine_died(cluster, node, claim)
     await _delete_and_reschedule(cluster, [claim], "Interrupted", record)
+
+
+async def _machine_died(cluster: SimulatedCluster, node: Any, claim_name: str) -> None:
+    """EC2 already terminated the instance: it is gone from the cloud and its kubelet stops reporting."""
+    sim = cluster.sim
+    claim = sim.kube.peek(NODECLAIM, claim_name)
+    provider_id = ((claim or {}).get("status") or {}).get("providerID")
+    if provider_id:
+        with contextlib.suppress(InstanceNotFoundError):
+            await sim.cloud.delete(provider_id)
+    conditions = [c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") != "Ready"]
+    conditions.append({"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
+                       "message": "Kubelet stopped posting node status."})
+    await sim.kube.patch(NODE, node["metadata"]["name"], {"status": {"conditions": conditions}},
+                         subresource="status")
 

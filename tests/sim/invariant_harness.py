@@ -159,7 +159,8 @@ def steps(draw: st.DrawFn, workload_count: int) -> list[dict[str, Any]]:
             result.append({"expire": {}})
         elif kind == "interrupt":
             result.append({"interrupt": {"node": f"@{draw(st.integers(0, 5))}", "kind": draw(st.sampled_from(
-                ["spot_interrupted", "rebalance_recommendation", "instance_stopped", "scheduled_change"]))}})
+                ["spot_interrupted", "rebalance_recommendation", "instance_stopped", "scheduled_change",
+                 "instance_terminated"]))}})
         else:
             index = draw(st.integers(0, workload_count - 1))
             result.append({"apply": [{"apiVersion": "apps/v1", "kind": "Deployment",
@@ -379,6 +380,8 @@ class InterruptingSimulation(Simulation):
                 return
             step = Step(step.kind, {**step.args, "node": managed[int(target[1:]) % len(managed)]}, step.path)
         await super()._step_interrupt(step, record)
+        if step.args.get("kind") == "instance_terminated" and self.kube.peek(NODE, step.args["node"]) is not None:
+            raise InvariantViolation(f"{step.path}: the node of terminated instance {step.args['node']} outlived it")
 
 
 def run_checked(document: Mapping[str, Any]) -> dict[str, Any]:

@@ -82,7 +82,7 @@ class SimulatedCloud:
                 (name, offering.zone, offering.capacity_type)
                 for name in request.instance_types
                 for offering in self._types.get(name, InstanceType(name, capacity=request.requests)).offerings
-                if self._allowed(request, offering)
+                if request.allows(offering)
             ]
             raise InsufficientCapacityError(
                 f"no available offering for nodeclaim {request.nodeclaim} among "

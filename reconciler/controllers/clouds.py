@@ -60,12 +60,24 @@ async def aws_cloud(settings: Settings, env: Mapping[str, str], kube: KubeAPI) -
         raise StartupError(f"VM_MEMORY_OVERHEAD_PERCENT / RESERVED_ENIS: {err}") from None
     provider = AWSCloudProvider(config)
     try:
-        # Karpenter's start-up connectivity check: fail fast on bad credentials or region.
-        await provider.caller.call(provider.clients.ec2.describe_availability_zones)
+        await check_ec2_access(provider)
     except Exception as err:
         provider.close()
         raise StartupError(f"cannot reach EC2 in {settings.aws_region}: {err}") from None
     return provider
+
+
+async def check_ec2_access(provider: Any) -> None:
+    """Karpenter's start-up check: a DescribeInstanceTypes dry run, an action the controller policy grants
+    (DescribeAvailabilityZones, used before, is not in it and crash-looped the reconciler in a real account).
+    AWS answers a permitted dry run with the DryRunOperation error; some endpoints just answer."""
+    from botocore.exceptions import ClientError
+
+    try:
+        await provider.caller.call(provider.clients.ec2.describe_instance_types, DryRun=True, MaxResults=5)
+    except ClientError as err:
+        if err.response.get("Error", {}).get("Code") != "DryRunOperation":
+            raise
 
 
 async def discover_cluster(settings: Settings, env: Mapping[str, str], kube: KubeAPI) -> Any:

@@ -8,6 +8,8 @@ could not be read.
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -148,6 +150,22 @@ def _add_insight_commands(commands: argparse._SubParsersAction) -> None:
     commands.add_parser("run", add_help=False, help="run the live reconciler (python -m reconciler run --help)")
 
 
+def stop_on_signals() -> None:
+    """SIGINT/SIGTERM end an offline command within a second, exit 130/143 with one line.
+
+    These commands only read (a snapshot, a scenario, the cluster) and write their output at the end,
+    so stopping at once loses nothing; a handler is needed because the engine's loops and asyncio would
+    otherwise absorb or delay KeyboardInterrupt (plan kept running minutes after Ctrl-C)."""
+
+    def stop(signum: int, _frame: object) -> None:
+        name = signal.Signals(signum).name
+        os.write(2, f"\ninterrupted by {name}: stopped before writing any result\n".encode())
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] == ["run"]:
@@ -155,6 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_main(arguments[1:])
     args = build_parser().parse_args(arguments)
+    stop_on_signals()
     try:
         return int(args.handler(args))
     except KeyboardInterrupt:

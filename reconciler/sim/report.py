@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any
 
 
 def write_result(result: dict[str, Any], *, json_stdout: bool, out_path: str | None) -> None:
-    text = json.dumps(result, indent=2, sort_keys=False) + "\n"
+    text = json.dumps(result, indent=2, sort_keys=False, allow_nan=False) + "\n"  # strict JSON
     if out_path:
-        with open(out_path, "w") as handle:
+        # Written whole or not at all: an interrupted run never leaves half a result behind.
+        partial = f"{out_path}.partial"
+        with open(partial, "w") as handle:
             handle.write(text)
+        os.replace(partial, out_path)
     if json_stdout:
         sys.stdout.write(text)
 

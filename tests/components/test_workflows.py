@@ -43,6 +43,21 @@ def test_workflow_is_valid_yaml_with_pinned_actions(path: Path) -> None:
             assert (REPO_ROOT / job["uses"]).exists(), job["uses"]
 
 
+@pytest.mark.parametrize("path", sorted(WORKFLOWS.glob("*.yml")), ids=lambda p: p.name)
+def test_every_job_that_runs_steps_is_bounded_in_time(path: Path) -> None:
+    for name, job in yaml.safe_load(path.read_text())["jobs"].items():
+        if "steps" in job:  # a job that calls a reusable workflow is bounded there
+            assert job.get("timeout-minutes"), f"{path.name}: job {name} has no timeout-minutes"
+
+
+def test_unit_test_jobs_run_the_readme_test_command() -> None:
+    readme_test_command = "./scripts/test.sh"
+    assert readme_test_command in (REPO_ROOT / "README.md").read_text().split("```")[1]
+    assert readme_test_command in (REPO_ROOT / ".ci" / "run").read_text()
+    for workflow in ("preview.yml", "deploy.yml"):
+        assert [s.get("run") for s in steps(load(workflow), "unit-tests")].count(readme_test_command) == 1
+
+
 def test_every_stack_has_a_stack_file() -> None:
     for stack in STACKS:
         assert (REPO_ROOT / f"Pulumi.{stack}.yaml").exists()
@@ -53,8 +68,8 @@ def test_pull_requests_run_unit_tests_then_preview_every_stack() -> None:
     assert "pull_request" in preview["on"]
     assert preview["permissions"]["id-token"] == "write"
     assert preview["permissions"]["pull-requests"] == "write"
-    test_commands = " ".join(s.get("run", "") for s in steps(preview, "unit-tests"))
-    assert "pytest tests/components" in test_commands
+    test_commands = [s.get("run", "") for s in steps(preview, "unit-tests")]
+    assert test_commands.count("./scripts/test.sh") == 1  # the README's test command, as .ci/run
     job = preview["jobs"]["preview"]
     assert job["needs"] == "unit-tests"
     assert job["strategy"]["matrix"]["stack"] == STACKS

@@ -29,9 +29,9 @@ SPOT_ONLY = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": [
 ALL = [{"nodes": "100%"}]
 
 
-def test_shared_consolidation_replace_scenario() -> None:
+def test_shared_consolidation_replace_scenario(shared_dir: Path) -> None:
     """shared/scenarios/consolidation-replace.yaml: m5.2xlarge with 1 CPU of pods -> c5.large, saving 0.299 $/h."""
-    document = yaml.safe_load(Path("/work/shared/scenarios/consolidation-replace.yaml").read_text())
+    document = yaml.safe_load((shared_dir / "scenarios" / "consolidation-replace.yaml").read_text())
     state = ClusterState.from_manifests(document["objects"])
     decision = run_decide(state, build_catalog(document["catalog"]), now=datetime(2026, 1, 1, 9, tzinfo=UTC))
     command = decision.command

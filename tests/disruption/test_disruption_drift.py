@@ -266,3 +266,10 @@ def test_cloud_provider_drift_condition_is_honoured_and_unlaunched_claims_never_
     assert reason(pool, claim) == "AMIDrift"
     claim["status"]["conditions"][0]["status"] = "False"
     assert reason(pool, claim) is None
+
+
+def test_hashes_are_pinned_across_releases() -> None:
+    """Literal values: a change to hashing canonicalisation would mark every running node drifted after an
+    upgrade, so it must show up here (and come with a hash-version bump) rather than in production."""
+    assert nodepool_hash(nodepool()) == "fd2c08080bc9e9c5"
+    assert nodeclass_hash(nodeclass()) == "bb6a548151df5c36"

@@ -172,3 +172,11 @@ def test_pods_blocker_reports_do_not_disrupt_before_pdbs() -> None:
     assert pods_blocker(pods, limits, NOW) == 'pod default/ds has annotation karpenter.sh/do-not-disrupt="true"'
     assert pods_blocker(pods[:1], limits, NOW) == "PDB default/web allows 0 disruptions (pod default/web)"
     assert pods_blocker(pods[:1], PdbLimits([]), NOW) is None
+
+
+@pytest.mark.parametrize("spec", [{"max_unavailable": 0}, {"max_unavailable": "0%"}, {"min_available": "100%"}])
+def test_every_form_of_a_never_allowing_budget_blocks_rescheduling(spec: dict) -> None:
+    app = pod("a", node="n1", labels={"app": "web"})
+    never = PdbLimits.from_manifests([pdb("web", {"app": "web"}, allowed=0, **spec)], [app])
+    assert not never.is_currently_reschedulable(app, NOW)
+    assert never.eviction_blocker(app, NOW, fully_blocking_only=True) is not None

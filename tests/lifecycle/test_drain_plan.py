@@ -180,3 +180,11 @@ def test_minimum_drain_time_and_volume_wait() -> None:
     assert drain_finished(empty, NOW - timedelta(seconds=5), NOW)
     assert wait_for_volumes(None, NOW)
     assert wait_for_volumes(NOW, NOW) and not wait_for_volumes(NOW - timedelta(seconds=1), NOW)
+
+
+def test_a_pod_without_a_grace_period_gets_the_api_default_of_30_seconds() -> None:
+    from reconciler.disruption.pods import facts
+
+    bare = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+            "spec": {"containers": [{"name": "c"}]}}
+    assert facts(bare).termination_grace_seconds == 30

@@ -74,6 +74,34 @@ class InstanceType:
         return best
 
 
+# Capacity that marks a type as special-purpose: GPUs and ML accelerators (the names Karpenter's AWS
+# provider checks; other providers' types simply never carry them).
+EXOTIC_RESOURCES = (
+    "nvidia.com/gpu",
+    "amd.com/gpu",
+    "habana.ai/gaudi",
+    "aws.amazon.com/neuron",
+    "aws.amazon.com/neuroncore",
+)
+
+
+def is_exotic(instance_type: InstanceType) -> bool:
+    """Bare metal, GPU or accelerator types: launched only when nothing generic would do."""
+    if "metal" in instance_type.labels.get(wk.INSTANCE_SIZE, instance_type.name.partition(".")[2]):
+        return True
+    return any(instance_type.capacity.amount(name) > 0 for name in EXOTIC_RESOURCES)
+
+
+def prefer_generic(instance_types: Sequence[InstanceType]) -> list[InstanceType]:
+    """The generic types when any remain, else all of them (upstream's exotic instance-type filter).
+
+    Applied at launch to the options that can launch, so a pod that fits on a c6a never gets a
+    metal or GPU machine merely because it happened to be listed, while a pool or pod that asks
+    for GPUs keeps them."""
+    generic = [t for t in instance_types if not is_exotic(t)]
+    return generic or list(instance_types)
+
+
 @dataclass(slots=True)
 class LaunchRequest:
     """What a NodeClaim asks of the cloud: one instance from these options.

@@ -127,10 +127,11 @@ def apply_proposal(
     classes = dict(current_classes)
     class_changes: list[PoolChange] = []
     ami_changed: set[str] = set()  # classes whose amiSelectorTerms changed
+    stack_role = _shared_node_role(current_classes, proposed.nodeclasses)
     for manifest in proposed.nodeclasses:
         name = manifest["metadata"]["name"]
         current = current_classes.get(name)
-        classes[name] = merged = _merged_nodeclass(current, manifest)
+        classes[name] = merged = _merged_nodeclass(current, manifest, stack_role)
         if current is None:
             class_changes.append(PoolChange(name, ADDED))
         elif merged is current:
@@ -150,12 +151,33 @@ def apply_proposal(
     return AppliedProposal(result, changes, removed, class_changes)
 
 
-def _merged_nodeclass(current: Manifest | None, proposed: Mapping[str, Any]) -> Manifest:
+# A stack's EC2NodeClasses get the stack's node role at deploy time; offline, a new class with no class of
+# the cluster to take it from is planned with this stand-in (it does not change what launches).
+STACK_ROLE_PLACEHOLDER = "adze-stack-node-role"
+
+
+def _shared_node_role(current: Mapping[str, Manifest], proposed: Sequence[Mapping[str, Any]]) -> str:
+    """The node role the cluster's classes use: what a stack class without one gets at deploy time.
+
+    Only stack config omits the role (``--nodepools`` files are validated and must name one); the stack
+    gives every such class its single node role, so a class the cluster already has shows which it is."""
+    declared = [m["metadata"]["name"] for m in proposed if m["metadata"]["name"] in current]
+    for name in [*declared, *sorted(current)]:
+        role = (current[name].get("spec") or {}).get("role")
+        if role:
+            return str(role)
+    return STACK_ROLE_PLACEHOLDER
+
+
+def _merged_nodeclass(current: Manifest | None, proposed: Mapping[str, Any], stack_role: str) -> Manifest:
     spec = normalized_spec(proposed)
+    if "role" not in spec and "instanceProfile" not in spec:
+        live = (current or {}).get("spec") or {}
+        if live.get("instanceProfile") and not live.get("role"):
+            spec["instanceProfile"] = live["instanceProfile"]
+        else:
+            spec["role"] = live.get("role") or stack_role
     if current is not None:
-        live = current.get("spec") or {}
-        if "role" not in spec and "instanceProfile" not in spec and live.get("role"):
-            spec["role"] = live["role"]
         if differing_paths(normalized_spec(current), normalized_spec({**proposed, "spec": spec})) == []:
             return current
     merged = copy.deepcopy(dict(proposed))

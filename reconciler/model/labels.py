@@ -49,6 +49,7 @@ INSTANCE_GPU_MANUFACTURER = "karpenter.k8s.aws/instance-gpu-manufacturer"
 INSTANCE_GPU_COUNT = "karpenter.k8s.aws/instance-gpu-count"
 INSTANCE_GPU_MEMORY = "karpenter.k8s.aws/instance-gpu-memory"
 ZONE_ID = "topology.k8s.aws/zone-id"
+NITRO_SANDBOX = "karpenter.k8s.aws/nitro-sandbox"  # Nitro Enclaves support, "true"/"false"
 
 # Labels whose values come from instance types/offerings, so a NodePool need not define them.
 WELL_KNOWN_LABELS = frozenset(
@@ -84,6 +85,11 @@ WELL_KNOWN_LABELS = frozenset(
         "karpenter.k8s.aws/instance-accelerator-count",
         "karpenter.k8s.aws/instance-capability-flex",
         "karpenter.k8s.aws/instance-tenancy",
+        NITRO_SANDBOX,
+        # No offering here carries a capacity reservation yet, so types declare these DoesNotExist.
+        "karpenter.k8s.aws/capacity-reservation-id",
+        "karpenter.k8s.aws/capacity-reservation-type",
+        "karpenter.k8s.aws/capacity-reservation-interruptible",
     }
 )
 

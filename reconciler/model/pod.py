@@ -236,7 +236,7 @@ def _parse(
         deletion_timestamp=parse_time(metadata.get("deletionTimestamp"), path="metadata.deletionTimestamp"),
         owner=controller_owner(metadata),
         requests=effective_requests(spec, overhead),
-        node_selector=str_map(spec.get("nodeSelector"), path="spec.nodeSelector"),
+        node_selector=_normalized_selector(str_map(spec.get("nodeSelector"), path="spec.nodeSelector")),
         required_terms=tuple(
             _node_term(term, f"{base}.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
                              f".nodeSelectorTerms[{i}]")
@@ -412,3 +412,19 @@ def _volumes(spec: Mapping[str, Any], pod_name: str) -> tuple[PodVolume, ...]:
         elif volume.get("ephemeral"):
             volumes.append(PodVolume(name, f"{pod_name}-{name}"))
     return tuple(volumes)
+
+
+def _normalized_selector(selector: dict[str, str]) -> dict[str, str]:
+    """Legacy keys (beta arch/os/instance-type, failure-domain zone/region, the EBS CSI zone) under their
+    stable names, as Karpenter normalizes them; nodes carry the stable names too (``model.node``).
+    A legacy key that disagrees with its stable key is kept as written, so the pod stays unschedulable."""
+    if not any(key in wk.NORMALIZED_LABELS for key in selector):
+        return selector
+    result: dict[str, str] = {}
+    for key, value in selector.items():
+        stable = wk.NORMALIZED_LABELS.get(key, key)
+        if result.get(stable, value) != value or selector.get(stable, value) != value:
+            result[key] = value
+        else:
+            result[stable] = value
+    return result

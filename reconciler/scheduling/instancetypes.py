@@ -99,8 +99,16 @@ def offering_key(requirements: Requirements) -> OfferingKey:
     return requirements.get(wk.ZONE), requirements.get(wk.CAPACITY_TYPE)
 
 
+# Well-known keys an instance type resolves itself; when its labels lack one, it has no value for it
+# (``DoesNotExist``), as Karpenter's AWS provider declares, so ``Exists``/``In``/``Gt``/``Lt`` on that
+# key exclude it. Zone and capacity type come from offerings, the NodePool key from the pool, and the
+# zone ID only where the catalogue knows it.
+RESOLVED_BY_TYPE = wk.WELL_KNOWN_LABELS - {wk.NODEPOOL, wk.ZONE, wk.CAPACITY_TYPE, wk.ZONE_ID}
+
+
 def type_requirements(instance_type: InstanceType) -> Requirements:
-    """Labels as single-value requirements, plus zone and capacity type from available offerings."""
+    """Labels as single-value requirements, ``DoesNotExist`` for the type's missing well-known keys,
+    plus zone and capacity type from available offerings."""
     available = [o for o in instance_type.offerings if o.available]
     labels = dict(instance_type.labels)
     labels.setdefault(wk.INSTANCE_TYPE, instance_type.name)
@@ -119,6 +127,8 @@ def _requirements_for(
     # Requirements are immutable, so one instance per distinct type shape is shared across
     # scheduling contexts (catalogues are re-read every pass; building these dominated).
     requirements = [Requirement.single(key, value) for key, value in labels]
+    defined = {key for key, _ in labels}
+    requirements.extend(Requirement(key, False, frozenset()) for key in RESOLVED_BY_TYPE - defined)
     requirements.append(Requirement(wk.ZONE, False, zones))
     requirements.append(Requirement(wk.CAPACITY_TYPE, False, capacity_types))
     return Requirements.of(*requirements)

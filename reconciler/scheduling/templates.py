@@ -73,7 +73,11 @@ class ClaimTemplate:
         """A requirement no instance type of the pool can meet, or None."""
         for key, values in self.type_domains.items():
             requirement = requirements.get(key)
-            if requirement is not None and not requirement.complement and not requirement.values & values:
+            # DoesNotExist (no values) is met by any type that lacks the key; the per-type check decides.
+            if (
+                requirement is not None and not requirement.complement and requirement.values
+                and not requirement.values & values
+            ):
                 return f"no instance type offers {requirement}"
         return None
     _by_capacity: dict[str, list[TypeInfo]] = field(default_factory=dict)

@@ -8,6 +8,7 @@ around them.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from reconciler.disruption.pods import pod_key
@@ -15,7 +16,7 @@ from reconciler.kube.api import KINDS_BY_NAME, NODE, NODECLAIM, POD, Kind, Manif
 from reconciler.lifecycle.launch import has_condition, initialize, launch, node_for_instance, register
 from reconciler.lifecycle.termination import Terminator
 from reconciler.model import labels as wk
-from reconciler.model.meta import ManifestError
+from reconciler.model.meta import ManifestError, parse_time
 from reconciler.sim import engine
 from reconciler.sim.scenario import ScenarioError
 from reconciler.sim.workloads import OWNER_ANNOTATION, create_with_status, running_status, unschedulable_status
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 
 # Re-planning after insufficient capacity at launch is bounded, like Karpenter's next batches.
 MAX_LAUNCH_RETRIES = 3
+MAX_GRACE_WAITS = 20  # distinct grace-period deadlines a disrupt step waits through
 UNPLANNED = "not yet considered by a provisioning pass"
 
 
@@ -249,6 +251,30 @@ class SimulatedCluster:
         await self._drive_terminations(record)
         if self._awaiting_removal:
             await self._recreate_unowned(dict(self._awaiting_removal), list(self._awaiting_removal))
+
+    async def finish_terminations(self, record: dict[str, Any]) -> None:
+        """Drive deleting NodeClaims to the end, as a ``disrupt`` step promises: when only pods that are
+        already terminating hold a node, their grace periods elapse in simulated time (the kubelet then
+        removes them) and the drain goes on."""
+        for _ in range(MAX_GRACE_WAITS):
+            await self.progress_terminations(record)
+            until = self._grace_ends_on_deleting_nodes()
+            if until is None or until <= self.sim.now:
+                return
+            self.sim.advance((until - self.sim.now).total_seconds())
+
+    def _grace_ends_on_deleting_nodes(self) -> datetime | None:
+        """When the first terminating pod on a deleting NodeClaim's node is due to be gone."""
+        nodes = {
+            (claim.get("status") or {}).get("nodeName") or claim["metadata"]["name"]
+            for claim in self.manifests("NodeClaim") if claim["metadata"].get("deletionTimestamp")
+        }
+        ends = [
+            parse_time(str(pod["metadata"]["deletionTimestamp"]))
+            for pod in self._state.pod_manifests.values()
+            if (pod.get("spec") or {}).get("nodeName") in nodes and pod["metadata"].get("deletionTimestamp")
+        ]
+        return min(ends) if ends else None
 
     async def _drive_terminations(self, record: dict[str, Any]) -> None:
         for _ in range(10):

@@ -111,7 +111,7 @@ async def disrupt_once(cluster: SimulatedCluster, record: dict[str, Any]) -> boo
                 "pods": list(replacement.pods),
             }
         )
-    await cluster.settle(record)
+    await cluster.finish_terminations(record)
     return True
 
 

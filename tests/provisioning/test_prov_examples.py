@@ -16,8 +16,6 @@ from reconciler.settings import Settings
 from reconciler.state import ClusterState
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "shared" / "data" / "karpenter-examples"
-# The bundled aws-us-east-1 preset has no AMD GPU types (g4ad) with an amd.com/gpu resource yet.
-NEEDS_CATALOGUE_DATA = {"gpu-amd.yaml"}
 
 
 def documents(path: Path) -> list[dict[str, Any]]:
@@ -51,8 +49,7 @@ GENERAL_POOL = {
 }
 
 
-@pytest.mark.parametrize("path", [p for p in files("workloads") if p.name not in NEEDS_CATALOGUE_DATA],
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize("path", files("workloads"), ids=lambda p: p.name)
 def test_example_workloads_get_capacity(path: Path, real_catalogue: list[Any]) -> None:
     objects = documents(path)
     for obj in objects:

@@ -251,3 +251,29 @@ def test_an_unowned_pod_force_deleted_with_a_grace_period_comes_back_once_it_is_
     assert result["final"]["pending"] == []
     (final_node,) = result["final"]["nodes"]
     assert final_node["name"] != node and final_node["pods"] == ["default/solo"]
+
+
+def test_disrupt_step_waits_out_terminating_pods_and_removes_the_empty_node(shared_dir: Any) -> None:
+    """An empty node whose only pod is already terminating: the step lets its grace period elapse in
+    simulated time, the kubelet removes the pod and the node goes within the same step."""
+    import yaml
+
+    scenario = yaml.safe_load((shared_dir / "scenarios" / "consolidation-replace.yaml").read_text())
+    node = next(o for o in scenario["objects"] if o["kind"] == "Node")["metadata"]["name"]
+    scenario["objects"] = [o for o in scenario["objects"] if o["kind"] != "Pod"]
+    scenario["objects"].append({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "dying", "namespace": "default", "deletionTimestamp": "2026-01-01T09:04:00Z",
+                     "deletionGracePeriodSeconds": 300},
+        "spec": {"nodeName": node, "terminationGracePeriodSeconds": 300,
+                 "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "500m"}}}]},
+        "status": {"phase": "Running"},
+    })
+    scenario["steps"] = [{"disrupt": {}}]
+
+    result = run_scenario(parse_scenario(scenario))
+
+    [step] = result["steps"]
+    assert [(d["node"], d["reason"]) for d in step["disrupted"]] == [(node, "Empty")]
+    assert step["clock"] == "2026-01-01T09:04:00Z"  # 09:00 + the pod's remaining grace period
+    assert result["final"]["nodes"] == [] and result["final"]["costPerHour"] == 0.0

@@ -116,13 +116,14 @@ class InstanceTypeInfo:
             ).lower(),
             "karpenter.k8s.aws/instance-capability-flex": str("-flex" in self.family).lower(),
             "karpenter.k8s.aws/instance-tenancy": "default",
+            # Set for every type; bare-metal types have no hypervisor and carry "" (upstream's In "").
+            wk.INSTANCE_HYPERVISOR: self.hypervisor,
+            wk.NITRO_SANDBOX: str(self.nitro_enclaves).lower(),
         }
         category, generation = self.category_and_generation
         if category:
             result[wk.INSTANCE_CATEGORY] = category
             result[wk.INSTANCE_GENERATION] = generation
-        if self.hypervisor:
-            result[wk.INSTANCE_HYPERVISOR] = self.hypervisor
         if self.local_nvme_gb:
             result["karpenter.k8s.aws/instance-local-nvme"] = str(self.local_nvme_gb)
         if self.cpu_manufacturer:

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.cloud.types import InstanceType, LaunchRequest, Offering
+from reconciler.cloud.types import InstanceType, LaunchRequest, Offering, prefer_generic
 
 MAX_INSTANCE_TYPES = 60
 # Fleet error codes that mean "this offering has no capacity now" (cached for 3 minutes).
@@ -87,8 +87,10 @@ def candidates_for(
     instance_types: Mapping[str, InstanceType],
     launchable_zones: set[str],
 ) -> list[Candidate]:
-    """Available offerings of the requested types within the allowed zones and capacity types."""
-    result = []
+    """Available offerings of the requested types within the allowed zones and capacity types.
+
+    Metal, GPU and accelerator types are dropped while a generic type can launch."""
+    by_type: dict[str, list[Candidate]] = {}
     for name in request.instance_types:
         instance_type = instance_types.get(name)
         if instance_type is None:
@@ -96,8 +98,9 @@ def candidates_for(
         for offering in instance_type.offerings:
             if not offering.available or offering.zone not in launchable_zones or not request.allows(offering):
                 continue
-            result.append(Candidate(instance_type, offering))
-    return result
+            by_type.setdefault(name, []).append(Candidate(instance_type, offering))
+    launchable = prefer_generic([found[0].instance_type for found in by_type.values()])
+    return [candidate for t in launchable for candidate in by_type[t.name]]
 
 
 def select_offerings(request: LaunchRequest, candidates: Sequence[Candidate]) -> tuple[str, list[Candidate]]:

@@ -23,6 +23,9 @@ from reconciler.cloud.aws.instancetype import build_instance_type, spot_fraction
 from reconciler.cloud.types import InstanceType, Offering
 
 PRESETS = {"us-east-1": "aws-us-east-1.json"}
+# Current types that moto's DescribeInstanceTypes snapshot lacks, from public specifications; every
+# record names its sources (see the file). The generated catalogue wins where both list a type.
+SUPPLEMENTS = {"us-east-1": "aws-us-east-1-supplement.json"}
 PRICE_DECIMALS = 6
 
 
@@ -54,10 +57,14 @@ def load_catalog(region: str = "us-east-1") -> Catalog:
     filename = PRESETS.get(region)
     if filename is None:
         raise PresetError(f"no bundled catalogue for region {region!r} (available: {', '.join(PRESETS)})")
-    text = resources.files("reconciler.cloud").joinpath("data", filename).read_text()
-    document: dict[str, Any] = json.loads(text)
+    data = resources.files("reconciler.cloud").joinpath("data")
+    document: dict[str, Any] = json.loads(data.joinpath(filename).read_text())
+    records = dict(document["types"])
+    if region in SUPPLEMENTS:
+        supplement = json.loads(data.joinpath(SUPPLEMENTS[region]).read_text())["types"]
+        records.update({name: record for name, record in supplement.items() if name not in records})
     entries = []
-    for name, record in document["types"].items():
+    for name, record in records.items():
         zones = tuple(f"{region}{suffix}" for suffix in record["zones"])
         entries.append(CatalogEntry(InstanceTypeInfo.from_record(name, record), float(record["od"]), zones))
     return Catalog(

@@ -3,7 +3,8 @@
 Launch picks the cheapest available offering compatible with the request
 (instance-type options x allowed zones x allowed capacity types), preferring a
 reserved offering when one is allowed, like Karpenter's fake provider. Ties go
-to the earlier option, then zone name.
+to the earlier option, then zone name. Metal, GPU and accelerator options are
+left out while a generic option can launch, as the AWS provider does.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from reconciler.cloud.types import (
     InsufficientCapacityError,
     LaunchRequest,
     Offering,
+    prefer_generic,
 )
 from reconciler.model import labels as wk
 
@@ -131,11 +133,13 @@ class SimulatedCloud:
 
     # -- internals -------------------------------------------------------------------------
     def _choose(self, request: LaunchRequest) -> tuple[InstanceType, Offering] | None:
+        launchable = [
+            t for name in request.instance_types
+            if (t := self._types.get(name)) is not None
+            and any(o.available and request.allows(o) for o in t.offerings)
+        ]
         best: tuple[tuple[int, float, int, str], InstanceType, Offering] | None = None
-        for position, name in enumerate(request.instance_types):
-            instance_type = self._types.get(name)
-            if instance_type is None:
-                continue
+        for position, instance_type in enumerate(prefer_generic(launchable)):
             for offering in instance_type.offerings:
                 if not offering.available or not request.allows(offering):
                     continue

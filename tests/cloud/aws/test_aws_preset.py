@@ -121,3 +121,35 @@ def test_bundled_catalogue_is_what_the_generator_produces(tmp_path: Path) -> Non
     prices = json.loads(PRICES.read_text())["prices"]
     assert set(document["types"]) <= set(prices)
     assert len(out.read_bytes()) < 400_000
+
+
+def test_supplement_types_name_their_sources_and_fill_only_gaps() -> None:
+    """Types moto's EC2 snapshot lacks (g4ad, dl1, p3) come from public specifications, each with its sources."""
+    from importlib import resources
+
+    data = resources.files("reconciler.cloud").joinpath("data")
+    supplement = json.loads(data.joinpath("aws-us-east-1-supplement.json").read_text())
+    generated = json.loads(data.joinpath("aws-us-east-1.json").read_text())["types"]
+    sources = {name: record["source"] for name, record in supplement["types"].items()}
+    assert sources == {
+        **{f"g4ad.{size}": ["aws-spec", "karpenter-vpclimits", "karpenter-bandwidth", "karpenter-pricing"]
+           for size in ("xlarge", "2xlarge", "4xlarge", "8xlarge")},
+        "g4ad.16xlarge": ["karpenter-fake-ec2", "karpenter-vpclimits", "karpenter-bandwidth", "karpenter-pricing"],
+        **{name: ["aws-spec", "karpenter-vpclimits", "karpenter-bandwidth", "karpenter-pricing"]
+           for name in ("dl1.24xlarge", "p3.2xlarge", "p3.8xlarge", "p3.16xlarge")},
+    }
+    assert {s for used in sources.values() for s in used} <= set(supplement["sources"])
+    assert not set(sources) & set(generated), "the generated catalogue now has these: drop them here"
+    by_name = {t.name: t for t in load_preset()}
+    g4ad = by_name["g4ad.xlarge"]
+    assert g4ad.capacity.amount("amd.com/gpu") == 1000 and g4ad.capacity.amount("pods") == 8_000
+    assert g4ad.labels[wk.INSTANCE_GPU_NAME] == "radeon-pro-v520"
+    assert by_name["dl1.24xlarge"].capacity.amount("habana.ai/gaudi") == 8000
+    assert by_name["p3.16xlarge"].labels[wk.INSTANCE_GPU_COUNT] == "8"
+    assert {o.price for o in by_name["p3.2xlarge"].offerings if o.capacity_type == "on-demand"} == {3.06}
+
+
+def test_every_karpenter_example_workload_is_covered(shared_dir: Path) -> None:
+    """All 11 published workloads are exercised by test_prov_examples (gpu-amd needs the g4ad supplement)."""
+    names = sorted(p.name for p in (shared_dir / "data" / "karpenter-examples" / "workloads").glob("*.yaml"))
+    assert len(names) == 11 and "gpu-amd.yaml" in names

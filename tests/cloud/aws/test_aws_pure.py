@@ -75,6 +75,30 @@ def test_unavailable_out_of_zone_and_unlaunchable_zones_are_not_candidates() -> 
     assert fleets.select_offerings(request(), []) == ("", [])
 
 
+def test_metal_and_gpu_types_leave_the_fleet_while_a_generic_type_can_launch() -> None:
+    """Upstream's exotic filter on the real catalogue: the metal and GPU options are the cheapest here."""
+    from reconciler.cloud.aws.preset import load_preset
+
+    real = {t.name: t for t in load_preset()}
+    cheap = {"c7g.metal": 0.5, "g4dn.xlarge": 0.6, "c7g.16xlarge": 0.9}
+    types = {
+        name: InstanceType(name, real[name].capacity, offerings=(Offering("z1", "on-demand", price),),
+                           labels=real[name].labels)
+        for name, price in cheap.items()
+    }
+    req = request(instance_types=list(cheap))
+    _, chosen = fleets.select_offerings(req, fleets.candidates_for(req, types, {"z1"}))
+    assert [c.instance_type.name for c in chosen] == ["c7g.16xlarge"]
+    exotic_only = request(instance_types=["g4dn.xlarge", "c7g.metal"])
+    _, chosen = fleets.select_offerings(exotic_only, fleets.candidates_for(exotic_only, types, {"z1"}))
+    assert [c.instance_type.name for c in chosen] == ["c7g.metal", "g4dn.xlarge"]
+    # A generic type without an offering in the launchable zones does not keep the exotic ones out.
+    types["c7g.16xlarge"] = InstanceType("c7g.16xlarge", real["c7g.16xlarge"].capacity,
+                                         offerings=(Offering("z9", "on-demand", 0.9),))
+    _, chosen = fleets.select_offerings(req, fleets.candidates_for(req, types, {"z1"}))
+    assert [c.instance_type.name for c in chosen] == ["c7g.metal", "g4dn.xlarge"]
+
+
 def test_at_most_sixty_instance_types_cheapest_first() -> None:
     names = [f"t{i:03d}" for i in range(100)]
     types = {n: itype(n, Offering("z1", "on-demand", 1.0 + i / 1000)) for i, n in enumerate(reversed(names))}

@@ -98,7 +98,22 @@ def _add_insight_commands(commands: argparse._SubParsersAction) -> None:
         "plan", help="preview a NodePool change: drift, consolidation, cost, stranded pods"
     )
     plan.add_argument("--snapshot", metavar="S", help="snapshot or kubectl dump (default: the live cluster)")
-    plan.add_argument("--nodepools", metavar="NEW.yaml", help="proposed NodePool/EC2NodeClass manifests")
+    plan.add_argument(
+        "--nodepools",
+        metavar="FILE|DIR",
+        action="append",
+        default=[],
+        help="proposed NodePool/EC2NodeClass manifests, merged over the cluster's (repeatable; a directory "
+        "means its *.yaml files)",
+    )
+    plan.add_argument(
+        "--replace-all",
+        action="store_true",
+        help="the --nodepools set is complete: NodePools of the cluster not in it are removed",
+    )
+    plan.add_argument(
+        "--remove", metavar="NAME", action="append", default=[], help="remove this NodePool (repeatable)"
+    )
     plan.add_argument(
         "--stack",
         metavar="Pulumi.<stack>.yaml",

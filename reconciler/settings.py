@@ -95,6 +95,9 @@ class Settings:
     batch_max_duration: float = 10.0
     preference_policy: str = "Respect"
     min_values_policy: str = "Strict"
+    # A NodePool whose EC2NodeClass does not exist launches nothing (Karpenter: not Ready). Off in plain
+    # scenarios, where the format lets a pool work without one; on for plans of real cluster snapshots.
+    require_nodeclass: bool = False
     feature_gates: Mapping[str, bool] = field(default_factory=lambda: dict(DEFAULT_FEATURE_GATES))
     # Karpenter waits 15 s before executing a consolidation command and re-validates it.
     consolidation_validation_wait: float = 15.0

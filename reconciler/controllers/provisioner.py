@@ -141,7 +141,7 @@ class Provisioner:
             self.ctx.locks.unreserve(covered)
 
     async def _provision(self, state: ClusterState, now: datetime) -> ProvisioningPlan:
-        pending, moving = pods_to_schedule(state)
+        pending, moving = pods_to_schedule(state, now)
         self.ctx.metrics.scheduling_queue_depth.labels(controller="provisioner").set(len(pending))
         if not pending and not moving:
             return ProvisioningPlan()

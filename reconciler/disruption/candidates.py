@@ -67,6 +67,20 @@ def pod_facts(state: ClusterState, pod: Pod) -> PodFacts:
     return state.derived(pod.key, manifest, facts)
 
 
+def deleting_nodes_pods(state: ClusterState, pdbs: PdbLimits, now: datetime) -> tuple[set[str], list[Pod]]:
+    """Nodes marked for deletion, and their pods that need a new home (upstream's
+    ``CurrentlyReschedulablePods``): active pods and terminating StatefulSet pods (their successor needs
+    the room); not DaemonSet or static pods, nor pods an active do-not-disrupt or a PDB that never allows
+    an eviction keeps where they are. Shared by the provisioner and the disruption simulation."""
+    names: set[str] = set()
+    pods: list[Pod] = []
+    for node in state.state_nodes():
+        if node.marked_for_deletion:
+            names.add(node.name)
+            pods.extend(p for p in node.pods.values() if pdbs.is_currently_reschedulable(pod_facts(state, p), now))
+    return names, pods
+
+
 def node_blocker(node: StateNode, now: datetime) -> tuple[str, str] | None:
     """The node-level reason this node cannot be a candidate, as ``(code, message)``."""
     if node.nodeclaim is None:

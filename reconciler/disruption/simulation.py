@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from reconciler.cloud.types import InstanceType
-from reconciler.disruption.candidates import pod_facts
+from reconciler.disruption.candidates import deleting_nodes_pods
 from reconciler.disruption.pdb import PdbLimits
 from reconciler.disruption.policy import consolidation_wait, settings_of
 from reconciler.disruption.savings_bound import SavingsBound
@@ -67,16 +67,7 @@ class Simulator:
         pending = state.pending_pods()
         accepted, _, _ = split_pods(pending, state) if pending else ([], {}, {})
         self.pending: list[Pod] = list(accepted)
-        self.deleting: list[Pod] = []
-        self.deleting_nodes: set[str] = set()
-        for node in state.state_nodes():
-            if node.marked_for_deletion:
-                self.deleting_nodes.add(node.name)
-                self.deleting.extend(
-                    pod
-                    for pod in node.reschedulable_pods()
-                    if pdbs.is_currently_reschedulable(pod_facts(state, pod), now)
-                )
+        self.deleting_nodes, self.deleting = deleting_nodes_pods(state, pdbs, now)
         self.busy_nodes = self._under_consolidate_after()
         self._savings_bound: SavingsBound | None = None
 

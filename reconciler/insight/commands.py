@@ -21,9 +21,9 @@ import yaml
 from reconciler.insight.catalog import catalog_from_instance_types, fetch_live_instance_types, preset_catalog
 from reconciler.insight.errors import InsightError
 from reconciler.insight.snapshot import collect_live, observed_region, observed_zones, sanitize_objects
-from reconciler.insight.sources import Snapshot, load_nodepools_file, load_snapshot, load_stack_file
+from reconciler.insight.sources import Snapshot, load_nodepools_files, load_snapshot, load_stack_file
 
-EXIT_OK, EXIT_UNAVAILABLE, EXIT_INVALID, EXIT_PENDING = 0, 1, 2, 3
+EXIT_OK, EXIT_UNAVAILABLE, EXIT_INVALID, EXIT_PENDING, EXIT_UNSETTLED = 0, 1, 2, 3, 4
 
 
 class UnavailableError(RuntimeError):
@@ -152,21 +152,23 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 
 
 def _proposed(args: argparse.Namespace) -> Any:
-    if args.nodepools and args.stack:
-        raise InsightError("--nodepools and --stack: give one source of proposed NodePools, not both")
-    if args.nodepools:
-        return load_nodepools_file(args.nodepools)
+    if (args.nodepools or args.remove) and args.stack:
+        raise InsightError("--nodepools/--remove and --stack: give one source of proposed NodePools, not both")
+    if args.replace_all and not args.nodepools:
+        raise InsightError("--replace-all: needs --nodepools (the complete set of NodePools)")
+    if args.nodepools or args.remove:
+        return load_nodepools_files(args.nodepools, complete=args.replace_all, removed=args.remove)
     if args.stack:
         path = Path(args.stack)
         if not path.exists() and "/" not in args.stack and not args.stack.endswith(".yaml"):
             path = Path(f"Pulumi.{args.stack}.yaml")  # a stack name: its settings file in the project
         return load_stack_file(path)
-    raise InsightError("--nodepools or --stack: required (the proposed NodePools)")
+    raise InsightError("--nodepools, --remove or --stack: required (the proposed NodePools)")
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from reconciler.insight.plan import compute_plan
-    from reconciler.insight.plan_render import render_html, render_markdown, render_text
+    from reconciler.insight.plan_render import render_html, render_markdown, render_text, verdict
     from reconciler.settings import SettingsError, parse_duration
 
     try:
@@ -186,6 +188,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         sys.stdout.write(render_markdown(plan))
     else:
         sys.stdout.write(render_text(plan))
+    if plan.horizon_reached:
+        print(f"plan: {verdict(plan)[1]}", file=sys.stderr)
+        return EXIT_UNSETTLED
     if args.fail_on_pending and plan.newly_pending:
         print(f"plan: {len(plan.newly_pending)} pod(s) would be left unschedulable", file=sys.stderr)
         return EXIT_PENDING

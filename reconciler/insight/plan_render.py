@@ -121,9 +121,40 @@ def _fresh_note(plan: PlanResult) -> str:
     )
 
 
+def verdict(plan: PlanResult) -> tuple[str, str]:
+    """("blocked" | "review" | "safe", the main risk in words): what a reviewer reads first."""
+    pending = plan.newly_pending
+    if plan.horizon_reached:
+        return "blocked", ("still changing when the --horizon was reached: the cluster does not settle within "
+                           "it (waiting budgets or blocked drift; see the blockers)")
+    if pending:
+        return "blocked", f"{len(pending)} pod(s) would become unschedulable ({', '.join(sorted(pending)[:3])}" \
+                          f"{', ...' if len(pending) > 3 else ''})"
+    stuck = [b for b in plan.blockers if not b.resolved and "drifted" in b.message]
+    if stuck:
+        return "review", (f"{len(stuck)} drifted node(s) cannot be replaced as asked and stay as they are "
+                          f"({stuck[0].node}: {stuck[0].code}); see the blockers")
+    churn = plan.churn
+    if churn["nodesDisrupted"] or churn["podsEvicted"] or plan.removed_nodes:
+        return "review", (f"{churn['nodesDisrupted']} node(s) replaced or removed, {churn['podsEvicted']} pod(s) "
+                          "evicted; no pod left unschedulable")
+    return "safe", "no node disrupted, no pod evicted or left unschedulable"
+
+
+def headline(plan: PlanResult) -> str:
+    """Now, settled and the difference, each labelled: the figures add up (now + Δ = settled)."""
+    now, settled = plan.current.cost_per_hour, plan.proposed.cost_per_hour
+    delta = settled - now
+    return (f"now {_money(now)}/h → settled {_money(settled)}/h (Δ {_delta(delta)} $/h, "
+            f"{'+' if delta > 0 else ''}{delta * 730:,.2f} $/month)")
+
+
 def render_text(plan: PlanResult) -> str:
+    state, risk = verdict(plan)
     lines = [
-        f"plan: {plan.proposed_source} against {plan.snapshot} @ {plan.start.strftime('%Y-%m-%dT%H:%M:%SZ')}"
+        f"{state.upper()}: {risk}",
+        f"plan: {plan.proposed_source} against {plan.snapshot} @ {plan.start.strftime('%Y-%m-%dT%H:%M:%SZ')}",
+        f"cost: {headline(plan)}",
     ]
     lines.append(f"NodePools: {_changes_line(plan)}")
     lines.append("")
@@ -213,16 +244,15 @@ def _md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str
 
 def render_markdown(plan: PlanResult) -> str:
     """A pull-request comment: a headline, cost table, then details in collapsible sections."""
-    delta = plan.proposed.cost_per_hour - plan.current.cost_per_hour
-    month = delta * 730
+    state, risk = verdict(plan)
+    icon = {"blocked": ":no_entry:", "review": ":warning:", "safe": ":white_check_mark:"}[state]
     removed = f"{len(plan.removed_nodes)} node(s) removed with their NodePool, " if plan.removed_nodes else ""
-    headline = (
-        f"**{_delta(delta)} $/h ({'+' if month > 0 else ''}{month:,.2f} $/month)** after the change settles; "
-        f"{removed}{plan.churn['nodesDisrupted']} node(s) disrupted, {plan.churn['podsEvicted']} pod(s) "
-        f"evicted, settles after {_duration(plan)}."
+    summary = (
+        f"**{headline(plan)}**; {removed}{plan.churn['nodesDisrupted']} node(s) disrupted, "
+        f"{plan.churn['podsEvicted']} pod(s) evicted, settles after {_duration(plan)}."
     )
     new_pending = plan.newly_pending
-    lines = ["### Adze NodePool plan", "", headline, ""]
+    lines = [f"{icon} **{state.upper()}**: {risk}", "", "### Adze NodePool plan", "", summary, ""]
     if new_pending:
         lines += [f":warning: **{len(new_pending)} pod(s) would become unschedulable.**", ""]
     lines += [f"NodePools: {_changes_line(plan)}", ""]

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from reconciler.insight.errors import InsightError
 from reconciler.insight.sources import NODECLASS_KEY, NODEPOOL_KEY, ProposedConfig
 from reconciler.model import labels as wk
 from reconciler.sim.workloads import unschedulable_status
@@ -104,8 +105,16 @@ def apply_proposal(
     proposed_pools = {m["metadata"]["name"]: m for m in proposed.nodepools}
     changes: list[PoolChange] = []
     pools: dict[str, Manifest] = {}
+    unknown = sorted(set(proposed.removed) - set(current_pools))
+    if unknown:
+        raise InsightError(f"--remove {unknown[0]}: the cluster has no NodePool of that name "
+                           f"(it has: {', '.join(sorted(current_pools)) or 'none'})")
     for name in sorted(set(current_pools) | set(proposed_pools)):
         old, new = current_pools.get(name), proposed_pools.get(name)
+        if new is None and old is not None and not proposed.complete and name not in proposed.removed:
+            changes.append(PoolChange(name, UNCHANGED))
+            pools[name] = old
+            continue
         if new is None:
             changes.append(PoolChange(name, REMOVED))
             continue
@@ -177,9 +186,11 @@ def _merged_nodeclass(current: Manifest | None, proposed: Mapping[str, Any], sta
             spec["instanceProfile"] = live["instanceProfile"]
         else:
             spec["role"] = live.get("role") or stack_role
-    if current is not None:
-        if differing_paths(normalized_spec(current), normalized_spec({**proposed, "spec": spec})) == []:
-            return current
+    unchanged = current is not None and not differing_paths(
+        normalized_spec(current), normalized_spec({**proposed, "spec": spec})
+    )
+    if current is not None and unchanged:
+        return current
     merged = copy.deepcopy(dict(proposed))
     merged["spec"] = spec
     if current is not None and (current.get("metadata") or {}).get("uid"):

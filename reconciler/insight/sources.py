@@ -9,7 +9,8 @@ Every problem is an ``InsightError`` naming the file and key path.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -70,9 +71,12 @@ class Snapshot:
         if objects is not None:
             document["objects"] = objects
         try:
-            return parse_scenario(document, source=self.source, default_name=self.name)
+            scenario = parse_scenario(document, source=self.source, default_name=self.name)
         except ScenarioError as err:
             raise InsightError(f"{self.source}: {err}") from None
+        # A real cluster: a NodePool without its EC2NodeClass launches nothing, as in Karpenter.
+        scenario.settings = dataclasses.replace(scenario.settings, require_nodeclass=True)
+        return scenario
 
 
 def _read_yaml_documents(path: str | Path) -> list[Any]:
@@ -185,9 +189,51 @@ class ProposedConfig:
     nodepools: list[dict[str, Any]]
     nodeclasses: list[dict[str, Any]]
     source: str
+    # True: the NodePools given are all there will be (a stack, ``--replace-all``): any other is removed.
+    # False: they are merged over the cluster's (changed and added only); ``removed`` names the pools to drop.
+    complete: bool = True
+    removed: tuple[str, ...] = ()
 
 
-def load_nodepools_file(path: str | Path) -> ProposedConfig:
+def load_nodepools_files(
+    paths: Sequence[str | Path], *, complete: bool = False, removed: Sequence[str] = ()
+) -> ProposedConfig:
+    """``--nodepools`` given any number of times, files or directories (their ``*.yaml``/``*.yml``, sorted).
+
+    An object declared in two places is an error naming both; a pool both given and removed too."""
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+            if not found:
+                raise InsightError(f"{path}: no .yaml or .yml files in the directory")
+            files.extend(found)
+        else:
+            files.append(path)
+    pools: list[dict[str, Any]] = []
+    classes: list[dict[str, Any]] = []
+    origin: dict[tuple[str, str], str] = {}
+    for path in files:
+        loaded = load_nodepools_file(path, require_nodepool=complete)
+        parts = (("NodePool", loaded.nodepools, pools), ("EC2NodeClass", loaded.nodeclasses, classes))
+        for kind, items, target in parts:
+            for manifest in items:
+                name = manifest["metadata"]["name"]
+                if (kind, name) in origin:
+                    raise InsightError(f"{kind} {name!r} is declared in both {origin[kind, name]} and {path}")
+                origin[kind, name] = str(path)
+                target.append(manifest)
+    both = sorted({p["metadata"]["name"] for p in pools} & set(removed))
+    if both:
+        raise InsightError(f"--remove {both[0]}: the NodePool is also given in {origin['NodePool', both[0]]}")
+    if complete and not pools:
+        raise InsightError("--replace-all: the files declare no NodePool, so every NodePool would be removed")
+    source = ", ".join(str(p) for p in files) or "--remove " + " ".join(removed)
+    return ProposedConfig(pools, classes, source, complete=complete, removed=tuple(removed))
+
+
+def load_nodepools_file(path: str | Path, *, require_nodepool: bool = True) -> ProposedConfig:
     """NodePool and EC2NodeClass manifests (multi-document YAML or a List), each validated."""
     from reconciler.api import ValidationFailure, parse_object
 
@@ -209,8 +255,10 @@ def load_nodepools_file(path: str | Path) -> ProposedConfig:
             raise InsightError(f"{source}: {manifest['kind']} {name}: {first}") from None
         clean = {k: v for k, v in manifest.items() if k != "status"}
         (pools if key == NODEPOOL_KEY else classes).append(clean)
-    if not pools:
-        raise InsightError(f"{source}: no karpenter.sh/v1 NodePool in the file")
+    if not pools and not classes:
+        raise InsightError(f"{source}: no karpenter.sh/v1 NodePool or karpenter.k8s.aws/v1 EC2NodeClass in the file")
+    if not pools and require_nodepool:
+        raise InsightError(f"{source}: no karpenter.sh/v1 NodePool in the file (the set given replaces them all)")
     _check_unique(pools, source, "NodePool")
     _check_unique(classes, source, "EC2NodeClass")
     return ProposedConfig(pools, classes, source)

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from reconciler.cloud.types import InstanceType
+from reconciler.disruption.candidates import deleting_nodes_pods
+from reconciler.disruption.pdb import PdbError, PdbLimits
 from reconciler.model.pod import Pod
 from reconciler.provisioning.nodeclaim import PlannedNodeClaim
 from reconciler.provisioning.validation import split_pods
@@ -38,18 +40,16 @@ def nomination_window(settings: Settings) -> timedelta:
     return timedelta(seconds=max(2 * settings.batch_max_duration, 10.0))
 
 
-def pods_to_schedule(state: ClusterState) -> tuple[list[Pod], list[Pod]]:
-    """(pending pods, reschedulable pods of nodes marked for deletion)."""
+def pods_to_schedule(state: ClusterState, now: datetime) -> tuple[list[Pod], list[Pod]]:
+    """(pending pods, pods of nodes marked for deletion that need a new home: ``deleting_nodes_pods``)."""
     pending = state.pending_pods()
-    moving: list[Pod] = []
-    for node in state.state_nodes():
-        if not node.marked_for_deletion:
-            continue
-        for pod in node.reschedulable_pods():
-            if pod.do_not_disrupt == "true":
-                continue
-            moving.append(pod)
-    return pending, moving
+    if not any(node.marked_for_deletion for node in state.state_nodes()):
+        return pending, []
+    try:
+        pdbs = PdbLimits.from_manifests(state.pdbs.values(), state.pod_manifests.values())
+    except PdbError:
+        pdbs = PdbLimits(())  # an unreadable PDB must not stop provisioning: plan for every pod
+    return pending, deleting_nodes_pods(state, pdbs, now)[1]
 
 
 def plan(
@@ -63,7 +63,7 @@ def plan(
 ) -> ProvisioningPlan:
     """``should_stop`` lets a caller with a clock cut the solve short (Karpenter stops after 1 minute and keeps
     the partial result); pods not reached stay pending with a reason saying so."""
-    pending, moving = pods_to_schedule(state)
+    pending, moving = pods_to_schedule(state, now)
     if not pending and not moving:
         return ProvisioningPlan()
     accepted, ignored, silent = split_pods([*pending, *moving], state)

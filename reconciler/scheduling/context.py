@@ -125,10 +125,10 @@ class SchedulingContext:
         nodepools: Sequence[NodePool] | None = None,
     ) -> SchedulingContext:
         pools = list(state.nodepools.values()) if nodepools is None else list(nodepools)
-        usable, skipped = _usable_pools(pools)
+        usable, skipped = _usable_pools(pools, state, require_nodeclass=settings.require_nodeclass)
         daemon_pods = state.daemonset_pods()
         types = [tuple(instance_types_by_nodepool.get(pool.name, ())) for pool in usable]
-        built = _TEMPLATES.get(usable, types, daemon_pods)
+        built = _TEMPLATES.get(usable, types, daemon_pods, relax_min_values=settings.min_values_policy == "BestEffort")
         return cls(
             state=state,
             settings=settings,
@@ -192,12 +192,18 @@ class _TemplateCache:
         self._entries: OrderedDict[tuple, _BuiltTemplates] = OrderedDict()
 
     def get(
-        self, pools: Sequence[NodePool], types: Sequence[tuple[InstanceType, ...]], daemon_pods: Sequence[Pod]
+        self,
+        pools: Sequence[NodePool],
+        types: Sequence[tuple[InstanceType, ...]],
+        daemon_pods: Sequence[Pod],
+        *,
+        relax_min_values: bool = False,
     ) -> _BuiltTemplates:
         key = (
             tuple(id(pool) for pool in pools),
             tuple(tuple(id(t) for t in listed) for listed in types),
             tuple(id(pod) for pod in daemon_pods),
+            relax_min_values,
         )
         found = self._entries.get(key)
         if found is not None:
@@ -207,7 +213,7 @@ class _TemplateCache:
         templates: list[ClaimTemplate] = []
         skipped: dict[str, str] = {}
         for pool, listed in zip(pools, types, strict=True):
-            template = build_template(pool, index.infos(listed), daemon_pods)
+            template = build_template(pool, index.infos(listed), daemon_pods, relax_min_values=relax_min_values)
             if isinstance(template, str):
                 skipped[pool.name] = template
             else:
@@ -223,13 +229,29 @@ class _TemplateCache:
 
 
 _TEMPLATES = _TemplateCache(size=16)
+AWS_NODECLASS_GROUP, AWS_NODECLASS_KIND = "karpenter.k8s.aws", "EC2NodeClass"
 
 
-def _usable_pools(pools: Sequence[NodePool]) -> tuple[list[NodePool], dict[str, str]]:
+def _usable_pools(
+    pools: Sequence[NodePool], state: ClusterState, *, require_nodeclass: bool
+) -> tuple[list[NodePool], dict[str, str]]:
+    """Pools that may launch, and why each other one may not (Karpenter: the NodePool is not Ready)."""
     skipped: dict[str, str] = {}
     usable = []
     for pool in pools:
-        if pool.is_static:
+        ref = pool.node_class_ref
+        group, kind, class_name = ref.get("group", ""), ref.get("kind", ""), ref.get("name", "")
+        if (group and group != AWS_NODECLASS_GROUP) or (kind and kind != AWS_NODECLASS_KIND):
+            skipped[pool.name] = (
+                f"NodePool {pool.name} is not Ready: its nodeClassRef {group}/{kind} {class_name} belongs to "
+                "another provider (Adze serves karpenter.k8s.aws EC2NodeClass)"
+            )
+        elif require_nodeclass and class_name not in state.nodeclasses:
+            skipped[pool.name] = (
+                f"NodePool {pool.name} is not Ready: its nodeClassRef names EC2NodeClass {class_name}, "
+                "which does not exist"
+            )
+        elif pool.is_static:
             skipped[pool.name] = f"NodePool {pool.name} is static (replicas); it does not provision for pods"
         elif pool.deletion_timestamp is not None:
             skipped[pool.name] = f"NodePool {pool.name} is being deleted"

@@ -73,6 +73,8 @@ class Scheduler:
         self._deleting = {n.name for n in context.state.state_nodes() if n.marked_for_deletion}
         self.topology = context.base_topology().fork(excluded_nodes=excluded, uncounted_pods=set(scheduling_pods))
         self.existing = [ExistingSlot.of(slot, slot.name in self._refuse_moved) for slot in bases]
+        # (pod class, existing slot) -> why the slot last refused a pod of that class, for explanations.
+        self._refusals: dict[tuple[int, int], str] = {}
         self.remaining = remaining_limits(context.templates, [slot.state for slot in bases])
         self.new_claims: list[NewNodeClaim] = []
         self._claim_order = ClaimOrder()
@@ -149,12 +151,17 @@ class Scheduler:
         blockers = self._blockers(sp, cls, labels_key) if self._memoize else {}
         for slot in self.existing:
             if slot in rejected or (blockers and _refused(blockers, slot)):
+                # Skipped by a memoized refusal; the explanation still names the node and why.
+                message = self._refusals.get((id(cls), id(slot)))
+                if message is not None and len(attempt.existing) < 3:
+                    attempt.existing.append(message)
                 continue
             if slot.under_consolidate_after and not pending:
                 continue
             result = slot.can_add(sp, cls, labels_key, self.topology, pod_volumes)
             if isinstance(result, Rejection):
                 self._remember(result, slot, rejected, blockers)
+                self._refusals[id(cls), id(slot)] = result.message
                 if len(attempt.existing) < 3:
                     attempt.existing.append(result.message)
                 continue

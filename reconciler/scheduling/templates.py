@@ -108,9 +108,12 @@ def template_requirements(nodepool: NodePool) -> tuple[Requirements, dict[str, s
 
 
 def build_template(
-    nodepool: NodePool, types: Sequence[TypeInfo], daemon_pods: Sequence[Pod]
+    nodepool: NodePool, types: Sequence[TypeInfo], daemon_pods: Sequence[Pod], *, relax_min_values: bool = False
 ) -> ClaimTemplate | str:
-    """The pool's template, or the reason the pool can launch nothing."""
+    """The pool's template, or the reason the pool can launch nothing.
+
+    A pool whose types cannot meet its ``minValues`` is dropped under the Strict policy; under BestEffort
+    it stays and each claim relaxes minValues to what its options offer (upstream keeps such pools)."""
     requirements, labels = template_requirements(nodepool)
     if not types:
         return f"NodePool {nodepool.name} has no instance types"
@@ -121,7 +124,7 @@ def build_template(
             f"matching its requirements ({requirements})"
         )
     shortfall = min_values_shortfall(options, requirements)
-    if shortfall:
+    if shortfall and not relax_min_values:
         missing = ", ".join(f"{k} needs {want} values, {have} available" for k, (want, have) in shortfall.items())
         return f"NodePool {nodepool.name}: its instance types cannot meet minValues ({missing})"
     by_size = sorted(options, key=lambda t: (-t.allocatable.get("cpu", 0), -t.allocatable.get("memory", 0), t.name))

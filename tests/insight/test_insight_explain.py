@@ -26,6 +26,14 @@ SPREAD_CLUSTER: dict[str, Any] = {
         ],
     },
     "objects": [
+        {  # a snapshot's NodePool launches only with its EC2NodeClass present
+            "apiVersion": "karpenter.k8s.aws/v1",
+            "kind": "EC2NodeClass",
+            "metadata": {"name": "default"},
+            "spec": {"role": "KarpenterNodeRole-demo", "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                     "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}],
+                     "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}]},
+        },
         {
             "apiVersion": "karpenter.sh/v1",
             "kind": "NodePool",

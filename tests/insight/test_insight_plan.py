@@ -107,7 +107,13 @@ def test_after_business_hours_the_same_change_drifts_at_once(capsys: Any, cluste
 
 
 def test_removing_the_gpu_pool_strands_the_gpu_pods(capsys: Any, cluster_snapshot: Path) -> None:
-    args = ("plan", "--snapshot", str(cluster_snapshot), "--nodepools", str(EXAMPLES / "drop-gpu.yaml"))
+    given = ("plan", "--snapshot", str(cluster_snapshot), "--nodepools", str(EXAMPLES / "drop-gpu.yaml"))
+    code, out, _ = run_cli(capsys, *given, "--json")  # merged over the cluster's: gpu stays
+    assert {c["name"]: c["change"] for c in json.loads(out)["nodepools"]} == {"general": "unchanged",
+                                                                            "gpu": "unchanged"}
+    code, out, _ = run_cli(capsys, *given, "--replace-all", "--json")  # the given set is complete
+    assert {c["name"]: c["change"] for c in json.loads(out)["nodepools"]}["gpu"] == "removed"
+    args = (*given, "--remove", "gpu")
     code, out, err = run_cli(capsys, *args, "--json")
     assert code == 0, err
     plan = json.loads(out)
@@ -174,13 +180,33 @@ def test_plan_is_deterministic_and_renders_every_format(capsys: Any, cluster_sna
 
     code, markdown, _ = run_cli(capsys, "plan", "--snapshot", str(cluster_snapshot), *args, "--markdown")
     assert code == 0
-    assert markdown.startswith("### Adze NodePool plan")
+    verdict_line, _, heading = markdown.split("\n")[:3]
+    assert verdict_line == (":warning: **REVIEW**: 2 node(s) replaced or removed, 10 pod(s) evicted; "
+                            "no pod left unschedulable")
+    assert heading == "### Adze NodePool plan"
     assert "| current |" in markdown and "<details><summary>Drifted nodes (2)</summary>" in markdown
     assert "Budget" in markdown
 
     code, text, _ = run_cli(capsys, "plan", "--snapshot", str(cluster_snapshot), *args)
     assert code == 0
     assert "after the change (stable)" in text and "settles after 7h" in text
+    assert text.startswith("REVIEW: ")
+    plan = first
+    now, settled = plan["current"]["costPerHour"], plan["proposed"]["costPerHour"]
+    assert f"cost: now ${now:,.4f}/h → settled ${settled:,.4f}/h (Δ " in text
+    assert plan["proposed"]["deltaPerHour"] == pytest.approx(settled - now)
+
+
+def test_plan_still_changing_at_the_horizon_exits_4_and_says_so_first(capsys: Any, cluster_snapshot: Path) -> None:
+    args = ("plan", "--snapshot", str(cluster_snapshot), "--nodepools", str(EXAMPLES / "relabel-business-hours.yaml"),
+            "--horizon", "1h")
+    code, text, err = run_cli(capsys, *args)
+    assert code == 4
+    assert text.startswith("BLOCKED: still changing when the --horizon was reached")
+    assert err.strip().endswith("the cluster does not settle within it (waiting budgets or blocked drift; see the "
+                                "blockers)")
+    code, markdown, _ = run_cli(capsys, *args, "--markdown")
+    assert code == 4 and markdown.startswith(":no_entry: **BLOCKED**: still changing")
 
 
 def test_plan_from_a_pulumi_stack_file(capsys: Any, cluster_snapshot: Path, tmp_path: Path) -> None:

@@ -78,6 +78,44 @@ def test_pods_of_nodes_marked_for_deletion_are_rescheduled():
     assert result.pending == {}  # the moving pod is not a pending pod
 
 
+def test_pods_of_deleting_nodes_follow_upstream_is_currently_reschedulable():
+    """Karpenter's rule for a deleting node's pods: a terminating StatefulSet pod is planned for (its
+    successor needs the room); a pod a never-allowing PDB or an active do-not-disrupt keeps is not."""
+    from sched_factories import NOW, catalog, names
+
+    from reconciler.provisioning.provisioner import plan
+    from reconciler.state import ClusterState
+
+    def owned(manifest: dict, kind: str, name: str) -> dict:
+        manifest["metadata"]["ownerReferences"] = [
+            {"apiVersion": "apps/v1", "kind": kind, "name": name, "uid": f"u-{name}", "controller": True}]
+        return manifest
+
+    stateful = owned(pod("db-0", cpu="1", node_name="old"), "StatefulSet", "db")
+    stateful["metadata"]["deletionTimestamp"] = "2026-01-01T08:59:50Z"
+    stateful["metadata"]["deletionGracePeriodSeconds"] = 30
+    terminating = pod("gone", cpu="1", node_name="old")
+    terminating["metadata"]["deletionTimestamp"] = "2026-01-01T08:59:50Z"
+    guarded = owned(pod("guarded", cpu="1", node_name="old", labels={"app": "guarded"}), "ReplicaSet", "g")
+    pinned = pod("pinned", cpu="1", node_name="old")
+    pinned["metadata"]["annotations"] = {wk.DO_NOT_DISRUPT: "1h"}
+    pinned["status"]["startTime"] = "2026-01-01T08:30:00Z"
+    expired_pin = pod("was-pinned", cpu="1", node_name="old")
+    expired_pin["metadata"]["annotations"] = {wk.DO_NOT_DISRUPT: "10m"}
+    expired_pin["status"]["startTime"] = "2026-01-01T08:00:00Z"
+    pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "g", "namespace": "default"},
+           "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "guarded"}}}}
+    objects = [nodepool(), node("old", cpu="8"), stateful, terminating, guarded, pinned, expired_pin, pdb,
+               pod("web", cpu="1", node_name="old")]
+    state = ClusterState.from_manifests(objects)
+    state.mark_for_deletion("old")
+
+    result = plan(state, {"default": catalog()}, Settings(), NOW, names())
+
+    planned = sorted(key for claim in result.nodeclaims for key in claim.pods)
+    assert planned == ["default/db-0", "default/was-pinned", "default/web"]
+
+
 def test_many_identical_pods_share_claims_in_order():
     result = solve([nodepool(), *pods("web", 25, cpu="1", memory="1Gi")])
     assert sum(len(c.pods) for c in result.nodeclaims) == 25

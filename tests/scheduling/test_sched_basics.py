@@ -386,6 +386,18 @@ def test_min_values_strict_and_best_effort():
     assert fine.nodeclaims[0].manifest()["metadata"]["annotations"][wk.MIN_VALUES_RELAXED] == "false"
 
 
+def test_best_effort_keeps_a_pool_whose_types_cannot_meet_min_values():
+    """Six distinct types asked for, the catalogue has five: Strict drops the pool, BestEffort keeps it and
+    relaxes minValues to what its options offer (upstream filters pools only under Strict)."""
+    pool = nodepool(requirements=[{"key": wk.INSTANCE_TYPE, "operator": "Exists", "minValues": 6}])
+    strict = solve([pool, pod("p", cpu="1")])
+    assert not strict.nodeclaims and "minValues" in strict.pending["default/p"]
+    best = solve([pool, pod("p", cpu="1")], settings=Settings(min_values_policy="BestEffort"))
+    manifest = best.nodeclaims[0].manifest()
+    assert manifest["metadata"]["annotations"][wk.MIN_VALUES_RELAXED] == "true"
+    assert requirement(manifest, wk.INSTANCE_TYPE)["minValues"] == len(best.nodeclaims[0].instance_type_options)
+
+
 def test_instance_type_options_are_truncated_to_the_setting():
     types = [instance_type(f"t{i:03d}", 4, 8, price=1 + i / 100) for i in range(20)]
     result = solve([nodepool(), pod("p")], types, Settings(max_instance_types=5))

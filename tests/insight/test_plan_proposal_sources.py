@@ -1,0 +1,121 @@
+"""`plan --nodepools` as a reviewer uses it: merged over the cluster by default, files and directories,
+explicit removal, a complete set only when asked, EC2NodeClass-only changes (issue 13)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from insight_support import EXAMPLES, example_cluster, example_pools, run_cli, write_snapshot, write_yaml
+
+
+@pytest.fixture(scope="module")
+def snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_snapshot(tmp_path_factory.mktemp("cluster"), example_cluster())
+
+
+def _plan(capsys: Any, snapshot: Path, *args: str) -> tuple[int, dict[str, Any] | None, str]:
+    code, out, err = run_cli(capsys, "plan", "--snapshot", str(snapshot), *args, "--json")
+    return code, (json.loads(out) if code in (0, 3, 4) else None), err
+
+
+def _changes(plan: dict[str, Any]) -> dict[str, str]:
+    return {c["name"]: c["change"] for c in plan["nodepools"]}
+
+
+def _relabelled(name: str) -> dict[str, Any]:
+    def label(pool: dict[str, Any]) -> None:
+        pool["spec"]["template"].setdefault("metadata", {}).setdefault("labels", {})["team"] = "x"
+    [pool] = [p for p in example_pools(label) if p["metadata"]["name"] == name]
+    return pool
+
+
+def test_files_and_directories_merge_over_the_cluster(capsys: Any, snapshot: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "pools"
+    folder.mkdir()
+    write_yaml(folder, "a-general.yaml", [_relabelled("general")])
+    write_yaml(folder, "notes.txt", [{"not": "read"}])
+    gpu = write_yaml(tmp_path, "gpu.yaml", [_relabelled("gpu")])
+
+    code, plan, err = _plan(capsys, snapshot, "--nodepools", str(folder))
+    assert code == 0, err
+    assert _changes(plan) == {"general": "changed", "gpu": "unchanged"}
+
+    code, plan, err = _plan(capsys, snapshot, "--nodepools", str(folder), "--nodepools", str(gpu))
+    assert code == 0, err
+    assert _changes(plan) == {"general": "changed", "gpu": "changed"}
+
+
+def test_a_file_with_only_an_ec2nodeclass_plans_its_drift(capsys: Any, snapshot: Path, tmp_path: Path) -> None:
+    [current] = [o for o in yaml.safe_load(snapshot.read_text())["objects"] if o["kind"] == "EC2NodeClass"]
+    changed = {"apiVersion": current["apiVersion"], "kind": "EC2NodeClass",
+               "metadata": {"name": current["metadata"]["name"]},
+               "spec": {**current["spec"], "userData": "echo tuned"}}
+    path = write_yaml(tmp_path, "ami.yaml", [changed])
+
+    code, plan, err = _plan(capsys, snapshot, "--nodepools", str(path))
+
+    assert code == 0, err
+    assert _changes(plan) == {"general": "unchanged", "gpu": "unchanged"}
+    assert plan["nodeclasses"] == [{"name": "default", "change": "changed", "fields": ["userData"]}]
+    assert {d["driftReason"] for d in plan["drift"]} == {"NodeClassDrifted"}
+    assert len(plan["drift"]) == 4
+
+
+def test_removal_is_explicit_and_checked(capsys: Any, snapshot: Path) -> None:
+    code, plan, err = _plan(capsys, snapshot, "--remove", "gpu")
+    assert code == 0, err
+    assert _changes(plan) == {"general": "unchanged", "gpu": "removed"}
+    assert sorted(plan["unschedulable"]["new"]) == ["ml/trainer-0", "ml/trainer-1"]
+
+    code, _, err = _plan(capsys, snapshot, "--remove", "gpus")
+    assert code == 2 and err.strip() == "error: --remove gpus: the cluster has no NodePool of that name (it has: " \
+                                        "general, gpu)"
+    code, _, err = _plan(capsys, snapshot, "--nodepools", str(EXAMPLES / "relabel-general.yaml"), "--remove",
+                         "general")
+    assert code == 2 and "--remove general: the NodePool is also given in" in err
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--replace-all"], "--replace-all: needs --nodepools"),
+    (["--nodepools", "A", "--nodepools", "A"], "NodePool 'general' is declared in both"),
+    (["--nodepools", "CLASS_ONLY", "--replace-all"], "no karpenter.sh/v1 NodePool in the file"),
+    (["--nodepools", "EMPTY_DIR"], "no .yaml or .yml files in the directory"),
+    (["--nodepools", "A", "--stack", "dev"], "give one source of proposed NodePools, not both"),
+])
+def test_bad_source_combinations_exit_2_naming_the_problem(
+    capsys: Any, snapshot: Path, tmp_path: Path, argv: list[str], message: str
+) -> None:
+    (tmp_path / "empty").mkdir()
+    files = {
+        "A": str(EXAMPLES / "relabel-general.yaml"),
+        "CLASS_ONLY": str(write_yaml(tmp_path, "c.yaml", [
+            o for o in yaml.safe_load(snapshot.read_text())["objects"] if o["kind"] == "EC2NodeClass"])),
+        "EMPTY_DIR": str(tmp_path / "empty"),
+    }
+    code, _, err = _plan(capsys, snapshot, *[files.get(a, a) for a in argv])
+    assert code == 2
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(("ref", "reason"), [
+    ({"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "missing"},
+     "NodePool gpu is not Ready: its nodeClassRef names EC2NodeClass missing, which does not exist"),
+    ({"group": "eks.amazonaws.com", "kind": "NodeClass", "name": "default"},
+     "NodePool gpu is not Ready: its nodeClassRef eks.amazonaws.com/NodeClass default belongs to another provider"),
+])
+def test_a_pool_without_a_usable_nodeclass_launches_nothing_and_the_plan_says_so(
+    capsys: Any, snapshot: Path, tmp_path: Path, ref: dict[str, str], reason: str
+) -> None:
+    [gpu] = [p for p in example_pools() if p["metadata"]["name"] == "gpu"]
+    gpu["spec"]["template"]["spec"]["nodeClassRef"] = ref
+    code, plan, err = _plan(capsys, snapshot, "--nodepools", str(write_yaml(tmp_path, "gpu.yaml", [gpu])))
+    assert code == 0, err
+    assert plan["churn"]["nodesLaunched"] == 0
+    assert all(reason in b["message"] for b in plan["blockers"] if b["nodepool"] == "gpu")
+    assert len([b for b in plan["blockers"] if b["nodepool"] == "gpu"]) == 2
+    code, text, _ = run_cli(capsys, "plan", "--snapshot", str(snapshot), "--nodepools", str(tmp_path / "gpu.yaml"))
+    assert text.startswith("REVIEW: 2 drifted node(s) cannot be replaced as asked")

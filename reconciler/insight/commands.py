@@ -16,8 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from reconciler import yamlio
 from reconciler.insight.catalog import catalog_from_instance_types, fetch_live_instance_types, preset_catalog
 from reconciler.insight.errors import InsightError
 from reconciler.insight.snapshot import collect_live, observed_region, observed_zones, sanitize_objects
@@ -143,7 +142,7 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     if snapshot.dropped:
         dropped = ", ".join(f"{count} {kind}" for kind, count in snapshot.dropped.items())
         print(f"snapshot: left out {dropped}", file=sys.stderr)
-    text = yaml.safe_dump(document, sort_keys=False, width=120)
+    text = yamlio.safe_dump(document, sort_keys=False, width=120)
     if args.out:
         Path(args.out).write_text(text)
     else:

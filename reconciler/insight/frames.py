@@ -160,6 +160,17 @@ class RecordingSimulation(Simulation):
         return record
 
 
+def pool_shares(rows: Iterable[NodeRow]) -> dict[str, dict[str, Any]]:
+    """Per NodePool: nodes, how many run on spot, and nodes per zone (what a change moves between them)."""
+    shares: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        entry = shares.setdefault(row.nodepool or "unmanaged", {"nodes": 0, "spot": 0, "zones": {}})
+        entry["nodes"] += 1
+        entry["spot"] += row.capacity_type == "spot"
+        entry["zones"][row.zone or "?"] = entry["zones"].get(row.zone or "?", 0) + 1
+    return {pool: {**entry, "zones": dict(sorted(entry["zones"].items()))} for pool, entry in sorted(shares.items())}
+
+
 def node_mix(rows: Iterable[NodeRow]) -> list[dict[str, Any]]:
     """Nodes grouped by NodePool, instance type and capacity type, with their count and $/h."""
     groups: dict[tuple[str, str, str], list[NodeRow]] = {}

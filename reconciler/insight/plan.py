@@ -25,7 +25,7 @@ from typing import Any
 
 from reconciler.disruption.drift import drift_reason
 from reconciler.insight.catalog import narrowed_catalog
-from reconciler.insight.frames import Frame, RecordingSimulation, node_mix, node_rows
+from reconciler.insight.frames import Frame, RecordingSimulation, node_mix, node_rows, pool_shares
 from reconciler.insight.proposal import (
     PoolChange,
     apply_proposal,
@@ -44,6 +44,7 @@ class CostSummary:
     nodes: int
     node_mix: list[dict[str, Any]]
     pending: dict[str, str]
+    by_pool: dict[str, dict[str, Any]] = field(default_factory=dict)  # frames.pool_shares
 
     def as_dict(self, baseline: CostSummary | None = None) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -52,6 +53,7 @@ class CostSummary:
             "nodes": self.nodes,
             "nodeMix": self.node_mix,
             "pendingPods": len(self.pending),
+            "byNodePool": self.by_pool,
         }
         if baseline is not None:
             data["deltaPerHour"] = round(self.cost_per_hour - baseline.cost_per_hour, 6)
@@ -127,7 +129,8 @@ def _summary(sim: RecordingSimulation) -> CostSummary:
     final = sim.cluster.final_summary()
     rows = [row for row in node_rows(sim) if row.ready]
     return CostSummary(
-        final["costPerHour"], len(final["nodes"]), node_mix(rows), sim.cluster.pending_reasons()
+        final["costPerHour"], len(final["nodes"]), node_mix(rows), sim.cluster.pending_reasons(),
+        pool_shares(rows),
     )
 
 

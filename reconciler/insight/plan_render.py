@@ -85,6 +85,35 @@ def _changes_line(plan: PlanResult) -> str:
     return line
 
 
+def risk_lines(plan: PlanResult) -> list[str]:
+    """Plain-words risk, before any saving: requirement changes as before → after, and capacity that
+    moves between spot and on-demand or ends in a single zone."""
+    lines = []
+    for change in plan.pool_changes:
+        for key, before, after in change.requirements:
+            lines.append(f"NodePool {change.name}: {key}: {before} → {after}")
+    before_pools, after_pools = plan.current.by_pool, plan.proposed.by_pool
+    for pool in sorted(set(before_pools) | set(after_pools)):
+        if pool == "unmanaged":
+            continue
+        was = before_pools.get(pool, {"nodes": 0, "spot": 0, "zones": {}})
+        now = after_pools.get(pool, {"nodes": 0, "spot": 0, "zones": {}})
+        was_share = was["spot"] / was["nodes"] if was["nodes"] else None
+        now_share = now["spot"] / now["nodes"] if now["nodes"] else None
+        if was_share is not None and now_share is not None and was_share != now_share:
+            lines.append(f"NodePool {pool}: spot {was_share:.0%} → {now_share:.0%} of its nodes "
+                         f"({was['spot']}/{was['nodes']} → {now['spot']}/{now['nodes']})")
+        if now["nodes"] >= 2 and len(now["zones"]) == 1 and len(was["zones"]) != 1:
+            [zone] = now["zones"]
+            lines.append(f"NodePool {pool}: all {now['nodes']} nodes end in one zone ({zone}); "
+                         f"before: {_zones(was['zones'])}")
+    return lines
+
+
+def _zones(zones: Mapping[str, int]) -> str:
+    return ", ".join(f"{zone} {count}" for zone, count in zones.items()) or "no nodes"
+
+
 def _describe_change(change: PoolChange) -> str:
     text = f"{change.name}: {change.change}"
     if change.fields:
@@ -157,6 +186,7 @@ def render_text(plan: PlanResult) -> str:
         f"cost: {headline(plan)}",
     ]
     lines.append(f"NodePools: {_changes_line(plan)}")
+    lines.extend(f"risk: {line}" for line in risk_lines(plan))
     lines.append("")
     lines.extend(_table(["", "NODES", "$/H", "$/MONTH", "DELTA $/H", "PENDING"], _cost_rows(plan)))
     lines.append("")
@@ -255,6 +285,9 @@ def render_markdown(plan: PlanResult) -> str:
     lines = [f"{icon} **{state.upper()}**: {risk}", "", "### Adze NodePool plan", "", summary, ""]
     if new_pending:
         lines += [f":warning: **{len(new_pending)} pod(s) would become unschedulable.**", ""]
+    risks = risk_lines(plan)
+    if risks:
+        lines += [f"- {line}" for line in risks] + [""]
     lines += [f"NodePools: {_changes_line(plan)}", ""]
     if plan.baseline is not None:
         lines += [f"Without the change: {_baseline_churn(plan)}.", ""]

@@ -54,9 +54,14 @@ class PoolChange:
     name: str
     change: str  # added | removed | changed | unchanged
     fields: tuple[str, ...] = ()  # spec paths that differ, e.g. template.spec.requirements
+    # (key, before, after) for each requirement key whose allowed values change ("-" = not required).
+    requirements: tuple[tuple[str, str, str], ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "change": self.change, "fields": list(self.fields)}
+        data: dict[str, Any] = {"name": self.name, "change": self.change, "fields": list(self.fields)}
+        if self.requirements:
+            data["requirements"] = [{"key": k, "before": b, "after": a} for k, b, a in self.requirements]
+        return data
 
 
 @dataclass(slots=True)
@@ -127,7 +132,7 @@ def apply_proposal(
             changes.append(PoolChange(name, UNCHANGED))
             pools[name] = old
             continue
-        changes.append(PoolChange(name, CHANGED, tuple(paths)))
+        changes.append(PoolChange(name, CHANGED, tuple(paths), requirement_changes(old, new)))
         updated = copy.deepcopy(new)
         uid = (old.get("metadata") or {}).get("uid")
         if uid:
@@ -176,6 +181,32 @@ def _shared_node_role(current: Mapping[str, Manifest], proposed: Sequence[Mappin
         if role:
             return str(role)
     return STACK_ROLE_PLACEHOLDER
+
+
+def requirement_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[tuple[str, str, str], ...]:
+    """Per requirement key of a NodePool, its allowed values before and after, where they differ."""
+    def by_key(manifest: Mapping[str, Any]) -> dict[str, str]:
+        """As written (``Gt 5``, ``In [c, m]``), entries of one key joined with "and"."""
+        raw = (((manifest.get("spec") or {}).get("template") or {}).get("spec") or {}).get("requirements")
+        written: dict[str, list[str]] = {}
+        for entry in raw if isinstance(raw, list) else []:
+            if not isinstance(entry, Mapping) or not isinstance(entry.get("key"), str):
+                continue
+            values = entry.get("values") or []
+            text = str(entry.get("operator"))
+            if values:
+                text += f" [{', '.join(str(v) for v in sorted(values, key=str))}]"
+            if entry.get("minValues") is not None:
+                text += f" minValues {entry['minValues']}"
+            written.setdefault(wk.NORMALIZED_LABELS.get(entry["key"], entry["key"]), []).append(text)
+        return {key: " and ".join(sorted(texts)) for key, texts in written.items()}
+
+    before, after = by_key(old), by_key(new)
+    return tuple(
+        (key, before.get(key, "-"), after.get(key, "-"))
+        for key in sorted(set(before) | set(after))
+        if before.get(key) != after.get(key)
+    )
 
 
 def _merged_nodeclass(current: Manifest | None, proposed: Mapping[str, Any], stack_role: str) -> Manifest:

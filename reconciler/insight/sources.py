@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from reconciler import yamlio
 from reconciler.insight.catalog import preset_catalog
 from reconciler.insight.errors import InsightError
 from reconciler.insight.snapshot import observed_zones, sanitize_objects
@@ -74,8 +75,11 @@ class Snapshot:
             scenario = parse_scenario(document, source=self.source, default_name=self.name)
         except ScenarioError as err:
             raise InsightError(f"{self.source}: {err}") from None
-        # A real cluster: a NodePool without its EC2NodeClass launches nothing, as in Karpenter.
-        scenario.settings = dataclasses.replace(scenario.settings, require_nodeclass=True)
+        # A real cluster: a NodePool without its EC2NodeClass launches nothing, as in Karpenter. A dump with
+        # no EC2NodeClass at all is taken as one that left them out (or a simulated cluster), not as a
+        # cluster where nothing can launch.
+        if any(o.get("kind") == "EC2NodeClass" for o in document.get("objects") or ()):
+            scenario.settings = dataclasses.replace(scenario.settings, require_nodeclass=True)
         return scenario
 
 
@@ -86,7 +90,7 @@ def _read_yaml_documents(path: str | Path) -> list[Any]:
     except OSError as err:
         raise InsightError(f"{path}: cannot read ({err.strerror or err})") from None
     try:
-        return [doc for doc in yaml.safe_load_all(text) if doc is not None]
+        return [doc for doc in yamlio.safe_load_all(text) if doc is not None]
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

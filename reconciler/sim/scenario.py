@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from reconciler import yamlio
 from reconciler.api import ValidationFailure, is_karpenter_manifest, parse_object
 from reconciler.model.meta import ManifestError
 from reconciler.model.pod import Pod
@@ -63,7 +64,7 @@ def load_scenario_file(path: str | Path) -> Scenario:
     except UnicodeDecodeError as err:
         raise ScenarioError(f"{path}: not UTF-8 text (byte {err.start}: {err.reason})") from None
     try:
-        document = yaml.safe_load(text)
+        document = yamlio.safe_load(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

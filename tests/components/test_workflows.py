@@ -105,10 +105,14 @@ def test_nodepool_preview_runs_plan_and_comments_on_the_pull_request() -> None:
     assert "python -m reconciler snapshot" in step["run"]
     assert 'plan --snapshot "$RUNNER_TEMP/snapshot.yaml" --stack "Pulumi.$STACK.yaml"' in step["run"]
     assert "--markdown --fail-on-pending" in step["run"]
+    assert '-ne 3 ] && [ "$status" -ne 4 ]' in step["run"]  # comment first on 3 and 4, then fail below
     comment = next(s for s in all_steps if s.get("name") == "Comment the NodePool preview on the pull request")
-    assert "gh pr comment" in comment["run"]
-    gate = next(s for s in all_steps if s.get("name") == "Fail when pods would be left unschedulable")
-    assert "status == '3'" in gate["if"]
+    # One comment per stack, by marker (test_pr_comment.py runs the script); never "edit the last one".
+    assert "scripts/upsert_pr_comment.py" in comment["run"]
+    assert '--key "adze-plan:${{ inputs.stack }}"' in comment["run"]
+    assert "--edit-last" not in comment["run"]
+    gate = next(s for s in all_steps if str(s.get("name", "")).startswith("Fail when pods would be left unschedulable"))
+    assert "status == '3'" in gate["if"] and "status == '4'" in gate["if"]
 
 
 def test_main_deploys_dev_then_gated_staging_then_prod() -> None:

@@ -119,3 +119,67 @@ def test_a_pool_without_a_usable_nodeclass_launches_nothing_and_the_plan_says_so
     assert len([b for b in plan["blockers"] if b["nodepool"] == "gpu"]) == 2
     code, text, _ = run_cli(capsys, "plan", "--snapshot", str(snapshot), "--nodepools", str(tmp_path / "gpu.yaml"))
     assert text.startswith("REVIEW: 2 drifted node(s) cannot be replaced as asked")
+
+
+def test_a_dump_without_any_ec2nodeclass_is_not_read_as_nothing_can_launch(
+    capsys: Any, tmp_path: Path
+) -> None:
+    """`kubectl get` without ec2nodeclasses (or a simulated cluster): pools stay usable, nothing is blocked."""
+    document = example_cluster()
+    document["objects"] = [o for o in document["objects"] if o["kind"] != "EC2NodeClass"]
+    bare = write_snapshot(tmp_path, document)
+    code, plan, err = _plan(capsys, bare, "--nodepools", str(EXAMPLES / "relabel-general.yaml"))
+    assert code == 0, err
+    assert plan["churn"]["nodesLaunched"] == plan["churn"]["nodesDisrupted"] == 2
+    assert not [b for b in plan["blockers"] if "not Ready" in b["message"]]
+
+
+def test_risk_lines_show_requirement_changes_spot_share_and_a_single_zone(
+    capsys: Any, snapshot: Path, tmp_path: Path
+) -> None:
+    def to_spot_in_one_zone(pool: dict[str, Any]) -> None:
+        requirements = pool["spec"]["template"]["spec"]["requirements"]
+        for requirement in requirements:
+            if requirement["key"] == "karpenter.sh/capacity-type":
+                requirement["values"] = ["spot"]
+        requirements.append({"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east-1a"]})
+
+    [general] = [p for p in example_pools(to_spot_in_one_zone) if p["metadata"]["name"] == "general"]
+    path = write_yaml(tmp_path, "general.yaml", [general])
+
+    code, plan, err = _plan(capsys, snapshot, "--nodepools", str(path))
+    assert code == 0, err
+    [change] = [c for c in plan["nodepools"] if c["name"] == "general"]
+    assert change["requirements"] == [
+        {"key": "karpenter.sh/capacity-type", "before": "In [on-demand]", "after": "In [spot]"},
+        {"key": "topology.kubernetes.io/zone", "before": "-", "after": "In [us-east-1a]"},
+    ]
+    after = plan["proposed"]["byNodePool"]["general"]
+    assert after["spot"] == after["nodes"] >= 2 and list(after["zones"]) == ["us-east-1a"]
+
+    code, text, _ = run_cli(capsys, "plan", "--snapshot", str(snapshot), "--nodepools", str(path))
+    risks = [line for line in text.splitlines() if line.startswith("risk: ")]
+    assert risks[:2] == ["risk: NodePool general: karpenter.sh/capacity-type: In [on-demand] → In [spot]",
+                         "risk: NodePool general: topology.kubernetes.io/zone: - → In [us-east-1a]"]
+    before = plan["current"]["byNodePool"]["general"]["nodes"]
+    assert f"risk: NodePool general: spot 0% → 100% of its nodes (0/{before}" in text
+    # The example cluster already runs in us-east-1a only: nothing new to flag about zones.
+    assert not any("one zone" in line for line in risks)
+    code, markdown, _ = run_cli(capsys, "plan", "--snapshot", str(snapshot), "--nodepools", str(path), "--markdown")
+    assert "- NodePool general: karpenter.sh/capacity-type: In [on-demand] → In [spot]" in markdown
+    assert markdown.index("spot 0% → 100%") < markdown.index("| current |")
+
+
+def test_a_pool_newly_confined_to_one_zone_is_flagged() -> None:
+    from types import SimpleNamespace
+
+    from reconciler.insight.plan_render import risk_lines
+
+    spread = {"nodes": 3, "spot": 0, "zones": {"us-east-1a": 1, "us-east-1b": 1, "us-east-1c": 1}}
+    confined = {"nodes": 3, "spot": 3, "zones": {"us-east-1b": 3}}
+    plan = SimpleNamespace(pool_changes=[], current=SimpleNamespace(by_pool={"web": spread}),
+                           proposed=SimpleNamespace(by_pool={"web": confined}))
+    assert risk_lines(plan) == [
+        "NodePool web: spot 0% → 100% of its nodes (0/3 → 3/3)",
+        "NodePool web: all 3 nodes end in one zone (us-east-1b); before: us-east-1a 1, us-east-1b 1, us-east-1c 1",
+    ]

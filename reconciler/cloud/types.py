@@ -7,6 +7,7 @@ provider to launch, look up and delete ``Instance``s for NodeClaims.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -87,9 +88,15 @@ EXOTIC_RESOURCES = (
 
 def is_exotic(instance_type: InstanceType) -> bool:
     """Bare metal, GPU or accelerator types: launched only when nothing generic would do."""
-    if "metal" in instance_type.labels.get(wk.INSTANCE_SIZE, instance_type.name.partition(".")[2]):
+    return _is_exotic(instance_type.name, instance_type.labels.get(wk.INSTANCE_SIZE), instance_type.capacity)
+
+
+@functools.lru_cache(maxsize=8192)
+def _is_exotic(name: str, size: str | None, capacity: Resources) -> bool:
+    # Cached by value: every launch asks this of every option (hundreds per claim).
+    if "metal" in (size if size is not None else name.partition(".")[2]):
         return True
-    return any(instance_type.capacity.amount(name) > 0 for name in EXOTIC_RESOURCES)
+    return any(capacity.amount(resource) > 0 for resource in EXOTIC_RESOURCES)
 
 
 def prefer_generic(instance_types: Sequence[InstanceType]) -> list[InstanceType]:

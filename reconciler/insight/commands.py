@@ -142,7 +142,11 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     if snapshot.dropped:
         dropped = ", ".join(f"{count} {kind}" for kind, count in snapshot.dropped.items())
         print(f"snapshot: left out {dropped}", file=sys.stderr)
-    text = yamlio.safe_dump(document, sort_keys=False, width=120)
+    # `-o x.json` writes JSON, which loads several times faster than YAML for large clusters.
+    if args.out and str(args.out).endswith(".json"):
+        text = json.dumps(document, indent=1, allow_nan=False) + "\n"
+    else:
+        text = yamlio.safe_dump(document, sort_keys=False, width=120)
     if args.out:
         Path(args.out).write_text(text)
     else:

@@ -10,6 +10,7 @@ Every problem is an ``InsightError`` naming the file and key path.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -89,6 +90,14 @@ def _read_yaml_documents(path: str | Path) -> list[Any]:
         text = file.read_text()
     except OSError as err:
         raise InsightError(f"{path}: cannot read ({err.strerror or err})") from None
+    if text.lstrip()[:1] in ("{", "["):
+        # `kubectl get -o json` dumps and `snapshot -o x.json`: JSON is YAML, but json parses it ~10x faster.
+        try:
+            document = json.loads(text)
+        except ValueError:
+            pass  # flow-style YAML after all; the YAML parser reports what is wrong
+        else:
+            return [] if document is None else [document]
     try:
         return [doc for doc in yamlio.safe_load_all(text) if doc is not None]
     except yaml.YAMLError as err:

@@ -175,7 +175,7 @@ def check_document_bounds(document: Any, path: str = "(document)") -> None:
     aliases are expanded (an alias bomb is small on disk and huge in memory)."""
     sizes: dict[int, int] = {}
 
-    def size(node: Any, depth: int) -> int:
+    def leaf(node: Any, depth: int) -> None:
         if depth > MAX_DEPTH:
             raise ManifestError(f"{path}: nested deeper than {MAX_DEPTH} levels")
         if isinstance(node, str) and not node.isascii():
@@ -183,19 +183,31 @@ def check_document_bounds(document: Any, path: str = "(document)") -> None:
                 node.encode("utf-8")
             except UnicodeEncodeError:
                 raise ManifestError(f"{path}: a string holds characters that are not valid Unicode") from None
-        if not isinstance(node, dict | list):
-            return 1
+
+    def size(node: dict[Any, Any] | list[Any], depth: int) -> int:
+        # Leaves are handled inline: they are most of a snapshot, and a call per leaf was most of the cost.
+        if depth > MAX_DEPTH:
+            raise ManifestError(f"{path}: nested deeper than {MAX_DEPTH} levels")
         known = sizes.get(id(node))
         if known is not None:
             return known
-        children = node.values() if isinstance(node, dict) else node
-        total = 1 + sum(size(child, depth + 1) for child in children)
+        total = 1
+        for child in node.values() if isinstance(node, dict) else node:
+            if isinstance(child, dict | list):
+                total += size(child, depth + 1)
+            else:
+                total += 1
+                if depth >= MAX_DEPTH or (isinstance(child, str) and not child.isascii()):
+                    leaf(child, depth + 1)
         if total > MAX_EXPANDED_NODES:
             raise ManifestError(f"{path}: more than {MAX_EXPANDED_NODES} values once YAML aliases are expanded")
         sizes[id(node)] = total
         return total
 
-    size(document, 0)
+    if isinstance(document, dict | list):
+        size(document, 0)
+    else:
+        leaf(document, 0)
 
 
 def _kind(value: Any) -> str:

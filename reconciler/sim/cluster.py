@@ -31,12 +31,6 @@ MAX_GRACE_WAITS = 20  # distinct grace-period deadlines a disrupt step waits thr
 UNPLANNED = "not yet considered by a provisioning pass"
 
 
-def _namespaced_key(pod: Manifest) -> str:
-    """``pod_key`` without parsing the pod: pods without a namespace are in ``default``."""
-    metadata = pod.get("metadata") or {}
-    return f"{metadata.get('namespace') or 'default'}/{metadata.get('name', '')}"
-
-
 def is_terminal(pod: Mapping[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
@@ -283,7 +277,7 @@ class SimulatedCluster:
                 return
             progressed = displaced = False
             # The state replaces manifests and never edits them, so these stay as they are now.
-            before = {_namespaced_key(p): p for p in self._state.pod_manifests.values()}
+            before = dict(self._state.pod_manifests)  # by "namespace/name" (every stored pod has a namespace)
             for claim in deleting:
                 result = await self.terminator.step(claim, self.sim.now)
                 await self._recreate_unowned(before, result.evicted + result.force_deleted + result.deleted_with_node)

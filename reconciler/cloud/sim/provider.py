@@ -133,16 +133,18 @@ class SimulatedCloud:
 
     # -- internals -------------------------------------------------------------------------
     def _choose(self, request: LaunchRequest) -> tuple[InstanceType, Offering] | None:
-        launchable = [
-            t for name in request.instance_types
-            if (t := self._types.get(name)) is not None
-            and any(o.available and request.allows(o) for o in t.offerings)
-        ]
+        allowed: dict[str, tuple[int, InstanceType, list[Offering]]] = {}
+        for position, name in enumerate(request.instance_types):
+            instance_type = self._types.get(name)
+            if instance_type is None:
+                continue
+            offerings = [o for o in instance_type.offerings if o.available and request.allows(o)]
+            if offerings:
+                allowed[name] = (position, instance_type, offerings)
         best: tuple[tuple[int, float, int, str], InstanceType, Offering] | None = None
-        for position, instance_type in enumerate(prefer_generic(launchable)):
-            for offering in instance_type.offerings:
-                if not offering.available or not request.allows(offering):
-                    continue
+        for instance_type in prefer_generic([entry[1] for entry in allowed.values()]):
+            position, _, offerings = allowed[instance_type.name]
+            for offering in offerings:
                 reserved_first = 0 if offering.capacity_type == wk.CAPACITY_TYPE_RESERVED else 1
                 rank = (reserved_first, offering.price, position, offering.zone)
                 if best is None or rank < best[0]:

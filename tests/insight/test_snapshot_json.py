@@ -1,0 +1,40 @@
+"""JSON in and out: `snapshot -o x.json` and `kubectl get -o json` dumps load through json (several times
+faster than YAML on large clusters) and give exactly the answers the YAML form gives."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from insight_support import example_cluster, run_cli, write_snapshot
+
+
+def test_json_snapshot_and_kubectl_json_list_answer_as_yaml(capsys: Any, tmp_path: Path) -> None:
+    as_yaml = write_snapshot(tmp_path, example_cluster())
+    as_json = tmp_path / "snapshot.json"
+    code, _, err = run_cli(capsys, "snapshot", "--from", str(as_yaml), "-o", str(as_json))
+    assert code == 0, err
+    document = json.loads(as_json.read_text())
+    assert document["objects"] == yaml.safe_load(as_yaml.read_text())["objects"]
+
+    # What `kubectl get nodes,pods,... -A -o json` writes: one List of items.
+    listed = tmp_path / "dump.json"
+    listed.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": document["objects"]}))
+
+    answers = []
+    for source in (as_yaml, as_json, listed):
+        code, out, err = run_cli(capsys, "status", "--snapshot", str(source), "--json")
+        assert code == 0, err
+        answers.append(json.loads(out))
+    assert answers[0] == answers[1]
+    assert answers[2]["nodes"] == answers[0]["nodes"] and answers[2]["costPerHour"] == answers[0]["costPerHour"]
+
+
+def test_broken_json_is_a_one_line_error_with_the_place(capsys: Any, tmp_path: Path) -> None:
+    broken = tmp_path / "dump.json"
+    broken.write_text('{"apiVersion": "v1", "kind": "List", "items": [\n  {"kind": "Node",\n')
+    code, _, err = run_cli(capsys, "status", "--snapshot", str(broken))
+    assert code == 2
+    assert err.startswith(f"error: {broken}:") and "line" in err and len(err.strip().splitlines()) == 1

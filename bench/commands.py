@@ -13,7 +13,8 @@ beforehand and not timed:
   100m-1.5 CPU and 100Mi-4Gi), one ``provision`` step; ``--json --out`` writes the result document.
 - snapshot commands: ``bench/plan.py``'s cluster (one 3-CPU pod per node plus gap fillers and a DaemonSet)
   at ``--nodes`` nodes, written by ``reconciler snapshot`` as ``kubectl get -A -o yaml``-style YAML; then
-  ``status``, ``explain pod``, ``explain node`` and ``plan`` with the relabel, allow-spot and no-op changes.
+  ``status``, ``explain pod``, ``explain node`` and ``plan`` with the relabel, allow-spot and no-op changes;
+  ``status`` once more on the same snapshot written as JSON.
 """
 
 from __future__ import annotations
@@ -119,7 +120,12 @@ def main() -> int:
             node = next(o["metadata"]["name"] for o in objects if o["kind"] == "Node")
             pod = next(f"{o['metadata']['namespace']}/{o['metadata']['name']}" for o in objects if o["kind"] == "Pod")
             size = f"{nodes} nodes"
+            as_json = work / f"snapshot-{nodes}.json"
+            subprocess.run([sys.executable, "-m", "reconciler", "snapshot", "--from", str(snapshot), "-o",
+                            str(as_json)], check=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+                           capture_output=True)
             row("status", size, ["status", "--snapshot", str(snapshot)])
+            row("status (JSON snapshot)", size, ["status", "--snapshot", str(as_json)])
             row("explain pod", size, ["explain", "pod", pod, "--snapshot", str(snapshot)])
             row("explain node", size, ["explain", "node", node, "--snapshot", str(snapshot)])
             for name in CHANGES:

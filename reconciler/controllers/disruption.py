@@ -18,7 +18,7 @@ from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.instancetypes import instance_types_by_nodepool
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, NameGenerator, ref
 from reconciler.disruption.controller import decide
-from reconciler.disruption.types import DRIFT, Command, DisruptionDecision
+from reconciler.disruption.types import VALIDATED_METHODS, Command, DisruptionDecision
 from reconciler.disruption.validation import validate
 from reconciler.kube.api import NODE, NODECLAIM, ApiError, NotFoundError
 from reconciler.lifecycle.orchestration import CommandExecutor, InFlightCommand
@@ -79,7 +79,7 @@ class DisruptionController:
         return decision
 
     async def execute(self, command: Command) -> InFlightCommand | None:
-        if command.method != DRIFT:
+        if command.method in VALIDATED_METHODS:
             await asyncio.sleep(self.ctx.settings.consolidation_validation_wait)
             state = self.store.snapshot()
             types = await instance_types_by_nodepool(self.ctx.cloud, state)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -24,8 +23,9 @@ EMPTINESS = "emptiness"
 DRIFT = "drift"
 MULTI_NODE = "multi-node"
 SINGLE_NODE = "single-node"
-METHOD_ORDER = (EMPTINESS, DRIFT, MULTI_NODE, SINGLE_NODE)
-METHOD_REASON = {EMPTINESS: EMPTY, DRIFT: DRIFTED, MULTI_NODE: UNDERUTILIZED, SINGLE_NODE: UNDERUTILIZED}
+# Commands of these methods wait (consolidation_validation_wait) and are re-validated before they act;
+# drift acts at once. The live controller and the simulator both read this.
+VALIDATED_METHODS = frozenset({EMPTINESS, MULTI_NODE, SINGLE_NODE})
 
 DELETE = "delete"
 REPLACE = "replace"
@@ -172,6 +172,3 @@ class DisruptionDecision:
     def explanations_by_node(self) -> dict[str, Explanation]:
         return {e.node: e for e in self.explanations}
 
-
-def candidate_names(candidates: Sequence[Candidate]) -> set[str]:
-    return {c.name for c in candidates}

@@ -23,9 +23,6 @@ from reconciler.kube.api import EC2NODECLASS, NODE, NODECLAIM, KubeAPI, Manifest
 from reconciler.model import labels as wk
 from reconciler.model.meta import format_time
 
-LAUNCH_TIMEOUT_SECONDS = 5 * 60
-REGISTRATION_TIMEOUT_SECONDS = 15 * 60
-
 
 def condition(kind: str, status: bool, now: datetime, reason: str = "", message: str = "") -> dict[str, Any]:
     return {

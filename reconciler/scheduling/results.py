@@ -9,7 +9,6 @@ from reconciler.cloud.types import InstanceType
 from reconciler.model import labels as wk
 from reconciler.model.nodepool import NodePool
 from reconciler.model.pod import Pod
-from reconciler.model.quantity import format_quantity
 from reconciler.model.requirements import ALLOW_UNDEFINED_WELL_KNOWN, Requirement, Requirements
 from reconciler.model.resources import Resources
 from reconciler.model.taints import Taint
@@ -164,6 +163,3 @@ def _custom_labels(requirements: Requirements, template: Requirements) -> dict[s
             labels[key] = value
     return labels
 
-
-def describe_resources(amounts: dict[str, int] | Resources) -> str:
-    return ", ".join(f"{name} {format_quantity(value, name)}" for name, value in sorted(amounts.items()) if value)

@@ -80,7 +80,6 @@ class Scheduler:
         self._claim_order = ClaimOrder()
         self._claim_number = 0
         self._classes: dict[tuple, PodClass] = {}
-        self.attempts: dict[str, Attempt] = {}
 
     # -- the run -------------------------------------------------------------------------------
 

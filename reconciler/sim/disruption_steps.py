@@ -9,12 +9,16 @@ for replacements.
 from __future__ import annotations
 
 import contextlib
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from reconciler.cloud.types import InstanceNotFoundError
 from reconciler.disruption.controller import decide
-from reconciler.disruption.types import EMPTINESS, MULTI_NODE, SINGLE_NODE
+from reconciler.disruption.types import VALIDATED_METHODS
 from reconciler.disruption.validation import validate
+from reconciler.interruption import actions
+from reconciler.interruption.actions import ActionKind
+from reconciler.interruption.messages import Kind, Message
 from reconciler.kube.api import NODE, NODECLAIM
 from reconciler.lifecycle.expiration import expired
 from reconciler.lifecycle.orchestration import CommandExecutor
@@ -25,17 +29,9 @@ from reconciler.sim.scenario import ScenarioError
 if TYPE_CHECKING:
     from reconciler.sim.cluster import SimulatedCluster
 
-# Consolidation and emptiness wait and re-check before acting; drift does not.
-VALIDATED_METHODS = frozenset({EMPTINESS, MULTI_NODE, SINGLE_NODE})
 
-# What each interruption message makes Adze do (Karpenter's AWS provider semantics).
-INTERRUPTION_ACTIONS = {
-    "spot_interrupted": "delete",
-    "scheduled_change": "delete",
-    "instance_stopped": "delete",
-    "instance_terminated": "delete",
-    "rebalance_recommendation": "none",
-}
+# How long an interrupted spot offering stays unavailable (the live provider's unavailable-offerings TTL).
+UNAVAILABLE_AFTER_INTERRUPTION = timedelta(minutes=3)
 
 
 async def _decide(cluster: SimulatedCluster) -> Any:
@@ -159,15 +155,23 @@ async def interrupt(cluster: SimulatedCluster, node_name: str, kind: str, record
              "message": f"{kind}: the node is not managed by Adze (no NodeClaim)"}
         )
         return
-    if INTERRUPTION_ACTIONS[kind] == "none":
-        record["events"].append(
-            {"object": f"Node/{node_name}", "reason": "RebalanceRecommendation",
-             "message": "rebalance recommendation received; no action (as Karpenter)"}
-        )
+    # The live controller's decision, from the message the queue would carry for this instance.
+    nodeclaim = sim.kube.peek(NODECLAIM, claim) or {}
+    provider_id = str((nodeclaim.get("status") or {}).get("providerID") or "")
+    instance_id = provider_id.rsplit("/", 1)[-1] or claim
+    [action] = actions.decide(Message(Kind(kind), (instance_id,), detail_type=kind), {instance_id: nodeclaim},
+                              rebalance=sim.settings.rebalance_handling)
+    record["events"].append({"object": f"Node/{node_name}", "reason": action.reason, "message": action.message})
+    if action.kind is ActionKind.NO_OP:
         return
-    record["events"].append({"object": f"Node/{node_name}", "reason": "Interrupted", "message": kind})
+    if action.unavailable_offering is not None:
+        capacity_type, instance_type, zone = action.unavailable_offering
+        with contextlib.suppress(KeyError):
+            sim.cloud.mark_unavailable(instance_type, zone, capacity_type,
+                                       until=sim.now + UNAVAILABLE_AFTER_INTERRUPTION)
     if kind == "instance_terminated":
         await _machine_died(cluster, node, claim)
+    # Delete (or, for a rebalance under "drain", cordon and drain): the termination drains either way.
     await _delete_and_reschedule(cluster, [claim], "Interrupted", record)
 
 

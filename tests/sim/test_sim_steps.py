@@ -113,12 +113,32 @@ def test_spot_interruption_replaces_the_node_and_rebalance_is_ignored() -> None:
         ],
     )
     rebalance, interrupted = result["steps"][1], result["steps"][2]
-    assert rebalance["disrupted"] == [] and rebalance["events"][0]["reason"] == "RebalanceRecommendation"
+    # The same decision as the live controller (interruption/actions.decide), with Karpenter's event reasons.
+    assert rebalance["disrupted"] == [] and rebalance["events"][0]["reason"] == "SpotRebalanceRecommendation"
     assert [(d["node"], d["reason"]) for d in interrupted["disrupted"]] == [(node, "Interrupted")]
+    assert interrupted["events"][0]["reason"] == "SpotInterrupted"
     (final_node,) = result["final"]["nodes"]
     assert (
         final_node["name"] != node and len(final_node["pods"]) == 2 and final_node["capacityType"] == "spot"
     )
+    # The interrupted spot offering is avoided for 3 minutes, as the live provider's cache does.
+    first = result["steps"][0]["launched"][0]
+    assert (final_node["instanceType"], final_node["zone"]) != (first["instanceType"], first["zone"])
+
+
+def test_an_interrupted_spot_offering_is_available_again_after_three_minutes() -> None:
+    pool = nodepool(
+        template_spec={"requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]}
+    )
+    first = run([pool, deployment("app", 1)], [{"provision": {}}])["steps"][0]["launched"][0]
+    steps = [{"provision": {}}, {"interrupt": {"node": first["node"], "kind": "spot_interrupted"}},
+             {"advance": "3m"}, {"apply": [deployment("late", 1)]}, {"provision": {}}]
+    result = run([pool, deployment("app", 1)], steps)
+    replaced = result["steps"][1]["launched"][0]
+    late = result["steps"][4]["launched"][0]
+    assert (replaced["instanceType"], replaced["zone"]) != (first["instanceType"], first["zone"])
+    assert (late["instanceType"], late["zone"], late["capacityType"]) == (
+        first["instanceType"], first["zone"], "spot")
 
 
 def test_interrupt_of_an_unknown_node_is_a_scenario_error() -> None:

@@ -21,7 +21,6 @@ from reconciler.cloud.aws import metrics
 from reconciler.cloud.aws.clients import AwsCaller
 
 SPOT_PRODUCT_DESCRIPTIONS = ["Linux/UNIX", "Linux/UNIX (Amazon VPC)"]
-REFRESH_INTERVAL_SECONDS = 12 * 3600.0
 
 
 class PriceSource(Protocol):

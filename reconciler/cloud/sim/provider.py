@@ -35,14 +35,19 @@ class SimulatedCloud:
         self._clock = clock
         self._instances: dict[str, Instance] = {}
         self._launches = 0
+        self._restore: dict[tuple[str, str, str], datetime] = {}  # (type, zone, capacity type) -> available again
         self.calls: list[tuple[str, str]] = []  # (operation, subject), for tests and reports
 
     # -- catalogue -------------------------------------------------------------------------
     def catalog(self) -> list[InstanceType]:
+        self._restore_expired()
         return list(self._types.values())
 
-    def mark_unavailable(self, instance_type: str, zone: str | None, capacity_type: str | None) -> int:
-        """Make matching offerings unavailable from now on; returns how many changed."""
+    def mark_unavailable(
+        self, instance_type: str, zone: str | None, capacity_type: str | None, *, until: datetime | None = None
+    ) -> int:
+        """Make matching offerings unavailable, from now on or ``until`` then (an interrupted spot offering
+        is avoided for 3 minutes, as the live provider's cache does); returns how many changed."""
         existing = self._types.get(instance_type)
         if existing is None:
             raise KeyError(instance_type)
@@ -55,9 +60,25 @@ class SimulatedCloud:
             if matches and offering.available:
                 offering = replace(offering, available=False)
                 changed += 1
+                if until is not None:
+                    self._restore[instance_type, offering.zone, offering.capacity_type] = until
             offerings.append(offering)
         self._types[instance_type] = replace(existing, offerings=tuple(offerings))
         return changed
+
+    def _restore_expired(self) -> None:
+        if not self._restore:
+            return
+        now = self._clock()
+        for key in [k for k, until in self._restore.items() if until <= now]:
+            del self._restore[key]
+            name, zone, capacity_type = key
+            existing = self._types[name]
+            offerings = tuple(
+                replace(o, available=True) if (o.zone, o.capacity_type) == (zone, capacity_type) else o
+                for o in existing.offerings
+            )
+            self._types[name] = replace(existing, offerings=offerings)
 
     def register_existing(self, instance: Instance) -> None:
         """Adopt an instance that a scenario declares as already running."""
@@ -133,6 +154,7 @@ class SimulatedCloud:
 
     # -- internals -------------------------------------------------------------------------
     def _choose(self, request: LaunchRequest) -> tuple[InstanceType, Offering] | None:
+        self._restore_expired()
         allowed: dict[str, tuple[int, InstanceType, list[Offering]]] = {}
         for position, name in enumerate(request.instance_types):
             instance_type = self._types.get(name)

@@ -122,13 +122,26 @@ class LeaderElector:
         log.info("acquired leader lease", extra={"lease": self.config.name, "identity": self.config.identity})
 
     async def _keep_renewing(self) -> None:
+        deadline = timedelta(seconds=self.config.renew_deadline)
         while True:
             await self._sleep(self.config.retry_period)
-            if await self.try_acquire_or_renew():
-                continue
             assert self._last_renewal is not None
+            # Each attempt is bounded by the time left before the renew deadline (client-go bounds the renew
+            # loop the same way): a call that hangs must not keep us leading after a standby may take over.
+            # (asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that arrives as the
+            # call completes, and the renewer would then outlive the leader.)
+            left = (self._last_renewal + deadline - self._clock()).total_seconds()
+            renewed = False
+            if left > 0:
+                try:
+                    async with asyncio.timeout(left):
+                        renewed = await self.try_acquire_or_renew()
+                except TimeoutError:
+                    renewed = False
+            if renewed:
+                continue
             taken = self.observed_holder not in ("", self.config.identity)
-            if taken or self._clock() - self._last_renewal >= timedelta(seconds=self.config.renew_deadline):
+            if taken or self._clock() - self._last_renewal >= deadline:
                 self.is_leader = False
                 raise LeadershipLost(
                     f"lease {self.config.namespace}/{self.config.name} is held by {self.observed_holder}"
@@ -173,10 +186,19 @@ class LeaderElector:
         return self._won(stored, now)
 
     async def release(self) -> None:
-        """Give the lease up (empty holder) if we hold it, so a standby need not wait for expiry."""
+        """Give the lease up (empty holder) if we hold it, so a standby need not wait for expiry.
+
+        Bounded by the renew deadline: when the API server does not answer, the lease expires by itself."""
         if not self.is_leader:
             return
         self.is_leader = False
+        try:
+            async with asyncio.timeout(self.config.renew_deadline):
+                await self._release()
+        except TimeoutError:
+            log.warning("releasing leader lease timed out; it expires after %gs", self.config.lease_duration)
+
+    async def _release(self) -> None:
         try:
             lease = await self.kube.get(LEASE, self.config.name, self.config.namespace)
             if (lease.get("spec") or {}).get("holderIdentity") != self.config.identity:

@@ -99,6 +99,50 @@ async def test_renewal_failures_past_the_deadline_lose_leadership() -> None:
     assert not leader.is_leader
 
 
+async def test_a_hanging_renewal_loses_leadership_at_the_renew_deadline() -> None:
+    """API calls that hang (not fail) must not stretch leadership past the renew deadline: each renewal is
+    bounded by the time left, as client-go's renew loop is, so a standby taking over after the lease
+    duration never overlaps with a leader whose controllers still run (issue 16: two leaders for ~14 s)."""
+    kube = MemoryKube()
+    config = LeaderElectionConfig(namespace="karpenter", identity="a", lease_duration=1.5, renew_deadline=1.0,
+                                  retry_period=0.2)
+    leader = LeaderElector(kube, config)
+    hanging = asyncio.Event()
+    stopped_at: list[float] = []
+    loop = asyncio.get_running_loop()
+
+    original_get = kube.get
+
+    async def get(*args: object, **kwargs: object) -> object:
+        if hanging.is_set():
+            await asyncio.sleep(20)  # a stuck connection: no answer until the client's own timeout
+            raise ApiError(504, "Timeout", "the client gave up")
+        return await original_get(*args, **kwargs)  # type: ignore[arg-type]
+
+    kube.get = get  # type: ignore[method-assign]
+
+    async def work() -> None:
+        try:
+            await asyncio.sleep(0.3)
+            hanging.set()
+            await asyncio.Event().wait()
+        finally:
+            stopped_at.append(loop.time())
+
+    started = loop.time()
+    running = asyncio.create_task(leader.run(work))
+    # Not wait_for: a leader that never gives up would also hang in wait_for's cancellation.
+    done, _ = await asyncio.wait({running}, timeout=10)
+    if not done:
+        running.cancel()
+        pytest.fail("the leader kept leading with a hanging API server far past the 1 s renew deadline")
+    with pytest.raises(LeadershipLost, match="within 1s"):
+        running.result()
+    # Last renewal at most ~0.3 s in; the work must stop by then + the 1 s deadline (+ one retry period),
+    # well before a standby could take the 1.5 s lease.
+    assert stopped_at and stopped_at[0] - started < 0.3 + 1.0 + 0.2 + 0.3
+
+
 async def test_bad_timings_are_refused() -> None:
     with pytest.raises(ValueError, match="lease_duration > renew_deadline > retry_period"):
         LeaderElectionConfig(namespace="x", lease_duration=5, renew_deadline=10)

@@ -20,7 +20,8 @@ from reconciler.controllers.runtime import ControllerContext, ControllerLog, Nam
 from reconciler.disruption.controller import decide
 from reconciler.disruption.types import VALIDATED_METHODS, Command, DisruptionDecision
 from reconciler.disruption.validation import validate
-from reconciler.kube.api import NODE, NODECLAIM, ApiError, NotFoundError
+from reconciler.kube.api import NODECLAIM, ApiError, NotFoundError
+from reconciler.kube.edits import drop_condition, edit_taints
 from reconciler.lifecycle.orchestration import CommandExecutor, InFlightCommand
 from reconciler.model import labels as wk
 
@@ -206,9 +207,9 @@ class DisruptionController:
             claim = self.store.nodeclaim_for_node(node)
             if claim is not None and claim["metadata"].get("deletionTimestamp"):
                 continue  # being terminated: the taint is the terminator's
-            kept = [t for t in taints if t.get("key") != wk.DISRUPTED_TAINT_KEY]
             try:
-                await self.ctx.kube.patch(NODE, metadata["name"], {"spec": {"taints": kept}})
+                await edit_taints(self.ctx.kube, metadata["name"],
+                                  lambda taints: [t for t in taints if t.get("key") != wk.DISRUPTED_TAINT_KEY])
                 if claim is not None:
                     await self._clear_reason(claim["metadata"]["name"])
             except NotFoundError:
@@ -218,14 +219,12 @@ class DisruptionController:
         return cleared
 
     async def _clear_reason(self, claim_name: str) -> None:
-        current = await self.ctx.kube.get(NODECLAIM, claim_name)
-        conditions = (current.get("status") or {}).get("conditions") or []
-        kept = [c for c in conditions if c.get("type") != "DisruptionReason"]
-        if len(kept) != len(conditions):
-            try:
-                await self.ctx.kube.patch(NODECLAIM, claim_name, {"status": {"conditions": kept}}, subresource="status")
-            except ApiError as err:
-                log.warning("clearing DisruptionReason failed", NodeClaim=ref(claim_name), error=str(err))
+        try:
+            await drop_condition(self.ctx.kube, claim_name, "DisruptionReason")
+        except NotFoundError:
+            return  # the claim is gone: nothing to clear
+        except ApiError as err:
+            log.warning("clearing DisruptionReason failed", NodeClaim=ref(claim_name), error=str(err))
 
     def _protect_replacements(self) -> None:
         until = self.ctx.now() + self.ctx.timings.nomination_window(self.ctx.settings)

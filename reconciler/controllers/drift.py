@@ -15,7 +15,8 @@ from typing import Any
 from reconciler.cloud.types import InstanceNotFoundError
 from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, ref
-from reconciler.kube.api import NODECLAIM, ApiError, NotFoundError
+from reconciler.kube.api import ApiError, NotFoundError
+from reconciler.kube.edits import drop_condition
 from reconciler.lifecycle.launch import condition, has_condition, set_condition
 
 log = ControllerLog("nodeclaim.disruption")
@@ -75,9 +76,7 @@ class DriftMarker:
                 await self.ctx.event(claim, "Normal", "Drifted", f"instance drifted from its node class: {reason}")
                 return True
             if not reason and was_drifted:
-                current = await self.ctx.kube.get(NODECLAIM, name)
-                kept = [c for c in (current.get("status") or {}).get("conditions") or [] if c.get("type") != "Drifted"]
-                await self.ctx.kube.patch(NODECLAIM, name, {"status": {"conditions": kept}}, subresource="status")
+                await drop_condition(self.ctx.kube, name, "Drifted")
                 log.info("nodeclaim is no longer drifted", NodeClaim=ref(name))
                 return True
         except (NotFoundError, ApiError) as err:

@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from reconciler.cloud.types import Instance, InstanceNotFoundError
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, ref
 from reconciler.kube.api import NODE, NODECLAIM, Manifest, NotFoundError
+from reconciler.kube.edits import remove_finalizer
 from reconciler.lifecycle.launch import has_condition
 from reconciler.model import labels as wk
 
@@ -110,9 +111,7 @@ class GarbageCollector:
             await self.ctx.event(node, "Warning", "OrphanedInstance",
                                  f"instance {instance.provider_id} had no NodeClaim and was terminated")
             try:
-                finalizers = [f for f in node["metadata"].get("finalizers") or [] if f != wk.TERMINATION_FINALIZER]
-                if finalizers != (node["metadata"].get("finalizers") or []):
-                    await self.ctx.kube.patch(NODE, name, {"metadata": {"finalizers": finalizers or None}})
+                await remove_finalizer(self.ctx.kube, NODE, name, wk.TERMINATION_FINALIZER)
                 await self.ctx.kube.delete(NODE, name)
             except NotFoundError:
                 continue

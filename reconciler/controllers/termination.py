@@ -22,6 +22,7 @@ from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wakeup, ref
 from reconciler.controllers.workers import Workers
 from reconciler.kube.api import NODE, NODECLAIM, NotFoundError
+from reconciler.kube.edits import remove_finalizer
 from reconciler.lifecycle.termination import TerminationStep, Terminator
 from reconciler.model import labels as wk
 from reconciler.model.meta import parse_time
@@ -85,12 +86,8 @@ class TerminationController:
                 with contextlib.suppress(NotFoundError):
                     await self.ctx.kube.delete(NODECLAIM, claim["metadata"]["name"])
             return
-        finalizers = [f for f in node["metadata"].get("finalizers") or [] if f != wk.TERMINATION_FINALIZER]
-        try:
-            await self.ctx.kube.patch(NODE, name, {"metadata": {"finalizers": finalizers or None}})
-        except NotFoundError:
-            return
-        log.info("deleted node", Node=ref(name))
+        if await remove_finalizer(self.ctx.kube, NODE, name, wk.TERMINATION_FINALIZER):
+            log.info("deleted node", Node=ref(name))
 
     async def step(self, name: str) -> TerminationStep | None:
         async with self.ctx.locks.holding([name]) as held:

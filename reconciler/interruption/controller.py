@@ -10,6 +10,7 @@ message contains can crash the loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -22,7 +23,8 @@ from reconciler.cloud.aws.instances import parse_provider_id
 from reconciler.interruption import metrics
 from reconciler.interruption.actions import REBALANCE_EVENT, Action, ActionKind, decide
 from reconciler.interruption.messages import MessageParseError, parse
-from reconciler.kube.api import NODE, NODECLAIM, KubeAPI, NotFoundError
+from reconciler.kube.api import NODECLAIM, KubeAPI, Manifest, NotFoundError
+from reconciler.kube.edits import edit_node
 from reconciler.model import labels as wk
 from reconciler.settings import Settings
 
@@ -89,14 +91,16 @@ async def execute(
 
 
 async def _cordon(kube: KubeAPI, node_name: str) -> None:
-    try:
-        node = await kube.get(NODE, node_name)
-    except NotFoundError:
-        return
-    taints = list((node.get("spec") or {}).get("taints") or [])
-    if not any(t.get("key") == wk.DISRUPTED_TAINT_KEY for t in taints):
-        taints.append({"key": wk.DISRUPTED_TAINT_KEY, "effect": "NoSchedule"})
-    await kube.patch(NODE, node_name, {"spec": {"unschedulable": True, "taints": taints}})
+    def edit(node: Manifest) -> Manifest:
+        spec = node.setdefault("spec", {})
+        taints = list(spec.get("taints") or [])
+        if not any(t.get("key") == wk.DISRUPTED_TAINT_KEY for t in taints):
+            taints.append({"key": wk.DISRUPTED_TAINT_KEY, "effect": "NoSchedule"})
+        spec.update(unschedulable=True, taints=taints)
+        return node
+
+    with contextlib.suppress(NotFoundError):
+        await edit_node(kube, node_name, edit)
 
 
 async def record_event(kube: KubeAPI, action: Action, now: datetime) -> None:

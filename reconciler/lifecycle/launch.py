@@ -7,6 +7,7 @@ idempotent so any replica can resume them after a crash.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -20,6 +21,8 @@ from reconciler.cloud.types import (
     NodeClassNotReadyError,
 )
 from reconciler.kube.api import EC2NODECLASS, NODE, NODECLAIM, KubeAPI, Manifest, NotFoundError
+from reconciler.kube.edits import add_finalizer, edit_node, remove_finalizer
+from reconciler.kube.retry import modify
 from reconciler.model import labels as wk
 from reconciler.model.meta import format_time
 
@@ -70,10 +73,9 @@ async def launch(kube: KubeAPI, cloud: CloudProvider, nodeclaim: Manifest, now: 
     status = nodeclaim.get("status") or {}
     if status.get("providerID"):
         return LaunchOutcome(name, instance=await cloud.get(status["providerID"]))
-    finalizers = list((nodeclaim.get("metadata") or {}).get("finalizers") or [])
-    if wk.TERMINATION_FINALIZER not in finalizers:
+    if wk.TERMINATION_FINALIZER not in ((nodeclaim.get("metadata") or {}).get("finalizers") or []):
         # Own the claim before any instance exists, so deleting it can never leak one.
-        await kube.patch(NODECLAIM, name, {"metadata": {"finalizers": [*finalizers, wk.TERMINATION_FINALIZER]}})
+        await add_finalizer(kube, NODECLAIM, name, wk.TERMINATION_FINALIZER)
     nodeclass = await _nodeclass(kube, nodeclaim)
     request = LaunchRequest.from_nodeclaim(nodeclaim)
     try:
@@ -104,10 +106,14 @@ async def launch(kube: KubeAPI, cloud: CloudProvider, nodeclaim: Manifest, now: 
 
 
 async def set_condition(kube: KubeAPI, nodeclaim_name: str, update: dict[str, Any], **status: Any) -> None:
-    """Set one NodeClaim condition (and other status fields) against the freshest copy of the claim."""
-    current = await kube.get(NODECLAIM, nodeclaim_name)
-    patch = {"conditions": merged_conditions(current, update), **status}
-    await kube.patch(NODECLAIM, nodeclaim_name, {"status": patch}, subresource="status")
+    """Set one NodeClaim condition (and other status fields) against the current claim, guarded by its
+    resourceVersion, so a condition another writer set meanwhile is kept."""
+    def edit(current: Manifest) -> Manifest:
+        current["status"] = {**(current.get("status") or {}), "conditions": merged_conditions(current, update),
+                             **status}
+        return current
+
+    await modify(kube, NODECLAIM, nodeclaim_name, edit, subresource="status")
 
 
 async def _nodeclass(kube: KubeAPI, nodeclaim: Manifest) -> Manifest | None:
@@ -122,11 +128,9 @@ async def _nodeclass(kube: KubeAPI, nodeclaim: Manifest) -> Manifest | None:
 
 async def _delete_unlaunched(kube: KubeAPI, name: str) -> None:
     """Nothing was launched, so the termination finalizer has nothing to clean up."""
-    try:
-        await kube.patch(NODECLAIM, name, {"metadata": {"finalizers": None}})
+    await remove_finalizer(kube, NODECLAIM, name, wk.TERMINATION_FINALIZER)  # others' finalizers stay
+    with contextlib.suppress(NotFoundError):
         await kube.delete(NODECLAIM, name)
-    except NotFoundError:
-        pass
 
 
 def node_for_instance(nodeclaim: Manifest, instance: Instance, now: datetime) -> Manifest:
@@ -158,29 +162,33 @@ def node_for_instance(nodeclaim: Manifest, instance: Instance, now: datetime) ->
 
 
 async def register(kube: KubeAPI, nodeclaim: Manifest, node: Manifest, now: datetime) -> None:
-    """The Node for this claim appeared: sync labels/taints, drop the unregistered taint, own it."""
+    """The Node for this claim appeared: sync labels/taints, drop the unregistered taint, own it.
+
+    Taints and finalizers are lists, so they are edited on the Node as it is at write time (guarded by
+    its resourceVersion): a taint or finalizer another controller added since ``node`` was read stays."""
     claim_meta = nodeclaim.get("metadata") or {}
+
+    def edit(current: Manifest) -> Manifest:
+        node_meta = current["metadata"]
+        node_meta["labels"] = {**(node_meta.get("labels") or {}), **(claim_meta.get("labels") or {}),
+                               wk.REGISTERED: "true"}
+        if claim_meta.get("annotations"):
+            node_meta["annotations"] = {**(node_meta.get("annotations") or {}), **claim_meta["annotations"]}
+        spec = current.setdefault("spec", {})
+        taints = [t for t in spec.get("taints") or [] if t.get("key") != wk.UNREGISTERED_TAINT_KEY]
+        if node_meta["labels"].get(wk.DO_NOT_SYNC_TAINTS) != "true":
+            present = {(t.get("key"), t.get("effect")) for t in taints}
+            for taint in (nodeclaim.get("spec") or {}).get("taints") or []:
+                if (taint.get("key"), taint.get("effect")) not in present:
+                    taints.append(dict(taint))
+        spec["taints"] = taints
+        finalizers = list(node_meta.get("finalizers") or [])
+        if wk.TERMINATION_FINALIZER not in finalizers:
+            node_meta["finalizers"] = [*finalizers, wk.TERMINATION_FINALIZER]
+        return current
+
     node_meta = node.get("metadata") or {}
-    labels = dict(claim_meta.get("labels") or {})
-    labels[wk.REGISTERED] = "true"
-    taints = [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("key") != wk.UNREGISTERED_TAINT_KEY]
-    if (node_meta.get("labels") or {}).get(wk.DO_NOT_SYNC_TAINTS) != "true":
-        present = {(t.get("key"), t.get("effect")) for t in taints}
-        for taint in (nodeclaim.get("spec") or {}).get("taints") or []:
-            if (taint.get("key"), taint.get("effect")) not in present:
-                taints.append(dict(taint))
-    finalizers = list(node_meta.get("finalizers") or [])
-    if wk.TERMINATION_FINALIZER not in finalizers:
-        finalizers.append(wk.TERMINATION_FINALIZER)
-    annotations = claim_meta.get("annotations") or {}
-    await kube.patch(
-        NODE,
-        node_meta["name"],
-        {
-            "metadata": {"labels": labels, "finalizers": finalizers, "annotations": annotations or None},
-            "spec": {"taints": taints},
-        },
-    )
+    await edit_node(kube, node_meta["name"], edit)
     await kube.patch(NODECLAIM, claim_meta["name"], {"metadata": {"labels": {wk.REGISTERED: "true"}}})
     await set_condition(kube, claim_meta["name"], condition("Registered", True, now), nodeName=node_meta["name"])
 

@@ -8,12 +8,14 @@ called until it reports the command finished or aborted.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from reconciler.cloud.types import CloudProvider
-from reconciler.kube.api import NODE, NODECLAIM, KubeAPI, NotFoundError
+from reconciler.kube.api import NODECLAIM, KubeAPI, NotFoundError
+from reconciler.kube.edits import drop_condition, edit_taints
 from reconciler.lifecycle.launch import condition, has_condition, launch, set_condition
 from reconciler.lifecycle.termination import DISRUPTED_TAINT
 from reconciler.model import labels as wk
@@ -96,14 +98,8 @@ class CommandExecutor:
         for node_name, claim_name in flight.candidates:
             await self._taint(node_name, add=False)
             if claim_name:
-                try:
-                    current = await self._kube.get(NODECLAIM, claim_name)
-                except NotFoundError:
-                    continue
-                conditions = [c for c in (current.get("status") or {}).get("conditions") or []
-                              if c.get("type") != "DisruptionReason"]
-                await self._kube.patch(NODECLAIM, claim_name, {"status": {"conditions": conditions}},
-                                       subresource="status")
+                with contextlib.suppress(NotFoundError):
+                    await drop_condition(self._kube, claim_name, "DisruptionReason")
         for name in flight.launched:
             try:
                 await self._kube.delete(NODECLAIM, name)
@@ -111,11 +107,9 @@ class CommandExecutor:
                 continue
 
     async def _taint(self, node_name: str, *, add: bool) -> None:
-        try:
-            node = await self._kube.get(NODE, node_name)
-        except NotFoundError:
-            return
-        taints = [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("key") != wk.DISRUPTED_TAINT_KEY]
-        if add:
-            taints.append(dict(DISRUPTED_TAINT))
-        await self._kube.patch(NODE, node_name, {"spec": {"taints": taints}})
+        def edit(taints: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            kept = [t for t in taints if t.get("key") != wk.DISRUPTED_TAINT_KEY]
+            return [*kept, dict(DISRUPTED_TAINT)] if add else kept
+
+        with contextlib.suppress(NotFoundError):
+            await edit_taints(self._kube, node_name, edit)

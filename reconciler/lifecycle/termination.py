@@ -29,6 +29,7 @@ from reconciler.kube.api import (
     NotFoundError,
     TooManyRequestsError,
 )
+from reconciler.kube.edits import edit_node, remove_finalizer
 from reconciler.lifecycle.drain import DrainPlan, plan_drain, termination_deadline
 from reconciler.model import labels as wk
 
@@ -111,15 +112,22 @@ class Terminator:
         return next((n for n in nodes if (n.get("spec") or {}).get("providerID") == provider_id), None)
 
     async def _taint(self, node: Manifest) -> None:
-        taints = list((node.get("spec") or {}).get("taints") or [])
+        taints = (node.get("spec") or {}).get("taints") or []
         labels = (node.get("metadata") or {}).get("labels") or {}
-        patch: dict[str, Any] = {}
-        if not any(t.get("key") == wk.DISRUPTED_TAINT_KEY for t in taints):
-            patch["spec"] = {"taints": [*taints, dict(DISRUPTED_TAINT)]}
-        if labels.get(wk.EXCLUDE_FROM_LB) != "karpenter":
-            patch["metadata"] = {"labels": {wk.EXCLUDE_FROM_LB: "karpenter"}}
-        if patch:
-            await self._kube.patch(NODE, node["metadata"]["name"], patch)
+        tainted = any(t.get("key") == wk.DISRUPTED_TAINT_KEY for t in taints)
+        if tainted and labels.get(wk.EXCLUDE_FROM_LB) == "karpenter":
+            return
+
+        def edit(current: Manifest) -> Manifest:
+            spec = current.setdefault("spec", {})
+            if not any(t.get("key") == wk.DISRUPTED_TAINT_KEY for t in spec.get("taints") or []):
+                spec["taints"] = [*(spec.get("taints") or []), dict(DISRUPTED_TAINT)]
+            current["metadata"]["labels"] = {**(current["metadata"].get("labels") or {}),
+                                             wk.EXCLUDE_FROM_LB: "karpenter"}
+            return current
+
+        with contextlib.suppress(NotFoundError):
+            await edit_node(self._kube, node["metadata"]["name"], edit)
 
     async def _execute_drain(self, plan: DrainPlan, result: TerminationStep) -> None:
         for key in plan.evict:
@@ -169,14 +177,8 @@ class Terminator:
         return deleted
 
     async def _release(self, kind: Any, name: str, namespace: str | None) -> None:
-        """Remove our finalizer and make sure deletion was requested."""
-        try:
-            current = await self._kube.get(kind, name, namespace)
-        except NotFoundError:
-            return
-        finalizers = [f for f in current["metadata"].get("finalizers") or [] if f != wk.TERMINATION_FINALIZER]
-        if finalizers != (current["metadata"].get("finalizers") or []):
-            await self._kube.patch(kind, name, {"metadata": {"finalizers": finalizers or None}}, namespace)
+        """Remove our finalizer (others' stay) and make sure deletion was requested."""
+        await remove_finalizer(self._kube, kind, name, wk.TERMINATION_FINALIZER, namespace)
         with contextlib.suppress(NotFoundError):
             await self._kube.delete(kind, name, namespace)
 

@@ -30,8 +30,11 @@ WORKSHOP_SEQUENCE = [
 
 
 def short_lease(identity: str) -> LeaderElectionConfig:
+    # Short enough that a dead leader's lease expires within a test, long enough that a replica sharing one
+    # GIL with moto and the fake API server on a loaded 2-core CI machine does not miss its renew deadline
+    # (a missed deadline exits the replica, as it should; tests/kube/test_kube_leader.py covers that).
     return LeaderElectionConfig(namespace="kube-system", name="adze-leader-election", identity=identity,
-                                lease_duration=2.0, renew_deadline=1.5, retry_period=0.25)
+                                lease_duration=6.0, renew_deadline=4.0, retry_period=0.25)
 
 
 def _get(url: str) -> tuple[int, str]:

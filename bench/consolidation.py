@@ -192,6 +192,20 @@ def apply(state: ClusterState, command: Command, prices: dict[str, float], now: 
         prices.pop(candidate.name, None)
 
 
+def command_record(command: Command) -> dict[str, Any]:
+    """What a pass decided: method, action, candidates, replacements and where each moving pod goes."""
+    return {
+        "method": command.method,
+        "action": command.action,
+        "candidates": [c.name for c in command.candidates],
+        "replacements": [
+            {"name": r.name, "options": list(r.instance_type_options), "price": r.price, "pods": sorted(r.pods)}
+            for r in command.replacements
+        ],
+        "placements": dict(sorted(command.placements.items())),
+    }
+
+
 def lower_bound(state: ClusterState, types: Sequence[InstanceType]) -> float:
     """LP bound: cheapest fractional mix of instance types whose allocatable covers every request."""
     from scipy.optimize import linprog
@@ -231,6 +245,7 @@ def run(nodes: int, *, max_passes: int, seed: int, verbose: bool = False) -> dic
     timings: list[float] = []
     simulations: list[int] = []
     methods: Counter[str] = Counter()
+    commands: list[dict[str, Any]] = []
     stable = False
     for _ in range(max_passes):
         started = time.perf_counter()
@@ -248,6 +263,7 @@ def run(nodes: int, *, max_passes: int, seed: int, verbose: bool = False) -> dic
             stable = True
             break
         methods[f"{decision.command.method}/{decision.command.action}"] += 1
+        commands.append(command_record(decision.command))
         apply(state, decision.command, prices, now)
         if verbose:
             print(f"    pass {len(timings):4d}: {timings[-1]:6.2f}s {decision.simulations:4d} sims  "
@@ -272,6 +288,7 @@ def run(nodes: int, *, max_passes: int, seed: int, verbose: bool = False) -> dic
         "total": sum(timings),
         "methods": dict(methods),
         "simulations": sum(simulations),
+        "commands": commands,
     }
 
 

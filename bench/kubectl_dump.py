@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 from typing import Any
 
 IMAGES = (
@@ -180,4 +181,6 @@ def kubectl_dump(snapshot: dict[str, Any]) -> dict[str, Any]:
                 item["metadata"]["generation"] = 1
             items.append(item)
     items.extend(_workloads(pods, counter))
-    return {"apiVersion": "v1", "kind": "List", "items": items, "metadata": {"resourceVersion": ""}}
+    # Through JSON: no object shared between items (a YAML dump would show anchors no server writes).
+    return json.loads(json.dumps({"apiVersion": "v1", "kind": "List", "items": items,
+                                  "metadata": {"resourceVersion": ""}}))

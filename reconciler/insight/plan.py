@@ -149,7 +149,7 @@ async def compute_plan(
     applied = apply_proposal(snapshot.objects, proposed, now=snapshot.clock)
     # One catalogue for all three simulations: what any current or proposed NodePool can launch.
     catalog = narrowed_catalog(snapshot.document["catalog"], [*snapshot.objects, *applied.objects])
-    snapshot = Snapshot({**snapshot.document, "catalog": catalog}, snapshot.source, snapshot.dropped)
+    snapshot = Snapshot({**snapshot.document, "catalog": catalog}, snapshot.source, snapshot.dropped, snapshot.checked)
     current_sim = RecordingSimulation(snapshot.scenario(name=name), frames=False)
     await current_sim.load()
     current = _summary(current_sim)

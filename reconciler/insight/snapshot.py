@@ -95,32 +95,11 @@ _CONDITION_FIELDS = ("type", "status", "reason", "message", "lastTransitionTime"
 _VOLUME_SOURCES_KEPT = ("persistentVolumeClaim", "ephemeral")
 
 
-def _copy(value: Any, memo: dict[int, Any] | None = None) -> Any:
-    """A deep copy of parsed JSON/YAML data, several times faster than ``copy.deepcopy``; like it, it keeps
-    shared (aliased) subtrees shared and copies recursive ones, so an alias bomb stays small."""
-    if not isinstance(value, dict | list):
-        return value
-    if memo is None:
-        memo = {}
-    found = memo.get(id(value))
-    if found is not None:
-        return found
-    if isinstance(value, dict):
-        copied: Any = {}
-        memo[id(value)] = copied
-        for key, item in value.items():
-            copied[key] = _copy(item, memo)
-    else:
-        copied = []
-        memo[id(value)] = copied
-        copied.extend(_copy(item, memo) for item in value)
-    return copied
-
-
 def sanitize_objects(objects: Iterable[Mapping[str, Any]]) -> tuple[list[Manifest], dict[str, int]]:
     """Keep and strip what a snapshot may hold; returns (objects, count of dropped objects per kind).
 
-    Terminal pods (Succeeded/Failed) are dropped: they use no capacity.
+    Terminal pods (Succeeded/Failed) are dropped: they use no capacity. The result shares values with
+    ``objects`` (no copies: a 1,000-node dump is millions of values), which the caller hands over.
     """
     kept: list[Manifest] = []
     dropped: dict[str, int] = {}
@@ -157,7 +136,7 @@ def _sanitize(manifest: Mapping[str, Any]) -> Manifest:
         spec = manifest.get("spec") or {}
         template = spec.get("template") or {}
         result["spec"] = {
-            "selector": _copy(spec.get("selector") or {}),
+            "selector": spec.get("selector") or {},
             "template": {
                 "metadata": _metadata(template.get("metadata") or {}, keep_finalizers=False),
                 "spec": pod_spec(template.get("spec") or {}),
@@ -166,15 +145,15 @@ def _sanitize(manifest: Mapping[str, Any]) -> Manifest:
         return result
     if kind == "Node":
         result["spec"] = {
-            k: _copy(v)
+            k: v
             for k, v in (manifest.get("spec") or {}).items()
             if k in ("providerID", "taints", "unschedulable")
         }
         status = manifest.get("status") or {}
         node_info = status.get("nodeInfo") or {}
         result["status"] = {
-            "capacity": _copy(status.get("capacity") or {}),
-            "allocatable": _copy(status.get("allocatable") or {}),
+            "capacity": status.get("capacity") or {},
+            "allocatable": status.get("allocatable") or {},
             "conditions": _conditions(status.get("conditions") or []),
             "nodeInfo": {
                 k: v
@@ -185,12 +164,12 @@ def _sanitize(manifest: Mapping[str, Any]) -> Manifest:
         return result
     for key, value in manifest.items():
         if key not in ("apiVersion", "kind", "metadata"):
-            result[key] = _copy(value)
+            result[key] = value
     return result
 
 
 def _metadata(metadata: Mapping[str, Any], *, keep_finalizers: bool) -> dict[str, Any]:
-    result = {k: _copy(v) for k, v in metadata.items() if k not in _DROPPED_METADATA}
+    result = {k: v for k, v in metadata.items() if k not in _DROPPED_METADATA}
     if not keep_finalizers:
         result.pop("finalizers", None)
     annotations = {
@@ -207,11 +186,11 @@ def _metadata(metadata: Mapping[str, Any], *, keep_finalizers: bool) -> dict[str
 
 def pod_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
     """A pod spec reduced to what scheduling and disruption read (no env, commands, probes, mounts)."""
-    result = {k: _copy(v) for k, v in spec.items() if k in _POD_SPEC_FIELDS}
+    result = {k: v for k, v in spec.items() if k in _POD_SPEC_FIELDS}
     for field in ("initContainers", "containers"):
         if spec.get(field):
             result[field] = [
-                {k: _copy(v) for k, v in container.items() if k in _CONTAINER_FIELDS}
+                {k: v for k, v in container.items() if k in _CONTAINER_FIELDS}
                 for container in spec[field]
             ]
     if spec.get("volumes"):
@@ -224,7 +203,7 @@ def _volume(volume: Mapping[str, Any]) -> dict[str, Any]:
     for key, value in volume.items():
         if key == "name":
             continue
-        result[key] = _copy(value) if key in _VOLUME_SOURCES_KEPT else {}
+        result[key] = value if key in _VOLUME_SOURCES_KEPT else {}
     return result
 
 

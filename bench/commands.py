@@ -46,7 +46,7 @@ from plan import CHANGES, cluster  # noqa: E402
 CPUS = ("100m", "250m", "500m", "1", "1500m")
 MEMORIES = ("100Mi", "256Mi", "512Mi", "1Gi", "2Gi", "4Gi")
 WORKLOADS = 20
-ROWS = ("simulate", "load", "load-json", "status", "explain-pod", "explain-node",
+ROWS = ("simulate", "load", "load-json", "status", "status-json", "explain-pod", "explain-node",
         *(f"plan-{name}" for name in CHANGES))
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 
@@ -167,6 +167,7 @@ def main() -> int:
                 "load": ("load (kubectl YAML)", [sys.executable, __file__, "load", str(dump)]),
                 "load-json": ("load (kubectl JSON)", [sys.executable, __file__, "load", str(as_json)]),
                 "status": ("status", reconciler("status", "--snapshot", str(dump))),
+                "status-json": ("status (kubectl JSON)", reconciler("status", "--snapshot", str(as_json))),
                 "explain-pod": ("explain pod", reconciler("explain", "pod", pod, "--snapshot", str(dump))),
                 "explain-node": ("explain node", reconciler("explain", "node", node, "--snapshot", str(dump))),
                 **{f"plan-{name}": (f"plan ({name})", reconciler("plan", "--snapshot", str(dump), "--nodepools",

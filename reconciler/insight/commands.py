@@ -216,22 +216,58 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     from reconciler.insight.frames import RecordingSimulation
-    from reconciler.insight.status import render_status
+    from reconciler.insight.status import NodeFilter, render_status, use_color
 
+    node_filter = NodeFilter(tuple(args.nodepool), tuple(args.capacity_type), args.filter or "")
+    color = use_color(sys.stdout, args.color)
+
+    def render(frame: Any, title: str) -> str:
+        return render_status(frame, title=title, color=color, sort=args.sort, node_filter=node_filter)
+
+    if args.watch:
+        return _watch_status(args, render)
     snapshot = get_snapshot(args)
-    sim = RecordingSimulation(snapshot.scenario())
+    sim = RecordingSimulation(snapshot.scenario(), frames=False)
     asyncio.run(sim.load())
     frame = sim.frames[-1]
     if args.json:
+        from reconciler.insight.status import SORT_KEYS
+
+        rows = sorted((r for r in frame.nodes if node_filter.keeps(r)), key=SORT_KEYS[args.sort])
         document = {
             "clock": frame.clock.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "costPerHour": frame.cost_per_hour,
+            "costPerHour": round(sum(r.price for r in rows), 6),
             "pendingPods": frame.pending,
-            "nodes": [row.as_dict() for row in frame.nodes],
+            "nodes": [row.as_dict() for row in rows],
         }
         sys.stdout.write(json.dumps(document, indent=2) + "\n")
     else:
-        sys.stdout.write(render_status(frame, title=f"{snapshot.name} ({snapshot.source})"))
+        sys.stdout.write(render(frame, f"{snapshot.name} ({snapshot.source})"))
+    return EXIT_OK
+
+
+def _watch_status(args: argparse.Namespace, render: Any) -> int:
+    """``status --watch``: the live cluster, redrawn every ``--interval`` seconds."""
+    from reconciler.insight.watch import watch
+
+    if args.snapshot or args.json:
+        raise InsightError("--watch: redraws a live cluster; it takes neither --snapshot nor --json")
+    if args.interval <= 0:
+        raise InsightError(f"--interval: {args.interval} must be a positive number of seconds")
+    first, _ = sanitize_objects(asyncio.run(_live_objects(args.kubeconfig, args.context)))
+    catalog = resolve_catalog(args.catalog or "preset", first) or {}
+    source = args.context or "the current kubeconfig context"
+    title = f"{source} (live, every {args.interval:g}s; Ctrl-C to stop)"
+    watch(
+        lambda: _live_objects(args.kubeconfig, args.context),
+        catalog,
+        lambda frame: render(frame, title),
+        sys.stdout,
+        source=source,
+        interval=args.interval,
+        count=args.count,
+        clear=sys.stdout.isatty(),
+    )
     return EXIT_OK
 
 

@@ -44,6 +44,7 @@ class Blocker:
     first_seen: datetime
     last_seen: datetime
     cleared_at: datetime | None = None  # first moment the engine no longer gave this reason
+    method: str = ""  # the disruption method whose check held the node ("" for shared eligibility checks)
 
     @property
     def resolved(self) -> bool:
@@ -54,6 +55,7 @@ class Blocker:
             "node": self.node,
             "nodepool": self.nodepool,
             "code": self.code,
+            "method": self.method,
             "message": self.message,
             "firstSeen": stamp(self.first_seen),
             "lastSeen": stamp(self.last_seen),
@@ -71,6 +73,8 @@ async def run_to_stability(
     while len(sim.records) < MAX_STEPS:
         await sim.run_step("provision", {})
         record = await sim.run_step("disrupt", {"until": "stable"})
+        if sim.now > deadline:
+            return True  # budgets paced the commands past the horizon
         if record["disrupted"]:
             continue  # a stable pass may still be capped; go again at the same time
         state = sim.cluster.state()
@@ -105,7 +109,9 @@ def explanations_of(record: Mapping[str, Any], state: ClusterState) -> Disruptio
         node = state.state_node(name)
         if match is None or kind != "Node" or node is None:
             return None
-        explanations.append(Explanation(name, node.nodeclaim_name, node.nodepool, match[1], match[2]))
+        explanations.append(
+            Explanation(name, node.nodeclaim_name, node.nodepool, match[1], match[2], str(event.get("method", "")))
+        )
     return DisruptionDecision(None, explanations)
 
 
@@ -127,10 +133,12 @@ def _track_blockers(
         found = blockers.get(key)
         if found is None:
             blockers[key] = Blocker(
-                explanation.node, explanation.nodepool, explanation.code, explanation.message, now, now
+                explanation.node, explanation.nodepool, explanation.code, explanation.message, now, now,
+                method=explanation.method,
             )
         else:
             found.last_seen, found.message, found.cleared_at = now, explanation.message, None
+            found.method = explanation.method
     for key, blocker in blockers.items():
         if key not in seen and blocker.cleared_at is None:
             blocker.cleared_at = now

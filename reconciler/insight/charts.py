@@ -158,7 +158,8 @@ def _bar_width(axis: TimeAxis) -> float:
     plot_w = WIDTH - LEFT - RIGHT - 2 * PAD
     gaps = [b - a for a, b in pairwise(distinct)]
     room = plot_w * min(gaps) / (axis.span or 1.0) if gaps else plot_w / 4
-    return max(1.5, min(24.0, room * 0.8 / most, plot_w / max(len(axis.seconds), 1)))
+    # Wide enough to see and hover (neighbouring instants may overlap a little), never wider than 24 px.
+    return max(6.0, min(24.0, room * 0.8 / most))
 
 
 def _legend(names: Sequence[str], colors: Mapping[str, str]) -> list[str]:

@@ -63,6 +63,15 @@ SCRIPT = """
     var filter = document.getElementById(table.id + "-filter");
     var grouping = document.getElementById(table.id + "-group");
     var key = "name", direction = 1;
+    // A link can carry the view: #filter=TEXT&sort=-price&group=pool (what the page shows on load).
+    var params = {};
+    (window.location.hash || "").replace(/^#/, "").split("&").forEach(function (pair) {
+      var parts = pair.split("=");
+      if (parts[0]) { params[parts[0]] = decodeURIComponent(parts[1] || ""); }
+    });
+    if (params.filter) { filter.value = params.filter; }
+    if (params.group !== undefined) { grouping.value = params.group; }
+    if (params.sort) { key = params.sort.replace(/^-/, ""); direction = params.sort.charAt(0) === "-" ? -1 : 1; }
     var NUMERIC = {price: 1, cpu: 1, memory: 1, pods: 1, accelerators: 1};
     function value(row, name) {
       var text = row.dataset[name] || "";
@@ -116,7 +125,10 @@ def card(label: str, value: str, key: str, peak: str = "") -> str:
 
 def simple_table(table_id: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    wide = ' class="reason"'  # long text wraps
+    body = "".join(
+        "<tr>" + "".join(f"<td{wide if len(c) > 80 else ''}>{escape(c)}</td>" for c in row) + "</tr>" for row in rows
+    )
     if not rows:
         body = f'<tr><td colspan="{len(headers)}" class="muted">None.</td></tr>'
     return f'<table id="{escape(table_id)}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
@@ -261,11 +273,15 @@ def pending_section(pending: Mapping[str, str], title: str = "Pending pods") -> 
 def steps_section(records: Sequence[Mapping[str, Any]]) -> str:
     """Every step that launched or disrupted anything, numbered as the result document and the charts."""
     rows = []
+    # A replacement is launched when its command starts (plan times commands; simulate has no such times).
+    started = {name: item["startedAt"] for record in records for item in record.get("disrupted") or []
+               if item.get("startedAt") for name in item.get("replacements") or []}
     for index, record in enumerate(records):
         for item in record.get("launched") or []:
             rows.append(
                 f'<tr data-step="{index}" data-kind="launched"><td>{index}</td><td>{escape(record["step"])}</td>'
-                f"<td>{escape(record['clock'])}</td><td>launched</td><td>{escape(item['nodeclaim'])}</td>"
+                f"<td>{escape(started.get(item['nodeclaim'], record['clock']))}</td><td>launched</td>"
+                f"<td>{escape(item['nodeclaim'])}</td>"
                 f"<td>{escape(str(item.get('nodepool') or '-'))}</td>"
                 f"<td>{escape(str(item.get('instanceType') or '-'))} {escape(str(item.get('capacityType') or ''))}</td>"
                 f'<td class="num">{escape(money(float(item.get("price") or 0.0), month=False))}</td></tr>'

@@ -70,8 +70,11 @@ async def run_to_stability(
 
     Returns True when the horizon cut the run short.
     """
+    acting_since: datetime | None = None  # start of the disrupt steps since blockers were last tracked
     while len(sim.records) < MAX_STEPS:
         await sim.run_step("provision", {})
+        if acting_since is None:
+            acting_since = sim.now  # a blocker gone after these steps was lifted when they began
         record = await sim.run_step("disrupt", {"until": "stable"})
         if sim.now > deadline:
             return True  # budgets paced the commands past the horizon
@@ -79,7 +82,8 @@ async def run_to_stability(
             continue  # a stable pass may still be capped; go again at the same time
         state = sim.cluster.state()
         decision = explanations_of(record, state) or await _decision(sim)
-        _track_blockers(decision, sim.now, blockers)
+        _track_blockers(decision, sim.now, blockers, cleared_at=acting_since)
+        acting_since = None
         wake = next_wake(state, decision, sim.now)
         if wake is None:
             return False
@@ -122,7 +126,7 @@ async def _decision(sim: RecordingSimulation) -> DisruptionDecision:
 
 
 def _track_blockers(
-    decision: DisruptionDecision, now: datetime, blockers: dict[tuple[str, str], Blocker]
+    decision: DisruptionDecision, now: datetime, blockers: dict[tuple[str, str], Blocker], *, cleared_at: datetime
 ) -> None:
     seen = set()
     for explanation in decision.explanations:
@@ -141,7 +145,7 @@ def _track_blockers(
             found.method = explanation.method
     for key, blocker in blockers.items():
         if key not in seen and blocker.cleared_at is None:
-            blocker.cleared_at = now
+            blocker.cleared_at = cleared_at
 
 
 def next_wake(state: ClusterState, decision: DisruptionDecision, now: datetime) -> datetime | None:

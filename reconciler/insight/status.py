@@ -85,7 +85,9 @@ def _label(row: NodeRow) -> str:
 def _gpu(row: NodeRow) -> str:
     if not row.accelerator:
         return "-"
-    return f"{row.accelerators_requested}/{row.accelerators_allocatable} {row.accelerator.rsplit('/', 1)[-1]}"
+    domain, _, resource = row.accelerator.partition("/")
+    kind = domain.split(".")[0] if resource == "gpu" else resource  # nvidia / amd GPUs, neuron, gaudi
+    return f"{row.accelerators_requested}/{row.accelerators_allocatable} {kind}"
 
 
 class _Paint:

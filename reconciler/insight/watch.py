@@ -44,14 +44,14 @@ def watch(
     interval: float,
     count: int | None = None,
     clear: bool = False,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], None] | None = None,
 ) -> int:
     """Refresh ``count`` times (forever when None); returns how many views were drawn."""
     drawn = 0
     refreshes = 0
     while count is None or refreshes < count:
         if refreshes:
-            sleep(interval)
+            (sleep or pause)(interval)
         refreshes += 1
         try:
             frame = asyncio.run(_refresh(collect, catalog, source))
@@ -63,6 +63,11 @@ def watch(
         out.flush()
         drawn += 1
     return drawn
+
+
+def pause(seconds: float) -> None:
+    """The wait between refreshes (a test replaces it to change the cluster in between)."""
+    time.sleep(seconds)
 
 
 async def _refresh(collect: Collect, catalog: dict[str, Any], source: str) -> Frame:

@@ -50,7 +50,8 @@ MNG_NODE = {
     "apiVersion": "v1", "kind": "Node",
     "metadata": {"name": "ip-10-0-9-9.ec2.internal", "labels": {
         "node.kubernetes.io/instance-type": "m5.large", "topology.kubernetes.io/zone": "us-east-1a",
-        "kubernetes.io/arch": "amd64", "eks.amazonaws.com/nodegroup": "system", "eks.amazonaws.com/capacityType": "SPOT"}},
+        "kubernetes.io/arch": "amd64", "eks.amazonaws.com/nodegroup": "system",
+        "eks.amazonaws.com/capacityType": "SPOT"}},
     "spec": {"providerID": "aws:///us-east-1a/i-0mng"},
     "status": {"capacity": {"cpu": "2", "memory": "8Gi", "pods": "29"},
                "allocatable": {"cpu": "1930m", "memory": "7Gi", "pods": "29"},

@@ -12,25 +12,42 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 EXIT_OK = 0
 EXIT_INVALID = 2
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from reconciler.sim.report import render_text, write_result
-    from reconciler.sim.runner import ScenarioError, run_scenario_file
+    import asyncio
+    import itertools
 
+    from reconciler.insight.progress import Progress
+    from reconciler.sim.report import render_text, write_result
+    from reconciler.sim.runner import ScenarioError, Simulation
+    from reconciler.sim.scenario import load_scenario_file
+
+    progress = Progress("simulate")
     try:
+        scenario = load_scenario_file(args.scenario)
+        total, counter = len(scenario.steps), itertools.count(1)
+
+        def after_step(_step: object, record: dict[str, Any]) -> None:
+            done = next(counter)
+            progress.update(f"step {done}/{total} ({record['step']}) @ {record['clock']}, "
+                            f"{len(record['pending'])} pod(s) pending")
+
         if args.report:
             from reconciler.insight.commands import simulate_with_report
 
-            result = simulate_with_report(args.scenario, args.report)
+            result = simulate_with_report(args.scenario, args.report, after_step=after_step)
         else:
-            result = run_scenario_file(args.scenario)
+            result = asyncio.run(Simulation(scenario).run(after_step))
     except ScenarioError as err:
+        progress.done()
         print(f"error: {err}", file=sys.stderr)
         return EXIT_INVALID
+    progress.done()
     write_result(result, json_stdout=args.json, out_path=args.out)
     if not args.json:
         sys.stdout.write(render_text(result, verbose=args.verbose))

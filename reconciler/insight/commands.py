@@ -19,6 +19,7 @@ from typing import Any
 from reconciler import yamlio
 from reconciler.insight.catalog import catalog_from_instance_types, fetch_live_instance_types, preset_catalog
 from reconciler.insight.errors import InsightError
+from reconciler.insight.progress import Progress
 from reconciler.insight.snapshot import collect_live, observed_region, observed_zones, sanitize_objects
 from reconciler.insight.sources import Snapshot, load_nodepools_files, load_snapshot, load_stack_file
 
@@ -179,10 +180,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
     except SettingsError as err:
         raise InsightError(str(err)) from None
     proposed = _proposed(args)
+    progress = Progress("plan")
+    progress.update("reading the snapshot", force=True)
     snapshot = get_snapshot(args)
-    plan = asyncio.run(
-        compute_plan(snapshot, proposed, horizon=horizon, baseline=args.baseline, frames=bool(args.report))
-    )
+    try:
+        plan = asyncio.run(compute_plan(snapshot, proposed, horizon=horizon, baseline=args.baseline,
+                                        frames=bool(args.report), progress=progress.update))
+    finally:
+        progress.done()
     if args.report:
         Path(args.report).write_text(render_html(plan))
     if args.json:
@@ -204,12 +209,18 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from reconciler.insight.explain import explain_node, explain_pod
     from reconciler.insight.frames import RecordingSimulation
 
-    snapshot = get_snapshot(args)
-    sim = RecordingSimulation(snapshot.scenario())
-    if args.kind == "pod":
-        result = asyncio.run(explain_pod(sim, args.name))
-    else:
-        result = asyncio.run(explain_node(sim, args.name))
+    progress = Progress("explain")
+    progress.update("reading the snapshot" if args.snapshot else "reading the cluster", force=True)
+    try:
+        snapshot = get_snapshot(args)
+        progress.update(f"simulating {len(snapshot.objects)} objects", force=True)
+        sim = RecordingSimulation(snapshot.scenario())
+        if args.kind == "pod":
+            result = asyncio.run(explain_pod(sim, args.name))
+        else:
+            result = asyncio.run(explain_node(sim, args.name))
+    finally:
+        progress.done()
     sys.stdout.write(json.dumps(result.as_dict(), indent=2) + "\n" if args.json else result.render())
     return EXIT_OK
 
@@ -226,9 +237,15 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     if args.watch:
         return _watch_status(args, render)
-    snapshot = get_snapshot(args)
-    sim = RecordingSimulation(snapshot.scenario(), frames=False)
-    asyncio.run(sim.load())
+    progress = Progress("status")
+    progress.update("reading the snapshot" if args.snapshot else "reading the cluster", force=True)
+    try:
+        snapshot = get_snapshot(args)
+        progress.update(f"placing {len(snapshot.objects)} objects in the simulated cluster", force=True)
+        sim = RecordingSimulation(snapshot.scenario(), frames=False)
+        asyncio.run(sim.load())
+    finally:
+        progress.done()
     frame = sim.frames[-1]
     if args.json:
         from reconciler.insight.status import SORT_KEYS
@@ -271,14 +288,14 @@ def _watch_status(args: argparse.Namespace, render: Any) -> int:
     return EXIT_OK
 
 
-def simulate_with_report(scenario_path: str, report_path: str) -> dict[str, Any]:
+def simulate_with_report(scenario_path: str, report_path: str, *, after_step: Any = None) -> dict[str, Any]:
     """Run a scenario exactly as ``simulate`` does, and also write the HTML report."""
     from reconciler.insight.frames import RecordingSimulation
     from reconciler.insight.html import render_report
     from reconciler.sim.scenario import load_scenario_file
 
     sim = RecordingSimulation(load_scenario_file(scenario_path))
-    result = asyncio.run(sim.run())
+    result = asyncio.run(sim.run(after_step))
     pending = result["steps"][-1]["pending"] if result["steps"] else sim.cluster.pending_reasons()
     html = render_report(
         f"Simulation: {result['scenario']}",

@@ -18,7 +18,7 @@ leaves alone; those are the budget/PDB/do-not-disrupt blockers of the report.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -152,15 +152,19 @@ async def compute_plan(
     horizon: timedelta = DEFAULT_HORIZON,
     baseline: bool = False,
     frames: bool = True,
+    progress: Callable[[str], None] | None = None,
 ) -> PlanResult:
     """``baseline``: also run the *current* NodePools to stability, to tell the change's own effect
     from consolidation the cluster would do anyway (a second full simulation). ``frames``: record the
-    per-step node tables the HTML report charts (False is faster when no report is drawn)."""
+    per-step node tables the HTML report charts (False is faster when no report is drawn). ``progress``
+    is told what is going on (passes done, nodes settled, simulated time) as the simulations run."""
+    report = progress or (lambda _text: None)
     name = f"plan-{snapshot.name}"
     applied = apply_proposal(snapshot.objects, proposed, now=snapshot.clock)
     # One catalogue for all three simulations: what any current or proposed NodePool can launch.
     catalog = narrowed_catalog(snapshot.document["catalog"], [*snapshot.objects, *applied.objects])
     snapshot = Snapshot({**snapshot.document, "catalog": catalog}, snapshot.source, snapshot.dropped)
+    report("loading the snapshot")
     current_sim = RecordingSimulation(snapshot.scenario(name=name), frames=False)
     await current_sim.load()
     current = _summary(current_sim)
@@ -180,13 +184,23 @@ async def compute_plan(
     doomed = nodeclaims_of_pools(applied.objects, applied.removed_pools)
     removed_nodes = _node_names(sim, doomed)
     # Each disruption command gets the time the live controller would run it at (budgets pace them).
-    sim.after_disruption_pass = Timeline(sim, start + horizon).after_pass
+    timeline = Timeline(sim, start + horizon)
+
+    def after_pass(record: dict[str, Any], first_item: int, first_event: int) -> None:
+        timeline.after_pass(record, first_item, first_event)
+        settled = sum(len(c.nodes) for c in timeline.commands)
+        report(f"{len(timeline.commands)} disruption pass(es) acted, {settled} node(s) replaced or removed, "
+               f"simulated +{sim.now - start}")
+
+    sim.after_disruption_pass = after_pass
+    report("simulating the proposed NodePools until the cluster settles")
     if doomed:
         await sim.run_step("delete", [{"kind": "NodeClaim", "name": claim} for claim in doomed])
     blockers: dict[tuple[str, str], Blocker] = {}
     horizon_reached = await run_to_stability(sim, start + horizon, blockers)
     sorted_blockers = sorted(blockers.values(), key=lambda b: (b.resolved, b.nodepool, b.node, b.code))
 
+    report("pricing a fresh provision of the proposed NodePools")
     floor_sim = RecordingSimulation(
         snapshot.scenario(name=name, objects=fresh_provision_objects(applied.objects, start)),
         frames=False,

@@ -33,6 +33,7 @@ from reconciler.insight.proposal import (
     fresh_provision_objects,
     nodeclaims_of_pools,
 )
+from reconciler.insight.snapshot import observed_region
 from reconciler.insight.sources import ProposedConfig, Snapshot
 from reconciler.insight.stability import Blocker, run_to_stability, stamp
 from reconciler.insight.timeline import Timeline, settled_at
@@ -90,6 +91,7 @@ class PlanResult:
     # Nodes drifted by the change that are still there when the plan ends, each with what holds it.
     stuck_drift: list[dict[str, Any]] = field(default_factory=list)
     evictions: list[dict[str, Any]] = field(default_factory=list)  # plan_impact.evictions_by_workload
+    prices: dict[str, str] = field(default_factory=dict)  # price_source: where every price came from
 
     @property
     def newly_pending(self) -> dict[str, str]:
@@ -130,6 +132,7 @@ class PlanResult:
             "notReadyNodePools": self.unready_pools,
             "stuckDrift": self.stuck_drift,
             "evictionsByWorkload": self.evictions,
+            "prices": self.prices,
             "unschedulable": {"new": self.newly_pending, "stillPending": self.still_pending},
             "floorUnschedulable": self.floor.pending,
             "steps": len(self.records),
@@ -161,6 +164,7 @@ async def compute_plan(
     report = progress or (lambda _text: None)
     name = f"plan-{snapshot.name}"
     applied = apply_proposal(snapshot.objects, proposed, now=snapshot.clock)
+    prices = price_source(snapshot.document["catalog"], snapshot.objects)
     # One catalogue for all three simulations: what any current or proposed NodePool can launch.
     catalog = narrowed_catalog(snapshot.document["catalog"], [*snapshot.objects, *applied.objects])
     snapshot = Snapshot({**snapshot.document, "catalog": catalog}, snapshot.source, snapshot.dropped)
@@ -229,6 +233,7 @@ async def compute_plan(
         records=sim.records,
         frames=sim.frames,
         unready_pools=unready,
+        prices=prices,
         stuck_drift=_stuck_drift(sim, drifted_at_start, sorted_blockers),
         evictions=evictions_by_workload(
             sim.records,
@@ -246,6 +251,15 @@ def _node_names(sim: RecordingSimulation, claims: Sequence[str]) -> list[str]:
         node = state.state_node(claim)
         names.append(node.name if node is not None else claim)
     return sorted(names)
+
+
+def price_source(catalog: Mapping[str, Any], objects: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Where the plan's prices come from: ``estimate`` (a bundled preset, with the region the nodes really
+    run in) or ``catalogue`` (the instance types and prices the snapshot carries: ``snapshot --catalog live``
+    writes EC2's offerings and the Pricing API's prices for the cluster's region there)."""
+    if catalog.get("preset"):
+        return {"kind": "estimate", "catalog": str(catalog["preset"]), "nodeRegion": observed_region(objects) or ""}
+    return {"kind": "catalogue", "region": str(catalog.get("region") or "")}
 
 
 def _unready_pools(sim: RecordingSimulation) -> dict[str, str]:

@@ -20,7 +20,7 @@ from reconciler.insight.plan_render import (
     cost_rows,
     drift_rows,
 )
-from reconciler.insight.plan_risks import headline, risk_lines, verdict
+from reconciler.insight.plan_risks import headline, price_note, risk_lines, verdict
 from reconciler.insight.timeline import ASSUMPTIONS
 
 
@@ -54,7 +54,7 @@ def render_plan_html(plan: PlanResult) -> str:
         f'<section id="plan"><h2>Plan</h2><p id="verdict" class="verdict {state}"><strong>{state.upper()}</strong>: '
         f"{escape(risk)}</p>"
         + ("<ul id=\"risks\">" + "".join(f"<li>{escape(line)}</li>" for line in risks) + "</ul>" if risks else "")
-        + f"<p><strong>Cost:</strong> {escape(headline(plan))}.</p>"
+        + f"<p><strong>Cost:</strong> {escape(headline(plan))} ({escape(price_note(plan))}).</p>"
         f"<p><strong>Churn:</strong> {escape(churn_line(plan))} ({escape(ASSUMPTIONS)}).</p>"
         f"<p>NodePools: {escape(changes_line(plan))}</p>"
         + simple_table("plan-costs", COST_HEADERS, cost_rows(plan))

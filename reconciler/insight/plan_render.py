@@ -14,7 +14,7 @@ from typing import Any
 from reconciler.api.durations import format_duration_short
 from reconciler.insight.money import money
 from reconciler.insight.plan import Blocker, PlanResult
-from reconciler.insight.plan_risks import headline, risk_lines, verdict
+from reconciler.insight.plan_risks import headline, price_note, risk_lines, verdict
 from reconciler.insight.proposal import PoolChange
 from reconciler.insight.stability import stamp
 from reconciler.insight.timeline import ASSUMPTIONS
@@ -160,7 +160,7 @@ def render_text(plan: PlanResult) -> str:
     if new_pending:
         lines.append(f"risk: {len(new_pending)} pod(s) would become unschedulable (listed below)")
     lines.extend(f"risk: {line}" for line in risk_lines(plan))
-    lines.append(f"cost: {headline(plan)}")
+    lines.append(f"cost: {headline(plan)}; {price_note(plan)}")
     lines.append(f"churn: {churn_line(plan)}; {ASSUMPTIONS}")
     if plan.baseline is not None:
         lines.append(f"without the change: {_baseline_churn(plan)}")
@@ -242,7 +242,7 @@ def render_markdown(plan: PlanResult) -> str:
     lines += [f"- {line}" for line in risks] or ["- no risk found: nothing is disrupted, evicted or stranded"]
     lines += [
         "",
-        f"**Cost:** {headline(plan)}.",
+        f"**Cost:** {headline(plan)} ({price_note(plan)}).",
         "",
         f"**Churn:** {churn_line(plan)} ({ASSUMPTIONS}).",
         "",
@@ -272,7 +272,7 @@ def render_markdown(plan: PlanResult) -> str:
         lines += _details(f"Pods left unschedulable ({len(new_pending)})", ["pod", "why"], rows, open_=True)
     lines.append(
         "<sub>Computed offline by `python -m reconciler plan` with Adze's provisioning and disruption "
-        "engine on a cluster snapshot; prices are the simulated offerings' list prices.</sub>"
+        f"engine on a cluster snapshot; {price_note(plan)}.</sub>"
     )
     return "\n".join(lines) + "\n"
 

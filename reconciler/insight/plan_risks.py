@@ -103,3 +103,16 @@ def _split(counts: Mapping[str, int]) -> str:
     if not total:
         return "no nodes"
     return ", ".join(f"{key} {count / total:.0%} ({count})" for key, count in sorted(counts.items()))
+
+
+def price_note(plan: PlanResult) -> str:
+    """Where the prices come from, saying plainly when they are estimates."""
+    source = plan.prices
+    if source.get("kind") == "estimate":
+        text = f"prices are ESTIMATES from the bundled {source['catalog']} catalogue, not this cluster's live prices"
+        region = source.get("nodeRegion")
+        if region and not source["catalog"].endswith(region):
+            text += f" (its nodes run in {region})"
+        return text
+    region = f" for {source['region']}" if source.get("region") else ""
+    return f"prices: the snapshot's catalogue{region} (live EC2 and Pricing API prices when taken with --catalog live)"

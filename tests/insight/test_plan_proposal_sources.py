@@ -194,3 +194,25 @@ def test_a_pool_newly_confined_to_one_zone_is_flagged() -> None:
         "NodePool web: zones us-east-1a 33% (1), us-east-1b 33% (1), us-east-1c 33% (1) → "
         "us-east-1a 67% (2), us-east-1b 33% (1)"
     )
+
+
+def test_prices_from_the_bundled_preset_are_marked_as_estimates(capsys: Any, snapshot: Path, tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from reconciler.insight.plan_risks import price_note
+
+    preset = tmp_path / "preset.yaml"
+    code, _, err = run_cli(capsys, "snapshot", "--from", str(snapshot), "--catalog", "preset", "-o", str(preset))
+    assert code == 0, err
+    code, markdown, err = run_cli(capsys, "plan", "--snapshot", str(preset), "--nodepools",
+                                  str(EXAMPLES / "relabel-general.yaml"), "--markdown")
+    assert code == 0, err
+    cost = next(line for line in markdown.splitlines() if line.startswith("**Cost:**"))
+    assert cost.endswith("(prices are ESTIMATES from the bundled aws-us-east-1 catalogue, not this cluster's "
+                         "live prices).")
+    code, plan, _ = _plan(capsys, preset, "--nodepools", str(EXAMPLES / "relabel-general.yaml"))
+    assert plan["prices"] == {"kind": "estimate", "catalog": "aws-us-east-1", "nodeRegion": "us-east-1"}
+    staging = SimpleNamespace(prices={"kind": "estimate", "catalog": "aws-us-east-1", "nodeRegion": "us-west-2"})
+    assert price_note(staging).endswith("(its nodes run in us-west-2)")
+    _, own, _ = _plan(capsys, snapshot, "--nodepools", str(EXAMPLES / "relabel-general.yaml"))
+    assert own["prices"] == {"kind": "catalogue", "region": "us-east-1"}

@@ -33,8 +33,8 @@ def verdict(plan: PlanResult) -> tuple[str, str]:
         return "blocked", f"{len(pending)} pod(s) would become unschedulable ({_named(sorted(pending))})"
     if plan.unready_pools:
         pools = sorted(plan.unready_pools)
-        return "review", (f"{len(pools)} NodePool(s) not Ready, so they launch nothing ({_named(pools)}): "
-                          f"{plan.unready_pools[pools[0]]}")
+        more = f"; {len(pools) - 1} more NodePool(s) not Ready ({_named(pools[1:])})" if len(pools) > 1 else ""
+        return "review", f"{plan.unready_pools[pools[0]]}, so it launches nothing{more}"
     if plan.stuck_drift:
         first = plan.stuck_drift[0]
         held = ", ".join(first["blockedBy"]) or "not replaced"

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from reconciler.api.cron import next_activation
-from reconciler.disruption.budgets import BudgetError, parse_budgets
+from reconciler.disruption.budgets import DISRUPTION_REASONS, BudgetError, allowance, parse_budgets
 from reconciler.disruption.controller import decide
 from reconciler.disruption.policy import consolidation_wait, settings_of
 from reconciler.disruption.types import DisruptionDecision, Explanation
@@ -29,6 +29,8 @@ TIME_BOUND = frozenset({"Budget", "ConsolidateAfter", "Nominated"})
 # Explanation codes worth reporting as blockers.
 BLOCKER_CODES = frozenset({"Budget", "PDB", "DoNotDisrupt", "Unschedulable", "Balanced"})
 MAX_STEPS = 400
+# A budget still closed at every boundary this far ahead never opens (cron schedules repeat within a week).
+NEVER_OPENS = timedelta(days=8)
 
 
 def stamp(moment: datetime) -> str:
@@ -166,9 +168,35 @@ def next_wake(state: ClusterState, decision: DisruptionDecision, now: datetime) 
         elif explanation.code == "Nominated" and node is not None and node.nominated_until is not None:
             moments.append(node.nominated_until)
     for name in sorted(budget_pools):
-        moments.extend(budget_boundaries(state.nodepools[name].disruption.get("budgets"), now))
+        nodes = sum(1 for node in state.state_nodes() if node.nodepool == name)
+        opening = budget_opening(state.nodepools[name].disruption.get("budgets"), nodes, now, now + NEVER_OPENS)
+        if opening is not None:
+            moments.append(opening)
     future = [m for m in moments if m > now]
     return min(future) if future else None
+
+
+def budget_opening(
+    raw_budgets: Sequence[Any] | None, node_count: int, now: datetime, until: datetime
+) -> datetime | None:
+    """The first budget boundary after ``now`` at which the pool allows some disruption again; None when none
+    does before ``until`` (e.g. ``nodes: 0`` every day for 24h: waiting never helps, the node stays)."""
+    try:
+        budgets = parse_budgets(raw_budgets)
+    except BudgetError:
+        return None
+    moment = now
+    while moment <= until:
+        later = [m for m in budget_boundaries(raw_budgets, moment) if m > moment]
+        if not later:
+            return None
+        moment = min(later)
+        if moment <= until and any(
+            allowance("", budgets, reason, node_count=node_count, disrupting=0, now=moment).remaining > 0
+            for reason in DISRUPTION_REASONS
+        ):
+            return moment
+    return None
 
 
 def budget_boundaries(raw_budgets: Sequence[Any] | None, now: datetime) -> list[datetime]:

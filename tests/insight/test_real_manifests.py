@@ -125,7 +125,7 @@ def test_examples_cluster_status_and_explain(examples_snapshot: Path) -> None:
 
 
 def test_examples_adding_a_published_pool_merges_over_the_cluster(examples_snapshot: Path) -> None:
-    text, document = plan(examples_snapshot, "--nodepools", str(EXAMPLES / "v1/spot.yaml"))
+    _, document = plan(examples_snapshot, "--nodepools", str(EXAMPLES / "v1/spot.yaml"))
     changes = {c["name"]: c["change"] for c in document["nodepools"]}
     assert changes["spot"] == "added"
     assert {name for name, change in changes.items() if change == "unchanged"} == pools(examples_snapshot)
@@ -134,6 +134,11 @@ def test_examples_adding_a_published_pool_merges_over_the_cluster(examples_snaps
     _, both = plan(examples_snapshot, "--nodepools", str(EXAMPLES / "v1/spot.yaml"), "--nodepools",
                    str(EXAMPLES / "v1/100-cpu-limit.yaml"))
     assert {c["name"] for c in both["nodepools"] if c["change"] == "added"} == {"spot", "limitcpu100"}
+    # The whole v1 directory: its files repeat EC2NodeClass "default" (identical: merged), but two of them
+    # declare different NodePools named "default", which cannot both be applied.
+    whole = run("plan", "--snapshot", str(examples_snapshot), "--nodepools", str(EXAMPLES / "v1"))
+    assert whole.returncode == 2 and "NodePool 'default' is declared differently in" in whole.stderr
+    assert len(whole.stderr.strip().splitlines()) == 1
 
 
 def test_examples_removing_the_arm64_pool_strands_its_pods_and_fails_the_job(examples_snapshot: Path) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from reconciler.insight import charts
 from reconciler.insight.frames import Frame, NodeRow
-from reconciler.insight.money import money, per_month
+from reconciler.insight.money import dollars, money, per_month
 
 CAPACITY_ORDER = ("spot", "on-demand", "reserved", "unknown")
 
@@ -323,7 +323,7 @@ def summary_cards(frames: Sequence[Frame], records: Sequence[Mapping[str, Any]])
             card("cost at the end", money(last.cost_per_hour, month=False), "cost-hour",
                  f"peak {money(max(f.cost_per_hour for f in frames), month=False)}"),
             card("cost per month at the end", per_month(last.cost_per_hour), "cost-month"),
-            card(f"total spent over {span_hours:.2f} h simulated", f"${_total_cost(frames):,.2f}", "cost-total"),
+            card(f"total spent over {span_hours:.2f} h simulated", dollars(_total_cost(frames)), "cost-total"),
             card("pending pods at the end", str(last.pending), "pending", f"peak {max(f.pending for f in frames)}"),
             card("nodes launched", str(sum(len(r.get("launched") or []) for r in records)), "launched"),
             card("nodes disrupted", str(sum(len(r.get("disrupted") or []) for r in records)), "disrupted"),

@@ -33,3 +33,8 @@ def money(per_hour: float, *, month: bool = True, signed: bool = False, source: 
 def per_month(per_hour: float, *, signed: bool = False) -> str:
     """The monthly figure alone, ``$1,779.01/month`` (summary cards, columns)."""
     return f"{_amount(per_hour * HOURS_PER_MONTH, 2, signed)}/month"
+
+
+def dollars(amount: float) -> str:
+    """An amount spent, not a rate: ``$17.26``."""
+    return _amount(amount, 2, False)

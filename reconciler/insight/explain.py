@@ -20,6 +20,7 @@ from reconciler.disruption.policy import consolidation_wait, settings_of
 from reconciler.insight.errors import InsightError
 from reconciler.insight.frames import RecordingSimulation
 from reconciler.insight.money import money
+from reconciler.model.labels import capacity_type_of
 from reconciler.model.pod import Pod
 from reconciler.model.quantity import format_quantity
 from reconciler.model.state_node import StateNode
@@ -238,9 +239,10 @@ async def explain_node(sim: RecordingSimulation, name: str) -> Explanation:
 
 
 def node_facts(sim: RecordingSimulation, node: StateNode) -> list[str]:
-    price = sim.cloud.price_of(node.instance_type, node.zone, node.capacity_type) or 0.0
+    capacity_type = capacity_type_of(node.labels)  # a managed node group's own label too
+    price = sim.cloud.price_of(node.instance_type, node.zone, capacity_type) or 0.0
     facts = [
-        f"{node.instance_type or '?'} {node.capacity_type or '?'} in {node.zone or '?'} at "
+        f"{node.instance_type or '?'} {capacity_type or '?'} in {node.zone or '?'} at "
         f"{money(price, month=False)}, NodePool {node.nodepool or '(none)'}",
         f"requests {_describe(node.pod_requests)} of allocatable {_describe(node.allocatable)}",
         f"{len(node.reschedulable_pods())} pod(s) that would move, {len(node.pods)} in total",

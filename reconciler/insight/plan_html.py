@@ -13,10 +13,10 @@ from reconciler.insight.plan_render import (
     CONSOLIDATION_HEADERS,
     COST_HEADERS,
     DRIFT_HEADERS,
-    _blocker_state,
-    _consolidation_rows,
+    blocker_state,
     changes_line,
     churn_line,
+    consolidation_rows,
     cost_rows,
     drift_rows,
 )
@@ -67,10 +67,10 @@ def render_plan_html(plan: PlanResult) -> str:
         section += "<h2>Drifted nodes, in replacement order</h2>" + simple_table("drift", DRIFT_HEADERS, drift)
     if plan.consolidation:
         section += "<h2>Consolidation moves</h2>" + simple_table(
-            "consolidation", CONSOLIDATION_HEADERS, _consolidation_rows(plan)
+            "consolidation", CONSOLIDATION_HEADERS, consolidation_rows(plan)
         )
     if plan.blockers:
-        rows = [[b.node, b.code, _blocker_state(b), b.message] for b in plan.blockers]
+        rows = [[b.node, b.code, blocker_state(b), b.message] for b in plan.blockers]
         section += "<h2>Blockers</h2>" + simple_table("blockers", ("Node", "Blocker", "State", "Detail"), rows)
     section += "</section>"
     return render_report(

@@ -133,7 +133,7 @@ def _fresh_note(plan: PlanResult) -> str:
     )
 
 
-def _consolidation_rows(plan: PlanResult) -> list[list[str]]:
+def consolidation_rows(plan: PlanResult) -> list[list[str]]:
     return [
         [
             ", ".join(m["nodes"]),
@@ -180,7 +180,7 @@ def render_text(plan: PlanResult) -> str:
     for title, headers, rows in (
         (f"drifted nodes, in replacement order ({len(plan.drift) + len(plan.stuck_drift)})", DRIFT_HEADERS,
          drift_rows(plan)),
-        (f"consolidation moves ({len(plan.consolidation)})", CONSOLIDATION_HEADERS, _consolidation_rows(plan)),
+        (f"consolidation moves ({len(plan.consolidation)})", CONSOLIDATION_HEADERS, consolidation_rows(plan)),
     ):
         if rows:
             shown, more = _limited(rows)
@@ -190,7 +190,7 @@ def render_text(plan: PlanResult) -> str:
         lines += ["", "blockers:"]
         for blocker in plan.blockers[:MAX_LISTED]:
             lines.append(
-                f"  {blocker.node} ({blocker.nodepool}) {blocker.code} [{_blocker_state(blocker)}]: "
+                f"  {blocker.node} ({blocker.nodepool}) {blocker.code} [{blocker_state(blocker)}]: "
                 f"{blocker.message}"
             )
     for title, pending in (
@@ -214,7 +214,7 @@ def _baseline_churn(plan: PlanResult) -> str:
     )
 
 
-def _blocker_state(blocker: Blocker) -> str:
+def blocker_state(blocker: Blocker) -> str:
     since = stamp(blocker.first_seen)
     if blocker.cleared_at is None:
         return f"since {since}, still blocked"
@@ -263,9 +263,9 @@ def render_markdown(plan: PlanResult) -> str:
         lines += _details(f"Drifted nodes, in replacement order ({len(drift)})", DRIFT_HEADERS, drift)
     if plan.consolidation:
         lines += _details(f"Consolidation moves ({len(plan.consolidation)})", CONSOLIDATION_HEADERS,
-                          _consolidation_rows(plan))
+                          consolidation_rows(plan))
     if plan.blockers:
-        rows = [[b.node, b.code, _blocker_state(b), b.message] for b in plan.blockers]
+        rows = [[b.node, b.code, blocker_state(b), b.message] for b in plan.blockers]
         lines += _details(f"Blockers ({len(plan.blockers)})", ["node", "blocker", "state", "detail"], rows)
     if new_pending:
         rows = [[key, reason] for key, reason in sorted(new_pending.items())]

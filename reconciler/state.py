@@ -84,6 +84,13 @@ class ClusterState:
         self._derived: dict[str, dict[Callable[[Manifest], Any], tuple[Manifest, Any]]] = {}
         # Views of all nodes and their pods together (see ``nodes_memo``), valid for one ``_state_nodes``.
         self._nodes_memo: tuple[dict[str, StateNode], dict[str, Any]] | None = None
+        # Views kept across versions of the nodes, each brought up to date by its owner from what changed.
+        self.carried: dict[str, Any] = {}
+        # Pods kept indexed as they are written (a decision asks for them many times between writes): those
+        # Karpenter provisions for, and the unbound ones still running, in ``pod_manifests`` order.
+        self._provisionable: dict[str, Pod] = {}
+        self._pending: list[Pod] | None = None
+        self._unbound: dict[str, None] = {}
 
     @classmethod
     def from_manifests(cls, manifests: Iterable[Mapping[str, Any]]) -> ClusterState:
@@ -163,6 +170,11 @@ class ClusterState:
         self._remove_pod(key)
         self.pods[key] = pod
         self.pod_manifests[key] = manifest
+        if pod.is_provisionable():
+            self._provisionable[key] = pod
+            self._pending = None
+        if not pod.node_name and pod.is_active:
+            self._unbound[key] = None
         if pod.node_name:
             self._pods_by_node.setdefault(pod.node_name, {})[key] = pod
             self._invalidate_node(pod.node_name)
@@ -171,6 +183,9 @@ class ClusterState:
         old = self.pods.pop(key, None)
         self.pod_manifests.pop(key, None)
         self._derived.pop(key, None)
+        if self._provisionable.pop(key, None) is not None:
+            self._pending = None
+        self._unbound.pop(key, None)
         if old is not None and old.node_name:
             self._pods_by_node.get(old.node_name, {}).pop(key, None)
             self._invalidate_node(old.node_name)
@@ -318,8 +333,15 @@ class ClusterState:
         return value
 
     def pending_pods(self) -> list[Pod]:
-        """Pods Karpenter provisions for (see ``Pod.is_provisionable``), in a stable order."""
-        return [pod for _, pod in sorted(self.pods.items()) if pod.is_provisionable()]
+        """Pods Karpenter provisions for (see ``Pod.is_provisionable``), in a stable order (by key)."""
+        if self._pending is None:
+            self._pending = [pod for _, pod in sorted(self._provisionable.items())]
+        return list(self._pending)
+
+    def unbound_pod_manifests(self) -> list[Manifest]:
+        """Manifests of the pods bound to no node that are neither finished nor terminating, in
+        ``pod_manifests`` order."""
+        return [self.pod_manifests[key] for key in self._unbound]
 
     def pods_on(self, node_name: str) -> list[Pod]:
         return list(self._pods_by_node.get(node_name, {}).values())
@@ -327,6 +349,16 @@ class ClusterState:
     def bound_pods(self) -> Iterable[Pod]:
         for pods in self._pods_by_node.values():
             yield from pods.values()
+
+    def bound_node_names(self) -> Iterable[str]:
+        """The node names pods are bound to, in the order ``bound_pods`` visits them."""
+        return self._pods_by_node.keys()
+
+    def state_nodes_by_name(self) -> Mapping[str, StateNode]:
+        """Every StateNode by its name (read-only), as ``state_nodes`` lists them."""
+        if self._state_nodes is None:
+            self._state_nodes = self._build_state_nodes()
+        return self._state_nodes
 
     def daemonset_pods(self) -> list[Pod]:
         """One representative pod per DaemonSet, built from its template (for overhead on new nodes)."""

@@ -15,11 +15,13 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import Any
 
 from reconciler.cloud.types import InstanceType
 from reconciler.disruption import pods as podutil
 from reconciler.disruption.budgets import BudgetAllowance, BudgetError, allowance, parse_budgets
+from reconciler.disruption.drift import INSTANCE_TYPE_DRIFT_MIN_AGE, drift_reason
 from reconciler.disruption.pdb import PdbLimits, pods_blocker
 from reconciler.disruption.pods import PodFacts, facts
 from reconciler.disruption.types import Candidate, Explanation
@@ -155,6 +157,109 @@ def _pod_views(state: ClusterState, node: StateNode) -> tuple[list[PodFacts], fl
     return views, reschedule_cost, sum(podutil.eviction_cost(v) for v in views)
 
 
+@dataclass(slots=True, frozen=True)
+class NodeAssessment:
+    """What ``assess`` finds for one node, apart from the lifetime scaling of its disruption cost.
+
+    It depends on the StateNode (a new one whenever its Node, NodeClaim, pods or flags change), the
+    NodePool object, the InstanceType object the node runs on, the PDBs (by value) and the clock: kept on the
+    StateNode, it is reused while those inputs are the same and the clock stays inside ``[since, until)``,
+    the span in which no nomination and no do-not-disrupt duration on the node runs out.
+    """
+
+    nodepool: NodePool | None
+    has_types: bool
+    instance_type: InstanceType | None
+    pdbs: tuple[object, ...]
+    since: datetime
+    until: datetime | None  # None: no later moment changes it
+    explanation: tuple[str, str] | None  # (code, message) when the node is no candidate at all
+    pod_blocker: tuple[str, str] | None = None
+    views: list[PodFacts] | None = None
+    moving: list[Pod] | None = None
+    reschedule_cost: float = 0.0
+    eviction_cost: float = 0.0
+    price: float = 0.0
+
+    def holds(
+        self, nodepool: NodePool | None, types: Mapping[str, InstanceType] | None, node: StateNode,
+        pdbs: PdbLimits, now: datetime,
+    ) -> bool:
+        return (
+            self.since <= now
+            and (self.until is None or now < self.until)
+            and self.nodepool is nodepool
+            and self.has_types == (types is not None)
+            and (types is None or self.instance_type is types.get(node.instance_type))
+            and self.pdbs == pdbs.fingerprint
+        )
+
+
+def _protection_ends(views: Sequence[PodFacts], now: datetime) -> datetime | None:
+    """The first moment after ``now`` at which a do-not-disrupt duration on these pods runs out."""
+    ends = []
+    for view in views:
+        protection = podutil.do_not_disrupt(view, now)
+        if protection is not None and protection.until is not None:
+            ends.append(protection.until)
+    return min(ends) if ends else None
+
+
+def _earliest(*moments: datetime | None) -> datetime | None:
+    found = [m for m in moments if m is not None]
+    return min(found) if found else None
+
+
+def assess_node(
+    state: ClusterState, node: StateNode, catalog: Catalog, pdbs: PdbLimits, now: datetime
+) -> NodeAssessment:
+    """One managed node's eligibility and candidate facts at ``now``, reused from an earlier pass when it
+    still holds (see ``NodeAssessment``); ``assess_node_afresh`` computes it from scratch."""
+    nodepool = state.nodepools.get(node.nodepool)
+    types = catalog.types(node.nodepool)
+    kept: NodeAssessment | None = node.memo_get("disruption.assessment")
+    if kept is not None and kept.holds(nodepool, types, node, pdbs, now):
+        return kept
+    found = assess_node_afresh(state, node, catalog, pdbs, now)
+    node.memo_set("disruption.assessment", found)
+    return found
+
+
+def assess_node_afresh(
+    state: ClusterState, node: StateNode, catalog: Catalog, pdbs: PdbLimits, now: datetime
+) -> NodeAssessment:
+    nodepool = state.nodepools.get(node.nodepool)
+    types = catalog.types(node.nodepool)
+    instance_type = types.get(node.instance_type) if types is not None else None
+    # A nomination still running ends at nominated_until; one already over never comes back.
+    nominated_until = node.nominated_until if node.nominated(now) else None
+    inputs = (nodepool, types is not None, instance_type, pdbs.fingerprint, now)
+    blocked = node_blocker(node, now)
+    if blocked is not None:
+        return NodeAssessment(*inputs, until=nominated_until, explanation=blocked)
+    if nodepool is None or types is None:
+        what = "not found" if nodepool is None else "has no instance types"
+        return NodeAssessment(*inputs, until=nominated_until,
+                              explanation=("NoNodePool", f"NodePool {node.nodepool} {what}"))
+    views, reschedule_cost, eviction_cost = node.memo("disruption.pods", lambda: _pod_views(state, node))
+    blocker = pods_blocker(views, pdbs, now)
+    # Only pods that will actually leave need room: not do-not-disrupt, not fully PDB-blocked.
+    moving = [
+        pod for pod, view in zip(node.pods.values(), views, strict=True) if pdbs.is_currently_reschedulable(view, now)
+    ]
+    return NodeAssessment(
+        *inputs,
+        until=_earliest(nominated_until, _protection_ends(views, now)),
+        explanation=None,
+        pod_blocker=None if blocker is None else ("DoNotDisrupt" if wk.DO_NOT_DISRUPT in blocker else "PDB", blocker),
+        views=views,
+        moving=moving,
+        reschedule_cost=reschedule_cost,
+        eviction_cost=eviction_cost,
+        price=catalog.price(node.nodepool, node),
+    )
+
+
 def assess(state: ClusterState, catalog: Catalog, pdbs: PdbLimits, now: datetime) -> Assessment:
     candidates: list[Candidate] = []
     blockers: dict[str, tuple[str, str]] = {}
@@ -162,39 +267,73 @@ def assess(state: ClusterState, catalog: Catalog, pdbs: PdbLimits, now: datetime
     for node in state.state_nodes():
         if not node.managed:
             continue
-        blocked = node_blocker(node, now)
-        if blocked is not None:
-            explanations.append(explain(node, *blocked))
+        found = assess_node(state, node, catalog, pdbs, now)
+        if found.explanation is not None:
+            explanations.append(explain(node, *found.explanation))
             continue
-        nodepool = state.nodepools.get(node.nodepool)
-        types = catalog.types(node.nodepool)
-        if nodepool is None or types is None:
-            what = "not found" if nodepool is None else "has no instance types"
-            explanations.append(explain(node, "NoNodePool", f"NodePool {node.nodepool} {what}"))
-            continue
-        views, reschedule_cost, eviction_cost = node.memo("disruption.pods", lambda n=node: _pod_views(state, n))
-        blocker = pods_blocker(views, pdbs, now)
-        if blocker is not None:
-            blockers[node.name] = ("DoNotDisrupt" if wk.DO_NOT_DISRUPT in blocker else "PDB", blocker)
-        # Only pods that will actually leave need room: not do-not-disrupt, not fully PDB-blocked.
-        moving = [
-            pod
-            for pod, view in zip(node.pods.values(), views, strict=True)
-            if pdbs.is_currently_reschedulable(view, now)
-        ]
+        assert found.nodepool is not None and found.views is not None and found.moving is not None
+        if found.pod_blocker is not None:
+            blockers[node.name] = found.pod_blocker
         candidates.append(
             Candidate(
                 node=node,
-                nodepool=nodepool,
-                instance_type=types.get(node.instance_type),
-                price=catalog.price(node.nodepool, node),
-                pods=views,
-                reschedulable=moving,
-                reschedule_cost=reschedule_cost,
-                disruption_cost=eviction_cost * lifetime_remaining(node, nodepool, now),
+                nodepool=found.nodepool,
+                instance_type=found.instance_type,
+                price=found.price,
+                pods=found.views,
+                reschedulable=found.moving,
+                reschedule_cost=found.reschedule_cost,
+                disruption_cost=found.eviction_cost * lifetime_remaining(node, found.nodepool, now),
             )
         )
     return Assessment(candidates, blockers, explanations)
+
+
+@dataclass(slots=True, frozen=True)
+class NodeDrift:
+    """``drift_reason`` for one node, kept on its StateNode while the NodePool, EC2NodeClass and launched
+    InstanceType are the same objects and the clock has not crossed the instance-type check's age bound."""
+
+    nodepool: NodePool
+    nodeclass: Mapping[str, Any] | None
+    has_types: bool
+    launched: InstanceType | None
+    since: datetime
+    until: datetime | None
+    reason: tuple[str, str] | None
+
+
+def _launched_type(node: StateNode, types: Mapping[str, InstanceType] | None) -> InstanceType | None:
+    claim = node.nodeclaim
+    name = (claim.labels.get(wk.INSTANCE_TYPE) if claim is not None else None) or node.labels.get(wk.INSTANCE_TYPE)
+    return types.get(name) if types and name is not None else None
+
+
+def node_drift(
+    state: ClusterState, node: StateNode, nodepool: NodePool, types: Mapping[str, InstanceType] | None,
+    now: datetime,
+) -> tuple[str, str] | None:
+    """Why a managed node has drifted from ``nodepool`` (see ``drift.drift_reason``), or None."""
+    claim = node.nodeclaim
+    if claim is None:
+        return None
+    nodeclass = state.nodeclass(nodepool)
+    launched = _launched_type(node, types)
+    kept: NodeDrift | None = node.memo_get("disruption.drift")
+    if (
+        kept is not None and kept.since <= now and (kept.until is None or now < kept.until)
+        and kept.nodepool is nodepool and kept.nodeclass is nodeclass and kept.has_types == bool(types)
+        and kept.launched is launched
+    ):
+        return kept.reason
+    reason = drift_reason(nodepool, claim, now=now, instance_types=types, nodeclass=nodeclass, node_labels=node.labels)
+    # The clock enters only through "older than INSTANCE_TYPE_DRIFT_MIN_AGE" (checked while that is not yet so).
+    age_bound = None
+    created = claim.creation_timestamp
+    if types and created is not None and now - created <= INSTANCE_TYPE_DRIFT_MIN_AGE:
+        age_bound = created + INSTANCE_TYPE_DRIFT_MIN_AGE + timedelta(microseconds=1)
+    node.memo_set("disruption.drift", NodeDrift(nodepool, nodeclass, bool(types), launched, now, age_bound, reason))
+    return reason
 
 
 def build_candidates(
@@ -215,16 +354,7 @@ def budget_allowances(state: ClusterState, reason: str, now: datetime) -> dict[s
     Counts managed, initialized nodes whose instance is not already terminating;
     those NotReady or deleting/marked use the budget up.
     """
-    counts: dict[str, int] = {}
-    disrupting: dict[str, int] = {}
-    for node in state.state_nodes():
-        if node.nodeclaim is None or not node.initialized or not node.nodepool:
-            continue
-        if node.nodeclaim.condition_true("InstanceTerminating"):
-            continue
-        counts[node.nodepool] = counts.get(node.nodepool, 0) + 1
-        if node.marked_for_deletion or (node.node is not None and not node.node.is_ready):
-            disrupting[node.nodepool] = disrupting.get(node.nodepool, 0) + 1
+    counts, disrupting = state.nodes_memo("disruption.budget_counts", lambda: _budget_counts(state))
     result = {}
     for name, nodepool in state.nodepools.items():
         try:
@@ -238,3 +368,19 @@ def budget_allowances(state: ClusterState, reason: str, now: datetime) -> dict[s
             name, budgets, reason, node_count=counts.get(name, 0), disrupting=disrupting.get(name, 0), now=now
         )
     return result
+
+
+def _budget_counts(state: ClusterState) -> tuple[dict[str, int], dict[str, int]]:
+    """Per NodePool: its nodes that count toward budgets, and those of them already disrupting (the same for
+    every reason and moment while the nodes are unchanged)."""
+    counts: dict[str, int] = {}
+    disrupting: dict[str, int] = {}
+    for node in state.state_nodes():
+        if node.nodeclaim is None or not node.initialized or not node.nodepool:
+            continue
+        if node.nodeclaim.condition_true("InstanceTerminating"):
+            continue
+        counts[node.nodepool] = counts.get(node.nodepool, 0) + 1
+        if node.marked_for_deletion or (node.node is not None and not node.node.is_ready):
+            disrupting[node.nodepool] = disrupting.get(node.nodepool, 0) + 1
+    return counts, disrupting

@@ -24,9 +24,8 @@ from datetime import datetime
 from reconciler.cloud.types import InstanceType
 from reconciler.disruption.balanced import BalancedScorer
 from reconciler.disruption.budgets import REASON_DRIFTED, REASON_EMPTY, REASON_UNDERUTILIZED
-from reconciler.disruption.candidates import Assessment, Catalog, assess, budget_allowances, explain
+from reconciler.disruption.candidates import Assessment, Catalog, assess, budget_allowances, explain, node_drift
 from reconciler.disruption.consolidation import ReplacementBuilder
-from reconciler.disruption.drift import drift_reason
 from reconciler.disruption.drifting import drift
 from reconciler.disruption.emptiness import emptiness
 from reconciler.disruption.outcome import MethodOutcome
@@ -108,14 +107,8 @@ class _Pass:
             claim = candidate.node.nodeclaim
             if claim is None:
                 continue
-            found = drift_reason(
-                candidate.nodepool,
-                claim,
-                now=self.now,
-                instance_types=self.catalog.types(candidate.pool),
-                nodeclass=self.state.nodeclass(candidate.nodepool),
-                node_labels=candidate.node.labels,
-            )
+            found = node_drift(self.state, candidate.node, candidate.nodepool, self.catalog.types(candidate.pool),
+                               self.now)
             if found is None:
                 continue
             condition = claim.conditions.get("Drifted")

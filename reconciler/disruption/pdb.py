@@ -71,12 +71,15 @@ def computed_disruptions_allowed(spec: Mapping[str, Any], matching: Sequence[Pod
 class PdbLimits:
     """All PDBs of a snapshot, indexed by namespace, answering "may this pod be evicted now"."""
 
-    __slots__ = ("_by_namespace",)
+    __slots__ = ("_by_namespace", "fingerprint")
 
     def __init__(self, pdbs: Iterable[Pdb]) -> None:
         self._by_namespace: dict[str, list[Pdb]] = defaultdict(list)
         for pdb in pdbs:
             self._by_namespace[pdb.namespace].append(pdb)
+        # Everything the answers below depend on, by value: two limits with equal fingerprints answer alike
+        # (what lets a node's assessment be kept from one pass to the next).
+        self.fingerprint: tuple[Pdb, ...] = tuple(pdb for listed in self._by_namespace.values() for pdb in listed)
 
     @classmethod
     def from_manifests(

@@ -122,6 +122,13 @@ class StateNode:
             self._memo[name] = compute()
         return self._memo[name]
 
+    def memo_get(self, name: str) -> Any:
+        """A memo its owner validates itself (e.g. one that also depends on the clock), or None."""
+        return self._memo.get(name)
+
+    def memo_set(self, name: str, value: Any) -> None:
+        self._memo[name] = value
+
     # -- scheduling views ----------------------------------------------------------------------
     def requirements(self) -> Requirements:
         """The node's labels as requirements, hostname included (it may be missing on in-flight claims)."""

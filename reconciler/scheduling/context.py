@@ -18,11 +18,12 @@ from reconciler.cloud.types import InstanceType
 from reconciler.model.nodepool import NodePool
 from reconciler.model.pod import Pod
 from reconciler.model.requirements import Requirements
+from reconciler.model.state_node import StateNode
 from reconciler.model.taints import PREFER_NO_SCHEDULE, Taint
 from reconciler.scheduling.existing import SlotBase
 from reconciler.scheduling.instancetypes import TypeIndex, TypeInfo
 from reconciler.scheduling.templates import ClaimTemplate, build_template
-from reconciler.scheduling.topology import CountedPod, Topology
+from reconciler.scheduling.topology import CountedPod, NodeDomains, Topology
 from reconciler.settings import Settings
 from reconciler.state import ClusterState
 
@@ -62,7 +63,7 @@ class SchedulingContext:
 
             def build() -> list[SlotBase]:
                 active = [n for n in self.state.state_nodes() if not n.marked_for_deletion]
-                slots = [SlotBase.of(n, daemon_pods) for n in active]
+                slots = [_slot_base(n, daemon_pods) for n in active]
                 slots.sort(key=lambda slot: (not slot.state.initialized, slot.name))
                 return slots
 
@@ -71,20 +72,29 @@ class SchedulingContext:
 
     def base_topology(self) -> Topology:
         """Topology of the snapshot with nothing excluded; runs ``fork`` it (never changed, so shared like
-        ``slot_bases``, also with the same NodePool domains, preference policy and namespace labels)."""
+        ``slot_bases``, also with the same NodePool domains, preference policy and namespace labels). A new
+        version of the nodes updates the previous version's by the pods that changed (``Topology.updated``)."""
         if self._topology is None:
             state = self.state
-            counted = state.nodes_memo("scheduling.counted_pods", lambda: _counted_pods(state))
-            namespaces = {name: state.namespace_labels(name) for name in
-                          {*state.namespaces, *(c.pod.namespace for c in counted)}}
+            by_node, counted, pod_namespaces = state.nodes_memo("scheduling.counted_pods", lambda: _counted_pods(state))
+            namespaces = {name: state.namespace_labels(name) for name in {*state.namespaces, *pod_namespaces}}
             slots = self.slot_bases()
             policy = self.settings.preference_policy
 
             def build() -> Topology:
                 nodes = [(slot.name, slot.state.hostname, slot.state.labels, slot.state.taints,
                           slot.state.requirements()) for slot in slots]
-                return Topology(domain_sources=self.domain_sources, counted_pods=counted, node_domains=nodes,
-                                namespace_labels=namespaces, policy=policy)
+                previous: _BaseTopology | None = state.carried.get("scheduling.topology")
+                topology = None
+                if previous is not None and previous.reusable(self.domain_sources, policy, namespaces):
+                    topology = previous.updated(by_node, counted, nodes)
+                if topology is None:
+                    topology = Topology(domain_sources=self.domain_sources, counted_pods=counted, node_domains=nodes,
+                                        namespace_labels=namespaces, policy=policy)
+                state.carried["scheduling.topology"] = _BaseTopology(
+                    self.domain_sources, policy, namespaces, by_node, topology
+                )
+                return topology
 
             inputs = (slots, self.domain_sources, policy, namespaces)
             self._topology = _shared(state, "scheduling.topology", inputs, build)
@@ -157,15 +167,65 @@ def _shared(state: ClusterState, name: str, inputs: tuple[Any, ...], build: Call
     return value
 
 
-def _counted_pods(state: ClusterState) -> list[CountedPod]:
-    """Every active pod bound to a known node, as topology counts it (shared by the runs on one state)."""
-    by_name = {n.name: n for n in state.state_nodes()}
-    counted = []
-    for pod in state.bound_pods():
-        node = by_name.get(pod.node_name)
-        if node is not None and pod.is_active:
-            counted.append(CountedPod(pod, node.labels, node.taints, node.requirements(), node.name))
-    return counted
+def _slot_base(node: StateNode, daemon_pods: tuple[Pod, ...]) -> SlotBase:
+    """The node's SlotBase, kept on its StateNode for the same DaemonSet pods (by identity)."""
+    kept: tuple[tuple[Pod, ...], SlotBase] | None = node.memo_get("scheduling.slot_base")
+    if kept is not None and len(kept[0]) == len(daemon_pods) and all(
+        a is b for a, b in zip(kept[0], daemon_pods, strict=True)
+    ):
+        return kept[1]
+    slot = SlotBase.of(node, daemon_pods)
+    node.memo_set("scheduling.slot_base", (daemon_pods, slot))
+    return slot
+
+
+def _counted_pods(state: ClusterState) -> tuple[dict[str, list[CountedPod]], list[CountedPod], set[str]]:
+    """Every active pod bound to a known node, as topology counts it (shared by the runs on one state), in
+    ``bound_pods`` order, by node and all together, and their namespaces. Each node's part is kept on its
+    StateNode (rebuilt whenever its pods change), so an unchanged node's list is the same object."""
+    nodes = state.state_nodes_by_name()
+    by_node: dict[str, list[CountedPod]] = {}
+    counted: list[CountedPod] = []
+    namespaces: set[str] = set()
+    for name in state.bound_node_names():
+        node = nodes.get(name)
+        if node is not None:
+            pods, pod_namespaces = node.memo("scheduling.counted_pods", lambda node=node: _node_counted_pods(node))
+            by_node[name] = pods
+            counted.extend(pods)
+            namespaces.update(pod_namespaces)
+    return by_node, counted, namespaces
+
+
+def _node_counted_pods(node: StateNode) -> tuple[list[CountedPod], frozenset[str]]:
+    # StateNode.pods are the node's bound pods in binding order, less the terminal ones.
+    pods = [CountedPod(pod, node.labels, node.taints, node.requirements(), node.name)
+            for pod in node.pods.values() if pod.is_active]
+    return pods, frozenset(c.pod.namespace for c in pods)
+
+
+@dataclass(slots=True)
+class _BaseTopology:
+    """The last base topology built on a ClusterState, with what it was built from, to update the next one."""
+
+    domain_sources: dict[str, dict[str, list[tuple[Taint, ...]]]]
+    policy: str
+    namespaces: dict[str, Mapping[str, str]]
+    by_node: dict[str, list[CountedPod]]
+    topology: Topology
+
+    def reusable(self, domain_sources: Mapping[str, Any], policy: str, namespaces: Mapping[str, Any]) -> bool:
+        return self.domain_sources is domain_sources and self.policy == policy and self.namespaces == namespaces
+
+    def updated(
+        self, by_node: Mapping[str, list[CountedPod]], counted: list[CountedPod], nodes: list[NodeDomains]
+    ) -> Topology | None:
+        """This topology updated to ``by_node``'s pods and ``nodes``; None when rebuilding is as cheap."""
+        removed = [c for name, pods in self.by_node.items() if by_node.get(name) is not pods for c in pods]
+        added = [c for name, pods in by_node.items() if self.by_node.get(name) is not pods for c in pods]
+        if len(removed) + len(added) > len(counted):
+            return None  # most pods changed: a build costs no more
+        return self.topology.updated(counted, nodes, removed_pods=removed, added_pods=added)
 
 
 @dataclass(slots=True)

@@ -19,6 +19,7 @@ from reconciler.model.requirements import Requirement, Requirements
 from reconciler.model.selectors import LabelExpression
 from reconciler.model.taints import Taint
 from reconciler.scheduling.podinfo import IGNORE, SchedulingPod
+from reconciler.scheduling.topology_counts import BaseCounts, PodsByNamespace
 from reconciler.scheduling.topology_group import (
     AFFINITY,
     ANTI_AFFINITY,
@@ -86,7 +87,8 @@ class Topology:
         self._owned: dict[str, list[TopologyGroup]] = {}
         self._inverse_cache: dict[tuple[str, frozenset[tuple[str, str]]], list[TopologyGroup]] = {}
         self._inverse_identity: dict[tuple[PodAffinityTerm, str, tuple], tuple] = {}
-        self._by_namespace: dict[str, list[CountedPod]] = {}
+        self._by_namespace = PodsByNamespace(counted_pods)  # shared with forks, indexed on first use
+        self._base_counts = BaseCounts()  # shared with forks: groups' counts over all of this snapshot
         # Set on a fork: what ``_count`` skips when a group is first used in that run.
         self._excluded: Collection[str] = ()
         self._uncounted: Collection[str] = ()
@@ -95,14 +97,104 @@ class Topology:
         self._hostname_set = frozenset(self._hostnames.values())
         self._sources: dict[tuple, frozenset[str]] = {}  # inverse group -> domains registered from NodePools
         self._creators: dict[tuple, str] = {}  # inverse group -> the pod whose tolerations chose those domains
+        self._creator_tolerations: dict[tuple, tuple] = {}  # inverse group -> those tolerations
         self._contributions: dict[str, list[tuple[tuple, str]]] = {}  # pod key -> (inverse group, domain)
-        for counted in counted_pods:
-            self._by_namespace.setdefault(counted.pod.namespace, []).append(counted)
         for counted in counted_pods:
             if counted.pod.anti_affinity_required:
                 self._add_inverse(counted.pod, counted.node_labels)
         for _, hostname, *_ in node_domains:
             self.register(wk.HOSTNAME, hostname)
+
+    def updated(
+        self,
+        counted_pods: Sequence[CountedPod],
+        node_domains: Sequence[NodeDomains],
+        *,
+        removed_pods: Sequence[CountedPod],
+        added_pods: Sequence[CountedPod],
+    ) -> Topology | None:
+        """The topology a build from ``counted_pods`` and ``node_domains`` gives (same NodePool domains, policy
+        and namespaces), made from this one by the pods that left or arrived (a pod whose node changed leaves
+        and arrives) instead of recounting; this one is left as it was. None when a group's NodePool domains
+        would come from pods with other tolerations: build afresh then."""
+        new = copy.copy(self)
+        new._counted, new._nodes = counted_pods, node_domains
+        new._by_namespace, new._base_counts = PodsByNamespace(counted_pods), BaseCounts()
+        new.groups, new._owned, new._inverse_cache = {}, {}, {}
+        new._hostnames = {name: hostname for name, hostname, *_ in node_domains}
+        new._hostname_set = frozenset(new._hostnames.values())
+        new._inverse_identity = dict(self._inverse_identity)
+        new._sources, new._creators = dict(self._sources), dict(self._creators)
+        new._creator_tolerations, new._contributions = dict(self._creator_tolerations), dict(self._contributions)
+        new.inverse = {identity: group.fork(set(group.owners)) for identity, group in self.inverse.items()}
+        touched: dict[tuple, set[str]] = {}
+        changed_owners = False
+        for counted in removed_pods:
+            pod = counted.pod
+            if not pod.anti_affinity_required:
+                continue
+            changed_owners = True
+            for identity, domain in new._contributions.pop(pod.key, ()):
+                new.inverse[identity].domains[domain] -= 1
+                touched.setdefault(identity, set()).add(domain)
+            for term in pod.anti_affinity_required:
+                identity = new._inverse_identity[(term, pod.namespace, pod.tolerations)]
+                new.inverse[identity].owners.discard(pod.key)
+        before = set(new.inverse)
+        for counted in added_pods:
+            if counted.pod.anti_affinity_required:
+                changed_owners = True
+                new._add_inverse(counted.pod, counted.node_labels)
+                for identity, domain in new._contributions.get(counted.pod.key, ()):
+                    touched.setdefault(identity, set()).add(domain)
+        for identity in [i for i, group in new.inverse.items() if not group.owners]:
+            del new.inverse[identity]
+            new._sources.pop(identity, None)
+            new._creators.pop(identity, None)
+            new._creator_tolerations.pop(identity, None)
+        # Hostnames: every hostname group holds every active node's hostname (empty or not).
+        gone, arrived = self._hostname_set - new._hostname_set, new._hostname_set - self._hostname_set
+        for identity, group in new.inverse.items():
+            if group.key != wk.HOSTNAME:
+                continue
+            for hostname in (new._hostname_set if identity not in before else arrived):
+                group.register(hostname)
+            if gone:
+                touched.setdefault(identity, set()).update(gone)
+        for identity, domains in touched.items():
+            group = new.inverse.get(identity)
+            if group is None:
+                continue
+            for domain in domains:
+                if group.domains.get(domain, 0) > 0:
+                    continue
+                if domain in new._sources[identity] or (group.key == wk.HOSTNAME and domain in new._hostname_set):
+                    group.domains[domain] = 0
+                    group.empty.add(domain)
+                else:
+                    group.domains.pop(domain, None)
+                    group.empty.discard(domain)
+        if changed_owners and not new._recount_creators():
+            return None
+        return new
+
+    def _recount_creators(self) -> bool:
+        """Creators and group order as a build makes them: the first owner in counted order creates each group.
+        False when that owner's tolerations are not those the group's NodePool domains were chosen with."""
+        order: dict[tuple, None] = {}
+        for counted in self._counted:
+            pod = counted.pod
+            for term in pod.anti_affinity_required:
+                identity = self._inverse_identity[(term, pod.namespace, pod.tolerations)]
+                if identity in order:
+                    continue
+                order[identity] = None
+                if self._creator_tolerations[identity] != pod.tolerations:
+                    return False
+                self._creators[identity] = pod.key
+        if list(order) != list(self.inverse):
+            self.inverse = {identity: self.inverse[identity] for identity in order}
+        return True
 
     def fork(self, *, excluded_nodes: Collection[str] = (), uncounted_pods: Collection[str] = ()) -> Topology:
         """A run's topology: the same as building one without ``excluded_nodes`` and ``uncounted_pods``,
@@ -232,26 +324,8 @@ class Topology:
         return frozenset(selected)
 
     def _count(self, group: TopologyGroup) -> None:
-        """Register domains of existing nodes and count matching bound pods."""
-        excluded, uncounted = self._excluded, self._uncounted
-        for name, _, labels, taints, requirements in self._nodes:
-            if excluded and name in excluded:
-                continue
-            domain = labels.get(group.key)
-            if domain is not None and group.node_filter.matches(taints, requirements):
-                group.register(domain)
-        for namespace in group.namespaces:
-            for counted in self._by_namespace.get(namespace, ()):
-                if uncounted and counted.pod.key in uncounted:
-                    continue
-                if not group.selector.matches(counted.pod.labels):
-                    continue
-                domain = counted.node_labels.get(group.key)
-                if domain is None and group.key == wk.HOSTNAME:
-                    domain = counted.node_name
-                if domain is None or not group.node_filter.matches(counted.node_taints, counted.node_requirements):
-                    continue
-                group.record((domain,))
+        """Register domains of existing nodes and count matching bound pods (less this run's exclusions)."""
+        self._base_counts.count(group, self._nodes, self._by_namespace, self._excluded, self._uncounted)
 
     def _add_inverse(self, pod: Pod, node_labels: Mapping[str, str] | None) -> None:
         for term in pod.anti_affinity_required:
@@ -267,6 +341,7 @@ class Topology:
                 if group.identity not in self.inverse and node_labels is not None:
                     self._sources[group.identity] = frozenset(group.domains)
                     self._creators[group.identity] = pod.key
+                    self._creator_tolerations[group.identity] = pod.tolerations
                 group = self.inverse.setdefault(group.identity, group)
                 self._inverse_identity[seen] = group.identity
             if node_labels is not None and term.topology_key in node_labels:

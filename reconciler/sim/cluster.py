@@ -62,11 +62,8 @@ class SimulatedCluster:
         return self.manifests("Pod")
 
     def pending_pods(self) -> list[Manifest]:
-        return [
-            p for p in self.pods()
-            if not (p.get("spec") or {}).get("nodeName") and not is_terminal(p)
-            and not (p.get("metadata") or {}).get("deletionTimestamp")
-        ]
+        """Pods with no node that are neither finished nor terminating (kept indexed by the state)."""
+        return self._state.unbound_pod_manifests()
 
     def pending_reasons(self) -> dict[str, str]:
         return {pod_key(p): self.reasons.get(pod_key(p), UNPLANNED) for p in self.pending_pods()}

@@ -111,3 +111,36 @@ def test_a_shared_load_never_changes_the_manifests_it_was_given() -> None:
         assert repr(manifests) == before
 
     asyncio.run(run())
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=3),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=3), inner, max_size=4),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(json_values)
+def test_clone_is_an_independent_deep_copy(value: Any) -> None:
+    import copy
+
+    from reconciler.kube.semantics import clone
+
+    before = copy.deepcopy(value)
+    copied = clone(value)
+    assert copied == value
+
+    def containers(item: Any) -> list[Any]:
+        found = [item] if isinstance(item, dict | list) else []
+        members = item.values() if isinstance(item, dict) else item if isinstance(item, list) else []
+        return found + [c for member in members for c in containers(member)]
+
+    originals = {id(c) for c in containers(value)}
+    assert not any(id(c) in originals for c in containers(copied))  # no container shared with the original
+    for found in containers(copied):
+        if isinstance(found, dict):
+            found["new"] = 1
+        else:
+            found.append(1)
+    assert value == before

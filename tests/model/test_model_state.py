@@ -97,6 +97,26 @@ def test_pending_pods_are_the_provisionable_ones():
     assert [p.key for p in state.pending_pods()] == ["default/a"]
 
 
+def test_pending_and_unbound_indexes_follow_every_write():
+    # The indexes kept as pods are written answer as a scan of every pod would, order included.
+    state = ClusterState()
+    writes = [pod("b"), pod("a"), pod("c", "n1"), pod("a", "n1"), pod("d", owner="DaemonSet"),
+              {**pod("e"), "status": {"phase": "Succeeded"}}, pod("b"), pod("c"),
+              pod("f", deletionTimestamp="2026-01-01T00:00:00Z"), {**pod("g"), "status": {"phase": "Pending"}}]
+    for manifest in writes:
+        state.upsert(manifest)
+        scan = [p for _, p in sorted(state.pods.items()) if p.is_provisionable()]
+        assert state.pending_pods() == scan
+        unbound = [m for m in state.pod_manifests.values()
+                   if not m["spec"].get("nodeName") and (m.get("status") or {}).get("phase") not in ("Succeeded",
+                                                                                                    "Failed")
+                   and not m["metadata"].get("deletionTimestamp")]
+        assert state.unbound_pod_manifests() == unbound
+    state.remove(pod("c"))
+    assert "default/c" not in {p.key for p in state.pending_pods()}
+    assert all(m["metadata"]["name"] != "c" for m in state.unbound_pod_manifests())
+
+
 def test_marking_and_nomination_are_flags():
     state = ClusterState.from_manifests([node("n1", "p1"), claim("c1", "p1")])
     state.mark_for_deletion("c1")

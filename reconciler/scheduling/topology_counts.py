@@ -1,0 +1,154 @@
+"""Domain counts of a topology group over the snapshot, computed once per base topology and reused by its forks.
+
+A scheduling run's topology group (a pod's spread, affinity or anti-affinity rule) starts with the domains of the
+active nodes its node filter accepts and the counts of the bound pods its selector matches. Disruption tries many
+"what if these nodes went away" runs against one snapshot, and each used to recount every node and pod for each
+such group. ``BaseCounts`` counts a group once with nothing excluded and then gives each run its counts less the
+run's excluded nodes and uncounted (moving) pods; ``count_directly`` is the plain count both are checked against.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from reconciler.model import labels as wk
+from reconciler.scheduling.topology_group import TopologyGroup
+
+if TYPE_CHECKING:
+    from reconciler.scheduling.topology import CountedPod, NodeDomains
+
+
+class PodsByNamespace:
+    """Counted pods by namespace, indexed on the first ``get`` (a base and all its forks share one)."""
+
+    __slots__ = ("_counted", "_index")
+
+    def __init__(self, counted_pods: Sequence[CountedPod]) -> None:
+        self._counted = counted_pods
+        self._index: dict[str, list[CountedPod]] | None = None
+
+    def get(self, namespace: str) -> Sequence[CountedPod]:
+        if self._index is None:
+            self._index = {}
+            for counted in self._counted:
+                self._index.setdefault(counted.pod.namespace, []).append(counted)
+        return self._index.get(namespace, ())
+
+
+def _pod_domain(group: TopologyGroup, counted: CountedPod) -> str | None:
+    domain = counted.node_labels.get(group.key)
+    if domain is None and group.key == wk.HOSTNAME:
+        domain = counted.node_name
+    return domain
+
+
+def count_directly(
+    group: TopologyGroup, nodes: Sequence[NodeDomains], pods: PodsByNamespace, excluded: Collection[str] = (),
+    uncounted: Collection[str] = (),
+) -> None:
+    """Register the domains of the nodes not excluded and count the matching bound pods not uncounted."""
+    for name, _, labels, taints, requirements in nodes:
+        if excluded and name in excluded:
+            continue
+        domain = labels.get(group.key)
+        if domain is not None and group.node_filter.matches(taints, requirements):
+            group.register(domain)
+    for namespace in group.namespaces:
+        for counted in pods.get(namespace):
+            if uncounted and counted.pod.key in uncounted:
+                continue
+            if not group.selector.matches(counted.pod.labels):
+                continue
+            domain = _pod_domain(group, counted)
+            if domain is None or not group.node_filter.matches(counted.node_taints, counted.node_requirements):
+                continue
+            group.record((domain,))
+
+
+@dataclass(slots=True)
+class _GroupCount:
+    """One group's count over the whole snapshot: what nodes register and what pods add, per domain."""
+
+    node_domains: dict[str, int]  # domain -> how many nodes the filter accepts have it
+    node_domain: dict[str, str]  # node name -> its domain (accepted nodes only)
+    pod_domain: dict[str, str]  # pod key -> the domain it counts in (matching pods only)
+    domains: dict[str, int]  # every node domain (0) and pod count together
+    positive: frozenset[str]  # domains with a pod
+    empty: frozenset[str]  # node domains without one
+
+
+class BaseCounts:
+    """Per group identity, its count over a base topology's nodes and pods (computed on first use)."""
+
+    __slots__ = ("_counts",)
+
+    def __init__(self) -> None:
+        self._counts: dict[tuple, _GroupCount] = {}
+
+    def count(
+        self, group: TopologyGroup, nodes: Sequence[NodeDomains], pods: PodsByNamespace, excluded: Collection[str],
+        uncounted: Collection[str],
+    ) -> None:
+        """What ``count_directly`` does to ``group``, from the cached whole-snapshot count."""
+        found = self._counts.get(group.identity)
+        if found is None:
+            found = self._counts[group.identity] = _whole(group, nodes, pods)
+        if not found.domains:
+            return
+        prior = set(group.domains)  # registered from NodePools before counting: few
+        group.domains.update(found.domains)
+        group.empty -= found.positive
+        group.empty |= found.empty
+        group.epoch += 1
+        if not excluded and not uncounted:
+            return
+        # The run's own view: excluded nodes do not register their domain, uncounted pods do not count.
+        gone: dict[str, int] = {}
+        for name in excluded:
+            domain = found.node_domain.get(name)
+            if domain is not None:
+                gone[domain] = gone.get(domain, 0) + 1
+        moved: dict[str, int] = {}
+        for key in uncounted:
+            domain = found.pod_domain.get(key)
+            if domain is not None:
+                moved[domain] = moved.get(domain, 0) + 1
+        for domain in gone.keys() | moved.keys():
+            count = group.domains[domain] - moved.get(domain, 0)
+            if count > 0:
+                group.domains[domain] = count
+            elif domain in prior or found.node_domains.get(domain, 0) > gone.get(domain, 0):
+                group.domains[domain] = 0
+                group.empty.add(domain)
+            else:
+                del group.domains[domain]
+                group.empty.discard(domain)
+
+
+def _whole(group: TopologyGroup, nodes: Sequence[NodeDomains], pods: PodsByNamespace) -> _GroupCount:
+    node_domains: dict[str, int] = {}
+    node_domain: dict[str, str] = {}
+    for name, _, labels, taints, requirements in nodes:
+        domain = labels.get(group.key)
+        if domain is not None and group.node_filter.matches(taints, requirements):
+            node_domains[domain] = node_domains.get(domain, 0) + 1
+            node_domain[name] = domain
+    pod_domain: dict[str, str] = {}
+    counts: dict[str, int] = {}
+    for namespace in group.namespaces:
+        for counted in pods.get(namespace):
+            if not group.selector.matches(counted.pod.labels):
+                continue
+            domain = _pod_domain(group, counted)
+            if domain is None or not group.node_filter.matches(counted.node_taints, counted.node_requirements):
+                continue
+            pod_domain[counted.pod.key] = domain
+            counts[domain] = counts.get(domain, 0) + 1
+    domains = dict.fromkeys(node_domains, 0)
+    domains.update(counts)
+    positive = frozenset(counts)
+    return _GroupCount(node_domains, node_domain, pod_domain, domains, positive, frozenset(domains.keys() - positive))
+
+

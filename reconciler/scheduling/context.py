@@ -70,6 +70,13 @@ class SchedulingContext:
             self._slots = _shared(self.state, "scheduling.slots", (daemon_pods,), build)
         return self._slots
 
+    def deleting_nodes(self) -> frozenset[str]:
+        """Names of the nodes marked for deletion (once per version of the nodes)."""
+        state = self.state
+        return state.nodes_memo(
+            "scheduling.deleting", lambda: frozenset(n.name for n in state.state_nodes() if n.marked_for_deletion)
+        )
+
     def base_topology(self) -> Topology:
         """Topology of the snapshot with nothing excluded; runs ``fork`` it (never changed, so shared like
         ``slot_bases``, also with the same NodePool domains, preference policy and namespace labels). A new
@@ -225,7 +232,18 @@ class _BaseTopology:
         added = [c for name, pods in by_node.items() if self.by_node.get(name) is not pods for c in pods]
         if len(removed) + len(added) > len(counted):
             return None  # most pods changed: a build costs no more
-        return self.topology.updated(counted, nodes, removed_pods=removed, added_pods=added)
+        order: dict[str, int] = {}
+
+        def position(key: str, node: str) -> tuple[int, int] | None:
+            """Where the pod is in ``counted`` (``bound_pods`` order: by node, then within the node)."""
+            if not order:
+                order.update((name, index) for index, name in enumerate(by_node))
+            pods = by_node.get(node)
+            if pods is None:
+                return None
+            return next(((order[node], index) for index, c in enumerate(pods) if c.pod.key == key), None)
+
+        return self.topology.updated(counted, nodes, removed_pods=removed, added_pods=added, position=position)
 
 
 @dataclass(slots=True)

@@ -39,16 +39,17 @@ class SlotBase:
     state: StateNode
     taints: tuple[Taint, ...]
     room: Mapping[str, int]  # what pods may still use (read-only; memoized on the StateNode)
+    name: str
+    requirements: Requirements
+    host_ports: Sequence[tuple[str, HostPort]]
+    volume_usage: Mapping[str, Set[str]]
 
     @classmethod
     def of(cls, node: StateNode, daemon_pods: Sequence[Pod]) -> SlotBase:
         taints = node.scheduling_taints()
         # DaemonSet pods that belong here but are not running yet still need room.
-        return cls(node, taints, node.room(daemon_pods, lambda pod: daemon_pod_fits_node(pod, taints, node.labels)))
-
-    @property
-    def name(self) -> str:
-        return self.state.name
+        room = node.room(daemon_pods, lambda pod: daemon_pod_fits_node(pod, taints, node.labels))
+        return cls(node, taints, room, node.name, node.requirements(), node.host_ports, node.volume_usage)
 
 
 @dataclass(slots=True, eq=False)
@@ -70,16 +71,9 @@ class ExistingSlot:
 
     @classmethod
     def of(cls, base: SlotBase, under_consolidate_after: bool = False) -> ExistingSlot:
-        node = base.state
-        return cls(
-            state=node,
-            taints=base.taints,
-            requirements=node.requirements(),
-            remaining=base.room,
-            host_ports=node.host_ports,
-            volume_usage=node.volume_usage,
-            under_consolidate_after=under_consolidate_after,
-        )
+        # Positional: one of these is made per node for every scheduling run.
+        return cls(base.state, base.taints, base.requirements, base.room, base.host_ports, base.volume_usage,
+                   under_consolidate_after)
 
     def can_add(
         self,

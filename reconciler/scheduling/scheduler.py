@@ -69,13 +69,16 @@ class Scheduler:
         self._memoize = memoize
         self._refuse_moved = set(refuse_moved_pods)
         excluded = set(exclude_nodes)
-        bases = [slot for slot in context.slot_bases() if slot.name not in excluded]
-        self._deleting = {n.name for n in context.state.state_nodes() if n.marked_for_deletion}
+        bases = [slot for slot in context.slot_bases() if slot.name not in excluded] if excluded else \
+            context.slot_bases()
+        self._deleting = context.deleting_nodes()
         self.topology = context.base_topology().fork(excluded_nodes=excluded, uncounted_pods=set(scheduling_pods))
-        self.existing = [ExistingSlot.of(slot, slot.name in self._refuse_moved) for slot in bases]
+        refuse, of = self._refuse_moved, ExistingSlot.of
+        self.existing = [of(slot, slot.name in refuse) for slot in bases] if refuse else [of(slot) for slot in bases]
         # (pod class, existing slot) -> why the slot last refused a pod of that class, for explanations.
         self._refusals: dict[tuple[int, int], str] = {}
-        self.remaining = remaining_limits(context.templates, [slot.state for slot in bases])
+        limited = any(template.nodepool.limits for template in context.templates)
+        self.remaining = remaining_limits(context.templates, [slot.state for slot in bases]) if limited else {}
         self.new_claims: list[NewNodeClaim] = []
         self._claim_order = ClaimOrder()
         self._claim_number = 0

@@ -10,7 +10,7 @@ reverse through ``inverse`` groups.
 from __future__ import annotations
 
 import copy
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from reconciler.model import labels as wk
@@ -19,7 +19,7 @@ from reconciler.model.requirements import Requirement, Requirements
 from reconciler.model.selectors import LabelExpression
 from reconciler.model.taints import Taint
 from reconciler.scheduling.podinfo import IGNORE, SchedulingPod
-from reconciler.scheduling.topology_counts import BaseCounts, PodsByNamespace
+from reconciler.scheduling.topology_counts import BaseCounts, Change, PodsByNamespace
 from reconciler.scheduling.topology_group import (
     AFFINITY,
     ANTI_AFFINITY,
@@ -96,12 +96,14 @@ class Topology:
         self._hostnames = {name: hostname for name, hostname, *_ in node_domains}
         self._hostname_set = frozenset(self._hostnames.values())
         self._sources: dict[tuple, frozenset[str]] = {}  # inverse group -> domains registered from NodePools
-        self._creators: dict[tuple, str] = {}  # inverse group -> the pod whose tolerations chose those domains
-        self._creator_tolerations: dict[tuple, tuple] = {}  # inverse group -> those tolerations
+        # Inverse group -> (pod key, node name) of the pod whose tolerations chose those domains, and them.
+        self._creators: dict[tuple, tuple[str, str]] = {}
+        self._creator_tolerations: dict[tuple, tuple] = {}
+        self._inverse_of: dict[str, list[tuple]] = {}  # counted pod key -> the inverse groups it owns
         self._contributions: dict[str, list[tuple[tuple, str]]] = {}  # pod key -> (inverse group, domain)
         for counted in counted_pods:
             if counted.pod.anti_affinity_required:
-                self._add_inverse(counted.pod, counted.node_labels)
+                self._add_inverse(counted.pod, counted.node_labels, counted.node_name)
         for _, hostname, *_ in node_domains:
             self.register(wk.HOSTNAME, hostname)
 
@@ -112,41 +114,45 @@ class Topology:
         *,
         removed_pods: Sequence[CountedPod],
         added_pods: Sequence[CountedPod],
+        position: Callable[[str, str], tuple[int, int] | None],
     ) -> Topology | None:
         """The topology a build from ``counted_pods`` and ``node_domains`` gives (same NodePool domains, policy
         and namespaces), made from this one by the pods that left or arrived (a pod whose node changed leaves
-        and arrives) instead of recounting; this one is left as it was. None when a group's NodePool domains
-        would come from pods with other tolerations: build afresh then."""
+        and arrives) instead of recounting; this one is left as it was. ``position(pod key, node name)`` is the
+        pod's place in ``counted_pods`` order (the first owner of a group creates it). None when a group's
+        NodePool domains would come from a pod with other tolerations: build afresh then."""
         new = copy.copy(self)
         new._counted, new._nodes = counted_pods, node_domains
-        new._by_namespace, new._base_counts = PodsByNamespace(counted_pods), BaseCounts()
+        new._by_namespace = PodsByNamespace(counted_pods)
+        new._base_counts = BaseCounts(self._base_counts, Change(self._nodes, removed_pods, added_pods))
         new.groups, new._owned, new._inverse_cache = {}, {}, {}
         new._hostnames = {name: hostname for name, hostname, *_ in node_domains}
         new._hostname_set = frozenset(new._hostnames.values())
         new._inverse_identity = dict(self._inverse_identity)
         new._sources, new._creators = dict(self._sources), dict(self._creators)
         new._creator_tolerations, new._contributions = dict(self._creator_tolerations), dict(self._contributions)
+        new._inverse_of = dict(self._inverse_of)
         new.inverse = {identity: group.fork(set(group.owners)) for identity, group in self.inverse.items()}
         touched: dict[tuple, set[str]] = {}
-        changed_owners = False
+        lost: set[tuple] = set()  # groups whose creator left
         for counted in removed_pods:
-            pod = counted.pod
-            if not pod.anti_affinity_required:
-                continue
-            changed_owners = True
-            for identity, domain in new._contributions.pop(pod.key, ()):
+            key = counted.pod.key
+            for identity, domain in new._contributions.pop(key, ()):
                 new.inverse[identity].domains[domain] -= 1
                 touched.setdefault(identity, set()).add(domain)
-            for term in pod.anti_affinity_required:
-                identity = new._inverse_identity[(term, pod.namespace, pod.tolerations)]
-                new.inverse[identity].owners.discard(pod.key)
+            for identity in new._inverse_of.pop(key, ()):
+                new.inverse[identity].owners.discard(key)
+                if new._creators.get(identity, (key,))[0] == key:
+                    lost.add(identity)
         before = set(new.inverse)
+        joined: dict[tuple, list[CountedPod]] = {}  # group -> owners that arrived
         for counted in added_pods:
             if counted.pod.anti_affinity_required:
-                changed_owners = True
-                new._add_inverse(counted.pod, counted.node_labels)
+                new._add_inverse(counted.pod, counted.node_labels, counted.node_name)
                 for identity, domain in new._contributions.get(counted.pod.key, ()):
                     touched.setdefault(identity, set()).add(domain)
+                for identity in new._inverse_of[counted.pod.key]:
+                    joined.setdefault(identity, []).append(counted)
         for identity in [i for i, group in new.inverse.items() if not group.owners]:
             del new.inverse[identity]
             new._sources.pop(identity, None)
@@ -174,24 +180,51 @@ class Topology:
                 else:
                     group.domains.pop(domain, None)
                     group.empty.discard(domain)
-        if changed_owners and not new._recount_creators():
+        if lost & new.inverse.keys():
+            return new if new._recount_creators() else None
+        if (joined or lost) and not new._settle_creators(joined, position):
             return None
         return new
 
-    def _recount_creators(self) -> bool:
-        """Creators and group order as a build makes them: the first owner in counted order creates each group.
+    def _settle_creators(self, joined: Mapping[tuple, Sequence[CountedPod]],
+                         position: Callable[[str, str], tuple[int, int] | None]) -> bool:
+        """Creators and group order after owners arrived (no creator left): the first owner in counted order.
         False when that owner's tolerations are not those the group's NodePool domains were chosen with."""
+        for identity, owners in joined.items():
+            if identity not in self.inverse:
+                continue
+            key, node = self._creators[identity]
+            best = position(key, node)
+            for counted in owners:
+                found = position(counted.pod.key, counted.node_name)
+                if found is None or best is None:
+                    return self._recount_creators()
+                if found < best:
+                    best, key, node = found, counted.pod.key, counted.node_name
+                    if counted.pod.tolerations != self._creator_tolerations[identity]:
+                        return False
+            self._creators[identity] = (key, node)
+        if len(self.inverse) > 1:
+            places = {identity: position(*self._creators[identity]) for identity in self.inverse}
+            if any(place is None for place in places.values()):
+                return self._recount_creators()
+            order = sorted(self.inverse, key=places.__getitem__)  # type: ignore[arg-type]
+            if order != list(self.inverse):
+                self.inverse = {identity: self.inverse[identity] for identity in order}
+        return True
+
+    def _recount_creators(self) -> bool:
+        """Creators and group order as a build makes them, by a pass over every counted pod."""
         order: dict[tuple, None] = {}
         for counted in self._counted:
             pod = counted.pod
-            for term in pod.anti_affinity_required:
-                identity = self._inverse_identity[(term, pod.namespace, pod.tolerations)]
+            for identity in self._inverse_of.get(pod.key, ()):
                 if identity in order:
                     continue
                 order[identity] = None
                 if self._creator_tolerations[identity] != pod.tolerations:
                     return False
-                self._creators[identity] = pod.key
+                self._creators[identity] = (pod.key, counted.node_name)
         if list(order) != list(self.inverse):
             self.inverse = {identity: self.inverse[identity] for identity in order}
         return True
@@ -200,7 +233,7 @@ class Topology:
         """A run's topology: the same as building one without ``excluded_nodes`` and ``uncounted_pods``,
         made by copying this one's running anti-affinity groups and subtracting instead of recounting."""
         uncounted = set(uncounted_pods)
-        for identity, creator in self._creators.items():
+        for identity, (creator, _) in self._creators.items():
             if creator in uncounted and self.inverse[identity].owners - uncounted:
                 # Another owner would have created the group, possibly with other tolerations: build afresh.
                 return self._rebuilt(excluded_nodes, uncounted_pods)
@@ -208,7 +241,7 @@ class Topology:
         fork._excluded, fork._uncounted = excluded_nodes, uncounted
         fork.groups, fork._owned, fork._inverse_cache = {}, {}, {}
         fork._inverse_identity = dict(self._inverse_identity)
-        fork._sources, fork._creators, fork._contributions = {}, {}, {}
+        fork._sources, fork._creators, fork._contributions, fork._inverse_of = {}, {}, {}, {}
         # Per group, how many of its counts per domain came from pods this run does not count.
         subtract: dict[tuple, dict[str, int]] = {}
         for key in uncounted:
@@ -327,7 +360,9 @@ class Topology:
         """Register domains of existing nodes and count matching bound pods (less this run's exclusions)."""
         self._base_counts.count(group, self._nodes, self._by_namespace, self._excluded, self._uncounted)
 
-    def _add_inverse(self, pod: Pod, node_labels: Mapping[str, str] | None) -> None:
+    def _add_inverse(self, pod: Pod, node_labels: Mapping[str, str] | None, node_name: str = "") -> None:
+        """Add ``pod``'s required anti-affinity terms to the inverse groups: a counted pod (``node_labels`` of its
+        node) also counts in its domain; a pod being scheduled (None) only owns the group."""
         for term in pod.anti_affinity_required:
             # Replicas share their terms: find the group without building (and registering domains for) a
             # new one per running pod — every scheduling run starts by doing this for all of them.
@@ -340,14 +375,16 @@ class Topology:
                 self._register_domains(group, pod, filter_taints=True)
                 if group.identity not in self.inverse and node_labels is not None:
                     self._sources[group.identity] = frozenset(group.domains)
-                    self._creators[group.identity] = pod.key
+                    self._creators[group.identity] = (pod.key, node_name)
                     self._creator_tolerations[group.identity] = pod.tolerations
                 group = self.inverse.setdefault(group.identity, group)
                 self._inverse_identity[seen] = group.identity
-            if node_labels is not None and term.topology_key in node_labels:
-                domain = node_labels[term.topology_key]
-                group.record((domain,))
-                self._contributions.setdefault(pod.key, []).append((group.identity, domain))
+            if node_labels is not None:
+                self._inverse_of.setdefault(pod.key, []).append(group.identity)
+                if term.topology_key in node_labels:
+                    domain = node_labels[term.topology_key]
+                    group.record((domain,))
+                    self._contributions.setdefault(pod.key, []).append((group.identity, domain))
             group.owners.add(pod.key)
         self._inverse_cache.clear()
 

@@ -79,13 +79,42 @@ class _GroupCount:
     empty: frozenset[str]  # node domains without one
 
 
+@dataclass(slots=True)
+class Change:
+    """How a base's nodes and pods differ from the previous base's (pods of changed nodes leave and arrive)."""
+
+    nodes_before: Sequence[NodeDomains]
+    removed_pods: Sequence[CountedPod]
+    added_pods: Sequence[CountedPod]
+    _nodes: tuple[list[str], list[NodeDomains]] | None = None
+
+    def nodes(self, after: Sequence[NodeDomains]) -> tuple[list[str], list[NodeDomains]]:
+        """(names of nodes gone or changed, nodes new or changed)."""
+        if self._nodes is None:
+            old = {entry[0]: entry for entry in self.nodes_before}
+            new = {entry[0]: entry for entry in after}
+            gone = [name for name, entry in old.items() if not _same_node(entry, new.get(name))]
+            came = [entry for name, entry in new.items() if not _same_node(entry, old.get(name))]
+            self._nodes = (gone, came)
+        return self._nodes
+
+
+def _same_node(a: NodeDomains, b: NodeDomains | None) -> bool:
+    return b is not None and a[1] == b[1] and a[2] is b[2] and a[3] == b[3] and a[4] is b[4]
+
+
 class BaseCounts:
-    """Per group identity, its count over a base topology's nodes and pods (computed on first use)."""
+    """Per group identity, its count over a base topology's nodes and pods, computed on first use: from the
+    previous base's count and the change when that base had one, else over everything."""
 
-    __slots__ = ("_counts",)
+    __slots__ = ("_change", "_counts", "_previous")
 
-    def __init__(self) -> None:
+    def __init__(self, previous: BaseCounts | None = None, change: Change | None = None) -> None:
         self._counts: dict[tuple, _GroupCount] = {}
+        self._previous = previous
+        self._change = change
+        if previous is not None:
+            previous._previous = None  # one step back only: no chain of bases is kept alive
 
     def count(
         self, group: TopologyGroup, nodes: Sequence[NodeDomains], pods: PodsByNamespace, excluded: Collection[str],
@@ -94,7 +123,12 @@ class BaseCounts:
         """What ``count_directly`` does to ``group``, from the cached whole-snapshot count."""
         found = self._counts.get(group.identity)
         if found is None:
-            found = self._counts[group.identity] = _whole(group, nodes, pods)
+            earlier = self._previous._counts.get(group.identity) if self._previous is not None else None
+            if earlier is not None and self._change is not None:
+                found = _updated(earlier, group, self._change, nodes)
+            else:
+                found = _whole(group, nodes, pods)
+            self._counts[group.identity] = found
         if not found.domains:
             return
         prior = set(group.domains)  # registered from NodePools before counting: few
@@ -152,3 +186,49 @@ def _whole(group: TopologyGroup, nodes: Sequence[NodeDomains], pods: PodsByNames
     return _GroupCount(node_domains, node_domain, pod_domain, domains, positive, frozenset(domains.keys() - positive))
 
 
+def _updated(earlier: _GroupCount, group: TopologyGroup, change: Change, nodes: Sequence[NodeDomains]) -> _GroupCount:
+    """``earlier`` brought up to date by ``change`` (what ``_whole`` would give on the new base)."""
+    node_domains, node_domain = dict(earlier.node_domains), dict(earlier.node_domain)
+    pod_domain, domains = dict(earlier.pod_domain), dict(earlier.domains)
+    touched: set[str] = set()
+    gone, came = change.nodes(nodes)
+    for name in gone:
+        domain = node_domain.pop(name, None)
+        if domain is not None:
+            node_domains[domain] -= 1
+            if not node_domains[domain]:
+                del node_domains[domain]
+            touched.add(domain)
+    for name, _, labels, taints, requirements in came:
+        domain = labels.get(group.key)
+        if domain is not None and group.node_filter.matches(taints, requirements):
+            node_domains[domain] = node_domains.get(domain, 0) + 1
+            node_domain[name] = domain
+            touched.add(domain)
+    for counted in change.removed_pods:
+        domain = pod_domain.pop(counted.pod.key, None)
+        if domain is not None:
+            domains[domain] -= 1
+            touched.add(domain)
+    for counted in change.added_pods:
+        if counted.pod.namespace not in group.namespaces or not group.selector.matches(counted.pod.labels):
+            continue
+        domain = _pod_domain(group, counted)
+        if domain is None or not group.node_filter.matches(counted.node_taints, counted.node_requirements):
+            continue
+        pod_domain[counted.pod.key] = domain
+        domains[domain] = max(domains.get(domain, 0), 0) + 1
+        touched.add(domain)
+    positive, empty = set(earlier.positive), set(earlier.empty)
+    for domain in touched:
+        count = domains.get(domain, 0)
+        positive.discard(domain)
+        empty.discard(domain)
+        if count > 0:
+            positive.add(domain)
+        elif domain in node_domains:
+            domains[domain] = 0
+            empty.add(domain)
+        else:
+            domains.pop(domain, None)
+    return _GroupCount(node_domains, node_domain, pod_domain, domains, frozenset(positive), frozenset(empty))

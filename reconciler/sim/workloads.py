@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from reconciler.kube.api import POD, KubeAPI, Manifest, NotFoundError, kind_of
+from reconciler.kube.api import POD, Kind, KubeAPI, Manifest, NotFoundError, WatchEvent, kind_of
 from reconciler.kube.memory import MemoryKube
 from reconciler.model.meta import format_time
 
@@ -126,7 +126,13 @@ def expand_pod_replicas(manifest: Mapping[str, Any]) -> list[Manifest]:
 
 
 class WorkloadControllers:
-    """Reconciles workload objects into pods, like kube-controller-manager would."""
+    """Reconciles workload objects into pods, like kube-controller-manager would.
+
+    Given a ``MemoryKube`` (the simulator's), the pods are kept indexed by owner from its writes and a reconcile
+    visits only what changed since the last one: workloads whose object or pods changed, and for DaemonSets the
+    nodes that changed or whose DaemonSet pod did. A reconcile leaves every workload it visits satisfied, so
+    the rest would make no call; the calls made are the full reconcile's, in its order.
+    """
 
     def __init__(self, kube: KubeAPI, snapshot: Callable[[str], list[Manifest]], clock: Callable[[], datetime],
                  daemon_fits: Callable[[Mapping[str, Any], Mapping[str, Any]], bool]) -> None:
@@ -135,20 +141,60 @@ class WorkloadControllers:
         self._clock = clock
         self._daemon_fits = daemon_fits
         self._next_index: dict[str, int] = {}
+        self._changes: _Changes | None = _Changes() if isinstance(kube, MemoryKube) else None
+        if self._changes is not None:
+            kube.subscribe(self._changes.observe, copy=False)  # type: ignore[attr-defined]
 
     async def reconcile(self) -> None:
+        changes = self._changes
+        if changes is None or not changes.indexed:
+            await self._reconcile_all()
+            if changes is not None:
+                changes.index(self._snapshot("Pod"))
+            return
+        owners, nodes, daemonsets = changes.take()
+        for kind in ("Deployment", "ReplicaSet", "StatefulSet", "Job"):
+            for workload in self._snapshot(kind):
+                key = owner_key(workload)
+                if key in owners:
+                    await self._reconcile_replicas(workload, changes.pods_of(key))
+        node_list: list[Manifest] | None = None
+        for daemonset in self._snapshot("DaemonSet"):
+            key = owner_key(daemonset)
+            if key not in daemonsets and not nodes:
+                continue
+            if node_list is None:
+                node_list = self._snapshot("Node")
+            await self._reconcile_daemonset(
+                daemonset, changes.pods_of(key),
+                node_list if key in daemonsets else [n for n in node_list if n["metadata"]["name"] in nodes],
+            )
+        live_owners = {owner_key(w) for kind in WORKLOAD_KINDS for w in self._snapshot(kind)}
+        if changes.owners_beyond(live_owners):
+            await self._delete_orphans(live_owners)
+
+    async def _reconcile_all(self) -> None:
+        pods_by_owner = self._pods_by_owner()
+        for kind in ("Deployment", "ReplicaSet", "StatefulSet", "Job"):
+            for workload in self._snapshot(kind):
+                await self._reconcile_replicas(workload, pods_by_owner.get(owner_key(workload), []))
+        for daemonset in self._snapshot("DaemonSet"):
+            await self._reconcile_daemonset(daemonset, pods_by_owner.get(owner_key(daemonset), []),
+                                            self._snapshot("Node"))
+        await self._delete_orphans({owner_key(w) for kind in WORKLOAD_KINDS for w in self._snapshot(kind)},
+                                   pods_by_owner)
+
+    def _pods_by_owner(self) -> dict[str, list[Manifest]]:
         pods_by_owner: dict[str, list[Manifest]] = {}
         for pod in self._snapshot("Pod"):
             key = ((pod.get("metadata") or {}).get("annotations") or {}).get(OWNER_ANNOTATION)
             if key:
                 pods_by_owner.setdefault(key, []).append(pod)
-        for kind in ("Deployment", "ReplicaSet", "StatefulSet", "Job"):
-            for workload in self._snapshot(kind):
-                await self._reconcile_replicas(workload, pods_by_owner.get(owner_key(workload), []))
-        for daemonset in self._snapshot("DaemonSet"):
-            await self._reconcile_daemonset(daemonset, pods_by_owner.get(owner_key(daemonset), []))
-        live_owners = {owner_key(w) for kind in WORKLOAD_KINDS for w in self._snapshot(kind)}
-        for key, pods in pods_by_owner.items():
+        return pods_by_owner
+
+    async def _delete_orphans(self, live_owners: set[str], pods_by_owner: dict[str, list[Manifest]] | None = None
+                              ) -> None:
+        for key, pods in (pods_by_owner if pods_by_owner is not None else self._pods_by_owner()).items():
             if key not in live_owners:
                 for pod in pods:
                     await self._delete_pod(pod)
@@ -196,11 +242,11 @@ class WorkloadControllers:
         self._next_index[key] = index + 1
         return f"{base}-{index}"
 
-    async def _reconcile_daemonset(self, daemonset: Manifest, pods: list[Manifest]) -> None:
+    async def _reconcile_daemonset(self, daemonset: Manifest, pods: list[Manifest], nodes: list[Manifest]) -> None:
         template = (daemonset.get("spec") or {}).get("template") or {}
         namespace = (daemonset.get("metadata") or {}).get("namespace", "default")
-        by_node = {(p.get("spec") or {}).get("nodeName"): p for p in pods}
-        for node in self._snapshot("Node"):
+        by_node = {(p.get("spec") or {}).get("nodeName") for p in pods}
+        for node in nodes:
             node_name = node["metadata"]["name"]
             if node_name in by_node or (node.get("metadata") or {}).get("deletionTimestamp"):
                 continue
@@ -234,3 +280,81 @@ def running_status(now: datetime) -> dict[str, Any]:
 def _pod_index(pod: Mapping[str, Any]) -> int:
     suffix = pod["metadata"]["name"].rpartition("-")[2]
     return int(suffix) if suffix.isdigit() else 0
+
+
+class _Changes:
+    """The simulator's pods by owner (in the store's order) and what changed since the last reconcile."""
+
+    def __init__(self) -> None:
+        self.indexed = False
+        self._pods: dict[str, dict[str, Manifest]] = {}  # owner -> pod key -> pod
+        self._owner_of: dict[str, str] = {}  # pod key -> owner
+        self._owners: set[str] = set()  # owners whose object or pods changed
+        self._nodes: set[str] = set()  # nodes that changed, or whose DaemonSet pod did
+        self._daemonsets: set[str] = set()  # DaemonSets whose object changed (every node to check)
+
+    def index(self, pods: list[Manifest]) -> None:
+        self._pods.clear()
+        self._owner_of.clear()
+        for pod in pods:
+            self._add(pod)
+        self._owners, self._nodes, self._daemonsets = set(), set(), set()
+        self.indexed = True
+
+    def take(self) -> tuple[set[str], set[str], bool]:
+        found = (self._owners, self._nodes, self._daemonsets)
+        self._owners, self._nodes, self._daemonsets = set(), set(), set()
+        return found
+
+    def pods_of(self, owner: str) -> list[Manifest]:
+        return list(self._pods.get(owner, {}).values())
+
+    def owners_beyond(self, live: set[str]) -> bool:
+        return any(owner not in live for owner in self._pods)
+
+    def observe(self, kind: Kind, event: WatchEvent) -> None:
+        if not self.indexed:
+            return
+        manifest = event.object
+        if kind == POD:
+            self._remove(manifest)
+            if event.type != "DELETED":
+                self._add(manifest)
+        elif kind.kind == "Node":
+            self._nodes.add(str(manifest["metadata"]["name"]))
+        elif kind.kind == "DaemonSet":
+            self._daemonsets.add(owner_key(manifest))
+        elif kind.kind in WORKLOAD_KINDS:
+            self._owners.add(owner_key(manifest))
+
+    def _key(self, pod: Manifest) -> str:
+        metadata = pod.get("metadata") or {}
+        return f"{metadata.get('namespace', 'default')}/{metadata.get('name')}"
+
+    def _add(self, pod: Manifest) -> None:
+        owner = ((pod.get("metadata") or {}).get("annotations") or {}).get(OWNER_ANNOTATION)
+        if not owner:
+            return
+        key = self._key(pod)
+        self._pods.setdefault(owner, {})[key] = pod
+        self._owner_of[key] = owner
+        self._changed(owner, pod)
+
+    def _remove(self, pod: Manifest) -> None:
+        key = self._key(pod)
+        owner = self._owner_of.pop(key, None)
+        if owner is None:
+            return
+        pods = self._pods[owner]
+        previous = pods.pop(key)
+        if not pods:
+            del self._pods[owner]
+        self._changed(owner, previous)
+
+    def _changed(self, owner: str, pod: Manifest) -> None:
+        if not owner.startswith("DaemonSet/"):
+            self._owners.add(owner)
+            return
+        node = (pod.get("spec") or {}).get("nodeName")  # a DaemonSet pod matters to its node only
+        if node:
+            self._nodes.add(str(node))

@@ -37,9 +37,21 @@ class ConsolidationSettings:
 
 
 def settings_of(nodepool: NodePool) -> ConsolidationSettings:
+    # Asked for every node of every pass: kept per NodePool object (immutable; the entry holds it, so its
+    # id is not reused while kept).
+    kept = _BY_POOL.get(id(nodepool))
+    if kept is not None and kept[0] is nodepool:
+        return kept[1]
     raw = nodepool.disruption.get("consolidateAfter", "0s")
     policy = str(nodepool.disruption.get("consolidationPolicy") or WHEN_EMPTY_OR_UNDERUTILIZED)
-    return _settings(raw if isinstance(raw, int | float | str) or raw is None else str(raw), policy)
+    found = _settings(raw if isinstance(raw, int | float | str) or raw is None else str(raw), policy)
+    if len(_BY_POOL) >= 64:
+        _BY_POOL.clear()
+    _BY_POOL[id(nodepool)] = (nodepool, found)
+    return found
+
+
+_BY_POOL: dict[int, tuple[NodePool, ConsolidationSettings]] = {}
 
 
 @functools.lru_cache(maxsize=256)
@@ -56,6 +68,10 @@ def _settings(raw: int | float | str | None, policy: str) -> ConsolidationSettin
 
 def quiet_since(node: StateNode) -> datetime | None:
     """When the node's consolidateAfter clock started: last pod event, else initialization."""
+    return node.memo("disruption.quiet_since", lambda: _quiet_since(node))
+
+
+def _quiet_since(node: StateNode) -> datetime | None:
     claim = node.nodeclaim
     if claim is None:
         return None

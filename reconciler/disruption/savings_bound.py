@@ -41,16 +41,14 @@ class SavingsBound:
     """Per decision: free room of the nodes that can take moved pods, and each pool's types by price."""
 
     def __init__(self, context: SchedulingContext, refusing_moved_pods: Collection[str]) -> None:
-        homes = [(slot.name, slot.room) for slot in context.slot_bases() if slot.name not in refusing_moved_pods]
         # Most free CPU first: a pod's search stops at the first node with less CPU than it asks for.
-        homes.sort(key=lambda home: -home[1].get(CPU, 0))
-        self._homes: list[tuple[str, Mapping[str, int]]] = homes
-        self._ladders: list[tuple[dict[str, int], list[tuple[float, TypeInfo]]]] = []
-        for template in context.templates:
-            for group in template.daemon_groups:
-                priced = [(info.cheapest_price(template.requirements), info)
-                          for info in order_by_price(group.types, template.requirements)]
-                self._ladders.append((group.overhead, [entry for entry in priced if entry[0] < math.inf]))
+        self._homes: list[tuple[str, Mapping[str, int]]] = [
+            (slot.name, slot.room) for slot in context.free_room_order() if slot.name not in refusing_moved_pods
+        ]
+        ladders = context.template_views.get("savings_bound.ladders")
+        if ladders is None:
+            ladders = context.template_views["savings_bound.ladders"] = _ladders(context)
+        self._ladders: list[tuple[dict[str, int], list[tuple[float, TypeInfo]]]] = ladders
         self._cheapest: dict[tuple[tuple[str, int], ...], float] = {}
         self._fitting: dict[tuple[tuple[str, int], ...], list[str]] = {}
 
@@ -124,6 +122,17 @@ class SavingsBound:
                         break
             self._cheapest[key] = found
         return found
+
+
+def _ladders(context: SchedulingContext) -> list[tuple[dict[str, int], list[tuple[float, TypeInfo]]]]:
+    """Per template and DaemonSet overhead group: its types by price, with their cheapest offering."""
+    ladders = []
+    for template in context.templates:
+        for group in template.daemon_groups:
+            priced = [(info.cheapest_price(template.requirements), info)
+                      for info in order_by_price(group.types, template.requirements)]
+            ladders.append((group.overhead, [entry for entry in priced if entry[0] < math.inf]))
+    return ladders
 
 
 def _pods(pods: Sequence[Pod]) -> str:

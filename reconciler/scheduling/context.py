@@ -18,6 +18,7 @@ from reconciler.cloud.types import InstanceType
 from reconciler.model.nodepool import NodePool
 from reconciler.model.pod import Pod
 from reconciler.model.requirements import Requirements
+from reconciler.model.resources import CPU
 from reconciler.model.state_node import StateNode
 from reconciler.model.taints import PREFER_NO_SCHEDULE, Taint
 from reconciler.scheduling.existing import SlotBase
@@ -52,6 +53,8 @@ class SchedulingContext:
     index: TypeIndex = field(default_factory=TypeIndex)
     _pvc_drivers: dict[str, str] | None = None
     _eligible: dict[tuple[int, Requirements], list[Eligible]] = field(default_factory=dict)
+    # Views derived from the templates alone, shared by every context built on the same templates.
+    template_views: dict[str, Any] = field(default_factory=dict)
     _slots: list[SlotBase] | None = None
     _topology: Topology | None = None
 
@@ -69,6 +72,15 @@ class SchedulingContext:
 
             self._slots = _shared(self.state, "scheduling.slots", (daemon_pods,), build)
         return self._slots
+
+    def free_room_order(self) -> list[SlotBase]:
+        """Slot bases, most free CPU first (once per version of the nodes)."""
+        slots = self.slot_bases()
+
+        def build() -> list[SlotBase]:
+            return sorted(slots, key=lambda slot: -slot.room.get(CPU, 0))
+
+        return _shared(self.state, "scheduling.free_room_order", (slots,), build)
 
     def deleting_nodes(self) -> frozenset[str]:
         """Names of the nodes marked for deletion (once per version of the nodes)."""
@@ -158,6 +170,7 @@ class SchedulingContext:
             ),
             index=built.index,
             _eligible=built.eligible,
+            template_views=built.views,
         )
 
 
@@ -254,6 +267,7 @@ class _BuiltTemplates:
     domain_sources: dict[str, dict[str, list[tuple[Taint, ...]]]]
     index: TypeIndex
     eligible: dict[tuple[int, Requirements], list[Eligible]]
+    views: dict[str, Any] = field(default_factory=dict)
 
 
 class _TemplateCache:

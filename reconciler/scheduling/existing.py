@@ -32,48 +32,17 @@ class Rejection:
         return f"{self.prefix}{self.detail}"
 
 
-@dataclass(slots=True, frozen=True, eq=False)
-class SlotBase:
-    """An active node as every scheduling run on one snapshot starts from it (shared, never changed)."""
+class _Fits:
+    """The fit check of a node as a run sees it (``SlotBase`` before any placement, ``ExistingSlot`` after)."""
 
-    state: StateNode
-    taints: tuple[Taint, ...]
-    room: Mapping[str, int]  # what pods may still use (read-only; memoized on the StateNode)
+    __slots__ = ()
     name: str
-    requirements: Requirements
-    host_ports: Sequence[tuple[str, HostPort]]
-    volume_usage: Mapping[str, Set[str]]
-
-    @classmethod
-    def of(cls, node: StateNode, daemon_pods: Sequence[Pod]) -> SlotBase:
-        taints = node.scheduling_taints()
-        # DaemonSet pods that belong here but are not running yet still need room.
-        room = node.room(daemon_pods, lambda pod: daemon_pod_fits_node(pod, taints, node.labels))
-        return cls(node, taints, room, node.name, node.requirements(), node.host_ports, node.volume_usage)
-
-
-@dataclass(slots=True, eq=False)
-class ExistingSlot:
-    """A node during one run: starts as views of its ``SlotBase`` and copies them on the first placement."""
-
     state: StateNode
     taints: tuple[Taint, ...]
     requirements: Requirements
     remaining: Mapping[str, int]
     host_ports: Sequence[tuple[str, HostPort]]
     volume_usage: Mapping[str, Set[str]]
-    under_consolidate_after: bool = False
-    pods: list[SchedulingPod] = field(default_factory=list)
-
-    @property
-    def name(self) -> str:
-        return self.state.name
-
-    @classmethod
-    def of(cls, base: SlotBase, under_consolidate_after: bool = False) -> ExistingSlot:
-        # Positional: one of these is made per node for every scheduling run.
-        return cls(base.state, base.taints, base.requirements, base.room, base.host_ports, base.volume_usage,
-                   under_consolidate_after)
 
     def can_add(
         self,
@@ -119,6 +88,51 @@ class ExistingSlot:
                 continue
             return narrowed
         return last
+
+
+
+@dataclass(slots=True, frozen=True, eq=False)
+class SlotBase(_Fits):
+    """An active node as every scheduling run on one snapshot starts from it (shared, never changed): a run
+    checks fits against it until it places a pod there (``ExistingSlot.of``)."""
+
+    state: StateNode
+    taints: tuple[Taint, ...]
+    remaining: Mapping[str, int]  # what pods may still use (read-only; memoized on the StateNode)
+    name: str
+    requirements: Requirements
+    host_ports: Sequence[tuple[str, HostPort]]
+    volume_usage: Mapping[str, Set[str]]
+
+    @classmethod
+    def of(cls, node: StateNode, daemon_pods: Sequence[Pod]) -> SlotBase:
+        taints = node.scheduling_taints()
+        # DaemonSet pods that belong here but are not running yet still need room.
+        room = node.room(daemon_pods, lambda pod: daemon_pod_fits_node(pod, taints, node.labels))
+        return cls(node, taints, room, node.name, node.requirements(), node.host_ports, node.volume_usage)
+
+    @property
+    def room(self) -> Mapping[str, int]:
+        return self.remaining
+
+
+@dataclass(slots=True, eq=False)
+class ExistingSlot(_Fits):
+    """A node during one run once a pod was placed on it: its own copies of its ``SlotBase``'s views."""
+
+    state: StateNode
+    taints: tuple[Taint, ...]
+    requirements: Requirements
+    remaining: Mapping[str, int]
+    host_ports: Sequence[tuple[str, HostPort]]
+    volume_usage: Mapping[str, Set[str]]
+    name: str
+    pods: list[SchedulingPod] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, base: SlotBase) -> ExistingSlot:
+        return cls(base.state, base.taints, base.requirements, base.remaining, base.host_ports, base.volume_usage,
+                   base.name)
 
     def add(self, sp: SchedulingPod, cls: PodClass, labels_key: frozenset[tuple[str, str]],
             requirements: Requirements, topology: Topology, pod_volumes: dict[str, set[str]]) -> None:

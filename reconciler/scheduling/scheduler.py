@@ -20,7 +20,7 @@ from reconciler.model.nodepool import NODES
 from reconciler.model.pod import Pod
 from reconciler.model.resources import CPU, MEMORY
 from reconciler.scheduling.context import SchedulingContext
-from reconciler.scheduling.existing import ExistingSlot, Rejection
+from reconciler.scheduling.existing import ExistingSlot, Rejection, SlotBase
 from reconciler.scheduling.explain import GENERIC_INSTANCE_TYPE_FAILURES
 from reconciler.scheduling.limits import describe_remaining, limits_message, remaining_limits, subtract_max, within
 from reconciler.scheduling.nodeclaim import ClaimOrder, NewNodeClaim
@@ -73,8 +73,10 @@ class Scheduler:
             context.slot_bases()
         self._deleting = context.deleting_nodes()
         self.topology = context.base_topology().fork(excluded_nodes=excluded, uncounted_pods=set(scheduling_pods))
-        refuse, of = self._refuse_moved, ExistingSlot.of
-        self.existing = [of(slot, slot.name in refuse) for slot in bases] if refuse else [of(slot) for slot in bases]
+        # Nodes as placement candidates, in order: a run checks fits against the shared SlotBase and makes its own
+        # ExistingSlot only on the first placement there (most nodes never get one); memos key on the SlotBase.
+        self._bases = bases
+        self._placed: dict[SlotBase, ExistingSlot] = {}
         # (pod class, existing slot) -> why the slot last refused a pod of that class, for explanations.
         self._refusals: dict[tuple[int, int], str] = {}
         limited = any(template.nodepool.limits for template in context.templates)
@@ -151,22 +153,26 @@ class Scheduler:
         pending = sp.pod.node_name == "" or sp.pod.node_name in self._deleting
         rejected = cls.rejected_by if self._memoize else set()
         blockers = self._blockers(sp, cls, labels_key) if self._memoize else {}
-        for slot in self.existing:
-            if slot in rejected or (blockers and _refused(blockers, slot)):
+        refuse_moved, placed = self._refuse_moved, self._placed
+        for base in self._bases:
+            if base in rejected or (blockers and _refused(blockers, base)):
                 # Skipped by a memoized refusal; the explanation still names the node and why.
-                message = self._refusals.get((id(cls), id(slot)))
+                message = self._refusals.get((id(cls), id(base)))
                 if message is not None and len(attempt.existing) < 3:
                     attempt.existing.append(message)
                 continue
-            if slot.under_consolidate_after and not pending:
+            if refuse_moved and not pending and base.name in refuse_moved:
                 continue
+            slot = placed.get(base, base)
             result = slot.can_add(sp, cls, labels_key, self.topology, pod_volumes)
             if isinstance(result, Rejection):
-                self._remember(result, slot, rejected, blockers)
-                self._refusals[id(cls), id(slot)] = result.message
+                self._remember(result, base, rejected, blockers)
+                self._refusals[id(cls), id(base)] = result.message
                 if len(attempt.existing) < 3:
                     attempt.existing.append(result.message)
                 continue
+            if slot is base:
+                slot = placed[base] = ExistingSlot.of(base)
             slot.add(sp, cls, labels_key, result, self.topology, pod_volumes)
             return slot.name
         for claim in self._claim_order:

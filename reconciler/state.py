@@ -276,9 +276,12 @@ class ClusterState:
     def _state_node(
         self, name: str, node: Node | None, claim: NodeClaim | None, pvc_drivers: Mapping[str, str]
     ) -> StateNode:
-        names = {name} | ({claim.name} if claim else set())
-        nominated = max((self._nominated[n] for n in names if n in self._nominated), default=None)
-        marked = bool(names & self._marked)
+        claim_name = claim.name if claim is not None else name
+        nominated = self._nominated.get(name)
+        if claim_name != name and claim_name in self._nominated:
+            other = self._nominated[claim_name]
+            nominated = other if nominated is None else max(nominated, other)
+        marked = name in self._marked or claim_name in self._marked
         previous = self._previous.get(name)
         if previous is not None:
             old, pods_version, volume_version = previous
@@ -404,11 +407,16 @@ class ClusterState:
         return Resources(total)
 
     def nodepool_node_counts(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for node in self.state_nodes():
-            if node.nodepool:
-                counts[node.nodepool] = counts.get(node.nodepool, 0) + 1
-        return counts
+        """NodePool -> how many nodes (and in-flight claims) it has (counted once per version of the nodes)."""
+
+        def count() -> dict[str, int]:
+            counts: dict[str, int] = {}
+            for node in self.state_nodes():
+                if node.nodepool:
+                    counts[node.nodepool] = counts.get(node.nodepool, 0) + 1
+            return counts
+
+        return dict(self.nodes_memo("state.nodepool_node_counts", count))
 
     def nodeclass(self, nodepool: NodePool) -> Manifest | None:
         return self.nodeclasses.get(nodepool.node_class_ref.get("name", ""))

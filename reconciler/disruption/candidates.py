@@ -58,7 +58,14 @@ class Catalog:
 
 
 def explain(node: StateNode, code: str, message: str, method: str = "") -> Explanation:
-    return Explanation(node.name, node.nodeclaim_name, node.nodepool, code, message, method)
+    """The node's explanation; the last one per code and method is kept on the StateNode and returned again
+    while the message is the same (every pass explains most nodes as the pass before did)."""
+    memo = node.memo("disruption.explanations", dict)
+    kept = memo.get((code, method))
+    if kept is not None and kept.message == message:
+        return kept
+    found = memo[code, method] = Explanation(node.name, node.nodeclaim_name, node.nodepool, code, message, method)
+    return found
 
 
 def pod_facts(state: ClusterState, pod: Pod) -> PodFacts:
@@ -113,16 +120,26 @@ def _duration_seconds(raw: str) -> float | None:
 
 def lifetime_remaining(node: StateNode, nodepool: NodePool, now: datetime) -> float:
     """Fraction of the node's expireAfter still ahead (1 when it never expires)."""
+    return _remaining_fraction(_lifetime(node, nodepool), now)
+
+
+def _lifetime(node: StateNode, nodepool: NodePool) -> tuple[float, datetime] | None:
+    """(expireAfter in seconds, NodeClaim creation) when the node expires at all."""
     claim = node.nodeclaim
     raw = (claim.expire_after if claim else None) or nodepool.expire_after
     created = claim.creation_timestamp if claim else None
     if not raw or raw == "Never" or created is None:
-        return 1.0
+        return None
     total = _duration_seconds(str(raw))
-    if total is None:
+    if total is None or total <= 0:
+        return None
+    return total, created
+
+
+def _remaining_fraction(lifetime: tuple[float, datetime] | None, now: datetime) -> float:
+    if lifetime is None:
         return 1.0
-    if total <= 0:
-        return 1.0
+    total, created = lifetime
     return min(1.0, max(0.0, (total - (now - created).total_seconds()) / total))
 
 
@@ -180,6 +197,7 @@ class NodeAssessment:
     reschedule_cost: float = 0.0
     eviction_cost: float = 0.0
     price: float = 0.0
+    lifetime: tuple[float, datetime] | None = None  # see ``lifetime_remaining``
 
     def holds(
         self, nodepool: NodePool | None, types: Mapping[str, InstanceType] | None, node: StateNode,
@@ -257,6 +275,7 @@ def assess_node_afresh(
         reschedule_cost=reschedule_cost,
         eviction_cost=eviction_cost,
         price=catalog.price(node.nodepool, node),
+        lifetime=_lifetime(node, nodepool),
     )
 
 
@@ -283,7 +302,7 @@ def assess(state: ClusterState, catalog: Catalog, pdbs: PdbLimits, now: datetime
                 pods=found.views,
                 reschedulable=found.moving,
                 reschedule_cost=found.reschedule_cost,
-                disruption_cost=found.eviction_cost * lifetime_remaining(node, found.nodepool, now),
+                disruption_cost=found.eviction_cost * _remaining_fraction(found.lifetime, now),
             )
         )
     return Assessment(candidates, blockers, explanations)

@@ -89,11 +89,27 @@ def consolidation_wait(node: StateNode, settings: ConsolidationSettings, now: da
     """Time left before the node is consolidatable (None when it already is)."""
     if settings.consolidate_after is None:
         return timedelta.max
-    since = quiet_since(node)
-    if since is None or settings.consolidate_after <= 0:
+    if settings.consolidate_after <= 0:
         return None
-    remaining = since + timedelta(seconds=settings.consolidate_after) - now
-    return remaining if remaining > timedelta(0) else None
+    until = _quiet_until(node, settings.consolidate_after)
+    if until is None:
+        return None
+    remaining = until - now
+    return remaining if remaining > _ZERO else None
+
+
+_ZERO = timedelta(0)
+
+
+def _quiet_until(node: StateNode, consolidate_after: float) -> datetime | None:
+    """When the node's consolidateAfter runs out (kept on the StateNode per consolidateAfter)."""
+    kept = node.memo_get("disruption.quiet_until")
+    if kept is not None and kept[0] == consolidate_after:
+        return kept[1]
+    since = quiet_since(node)
+    until = None if since is None else since + timedelta(seconds=consolidate_after)
+    node.memo_set("disruption.quiet_until", (consolidate_after, until))
+    return until
 
 
 def describe_wait(nodepool: NodePool, settings: ConsolidationSettings, remaining: timedelta) -> str:

@@ -92,7 +92,7 @@ class Timeline:
             return now
         ours = [c for c in self.commands if c.nodepool == pool and c.finished > now]
         moments = {now, *(c.finished for c in ours), *budget_boundaries(raw, now)}
-        node_count = sum(1 for node in state.state_nodes() if node.nodepool == pool)
+        node_count = state.nodepool_node_counts().get(pool, 0)
         for moment in sorted(m for m in moments if now <= m <= self.deadline):
             disrupting = sum(len(c.nodes) for c in ours if c.in_flight(moment))
             left = allowance(pool, budgets, reason, node_count=node_count, disrupting=disrupting, now=moment)

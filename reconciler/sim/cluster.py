@@ -16,7 +16,7 @@ from reconciler.kube.api import KINDS_BY_NAME, NODE, NODECLAIM, POD, Kind, Manif
 from reconciler.lifecycle.launch import has_condition, initialize, launch, node_for_instance, register
 from reconciler.lifecycle.termination import Terminator
 from reconciler.model import labels as wk
-from reconciler.model.meta import ManifestError, parse_time
+from reconciler.model.meta import ManifestError
 from reconciler.sim import engine
 from reconciler.sim.scenario import ScenarioError
 from reconciler.sim.workloads import OWNER_ANNOTATION, create_with_status, running_status, unschedulable_status
@@ -261,9 +261,8 @@ class SimulatedCluster:
             for claim in self.manifests("NodeClaim") if claim["metadata"].get("deletionTimestamp")
         }
         ends = [
-            parse_time(str(pod["metadata"]["deletionTimestamp"]))
-            for pod in self._state.pod_manifests.values()
-            if (pod.get("spec") or {}).get("nodeName") in nodes and pod["metadata"].get("deletionTimestamp")
+            pod.deletion_timestamp
+            for node in nodes for pod in self._state.pods_on(node) if pod.deletion_timestamp is not None
         ]
         return min(ends) if ends else None
 

@@ -13,7 +13,7 @@ import contextlib
 import copy
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -150,7 +150,7 @@ class WorkloadControllers:
         if changes is None or not changes.indexed:
             await self._reconcile_all()
             if changes is not None:
-                changes.index(self._snapshot("Pod"))
+                changes.index(self._snapshot("Pod"), self._snapshot("Node"))
             return
         owners, nodes, daemonsets = changes.take()
         for kind in ("Deployment", "ReplicaSet", "StatefulSet", "Job"):
@@ -158,17 +158,15 @@ class WorkloadControllers:
                 key = owner_key(workload)
                 if key in owners:
                     await self._reconcile_replicas(workload, changes.pods_of(key))
-        node_list: list[Manifest] | None = None
+        changed_nodes: list[Manifest] | None = None
         for daemonset in self._snapshot("DaemonSet"):
             key = owner_key(daemonset)
-            if key not in daemonsets and not nodes:
-                continue
-            if node_list is None:
-                node_list = self._snapshot("Node")
-            await self._reconcile_daemonset(
-                daemonset, changes.pods_of(key),
-                node_list if key in daemonsets else [n for n in node_list if n["metadata"]["name"] in nodes],
-            )
+            if key in daemonsets:
+                await self._reconcile_daemonset(daemonset, changes.daemon_nodes(key), self._snapshot("Node"))
+            elif nodes:
+                if changed_nodes is None:
+                    changed_nodes = changes.nodes_in_order(nodes)
+                await self._reconcile_daemonset(daemonset, changes.daemon_nodes(key), changed_nodes)
         live_owners = {owner_key(w) for kind in WORKLOAD_KINDS for w in self._snapshot(kind)}
         if changes.owners_beyond(live_owners):
             await self._delete_orphans(live_owners)
@@ -179,7 +177,8 @@ class WorkloadControllers:
             for workload in self._snapshot(kind):
                 await self._reconcile_replicas(workload, pods_by_owner.get(owner_key(workload), []))
         for daemonset in self._snapshot("DaemonSet"):
-            await self._reconcile_daemonset(daemonset, pods_by_owner.get(owner_key(daemonset), []),
+            pods = pods_by_owner.get(owner_key(daemonset), [])
+            await self._reconcile_daemonset(daemonset, {(p.get("spec") or {}).get("nodeName") for p in pods},
                                             self._snapshot("Node"))
         await self._delete_orphans({owner_key(w) for kind in WORKLOAD_KINDS for w in self._snapshot(kind)},
                                    pods_by_owner)
@@ -242,13 +241,14 @@ class WorkloadControllers:
         self._next_index[key] = index + 1
         return f"{base}-{index}"
 
-    async def _reconcile_daemonset(self, daemonset: Manifest, pods: list[Manifest], nodes: list[Manifest]) -> None:
+    async def _reconcile_daemonset(self, daemonset: Manifest, occupied: Collection[str | None],
+                                   nodes: list[Manifest]) -> None:
+        """``occupied``: the nodes the DaemonSet's pods are bound to."""
         template = (daemonset.get("spec") or {}).get("template") or {}
         namespace = (daemonset.get("metadata") or {}).get("namespace", "default")
-        by_node = {(p.get("spec") or {}).get("nodeName") for p in pods}
         for node in nodes:
             node_name = node["metadata"]["name"]
-            if node_name in by_node or (node.get("metadata") or {}).get("deletionTimestamp"):
+            if node_name in occupied or (node.get("metadata") or {}).get("deletionTimestamp"):
                 continue
             if not self._daemon_fits(template, node):
                 continue
@@ -292,12 +292,22 @@ class _Changes:
         self._owners: set[str] = set()  # owners whose object or pods changed
         self._nodes: set[str] = set()  # nodes that changed, or whose DaemonSet pod did
         self._daemonsets: set[str] = set()  # DaemonSets whose object changed (every node to check)
+        self._daemon_nodes: dict[str, dict[str, int]] = {}  # DaemonSet -> node -> its pods bound there
+        # Nodes in the store's order (a number each, from their creation) and as last written.
+        self._node_order: dict[str, int] = {}
+        self._node_objects: dict[str, Manifest] = {}
+        self._next = 0
 
-    def index(self, pods: list[Manifest]) -> None:
+    def index(self, pods: list[Manifest], nodes: list[Manifest]) -> None:
         self._pods.clear()
         self._owner_of.clear()
+        self._daemon_nodes.clear()
+        self._node_order.clear()
+        self._node_objects.clear()
         for pod in pods:
             self._add(pod)
+        for node in nodes:
+            self._node_written(node)
         self._owners, self._nodes, self._daemonsets = set(), set(), set()
         self.indexed = True
 
@@ -312,6 +322,21 @@ class _Changes:
     def owners_beyond(self, live: set[str]) -> bool:
         return any(owner not in live for owner in self._pods)
 
+    def daemon_nodes(self, owner: str) -> Collection[str]:
+        return self._daemon_nodes.get(owner, {}).keys()
+
+    def nodes_in_order(self, names: set[str]) -> list[Manifest]:
+        """The named nodes that exist, in the store's order."""
+        present = sorted((self._node_order[name], name) for name in names if name in self._node_order)
+        return [self._node_objects[name] for _, name in present]
+
+    def _node_written(self, node: Manifest) -> None:
+        name = str(node["metadata"]["name"])
+        if name not in self._node_order:
+            self._node_order[name] = self._next
+            self._next += 1
+        self._node_objects[name] = node
+
     def observe(self, kind: Kind, event: WatchEvent) -> None:
         if not self.indexed:
             return
@@ -321,7 +346,13 @@ class _Changes:
             if event.type != "DELETED":
                 self._add(manifest)
         elif kind.kind == "Node":
-            self._nodes.add(str(manifest["metadata"]["name"]))
+            name = str(manifest["metadata"]["name"])
+            self._nodes.add(name)
+            if event.type == "DELETED":
+                self._node_order.pop(name, None)
+                self._node_objects.pop(name, None)
+            else:
+                self._node_written(manifest)
         elif kind.kind == "DaemonSet":
             self._daemonsets.add(owner_key(manifest))
         elif kind.kind in WORKLOAD_KINDS:
@@ -338,7 +369,7 @@ class _Changes:
         key = self._key(pod)
         self._pods.setdefault(owner, {})[key] = pod
         self._owner_of[key] = owner
-        self._changed(owner, pod)
+        self._changed(owner, pod, 1)
 
     def _remove(self, pod: Manifest) -> None:
         key = self._key(pod)
@@ -349,12 +380,16 @@ class _Changes:
         previous = pods.pop(key)
         if not pods:
             del self._pods[owner]
-        self._changed(owner, previous)
+        self._changed(owner, previous, -1)
 
-    def _changed(self, owner: str, pod: Manifest) -> None:
+    def _changed(self, owner: str, pod: Manifest, delta: int) -> None:
         if not owner.startswith("DaemonSet/"):
             self._owners.add(owner)
             return
         node = (pod.get("spec") or {}).get("nodeName")  # a DaemonSet pod matters to its node only
         if node:
             self._nodes.add(str(node))
+            bound = self._daemon_nodes.setdefault(owner, {})
+            bound[node] = bound.get(node, 0) + delta
+            if not bound[node]:
+                del bound[node]

@@ -153,3 +153,18 @@ def test_incremental_reconciles_do_what_full_ones_do(steps: list[tuple[Any, ...]
         assert pods(fast) == pods(full)
 
     asyncio.run(run())
+
+
+def test_daemonset_pods_for_several_new_nodes_come_in_node_order() -> None:
+    async def run() -> None:
+        fast, full = simulation(True), simulation(False)
+        for sim in (fast, full):
+            await sim.load()
+            await sim.workloads.reconcile()
+            for move in (("add-node", "w4", "a"), ("add-node", "w3", "a")):
+                await apply(sim, move)
+            await sim.workloads.reconcile()
+        assert pods(fast) == pods(full)
+        assert [name for name, *_ in pods(fast)][-2:] == ["agent-w4", "agent-w3"]
+
+    asyncio.run(run())

@@ -172,6 +172,7 @@ def _proposed(args: argparse.Namespace) -> Any:
 def cmd_plan(args: argparse.Namespace) -> int:
     from reconciler.insight.plan import compute_plan
     from reconciler.insight.plan_render import render_html, render_markdown, render_text, verdict
+    from reconciler.model.meta import format_time
     from reconciler.settings import SettingsError, parse_duration
 
     try:
@@ -180,6 +181,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
         raise InsightError(str(err)) from None
     proposed = _proposed(args)
     snapshot = get_snapshot(args)
+    try:
+        snapshot.clock + horizon
+    except OverflowError:
+        raise InsightError(
+            f"--horizon: {args.horizon} from the snapshot's clock {format_time(snapshot.clock)} runs past "
+            "9999-12-31T23:59:59Z, the last time a timestamp can hold"
+        ) from None
     plan = asyncio.run(
         compute_plan(snapshot, proposed, horizon=horizon, baseline=args.baseline, frames=bool(args.report))
     )

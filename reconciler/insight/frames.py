@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from reconciler.model.meta import format_time
 from reconciler.model.resources import CPU, MEMORY
 from reconciler.model.state_node import StateNode
 from reconciler.sim.runner import Simulation, new_step_record
@@ -153,8 +154,8 @@ class RecordingSimulation(Simulation):
         """Run one step as ``Simulation.run`` would and return its result record."""
         step = Step(kind, args, path or f"steps[{len(self.records)}]")
         record = new_step_record(kind, self.now)
-        await getattr(self, f"_step_{kind}")(step, record)
-        record["clock"] = self.now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        await self.execute(step, record)
+        record["clock"] = format_time(self.now)
         record["pending"] = self.cluster.pending_reasons()
         self.records.append(record)
         return record

@@ -162,15 +162,18 @@ async def interrupt(cluster: SimulatedCluster, node_name: str, kind: str, record
     [action] = actions.decide(Message(Kind(kind), (instance_id,), detail_type=kind), {instance_id: nodeclaim},
                               rebalance=sim.settings.rebalance_handling)
     record["events"].append({"object": f"Node/{node_name}", "reason": action.reason, "message": action.message})
+    if kind == "instance_terminated":
+        # EC2 terminated it, whatever the controller decides (even "already being deleted": a drain held by
+        # a PDB then finds the machine gone and releases the node).
+        await _machine_died(cluster, node, claim)
     if action.kind is ActionKind.NO_OP:
+        await cluster.settle(record)
         return
     if action.unavailable_offering is not None:
         capacity_type, instance_type, zone = action.unavailable_offering
         with contextlib.suppress(KeyError):
             sim.cloud.mark_unavailable(instance_type, zone, capacity_type,
                                        until=sim.now + UNAVAILABLE_AFTER_INTERRUPTION)
-    if kind == "instance_terminated":
-        await _machine_died(cluster, node, claim)
     # Delete (or, for a rebalance under "drain", cordon and drain): the termination drains either way.
     await _delete_and_reschedule(cluster, [claim], "Interrupted", record)
 

@@ -117,7 +117,11 @@ class Simulation:
         zone = labels.get(wk.ZONE, "")
         capacity_type = labels.get(wk.CAPACITY_TYPE, wk.CAPACITY_TYPE_ON_DEMAND)
         price = self.cloud.price_of(instance_type, zone, capacity_type) or 0.0
-        capacity = Resources.from_manifest((node.get("status") or {}).get("capacity"), path=f"{path}.status.capacity")
+        reported = (node.get("status") or {}).get("capacity")
+        try:
+            capacity = Resources.from_manifest(reported, path=f"{path}.status.capacity")
+        except ValueError as err:  # the message starts with the key path
+            raise ScenarioError(str(err)) from None
         self.cloud.register_existing(
             Instance(
                 provider_id=provider_id,
@@ -138,13 +142,23 @@ class Simulation:
         steps = []
         for step in self.scenario.steps:
             record = new_step_record(step.kind, self.now)
-            await getattr(self, f"_step_{step.kind}")(step, record)
+            await self.execute(step, record)
             record["clock"] = format_time(self.now)
             record["pending"] = self.cluster.pending_reasons()
             steps.append(record)
             if after_step is not None:
                 after_step(step, record)
         return {"scenario": self.scenario.name, "steps": steps, "final": self.cluster.final_summary()}
+
+    async def execute(self, step: Step, record: dict[str, Any]) -> None:
+        """Run one step's handler; a clock pushed past what a timestamp holds is the scenario's error."""
+        try:
+            await getattr(self, f"_step_{step.kind}")(step, record)
+        except OverflowError:
+            raise ScenarioError(
+                f"{step.path}.{step.kind}: the simulated clock would leave the years 0001-9999 a timestamp can hold "
+                f"(settings.clock is {format_time(self.scenario.clock)})"
+            ) from None
 
     async def _step_provision(self, step: Step, record: dict[str, Any]) -> None:
         await self.cluster.provision(record, launch_ready=step.args.get("launch", "ready") == "ready")

@@ -20,6 +20,7 @@ from typing import Any
 from reconciler.kube.api import POD, KubeAPI, Manifest, NotFoundError, kind_of
 from reconciler.kube.memory import MemoryKube
 from reconciler.model.meta import format_time
+from reconciler.sim.scenario import MAX_TOTAL_PODS, ScenarioError
 
 OWNER_ANNOTATION = "sim.adze.dev/owner"
 TEMPLATE_HASH_ANNOTATION = "sim.adze.dev/template-hash"
@@ -200,16 +201,26 @@ class WorkloadControllers:
         template = (daemonset.get("spec") or {}).get("template") or {}
         namespace = (daemonset.get("metadata") or {}).get("namespace", "default")
         by_node = {(p.get("spec") or {}).get("nodeName"): p for p in pods}
+        taken: set[str] | None = None  # pod names of the namespace, read when a pod is first needed
+        pod_total = 0
         for node in self._snapshot("Node"):
             node_name = node["metadata"]["name"]
             if node_name in by_node or (node.get("metadata") or {}).get("deletionTimestamp"):
                 continue
             if not self._daemon_fits(template, node):
                 continue
-            pod = pending_pod(
-                template, name=f"{daemonset['metadata']['name']}-{node_name}", namespace=namespace,
-                now=self._clock(), owner=daemonset,
-            )
+            if taken is None:
+                every_pod = self._snapshot("Pod")
+                pod_total = len(every_pod)
+                taken = {p["metadata"]["name"] for p in every_pod
+                         if (p.get("metadata") or {}).get("namespace", "default") == namespace}
+            if pod_total >= MAX_TOTAL_PODS:
+                raise ScenarioError(f"DaemonSet {namespace}/{daemonset['metadata']['name']}: its pods would take "
+                                    f"the cluster past {MAX_TOTAL_PODS:,} pods, the most a scenario may hold")
+            pod_total += 1
+            name = _free_name(f"{daemonset['metadata']['name']}-{node_name}", taken)
+            taken.add(name)
+            pod = pending_pod(template, name=name, namespace=namespace, now=self._clock(), owner=daemonset)
             pod["spec"]["nodeName"] = node_name
             pod["status"] = running_status(self._clock())
             await create_with_status(self._kube, pod)
@@ -229,6 +240,16 @@ def running_status(now: datetime) -> dict[str, Any]:
             {"type": "Ready", "status": "True", "lastTransitionTime": stamp},
         ],
     }
+
+
+def _free_name(name: str, taken: set[str]) -> str:
+    """``name``, or ``name-2``, ``name-3``... when a pod already has it (an unowned pod, or a snapshot's
+    DaemonSet pod that moved or lost its owner): the real controller never collides, it uses generateName."""
+    candidate, suffix = name, 1
+    while candidate in taken:
+        suffix += 1
+        candidate = f"{name}-{suffix}"
+    return candidate
 
 
 def _pod_index(pod: Mapping[str, Any]) -> int:

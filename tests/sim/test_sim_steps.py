@@ -242,6 +242,60 @@ def test_daemonset_pods_follow_nodes_and_count_as_overhead() -> None:
     assert f"kube-system/agent-{node['name']}" in node["pods"]
 
 
+AGENT = {
+    "apiVersion": "apps/v1",
+    "kind": "DaemonSet",
+    "metadata": {"name": "agent", "namespace": "default"},
+    "spec": {
+        "selector": {"matchLabels": {"app": "agent"}},
+        "template": {"metadata": {"labels": {"app": "agent"}},
+                     "spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "100m"}}}]}},
+    },
+}
+
+
+def unmanaged_node(name: str) -> dict[str, Any]:
+    capacity = {"cpu": "4", "memory": "16Gi", "pods": "20"}
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"topology.kubernetes.io/zone": "z1"}},
+            "status": {"capacity": capacity, "allocatable": capacity}}
+
+
+def agent_pod(name: str, node: str = "", *, owned: bool = False) -> dict[str, Any]:
+    """A pod named like the DaemonSet's: unowned, or the DaemonSet's own (as a snapshot records it)."""
+    metadata: dict[str, Any] = {"name": name, "namespace": "default", "labels": {"app": "agent"}}
+    if owned:
+        metadata["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent",
+                                        "uid": "u-agent", "controller": True}]
+        metadata["annotations"] = {"sim.adze.dev/owner": "DaemonSet/default/agent"}
+    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "100m"}}}]}
+    if node:
+        spec["nodeName"] = node
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec,
+            "status": {"phase": "Running"} if node else {}}
+
+
+def test_daemonset_pods_never_take_a_name_another_pod_has() -> None:
+    """The real controller names its pods with generateName, so a pod already called ``agent-n1`` (unowned,
+    or a snapshot's DaemonSet pod that has moved to another node or lost its owner) is no obstacle."""
+    cases = {
+        "unowned": [unmanaged_node("n1"), agent_pod("agent-n1")],
+        "moved": [unmanaged_node("n1"), unmanaged_node("n2"), agent_pod("agent-n1", "n2", owned=True)],
+        "lost its owner": [unmanaged_node("n1"), agent_pod("agent-n1", "n1")],
+    }
+    for case, objects in cases.items():
+        result = run([nodepool(), AGENT, *objects], [{"provision": {}}])
+        pods = {pod for node in result["final"]["nodes"] for pod in node["pods"]}
+        assert {"default/agent-n1", "default/agent-n1-2"} <= pods, (case, result["final"])
+
+
+def test_a_clock_in_year_one_writes_four_digit_years() -> None:
+    result = run([nodepool(), deployment("app", 1)], [{"provision": {}}, {"advance": "1m"}],
+                 clock="0001-01-01T00:00:00Z")
+    assert [step["clock"] for step in result["steps"]] == ["0001-01-01T00:00:00Z", "0001-01-01T00:01:00Z"]
+    assert result["final"]["pending"] == [] and len(result["final"]["nodes"]) == 1
+
+
 def test_an_unowned_pod_force_deleted_with_a_grace_period_comes_back_once_it_is_gone() -> None:
     # The PDB refuses eviction; the NodeClaim's terminationGracePeriod (2m) is shorter than the pod's own (600 s),
     # so termination deletes the pod at once with the 120 s that remain. The simulator recreates unowned pods

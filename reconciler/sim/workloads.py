@@ -215,8 +215,9 @@ class WorkloadControllers:
                 taken = {p["metadata"]["name"] for p in every_pod
                          if (p.get("metadata") or {}).get("namespace", "default") == namespace}
             if pod_total >= MAX_TOTAL_PODS:
-                raise ScenarioError(f"DaemonSet {namespace}/{daemonset['metadata']['name']}: its pods would take "
-                                    f"the cluster past {MAX_TOTAL_PODS:,} pods, the most a scenario may hold")
+                owner = daemonset["metadata"]["name"]
+                raise ScenarioError(f"objects: DaemonSet {namespace}/{owner}: its pods would take the cluster past "
+                                    f"{MAX_TOTAL_PODS:,} pods, the most a scenario may hold")
             pod_total += 1
             name = _free_name(f"{daemonset['metadata']['name']}-{node_name}", taken)
             taken.add(name)

@@ -5,8 +5,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
+
+from reconciler.sim import workloads
 from reconciler.sim.runner import run_scenario
-from reconciler.sim.scenario import parse_scenario
+from reconciler.sim.scenario import ScenarioError, parse_scenario
 
 ZONES = ["z1", "z2"]
 
@@ -287,6 +290,15 @@ def test_daemonset_pods_never_take_a_name_another_pod_has() -> None:
         result = run([nodepool(), AGENT, *objects], [{"provision": {}}])
         pods = {pod for node in result["final"]["nodes"] for pod in node["pods"]}
         assert {"default/agent-n1", "default/agent-n1-2"} <= pods, (case, result["final"])
+
+
+def test_daemonset_pods_past_the_total_pod_bound_are_a_scenario_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(workloads, "MAX_TOTAL_PODS", 3)  # the real bound is 100,000
+    objects = [nodepool(), AGENT, unmanaged_node("n1"), unmanaged_node("n2"), agent_pod("solo")]
+    run(objects[:-1], [{"provision": {}}])  # 2 DaemonSet pods: within
+    with pytest.raises(ScenarioError, match=r"^objects: DaemonSet default/agent: its pods would take the cluster "
+                                            r"past 3 pods"):
+        run([*objects, unmanaged_node("n3")], [{"provision": {}}])
 
 
 def test_a_clock_in_year_one_writes_four_digit_years() -> None:

@@ -102,6 +102,8 @@ def _events(result: dict[str, Any], reason: str) -> list[dict[str, Any]]:
 
 # What each regression scenario must still exercise, so a change elsewhere cannot make it pass vacuously.
 EXERCISES: dict[str, Callable[[dict[str, Any]], bool]] = {
+    "drift-under-pdb": lambda r: [d["method"] for d in r["steps"][2]["disrupted"]] == ["drift"] * 4
+    and len(_events(r, "Evicted")) == 4,
     "expire-under-pdb": lambda r: len(r["steps"][2]["disrupted"]) == 4 and len(_events(r, "Evicted")) == 4,
     "launch-pending-then-provision": lambda r: any("nominated" in reason for step in r["steps"][:3]
                                                    for reason in step["pending"].values()),

@@ -25,7 +25,7 @@ from reconciler.insight.errors import InsightError
 from reconciler.insight.snapshot import observed_zones, sanitize_objects
 from reconciler.model.meta import ManifestError
 from reconciler.model.shape import check_document_bounds, check_manifest_shape
-from reconciler.sim.scenario import DEFAULT_CLOCK, Scenario, ScenarioError, parse_scenario
+from reconciler.sim.scenario import DEFAULT_CLOCK, CheckedObjects, Scenario, ScenarioError, parse_scenario
 
 NODEPOOL_KEY = ("karpenter.sh/v1", "NodePool")
 NODECLASS_KEY = ("karpenter.k8s.aws/v1", "EC2NodeClass")
@@ -39,6 +39,8 @@ class Snapshot:
     document: dict[str, Any]
     source: str
     dropped: dict[str, int] = field(default_factory=dict)
+    # Objects validated once (load_snapshot) and not again by each scenario built from the snapshot.
+    checked: CheckedObjects = field(default_factory=CheckedObjects, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -59,7 +61,7 @@ class Snapshot:
     def at(self, clock: str) -> Snapshot:
         """The same snapshot evaluated at another time (``--clock``)."""
         settings = {**(self.document.get("settings") or {}), "clock": clock}
-        moved = Snapshot({**self.document, "settings": settings}, self.source, self.dropped)
+        moved = Snapshot({**self.document, "settings": settings}, self.source, self.dropped, self.checked)
         try:
             parse_scenario({**moved.document, "objects": []})
         except ScenarioError as err:
@@ -75,7 +77,7 @@ class Snapshot:
         if objects is not None:
             document["objects"] = objects
         try:
-            scenario = parse_scenario(document, source=self.source, default_name=self.name)
+            scenario = parse_scenario(document, source=self.source, default_name=self.name, checked=self.checked)
         except ScenarioError as err:
             raise InsightError(f"{self.source}: {err}") from None
         # A real cluster: a NodePool without its EC2NodeClass launches nothing, as in Karpenter. A dump with
@@ -255,7 +257,11 @@ def load_nodepools_files(
             for manifest in items:
                 name = manifest["metadata"]["name"]
                 if (kind, name) in origin:
-                    raise InsightError(f"{kind} {name!r} is declared in both {origin[kind, name]} and {path}")
+                    if manifest == next(m for m in target if m["metadata"]["name"] == name):
+                        continue  # the same object repeated (Karpenter's examples each carry their class)
+                    raise InsightError(
+                        f"{kind} {name!r} is declared differently in {origin[kind, name]} and {path}"
+                    )
                 origin[kind, name] = str(path)
                 target.append(manifest)
     both = sorted({p["metadata"]["name"] for p in pools} & set(removed))
@@ -265,6 +271,11 @@ def load_nodepools_files(
         raise InsightError("--replace-all: the files declare no NodePool, so every NodePool would be removed")
     source = ", ".join(str(p) for p in files) or "--remove " + " ".join(removed)
     return ProposedConfig(pools, classes, source, complete=complete, removed=tuple(removed))
+
+
+def _foreign_nodeclass(manifest: Mapping[str, Any]) -> bool:
+    group = str(manifest.get("apiVersion", "")).partition("/")[0]
+    return str(manifest.get("kind", "")).endswith("NodeClass") and group not in ("karpenter.k8s.aws", "karpenter.sh")
 
 
 def load_nodepools_file(path: str | Path, *, require_nodepool: bool = True) -> ProposedConfig:
@@ -277,6 +288,10 @@ def load_nodepools_file(path: str | Path, *, require_nodepool: bool = True) -> P
     for index, manifest in enumerate(manifests):
         key = (manifest.get("apiVersion"), manifest.get("kind"))
         name = manifest["metadata"]["name"]
+        if _foreign_nodeclass(manifest):
+            # Another provider's class (EKS Auto Mode's eks.amazonaws.com NodeClass) beside its NodePools:
+            # Adze does not serve it, and the plan reports each NodePool naming it as not Ready.
+            continue
         if key not in (NODEPOOL_KEY, NODECLASS_KEY):
             raise InsightError(
                 f"{source}: object {index + 1} ({manifest.get('kind')} {name}): only karpenter.sh/v1 "

@@ -163,7 +163,7 @@ class Checker:
                 expected += int(deployment["spec"]["replicas"])
         budget = spec.get("maxUnavailable", spec.get("minAvailable"))
         scaled = -(-int(budget[:-1]) * expected // 100) if isinstance(budget, str) else int(budget)
-        desired = expected - scaled if "maxUnavailable" in spec else scaled
+        desired = max(0, expected - scaled) if "maxUnavailable" in spec else scaled
         return healthy - desired, f"{healthy} healthy of {expected} expected, desired {desired}"
 
     def after_step(self, step: Step, record: dict[str, Any]) -> None:

@@ -27,7 +27,7 @@ from reconciler.sim.scenario import parse_scenario
 HERE = Path(__file__).parent
 REPO = HERE.parents[1]
 REGRESSIONS = sorted((HERE / "regressions").glob("*.yaml"))
-EXAMPLES = int(os.environ.get("ADZE_INVARIANT_EXAMPLES", "300"))
+EXAMPLES = int(os.environ.get("ADZE_INVARIANT_EXAMPLES", "600"))
 QUIET = [HealthCheck.too_slow, HealthCheck.data_too_large]
 
 

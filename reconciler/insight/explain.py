@@ -99,8 +99,7 @@ def split_reason(reason: str) -> list[str]:
 async def _loaded(sim: RecordingSimulation) -> tuple[ClusterState, Any]:
     await sim.load()
     state = sim.cluster.state()
-    types = await sim.cloud.instance_types(None)
-    return state, engine.types_by_nodepool(state, types)
+    return state, await engine.types_by_nodepool(state, sim.cloud)
 
 
 def _namer() -> Any:

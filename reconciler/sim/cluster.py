@@ -105,7 +105,7 @@ class SimulatedCluster:
                 break
 
     async def _plan(self) -> Any:
-        types = await self.sim.cloud.instance_types(None)
+        types = await engine.types_by_nodepool(self.state(), self.sim.cloud)
         return engine.plan(self.state(), types, self.sim.settings, self.sim.now, self.sim.names)
 
     async def _launch_planned(self, planned: Any, record: dict[str, Any], *, launch_ready: bool) -> str | None:
@@ -207,7 +207,7 @@ class SimulatedCluster:
         await self.progress_terminations(record)
 
     async def _plan_existing_only(self) -> dict[str, str]:
-        types = await self.sim.cloud.instance_types(None)
+        types = await engine.types_by_nodepool(self.state(), self.sim.cloud)
         return engine.bindable(self.state(), types, self.sim.settings, self.sim.now)
 
     # -- disruption and termination -------------------------------------------------------------

@@ -24,7 +24,7 @@ from reconciler.kube.memory import MemoryKube
 from reconciler.model import labels as wk
 from reconciler.model.meta import format_time
 from reconciler.model.resources import Resources
-from reconciler.sim.catalog import build_catalog
+from reconciler.sim.catalog import build_catalog, catalog_shaper
 from reconciler.sim.cluster import SimulatedCluster
 from reconciler.sim.scenario import Scenario, ScenarioError, Step, load_scenario_file
 from reconciler.sim.workloads import WorkloadControllers, create_with_status, expand_pod_replicas, simulated_scale
@@ -72,7 +72,9 @@ class Simulation:
         self.now = scenario.clock
         self.kube = MemoryKube(clock=lambda: self.now, seed=0)
         self.kube.set_scale_lookup(simulated_scale(self.kube))
-        self.cloud = SimulatedCloud(build_catalog(scenario.catalog), clock=lambda: self.now)
+        self.cloud = SimulatedCloud(
+            build_catalog(scenario.catalog), clock=lambda: self.now, shaper=catalog_shaper(scenario.catalog)
+        )
         self.names = NameGenerator(scenario.name)
         self.cluster = SimulatedCluster(self)
         self.workloads = WorkloadControllers(

@@ -104,8 +104,8 @@ def test_catalog_record_round_trips() -> None:
     assert catalog.zone_ids["us-east-1a"].startswith("use1-az")
 
 
-def test_bundled_catalogue_is_what_the_generator_produces(tmp_path: Path) -> None:
-    """Regenerating from moto data and the shared price table reproduces the committed file exactly."""
+def test_bundled_catalogues_are_what_the_generator_produces(tmp_path: Path) -> None:
+    """Regenerating from moto data and the shared price table reproduces every committed file exactly."""
     if not PRICES.exists():
         pytest.skip(f"{PRICES} not available")
     spec = importlib.util.spec_from_file_location("gen_aws_catalog", REPO / "scripts" / "gen_aws_catalog.py")
@@ -113,14 +113,19 @@ def test_bundled_catalogue_is_what_the_generator_produces(tmp_path: Path) -> Non
     module = importlib.util.module_from_spec(spec)
     sys.modules["gen_aws_catalog"] = module
     spec.loader.exec_module(module)
-    out = tmp_path / "catalog.json"
-    assert module.main(["--prices", str(PRICES), "--out", str(out)]) == 0
-    bundled = REPO / "reconciler" / "cloud" / "data" / "aws-us-east-1.json"
-    assert out.read_bytes() == bundled.read_bytes()
-    document = json.loads(out.read_text())
+    out = tmp_path / "data"
+    assert module.main(["--prices", str(PRICES), "--out-dir", str(out)]) == 0
+    bundled = REPO / "reconciler" / "cloud" / "data"
+    written = sorted(path.name for path in out.iterdir())
+    assert written == sorted(p.name for p in bundled.glob("aws-*.json") if "supplement" not in p.name)
+    for name in written:
+        assert (out / name).read_bytes() == (bundled / name).read_bytes(), name
     prices = json.loads(PRICES.read_text())["prices"]
-    assert set(document["types"]) <= set(prices)
-    assert len(out.read_bytes()) < 400_000
+    us_east = json.loads((out / "aws-us-east-1.json").read_text())
+    assert set(us_east["types"]) <= set(prices)
+    assert us_east["prices"] == {"kind": "list", "region": "us-east-1", "asOf": "2026-07-20",
+                                 "source": "AWS public on-demand list prices, Linux, shared tenancy, USD per hour"}
+    assert sum(path.stat().st_size for path in out.iterdir()) < 1_600_000
 
 
 def test_supplement_types_name_their_sources_and_fill_only_gaps() -> None:
@@ -130,6 +135,7 @@ def test_supplement_types_name_their_sources_and_fill_only_gaps() -> None:
     data = resources.files("reconciler.cloud").joinpath("data")
     supplement = json.loads(data.joinpath("aws-us-east-1-supplement.json").read_text())
     generated = json.loads(data.joinpath("aws-us-east-1.json").read_text())["types"]
+    assert not set(supplement["types"]) & set(json.loads(data.joinpath("aws-instance-types.json").read_text())["types"])
     sources = {name: record["source"] for name, record in supplement["types"].items()}
     assert sources == {
         **{f"g4ad.{size}": ["aws-spec", "karpenter-vpclimits", "karpenter-bandwidth", "karpenter-pricing"]

@@ -111,7 +111,8 @@ def overrides_from_catalog(section: Any, *, where: str = "") -> PriceOverrides:
             raise PriceFileError(f"{path}.instanceType: required")
         capacity_type = entry.get("capacityType")
         if capacity_type not in wk.CAPACITY_TYPES:
-            raise PriceFileError(f"{path}.capacityType: {capacity_type!r} must be one of {', '.join(wk.CAPACITY_TYPES)}")
+            allowed = ", ".join(wk.CAPACITY_TYPES)
+            raise PriceFileError(f"{path}.capacityType: {capacity_type!r} must be one of {allowed}")
         zone = entry.get("zone") or ""
         if not isinstance(zone, str):
             raise PriceFileError(f"{path}.zone: expected a zone name")

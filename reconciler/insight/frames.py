@@ -9,14 +9,15 @@ next step from what happened), recording them the way ``run()`` does.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from reconciler.cloud import pricesource
 from reconciler.model.resources import CPU, MEMORY
 from reconciler.model.state_node import StateNode
-from reconciler.sim.runner import Simulation, new_step_record
+from reconciler.sim.runner import CloudFactory, Simulation, new_step_record
 from reconciler.sim.scenario import STEP_KINDS, Scenario, Step
 
 HOURS_PER_MONTH = 730  # AWS pricing convention
@@ -36,6 +37,7 @@ class NodeRow:
     memory_allocatable: int
     pods: int
     ready: bool = True  # False while a NodeClaim has no Node yet
+    price_source: str = ""  # where ``price`` comes from; "" = no offering priced it (price 0, shown as unknown)
 
     @property
     def managed(self) -> bool:
@@ -63,7 +65,18 @@ class NodeRow:
             "memoryAllocatableGiB": round(self.memory_allocatable / 1000 / 2**30, 3),
             "pods": self.pods,
             "ready": self.ready,
+            "priceSource": self.price_source or None,
         }
+
+
+def price_sources(rows: Sequence[NodeRow]) -> list[str]:
+    """Where the prices of these rows come from (distinct, estimates last)."""
+    return pricesource.legend(row.price_source for row in rows)
+
+
+def unpriced(rows: Sequence[NodeRow]) -> list[str]:
+    """Managed nodes no offering prices (their 0 is not a price)."""
+    return [row.name for row in rows if row.managed and not row.price_source]
 
 
 @dataclass(slots=True, frozen=True)
@@ -99,14 +112,16 @@ def node_rows(sim: Simulation) -> tuple[NodeRow, ...]:
 
 
 def _row(sim: Simulation, node: StateNode) -> NodeRow:
-    price = sim.cloud.price_of(node.instance_type, node.zone, node.capacity_type) or 0.0
+    price = sim.cloud.price_of(node.instance_type, node.zone, node.capacity_type)
+    source = sim.cloud.price_source_of(node.instance_type, node.zone, node.capacity_type) if price is not None else ""
     return NodeRow(
         name=node.name,
         nodepool=node.nodepool,
         instance_type=node.instance_type,
         zone=node.zone,
         capacity_type=node.capacity_type,
-        price=price,
+        price=price or 0.0,
+        price_source=source,
         cpu_requested=node.pod_requests.amount(CPU),
         cpu_allocatable=node.allocatable.amount(CPU),
         memory_requested=node.pod_requests.amount(MEMORY),
@@ -126,10 +141,10 @@ StepHandler = Callable[[Step, dict[str, Any]], Awaitable[None]]
 
 
 class RecordingSimulation(Simulation):
-    def __init__(self, scenario: Scenario, *, frames: bool = True) -> None:
+    def __init__(self, scenario: Scenario, *, frames: bool = True, cloud: CloudFactory | None = None) -> None:
         """``frames``: False records only the start frame (no per-step node tables: faster when no report
-        is drawn)."""
-        super().__init__(scenario)
+        is drawn). ``cloud``: as for ``Simulation``."""
+        super().__init__(scenario, cloud=cloud)
         self._every_step = frames
         self.frames: list[Frame] = []
         self.records: list[dict[str, Any]] = []

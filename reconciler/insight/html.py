@@ -12,7 +12,7 @@ from html import escape
 from typing import Any
 
 from reconciler.insight import charts
-from reconciler.insight.frames import HOURS_PER_MONTH, Frame, NodeRow
+from reconciler.insight.frames import HOURS_PER_MONTH, Frame, NodeRow, price_sources
 
 CAPACITY_ORDER = ("spot", "on-demand", "reserved", "unknown")
 
@@ -69,7 +69,8 @@ def node_table(rows: Sequence[NodeRow], table_id: str = "nodes") -> str:
             f'<tr data-node="{escape(row.name)}"><td>{escape(row.name)}</td>'
             f"<td>{escape(row.nodepool or '(unmanaged)')}</td><td>{escape(row.instance_type or '-')}</td>"
             f'<td><span class="tag {escape(capacity)}">{escape(capacity)}</span></td>'
-            f'<td>{escape(row.zone or "-")}</td><td class="num">{_money(row.price)}</td>'
+            f'<td>{escape(row.zone or "-")}</td><td class="num" title="{escape(row.price_source)}">'
+            f'{_money(row.price) if row.price_source else "unpriced"}</td>'
             f"<td>{_meter(row.cpu_fraction, 'cpu')}</td><td>{_meter(row.memory_fraction, 'memory')}</td>"
             f'<td class="num">{row.pods}</td></tr>'
         )
@@ -80,6 +81,7 @@ def node_table(rows: Sequence[NodeRow], table_id: str = "nodes") -> str:
         f"<th>Pods</th></tr></thead><tbody>{''.join(body)}</tbody>"
         f'<tfoot><tr><th colspan="5">{len(rows)} nodes</th><th class="num">{_money(total)}</th>'
         '<th colspan="3"></th></tr></tfoot></table>'
+        + "".join(f'<p class="prices">prices: {escape(source)}</p>' for source in price_sources(rows))
     )
 
 

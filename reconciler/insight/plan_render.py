@@ -243,7 +243,17 @@ def render_text(plan: PlanResult) -> str:
             shown_items, more = _limited(sorted(pending.items()))
             lines += [f"  {key}: {reason}" for key, reason in shown_items]
             lines += [f"  ... {more} more"] if more else []
+    lines += ["", *price_lines(plan)]
     return "\n".join(lines) + "\n"
+
+
+def price_lines(plan: PlanResult) -> list[str]:
+    """Where the costs come from, and nodes left out of them for want of a price."""
+    lines = [f"prices: {source}" for source in plan.price_sources]
+    missing = sorted(set(plan.current.unpriced) | set(plan.proposed.unpriced))
+    if missing:
+        lines.append(f"unpriced: {', '.join(missing)} (no offering in the catalogue; not in the costs)")
+    return lines
 
 
 def _baseline_churn(plan: PlanResult) -> str:
@@ -331,6 +341,7 @@ def render_markdown(plan: PlanResult) -> str:
         "<sub>Computed offline by `python -m reconciler plan` with Adze's provisioning and disruption "
         "engine on a cluster snapshot; prices are the simulated offerings' list prices.</sub>"
     )
+    lines += [f"<sub>{_md_escape(line)}</sub>" for line in price_lines(plan)]
     return "\n".join(lines) + "\n"
 
 
@@ -359,6 +370,7 @@ def render_html(plan: PlanResult) -> str:
         f"{plan.churn['nodesLaunched']} launched, "
         f"{plan.churn['podsEvicted']} pod(s) evicted; settles after {escape(_duration(plan))}.</p>"
     )
+    section += "".join(f'<p class="prices">{escape(line)}</p>' for line in price_lines(plan))
     if plan.blockers:
         rows = "".join(
             f"<tr><td>{escape(b.node)}</td><td>{escape(b.code)}</td>"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from reconciler.insight.frames import HOURS_PER_MONTH, Frame, NodeRow
+from reconciler.insight.frames import HOURS_PER_MONTH, Frame, NodeRow, price_sources, unpriced
 
 BAR_WIDTH = 20
 FULL, EMPTY_CELL = "█", "░"
@@ -70,13 +70,30 @@ def render_status(frame: Frame, *, title: str = "") -> str:
         lines.append(
             f"{row.name:<{name_width}}  cpu {bar(row.cpu_fraction)} {percent(row.cpu_fraction)}  "
             f"{row.pods:>3} pods  {row.instance_type or '-':<{type_width}}  {_label(row):<9}  "
-            f"{row.zone or '-':<11}  ${row.price:.4f}/h  "
+            f"{row.zone or '-':<11}  {_price(row)}  "
             f"{row.nodepool or '(unmanaged)':<{pool_width}}  {state}"
         )
         lines.append(f"{'':<{name_width}}  mem {bar(row.memory_fraction)} {percent(row.memory_fraction)}")
     if not rows:
         lines.append("(no nodes)")
+    lines.extend(price_lines(rows))
     return "\n".join(lines) + "\n"
+
+
+def _price(row: NodeRow) -> str:
+    """The node's $/h; a node no offering prices says so instead of showing $0.0000."""
+    if not row.price_source:
+        return "$?/h (unpriced)" if row.instance_type else "-"
+    return f"${row.price:.4f}/h"
+
+
+def price_lines(rows: Sequence[NodeRow]) -> list[str]:
+    """Where every figure comes from, and which nodes have no price (left out of the totals)."""
+    lines = [f"prices: {source}" for source in price_sources(rows)]
+    missing = unpriced(rows)
+    if missing:
+        lines.append(f"unpriced: {', '.join(missing)} (no offering in the catalogue; not in the totals)")
+    return lines
 
 
 def _capacity_summary(rows: Sequence[NodeRow]) -> str:

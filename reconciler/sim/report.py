@@ -7,6 +7,8 @@ import os
 import sys
 from typing import Any
 
+from reconciler.cloud import pricesource
+
 
 def write_result(result: dict[str, Any], *, json_stdout: bool, out_path: str | None) -> None:
     text = json.dumps(result, indent=2, sort_keys=False, allow_nan=False) + "\n"  # strict JSON
@@ -38,6 +40,18 @@ def _options_summary(options: list[str], limit: int = 3) -> str:
     return ", ".join(options[:limit]) + (" ..." if len(options) > limit else "")
 
 
+def _price(item: dict[str, Any]) -> str:
+    """A node's $/h, or "unknown" when no offering priced it (never a made-up 0.0000)."""
+    if item.get("price") is None or ("priceSource" in item and not item["priceSource"]):
+        return "unknown"
+    return f"{item['price']:.4f}"
+
+
+def price_source_lines(sources: list[str]) -> list[str]:
+    """One "prices:" line per distinct source, estimates last (where every figure above comes from)."""
+    return [f"prices: {source}" for source in sources]
+
+
 def render_text(result: dict[str, Any]) -> str:
     lines = [f"scenario: {result['scenario']}", ""]
     for index, step in enumerate(result["steps"]):
@@ -46,7 +60,7 @@ def render_text(result: dict[str, Any]) -> str:
             rows = [
                 [
                     item["nodeclaim"], item["nodepool"], item["instanceType"], item["zone"], item["capacityType"],
-                    f"{item['price']:.4f}", str(len(item["pods"])),
+                    _price(item), str(len(item["pods"])),
                     _options_summary(item["instanceTypeOptions"]),
                 ]
                 for item in step["launched"]
@@ -84,11 +98,16 @@ def render_text(result: dict[str, Any]) -> str:
     rows = [
         [
             node["name"], node.get("nodepool") or "-", node.get("instanceType") or "-", node.get("zone") or "-",
-            node.get("capacityType") or "-", f"{node['price']:.4f}", str(len(node["pods"])),
+            node.get("capacityType") or "-", _price(node), str(len(node["pods"])),
         ]
         for node in final["nodes"]
     ]
     lines.extend("  " + row for row in _table(["NODE", "NODEPOOL", "TYPE", "ZONE", "CAPACITY", "$/H", "PODS"], rows))
     lines.append(f"pending pods: {len(final['pending'])}")
     lines.append(f"cost: {final['costPerHour']:.4f} $/h ({final['costPerHour'] * 730:.2f} $/month)")
+    unpriced = [n["name"] for n in final["nodes"] if "priceSource" in n and not n["priceSource"] and n.get("managed")]
+    if unpriced:
+        lines.append(f"unpriced: {', '.join(unpriced)} (no offering in the catalogue; not counted in the cost)")
+    launched_sources = [i.get("priceSource") or "" for step in result["steps"] for i in step["launched"]]
+    lines.extend(price_source_lines(pricesource.legend([*final.get("priceSources", []), *launched_sources])))
     return "\n".join(lines) + "\n"

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -100,7 +100,7 @@ class OfflineAWS:
 
     def spot_prices(self) -> dict[tuple[str, str], float]:
         """The preset's documented spot prices for every bundled type in the seeded zones."""
-        catalog = load_catalog("us-east-1")
+        catalog = load_catalog(self.region)
         zones = set(self.subnet_ids)
         return {
             (entry.info.name, zone): round(entry.on_demand_price * spot_fraction(entry.info.name, zone), 6)
@@ -145,6 +145,9 @@ def start_offline_aws(
     if zones is not None and len(zones) > len(SUBNET_CIDRS):
         raise ValueError(f"at most {len(SUBNET_CIDRS)} zones can be seeded")
 
+    import logging
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one access-log line per AWS call otherwise
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     host, bound = server.get_host_and_port()
@@ -276,6 +279,38 @@ class MotoCloud:
         self.env.stop()
 
 
+def satisfy_nodeclasses(environment: OfflineAWS, nodeclasses: Sequence[Mapping[str, Any]]) -> None:
+    """Seed what these EC2NodeClasses select: their subnet and security-group selector tags on the
+    seeded subnets and group, their node roles. Selectors by ID or name cannot be met by a fresh
+    account (moto picks the IDs): ``ValueError`` names the term."""
+    ec2 = environment.client("ec2")
+    iam = environment.client("iam")
+    trust = json.dumps({
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}],
+    })
+    roles = {environment.node_role}
+    for nodeclass in nodeclasses:
+        name = str((nodeclass.get("metadata") or {}).get("name", ""))
+        spec = nodeclass.get("spec") or {}
+        for field_name, resources in (
+            ("subnetSelectorTerms", list(environment.subnet_ids.values())),
+            ("securityGroupSelectorTerms", [environment.security_group_id]),
+        ):
+            for index, term in enumerate(spec.get(field_name) or []):
+                tags = (term or {}).get("tags")
+                if not tags or set(term) - {"tags"}:
+                    raise ValueError(
+                        f"EC2NodeClass {name}: spec.{field_name}[{index}]: only tag selectors can be seeded in moto"
+                    )
+                values = [{"Key": str(k), "Value": "" if v == "*" else str(v)} for k, v in tags.items()]
+                ec2.create_tags(Resources=resources, Tags=values)
+        role = spec.get("role")
+        if role and role not in roles:
+            iam.create_role(RoleName=str(role), AssumeRolePolicyDocument=trust)
+            roles.add(str(role))
+
+
 def open_moto_cloud(
     *,
     cluster: str,
@@ -284,6 +319,9 @@ def open_moto_cloud(
     instance_types: tuple[str, ...] | None = None,
     kubernetes_version: str = "1.32",
     now: Any = None,
+    monotonic: Any = None,
+    prices: Any = None,
+    nodeclasses: Sequence[Mapping[str, Any]] = (),
 ) -> MotoCloud:
     """Start and seed moto, and build an ``AWSCloudProvider`` against it.
 
@@ -291,14 +329,20 @@ def open_moto_cloud(
     ``karpenter.sh/discovery: <cluster>`` and use role ``KarpenterNodeRole-<cluster>``
     (the names the example scenarios use with cluster ``demo``). ``instance_types``
     narrows discovery to those names; prices are the bundled on-demand table and
-    the preset's documented spot fractions. ``now`` is the provider's clock (the
-    simulator's virtual time).
+    the preset's documented spot fractions unless ``prices`` (a ``PriceSource``) is
+    given. ``now``/``monotonic`` are the provider's clocks (the simulator's virtual
+    time); ``nodeclasses`` are seeded so they resolve (``satisfy_nodeclasses``).
     """
     from reconciler.cloud.aws.provider import AWSCloudProvider, AWSProviderConfig
 
     env = start_offline_aws(
         region=region, cluster=cluster, kubernetes_version=kubernetes_version, zones=zones
     )
+    try:
+        satisfy_nodeclasses(env, nodeclasses)
+    except Exception:
+        env.stop()
+        raise
     shortages = CapacityShortages()
     set_fleet_faults(shortages)
     filters = ({"Name": "instance-type", "Values": list(instance_types)},) if instance_types else ()
@@ -310,6 +354,8 @@ def open_moto_cloud(
         access_key_id=CREDENTIALS["aws_access_key_id"],
         secret_access_key=CREDENTIALS["aws_secret_access_key"],
     )
-    provider = AWSCloudProvider(config, now=now) if now else AWSCloudProvider(config)
-    provider.pricing.set_spot_prices(env.spot_prices())
+    clocks: dict[str, Any] = {"now": now, "monotonic": monotonic}
+    provider = AWSCloudProvider(config, prices=prices, **{k: v for k, v in clocks.items() if v is not None})
+    if prices is None:
+        provider.pricing.set_spot_prices(env.spot_prices())
     return MotoCloud(env, provider, shortages)

@@ -44,6 +44,11 @@ class NodeRow:
         return bool(self.nodepool)
 
     @property
+    def priced(self) -> bool:
+        """Whether some offering priced the node (a 0 without a source is "no price", not free)."""
+        return bool(self.price_source) or self.price > 0
+
+    @property
     def cpu_fraction(self) -> float:
         return self.cpu_requested / self.cpu_allocatable if self.cpu_allocatable else 0.0
 
@@ -76,7 +81,7 @@ def price_sources(rows: Sequence[NodeRow]) -> list[str]:
 
 def unpriced(rows: Sequence[NodeRow]) -> list[str]:
     """Managed nodes no offering prices (their 0 is not a price)."""
-    return [row.name for row in rows if row.managed and not row.price_source]
+    return [row.name for row in rows if row.managed and not row.priced]
 
 
 @dataclass(slots=True, frozen=True)

@@ -70,7 +70,7 @@ def node_table(rows: Sequence[NodeRow], table_id: str = "nodes") -> str:
             f"<td>{escape(row.nodepool or '(unmanaged)')}</td><td>{escape(row.instance_type or '-')}</td>"
             f'<td><span class="tag {escape(capacity)}">{escape(capacity)}</span></td>'
             f'<td>{escape(row.zone or "-")}</td><td class="num" title="{escape(row.price_source)}">'
-            f'{_money(row.price) if row.price_source else "unpriced"}</td>'
+            f'{_money(row.price) if row.priced else "unpriced"}</td>'
             f"<td>{_meter(row.cpu_fraction, 'cpu')}</td><td>{_meter(row.memory_fraction, 'memory')}</td>"
             f'<td class="num">{row.pods}</td></tr>'
         )

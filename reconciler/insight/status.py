@@ -82,7 +82,7 @@ def render_status(frame: Frame, *, title: str = "") -> str:
 
 def _price(row: NodeRow) -> str:
     """The node's $/h; a node no offering prices says so instead of showing $0.0000."""
-    if not row.price_source:
+    if not row.priced:
         return "$?/h (unpriced)" if row.instance_type else "-"
     return f"${row.price:.4f}/h"
 

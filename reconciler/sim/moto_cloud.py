@@ -99,6 +99,7 @@ class MotoSimulatedCloud:
                 monotonic=lambda: clock().timestamp(),
                 prices=self._prices,
                 nodeclasses=nodeclasses,
+                own_account=True,
             )
         except ValueError as err:
             raise ScenarioError(f"--cloud moto: {err}") from None

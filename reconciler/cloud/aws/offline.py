@@ -16,7 +16,9 @@ moto is a test/dev dependency, imported only when this module is used.
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
 import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -57,9 +59,11 @@ class OfflineAWS:
     subnet_ids: dict[str, str] = field(default_factory=dict)  # zone -> subnet id
     security_group_id: str = ""
     ami_ids: dict[str, str] = field(default_factory=dict)  # "<arch>/<variant>" -> image id
+    account_id: str = ACCOUNT_ID
+    credentials: dict[str, str] = field(default_factory=lambda: dict(CREDENTIALS))
 
     def client(self, service: str) -> Any:
-        return boto3.client(service, region_name=self.region, endpoint_url=self.endpoint_url, **CREDENTIALS)
+        return boto3.client(service, region_name=self.region, endpoint_url=self.endpoint_url, **self.credentials)
 
     @property
     def node_role(self) -> str:
@@ -68,7 +72,8 @@ class OfflineAWS:
     def for_cluster(self, cluster: str) -> OfflineAWS:
         """Another cluster in the same moto account (own VPC, subnets, SG, role): cheap test isolation."""
         other = OfflineAWS(
-            self.server, self.endpoint_url, self.region, cluster, self.kubernetes_version, self.zones
+            self.server, self.endpoint_url, self.region, cluster, self.kubernetes_version, self.zones,
+            account_id=self.account_id, credentials=dict(self.credentials),
         )
         seed(other)
         return other
@@ -132,12 +137,15 @@ def start_offline_aws(
     port: int = 0,
     zones: tuple[str, ...] | None = None,
     faithful_fleet_security_groups: bool = True,
+    own_account: bool = False,
 ) -> OfflineAWS:
     """Start moto's threaded server on 127.0.0.1 (a free port by default) and seed it.
 
     ``faithful_fleet_security_groups`` patches moto (in this process) so fleet
     instances get their launch template's security groups as on AWS; without
     it every moto instance sits in the default group and looks SG-drifted.
+    ``own_account``: seed a fresh moto account (its own access key), so runs in one process never
+    see each other's VPCs, roles or instances (moto's state is per process, per account).
     """
     from moto.server import ThreadedMotoServer
 
@@ -153,6 +161,8 @@ def start_offline_aws(
     host, bound = server.get_host_and_port()
     chosen = tuple(zones) if zones else tuple(f"{region}{suffix}" for suffix in DEFAULT_ZONE_SUFFIXES)
     environment = OfflineAWS(server, f"http://{host}:{bound}", region, cluster, kubernetes_version, chosen)
+    if own_account:
+        environment.account_id, environment.credentials = _fresh_account()
     try:
         seed(environment)
     except Exception:
@@ -189,10 +199,24 @@ def seed(environment: OfflineAWS) -> None:
     }
     iam.create_role(RoleName=environment.node_role, AssumeRolePolicyDocument=json.dumps(trust))
     environment.ami_ids = _pick_images(ec2)
-    seed_eks_ami_parameters(environment.region, environment.kubernetes_version, environment.ami_ids)
+    seed_eks_ami_parameters(
+        environment.region, environment.kubernetes_version, environment.ami_ids, environment.account_id
+    )
 
 
 _PICKED_IMAGES: dict[str, dict[str, str]] = {}
+_accounts = itertools.count(1)
+
+
+def _fresh_account() -> tuple[str, dict[str, str]]:
+    """A moto account of its own: an IAM user there and its access key (moto maps keys to accounts)."""
+    from moto.iam.models import iam_backends
+
+    account_id = f"{210000000000 + os.getpid() % 10_000 * 1000 + next(_accounts)}"
+    backend = iam_backends[account_id]["aws"]
+    backend.create_user("us-east-1", "adze-offline")
+    key = backend.create_access_key("adze-offline")
+    return account_id, {"aws_access_key_id": key.access_key_id, "aws_secret_access_key": key.secret_access_key}
 
 
 def _pick_images(ec2: Any) -> dict[str, str]:
@@ -238,16 +262,18 @@ def eks_parameter_names(kubernetes_version: str, ami_ids: Mapping[str, str]) -> 
     return names
 
 
-def seed_eks_ami_parameters(region: str, kubernetes_version: str, ami_ids: Mapping[str, str]) -> None:
+def seed_eks_ami_parameters(
+    region: str, kubernetes_version: str, ami_ids: Mapping[str, str], account_id: str = ACCOUNT_ID
+) -> None:
     """Write public EKS AMI parameters straight into moto's SSM backend (same process only)."""
     from moto.ssm.models import Parameter, ssm_backends
 
-    backend = ssm_backends[ACCOUNT_ID][region]
+    backend = ssm_backends[account_id][region]
     now = datetime.now(UTC)
     for name, image_id in eks_parameter_names(kubernetes_version, ami_ids).items():
         backend._parameters[name] = [
             Parameter(
-                account_id=ACCOUNT_ID,
+                account_id=account_id,
                 name=name,
                 value=image_id,
                 parameter_type="String",
@@ -322,6 +348,7 @@ def open_moto_cloud(
     monotonic: Any = None,
     prices: Any = None,
     nodeclasses: Sequence[Mapping[str, Any]] = (),
+    own_account: bool = False,
 ) -> MotoCloud:
     """Start and seed moto, and build an ``AWSCloudProvider`` against it.
 
@@ -336,7 +363,7 @@ def open_moto_cloud(
     from reconciler.cloud.aws.provider import AWSCloudProvider, AWSProviderConfig
 
     env = start_offline_aws(
-        region=region, cluster=cluster, kubernetes_version=kubernetes_version, zones=zones
+        region=region, cluster=cluster, kubernetes_version=kubernetes_version, zones=zones, own_account=own_account
     )
     try:
         satisfy_nodeclasses(env, nodeclasses)
@@ -351,8 +378,8 @@ def open_moto_cloud(
         region=region,
         endpoint_url=env.endpoint_url,
         instance_type_filters=filters,
-        access_key_id=CREDENTIALS["aws_access_key_id"],
-        secret_access_key=CREDENTIALS["aws_secret_access_key"],
+        access_key_id=env.credentials["aws_access_key_id"],
+        secret_access_key=env.credentials["aws_secret_access_key"],
     )
     clocks: dict[str, Any] = {"now": now, "monotonic": monotonic}
     provider = AWSCloudProvider(config, prices=prices, **{k: v for k, v in clocks.items() if v is not None})

@@ -362,12 +362,15 @@ class SimulatedCluster:
                     "managed": wk.NODEPOOL in labels,
                 }
             )
-        return {
+        final: dict[str, Any] = {
             "nodes": nodes,
             "pending": sorted(pod_key(p) for p in self.pending_pods()),
             "costPerHour": round(total, 6),
-            "priceSources": pricesource.legend(node["priceSource"] for node in nodes),
         }
+        sources = pricesource.legend(node["priceSource"] for node in nodes)
+        if sources:  # optional key (scenario-format: new keys only): where costPerHour's prices come from
+            final["priceSources"] = sources
+        return final
 
 
 def _owned_by_daemonset(pod: Mapping[str, Any] | None) -> bool:

@@ -235,10 +235,18 @@ async def explain_node(sim: RecordingSimulation, name: str) -> Explanation:
     return Explanation(subject, verdict, reasons, facts)
 
 
+def _priced(sim: RecordingSimulation, node: StateNode) -> str:
+    """"at $x/h (source)", or that no offering prices the node (never a made-up $0)."""
+    price = sim.cloud.price_of(node.instance_type, node.zone, node.capacity_type)
+    if price is None:
+        return "unpriced (no such offering in the catalogue)"
+    source = sim.cloud.price_source_of(node.instance_type, node.zone, node.capacity_type)
+    return f"at ${price:.4f}/h" + (f" ({source})" if source else "")
+
+
 def node_facts(sim: RecordingSimulation, node: StateNode) -> list[str]:
-    price = sim.cloud.price_of(node.instance_type, node.zone, node.capacity_type) or 0.0
     facts = [
-        f"{node.instance_type or '?'} {node.capacity_type or '?'} in {node.zone or '?'} at ${price:.4f}/h, "
+        f"{node.instance_type or '?'} {node.capacity_type or '?'} in {node.zone or '?'} {_priced(sim, node)}, "
         f"NodePool {node.nodepool or '(none)'}",
         f"requests {_describe(node.pod_requests)} of allocatable {_describe(node.allocatable)}",
         f"{len(node.reschedulable_pods())} pod(s) that would move, {len(node.pods)} in total",
@@ -272,7 +280,7 @@ def _what_if_removed(state: ClusterState, types: Any, sim: RecordingSimulation, 
         lines.append(f"if removed, pod {key} would not fit anywhere: {reason}")
     if failed:
         return lines
-    price = sim.cloud.price_of(node.instance_type, node.zone, node.capacity_type) or 0.0
+    price = sim.cloud.price_of(node.instance_type, node.zone, node.capacity_type)
     if not result.new_claims:
         lines.append(
             f"if removed, all {len(pods)} pod(s) fit on other nodes "
@@ -281,7 +289,9 @@ def _what_if_removed(state: ClusterState, types: Any, sim: RecordingSimulation, 
         return lines
     cheapest = sum(claim.cheapest_price() for claim in result.new_claims)
     options = ", ".join(result.new_claims[0].instance_type_names[:3])
-    if cheapest >= price:
+    if price is None:
+        lines.append(f"a replacement ({options}) would cost ${cheapest:.4f}/h; this node has no price to compare")
+    elif cheapest >= price:
         lines.append(
             f"replacement not cheaper: the pods need {len(result.new_claims)} new node(s), cheapest "
             f"${cheapest:.4f}/h ({options}) vs ${price:.4f}/h now (difference {cheapest - price:+.4f} $/h; "

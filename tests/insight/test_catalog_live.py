@@ -36,7 +36,7 @@ class _PricingAPI(BaseHTTPRequestHandler):
 
     calls: list[dict[str, Any]] = []
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+    def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
         type(self).calls.append(body)
         filters = {f["Field"]: f["Value"] for f in body.get("Filters") or []}

@@ -30,7 +30,8 @@ def _scenario(preset: str, capacity_types: list[str]) -> dict[str, Any]:
         "objects": [
             {"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
              "spec": {"role": "r", "amiSelectorTerms": [{"alias": "al2023@latest"}],
-                      "subnetSelectorTerms": [{"tags": {"k": "v"}}], "securityGroupSelectorTerms": [{"tags": {"k": "v"}}]}},
+                      "subnetSelectorTerms": [{"tags": {"k": "v"}}],
+                      "securityGroupSelectorTerms": [{"tags": {"k": "v"}}]}},
             {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"}, "spec": {
                 "template": {"spec": {
                     "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
@@ -133,7 +134,8 @@ def test_price_file_overrides_the_catalogue_and_names_itself(tmp_path: Path, cap
     ]}))
     code, out, err = run_cli(capsys, "status", "--snapshot", str(dump), "--prices", str(zoned), "--json")
     assert code == 0, err
-    assert {n["price"] for n in json.loads(out)["nodes"] if n["zone"] == zone and n["instanceType"] == node_type} == {0.01}
+    zoned_nodes = [n for n in json.loads(out)["nodes"] if n["zone"] == zone and n["instanceType"] == node_type]
+    assert {n["price"] for n in zoned_nodes} == {0.01}
 
     # simulate takes it too, and the snapshot it writes carries it (reproducible figures).
     scenario = tmp_path / "s.yaml"

@@ -84,12 +84,12 @@ def test_moto_needs_real_types_and_region() -> None:
              "offerings": [{"capacityType": "on-demand", "zone": "test-zone-1", "price": 0.1}]}]},
         "objects": [], "steps": [],
     }
-    with pytest.raises(ScenarioError, match="catalog.region: 'test-region' is not an AWS region"):
+    with pytest.raises(ScenarioError, match=r"catalog\.region: 'test-region' is not an AWS region"):
         run_scenario(parse_scenario(scenario), cloud="moto")
     scenario["catalog"] = {"region": "us-east-1", "instanceTypes": [
         {"name": "small.large", "capacity": {"cpu": "2", "memory": "2Gi", "pods": "5"},
          "offerings": [{"capacityType": "on-demand", "zone": "us-east-1a", "price": 0.1}]}]}
-    with pytest.raises(ScenarioError, match="small.large not EC2 instance types moto knows"):
+    with pytest.raises(ScenarioError, match=r"small\.large not EC2 instance types moto knows"):
         run_scenario(parse_scenario(scenario), cloud="moto")
 
 

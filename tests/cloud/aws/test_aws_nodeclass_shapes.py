@@ -7,6 +7,7 @@ NodeClass's subnets (live) or the bundled zone table (preset) and are enforced a
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +18,9 @@ from aws_harness import make_provider
 from reconciler.cloud.aws.offline import OfflineAWS
 from reconciler.cloud.aws.preset import load_catalog, load_preset
 from reconciler.cloud.types import LaunchRequest
+from reconciler.kube.api import NODE, NODECLAIM
 from reconciler.model import labels as wk
-from reconciler.sim.runner import run_scenario
+from reconciler.sim.runner import Simulation, run_scenario
 from reconciler.sim.scenario import parse_scenario
 
 SHAPES = {
@@ -135,10 +137,14 @@ def _pod_scenario(node_selector: dict[str, str], nodeclass_spec: dict[str, Any] 
 def test_pod_zone_id_selector_lands_in_that_zone_and_the_node_carries_it(zone_id: str) -> None:
     """The audit's repro: nodeSelector zone-id use1-az1 launched in us-east-1c (use1-az2)."""
     zone = {v: k for k, v in load_catalog().zone_ids.items()}[zone_id]
-    result = run_scenario(parse_scenario(_pod_scenario({wk.ZONE_ID: zone_id})))
+    sim = Simulation(parse_scenario(_pod_scenario({wk.ZONE_ID: zone_id})))
+    result = asyncio.run(sim.run())
     [launched] = result["steps"][0]["launched"]
     assert launched["zone"] == zone
     assert result["final"]["pending"] == [] and result["steps"][0]["bound"] == {"default/a": launched["node"]}
+    node = sim.kube.peek(NODE, launched["node"])
+    claim = sim.kube.peek(NODECLAIM, launched["nodeclaim"])
+    assert node["metadata"]["labels"][wk.ZONE_ID] == zone_id == claim["metadata"]["labels"][wk.ZONE_ID]
 
 
 def test_hand_written_catalogue_in_a_real_region_gets_zone_ids(shared_dir: Path) -> None:

@@ -90,7 +90,8 @@ def catalog_shaper(catalog: Mapping[str, Any]) -> PresetShaper | None:
         return None
     from reconciler.cloud.aws.preset import PresetShaper
 
-    return PresetShaper(region, catalog.get("zones"))
+    written = {str(raw.get("name")) for raw in catalog.get("instanceTypes") or [] if isinstance(raw, Mapping)}
+    return PresetShaper(region, catalog.get("zones"), exclude=written)
 
 
 def _bundled_zone_ids(region: str) -> dict[str, str]:

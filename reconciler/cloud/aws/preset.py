@@ -20,7 +20,7 @@ for any other EC2NodeClass (AMI family, kubelet, block devices, RAID0) through t
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
@@ -201,10 +201,12 @@ class PresetShaper:
     """Rebuilds a simulated catalogue's preset types for an EC2NodeClass, keeping each offering's
     availability and price (so insufficient-capacity marks and price files apply to every NodeClass)."""
 
-    def __init__(self, region: str, zones: Sequence[str] | None) -> None:
+    def __init__(self, region: str, zones: Sequence[str] | None, exclude: Iterable[str] = ()) -> None:
+        """``exclude``: types the scenario writes out itself (they keep their own shape)."""
         self.region = region
         self.zones = _zones_key(zones)
-        self._infos = {entry.info.name: entry.info for entry in load_catalog(region).entries}
+        skipped = set(exclude)
+        self._infos = {e.info.name: e.info for e in load_catalog(region).entries if e.info.name not in skipped}
 
     def covers(self, name: str) -> bool:
         return name in self._infos

@@ -71,13 +71,15 @@ def test_eu_dump_is_priced_from_its_own_region_and_says_the_prices_are_estimates
     # A change that launches new capacity puts it in eu-west-1 zones, priced, with the source named.
     pools = tmp_path / "pools.yaml"
     pool = _scenario("aws-eu-west-1", ["on-demand"])["objects"][1]
-    pool["spec"]["template"]["spec"]["requirements"][1]["values"] = ["c5"]
+    running = {n["instanceType"].partition(".")[0] for n in status["nodes"]}
+    pool["spec"]["template"]["spec"]["requirements"][1]["values"] = sorted({"m5", "c5"} - running)
     pools.write_text(yaml.safe_dump(pool))
     code, out, err = run_cli(capsys, "plan", "--snapshot", str(dump), "--nodepools", str(pools), "--json")
     assert code == 0, err
     plan = json.loads(out)
     assert plan["priceSources"] == [EU_ESTIMATE]
     assert plan["proposed"]["costPerHour"] > 0 and plan["proposed"]["unpricedNodes"] == []
+    assert plan["churn"]["nodesLaunched"] > 0  # the change replaces the nodes: new eu-west-1 capacity
     for output in ("--markdown", None):
         args = ["plan", "--snapshot", str(dump), "--nodepools", str(pools), *([output] if output else [])]
         code, out, err = run_cli(capsys, *args)

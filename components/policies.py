@@ -96,6 +96,11 @@ def _instance_profile_arns(scope: AwsScope) -> str:
     return f"arn:{scope.partition}:iam::{scope.account_id}:instance-profile/*"
 
 
+def managed_instance_profile_arns(scope: AwsScope, cluster_name: str) -> str:
+    """The profiles the reconciler creates: under ``/karpenter/<region>/<cluster>/<nodeclass uid>/``."""
+    return f"arn:{scope.partition}:iam::{scope.account_id}:instance-profile/karpenter/{scope.region}/{cluster_name}/*"
+
+
 def _owned(cluster_name: str, kind: str) -> dict[str, str]:
     return {f"aws:{kind}/{CLUSTER_OWNERSHIP_TAG_PREFIX}{cluster_name}": "owned"}
 
@@ -233,6 +238,15 @@ def iam_integration_policy(scope: AwsScope, cluster_name: str, node_role_arn: st
             "AllowScopedInstanceProfileCreationActions",
             "iam:CreateInstanceProfile",
             profiles,
+            string_equals=creation_tags,
+            string_like={f"aws:RequestTag/{NODECLASS_TAG}": "*"},
+        ),
+        # Creating a profile with Tags is also authorized as iam:TagInstanceProfile on the new profile, which
+        # has no resource tags yet; scoped to the reconciler's own path so it cannot claim anyone else's.
+        _allow(
+            "AllowScopedInstanceProfileTagOnCreation",
+            "iam:TagInstanceProfile",
+            managed_instance_profile_arns(scope, cluster_name),
             string_equals=creation_tags,
             string_like={f"aws:RequestTag/{NODECLASS_TAG}": "*"},
         ),

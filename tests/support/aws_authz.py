@@ -442,9 +442,10 @@ class IamEnforcement:
         if not denied or not self.enforce:
             return None
         first = denied[0].check
-        reason = "an explicit deny" if denied[0].decision.outcome == "explicit-deny" else "no identity-based policy"
+        reason = ("an explicit deny in an identity-based policy denies" if denied[0].decision.outcome == "explicit-deny"
+                  else "no identity-based policy allows")
         message = (f"User: {self.principal} is not authorized to perform: {first.action} on resource: "
-                   f"{first.resource} because {reason} allows the {first.action} action")
+                   f"{first.resource} because {reason} the {first.action} action")
         code = _DENIED_CODES.get(service, "AccessDeniedException")
         response = SimpleNamespace(status_code=403, headers={}, content=b"", text="")
         return response, {"Error": {"Code": code, "Message": message},

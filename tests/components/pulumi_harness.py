@@ -111,6 +111,31 @@ class ProgramRun:
                 stack.extend(found.all_dependencies())
         return False
 
+    def deletion_order(self) -> list[Registration]:
+        """An order ``pulumi destroy`` may delete in: a resource goes only after everything that depends on it
+        (explicitly, through an input, as a child of it, or through it as provider)."""
+        known = {r.urn for r in self.registrations}
+        edges: dict[str, set[str]] = {}
+        for registration in self.registrations:
+            dependencies = set(registration.all_dependencies())
+            if registration.parent:
+                dependencies.add(registration.parent)
+            if registration.provider:
+                dependencies.add(registration.provider.rsplit("::", 1)[0])
+            edges[registration.urn] = dependencies & known
+        dependents: dict[str, set[str]] = {urn: set() for urn in edges}
+        for urn, dependencies in edges.items():
+            for dependency in dependencies:
+                dependents[dependency].add(urn)
+        order: list[str] = []
+        remaining = set(edges)
+        while remaining:
+            ready = sorted(urn for urn in remaining if not (dependents[urn] & remaining))
+            assert ready, "dependency cycle"
+            order += ready
+            remaining -= set(ready)
+        return [self.by_urn(urn) for urn in order]
+
     def k8s_objects(self, kind: str) -> Iterator[Registration]:
         for registration in self.registrations:
             if registration.inputs.get("kind") == kind:

@@ -13,10 +13,13 @@ from components.iam import Iam, IamArgs
 from components.interruption import Interruption, InterruptionArgs
 from components.network import Network, NetworkArgs
 from components.nodepools import NodePools, NodePoolsArgs
+from components.preflight import PulumiLookups, preflight
 from components.reconciler import Reconciler, ReconcilerArgs
 
 try:
     config = read_pulumi_config()
+    # Look-ups in the account (example ids, foreign accounts, missing VPC or subnets) before any resource.
+    caller = preflight(config, PulumiLookups())
 except ConfigError as err:
     # A clean, path-named message and no traceback; nothing has been registered yet.
     raise pulumi.RunError(str(err)) from None
@@ -35,6 +38,7 @@ cluster = Cluster(
         public_subnet_ids=network.public_subnet_ids,
         scope=scope,
         tags=tags,
+        caller=caller,
     ),
 )
 interruption = (

@@ -6,11 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import yaml
 from pulumi_harness import (
     ACCOUNT_ID,
     DEPLOYER_ROLE,
     EXISTING_VPC,
     PREVIEW_ROLE,
+    REPO_ROOT,
     ProgramRun,
     run_failing_program,
     run_stack,
@@ -69,6 +71,14 @@ def test_documented_example_ids_and_accounts_are_refused_with_their_paths() -> N
     with pytest.raises(ConfigError):
         preflight(stack, account)
     assert account.calls == 0  # refused before any look-up
+
+
+def test_the_guides_existing_vpc_example_would_be_refused() -> None:
+    guide = (REPO_ROOT / "docs" / "deploying.md").read_text()
+    block = next(b for b in guide.split("```yaml\n")[1:] if "mode: existing" in b.split("```")[0])
+    raw = {k.removeprefix("adze:"): v for k, v in yaml.safe_load(block.split("```")[0])["config"].items()}
+    paths = [p.path for p in placeholder_problems(config(**raw))]
+    assert paths[:2] == ["adze:network.vpcId", "adze:network.privateSubnetIds[0]"]
 
 
 @pytest.mark.parametrize("stack", ["dev", "staging", "prod"])

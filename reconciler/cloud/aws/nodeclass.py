@@ -293,6 +293,19 @@ class NodeClassResolver:
                 deleted.append(name)
         return deleted
 
+    async def collect_orphaned_profiles(self, live_uids: set[str], in_use: set[str]) -> list[str]:
+        """Delete managed profiles of EC2NodeClasses that no longer exist (their uid is in the path), unless
+        an instance still uses them: what a class deleted while no reconciler ran its finalizer left."""
+        prefix = managed_profile_path(self.cluster, self.region)
+        deleted = []
+        for profile in await self._managed_profiles(prefix):
+            name = str(profile["InstanceProfileName"])
+            uid = str(profile.get("Path", ""))[len(prefix):].strip("/")
+            if uid and uid not in live_uids and name not in in_use:
+                await self._delete_profile(profile)
+                deleted.append(name)
+        return deleted
+
     async def delete_nodeclass_profiles(self, uid: str) -> list[str]:
         """Delete every profile managed for the EC2NodeClass with this uid (its path names the uid).
 

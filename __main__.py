@@ -11,6 +11,7 @@ from components.common import SERVICE_ACCOUNT_NAME, current_aws_scope, stack_tag
 from components.config import ConfigError, read_pulumi_config
 from components.iam import Iam, IamArgs
 from components.interruption import Interruption, InterruptionArgs
+from components.karpenter_config import ami_ssm_parameters
 from components.network import Network, NetworkArgs
 from components.nodepools import NodePools, NodePoolsArgs
 from components.preflight import PulumiLookups, preflight
@@ -60,6 +61,7 @@ iam = Iam(
         oidc_provider_arn=cluster.oidc_provider_arn,
         oidc_issuer=cluster.oidc_issuer,
         create_spot_service_linked_role=config.create_spot_service_linked_role,
+        ssm_parameters=ami_ssm_parameters(config.node_classes),
         tags=tags,
     ),
 )

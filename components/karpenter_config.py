@@ -54,6 +54,17 @@ class NodePoolEntry:
     spec: Mapping[str, Any] = field(default_factory=dict)
 
 
+def ami_ssm_parameters(node_classes: tuple[NodeClassEntry, ...]) -> tuple[str, ...]:
+    """Every ``amiSelectorTerms[].ssmParameter`` the node classes name (the controller policy must allow them)."""
+    names = {
+        str(term["ssmParameter"])
+        for entry in node_classes
+        for term in entry.spec.get("amiSelectorTerms") or []
+        if isinstance(term, Mapping) and term.get("ssmParameter")
+    }
+    return tuple(sorted(names))
+
+
 def discovery_selector(cluster_name: str) -> list[dict[str, Any]]:
     return [{"tags": {DISCOVERY_TAG: cluster_name}}]
 

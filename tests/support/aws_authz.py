@@ -9,7 +9,8 @@ context's condition keys, following the EC2/IAM/SQS/SSM/EKS service authorizatio
   volume, network interface, spot request) with that resource's request tags, taken from the
   call's ``TagSpecifications`` or else from the launch template's; tagging on creation is a
   second authorization, ``ec2:CreateTags`` with ``ec2:CreateAction``; an instance profile in
-  the template is an ``iam:PassRole`` of its role to ``ec2.amazonaws.com``;
+  the template is an ``iam:PassRole`` of its role to ``ec2.amazonaws.com``; an ``instant`` fleet launches
+  with the caller's permissions, so all but the fleet is authorized as ``ec2:RunInstances`` too;
 * ``ec2:Describe*`` are authorized against ``*`` in the requested region;
 * IAM tag-on-create (``CreateInstanceProfile`` with ``Tags``) is also authorized as
   ``iam:TagInstanceProfile`` on the new profile, with the request tags and no resource tags
@@ -287,6 +288,10 @@ class AuthorizationModel:
             tags = created_tags.get(kind, {})
             arn = self._ec2_arn(region, kind, "new")
             checks.append(self._check(op, op, arn, region, tags=_tag_context(tags, "RequestTag")))
+        # An instant fleet launches with the caller's own permissions (no service-linked role): everything it
+        # uses or creates besides the fleet itself is also authorized as ec2:RunInstances.
+        checks += [Check(op, "ec2:RunInstances", c.resource, c.context) for c in checks
+                   if c.action == op and ":fleet/" not in c.resource]
         for kind, tags in sorted(created_tags.items()):
             if tags:
                 checks.append(self._check(op, "ec2:CreateTags", self._ec2_arn(region, kind, "new"), region,

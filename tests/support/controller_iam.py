@@ -30,12 +30,12 @@ def queue_arn(env: OfflineAWS, name: str) -> str:
 
 
 def generated_policies(
-    env: OfflineAWS, *, queue: str | None = None, kms_key_arn: str | None = None
+    env: OfflineAWS, *, queue: str | None = None, kms_key_arn: str | None = None, ssm_parameters: tuple[str, ...] = ()
 ) -> dict[str, PolicyDocument]:
     """What the stack attaches to the controller role, for this seeded cluster."""
     scope = AwsScope(partition="aws", region=env.region, account_id=ACCOUNT_ID)
     return controller_policies(
-        scope, env.cluster, node_role_arn(env), queue_arn(env, queue) if queue else None, kms_key_arn
+        scope, env.cluster, node_role_arn(env), queue_arn(env, queue) if queue else None, kms_key_arn, ssm_parameters
     )
 
 

@@ -181,3 +181,26 @@ async def test_every_aws_call_of_the_reconciler_is_allowed_and_every_statement_i
     needed = needed_statements(policies, guard.checks)
     every = {s["Sid"] for document in policies.values() for s in document["Statement"]}
     assert every - set(needed) == set(NOT_NEEDED), {sid: needed.get(sid) for sid in every}
+
+
+@pytest.mark.parametrize("declared", [True, False])
+async def test_a_node_class_ssm_parameter_is_readable_only_when_the_stack_declares_it(aws: OfflineAWS,
+                                                                                       declared: bool) -> None:
+    """``amiSelectorTerms[].ssmParameter`` outside AWS's public parameters: the stack adds its ARN to the policy
+    (components.karpenter_config.ami_ssm_parameters), else the reconciler could not resolve the class's AMIs."""
+    from aws_harness import make_provider
+
+    name = f"/{aws.cluster}/ami"
+    aws.client("ssm").put_parameter(Name=name, Value=aws.ami_ids["amd64/standard"], Type="String")
+    guard = enforcement(aws, generated_policies(aws, ssm_parameters=(name,) if declared else ()))
+    provider = make_provider(aws)
+    enforce_on_provider(guard, provider)
+    try:
+        status = await provider.nodeclass_status(aws.nodeclass(amiSelectorTerms=[{"ssmParameter": name}]))
+    finally:
+        provider.close()
+    ready = {c["type"]: c["status"] for c in status["conditions"]}["AMIsReady"]
+    if declared:
+        assert not guard.denials and ready == "True"
+    else:
+        assert [d.check.action for d in guard.denials] == ["ssm:GetParameter"] and ready == "False"

@@ -253,11 +253,17 @@ def stop_on_signals() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] == ["run"]:
-        from reconciler.controllers.app import main as run_main
-
+        # The live reconciler stops gracefully on its own handlers (lease release); until they exist, an
+        # interrupt during its imports ends it with one line instead of a traceback.
+        try:
+            from reconciler.controllers.app import main as run_main
+        except KeyboardInterrupt:
+            print("interrupted by SIGINT during start-up", file=sys.stderr)
+            return 130
         return run_main(arguments[1:])
-    args = build_parser().parse_args(arguments)
+    # Before the parser: building it imports the engine, which takes long enough to be interrupted.
     stop_on_signals()
+    args = build_parser().parse_args(arguments)
     try:
         return int(args.handler(args))
     except KeyboardInterrupt:

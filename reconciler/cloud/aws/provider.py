@@ -167,9 +167,22 @@ class AWSCloudProvider:
         generation = int((nodeclass.get("metadata") or {}).get("generation") or 0)
         return resolved.status(self._now(), generation)
 
+    async def delete_nodeclass_resources(self, nodeclass: Mapping[str, Any]) -> dict[str, list[str]]:
+        """What the EC2NodeClass finalizer removes: the class's launch templates and the instance profiles
+        managed for it (never a profile named in ``spec.instanceProfile``). Idempotent."""
+        metadata = nodeclass.get("metadata") or {}
+        name = str(metadata.get("name", ""))
+        templates = await self.launch_templates.delete_for_nodeclass(self.cluster, name)
+        profiles = await self.nodeclasses.delete_nodeclass_profiles(str(metadata.get("uid", "")))
+        self._nodeclass_cache.pop(name, None)
+        return {"launch-templates": templates, "instance-profiles": profiles}
+
     async def _ready_nodeclass(self, nodeclass: Mapping[str, Any] | None) -> ResolvedNodeClass:
         if not nodeclass:
             raise NodeClassNotReadyError("EC2NodeClass not found")
+        if (nodeclass.get("metadata") or {}).get("deletionTimestamp"):
+            # Launching would recreate what the class's finalizer is deleting (Karpenter refuses too).
+            raise NodeClassNotReadyError(f"EC2NodeClass {nodeclass['metadata'].get('name')} is being deleted")
         resolved = await self.resolve_nodeclass(nodeclass)
         if not resolved.ready:
             problems = "; ".join(f"{k}: {v}" for k, v in resolved.errors.items())

@@ -83,7 +83,8 @@ async def test_app_leads_serves_probes_and_metrics_and_releases_the_lease_on_sto
         ready, _ = await asyncio.to_thread(_get, f"http://127.0.0.1:{app.server.health_port}/readyz")
         assert (status, ready) == (200, 200)
         _, metrics = await asyncio.to_thread(_get, f"http://127.0.0.1:{app.server.metrics_port}/metrics")
-        assert 'karpenter_nodeclaims_created_total{nodepool="default",reason="provisioned"} 1.0' in metrics
+        assert ('karpenter_nodeclaims_created_total{min_values_relaxed="false",nodepool="default",'
+                'reason="provisioned"} 1.0') in metrics
         assert 'karpenter_cluster_state_synced 1.0' in metrics
         assert kube.peek(LEASE, "adze-leader-election", "kube-system")["spec"]["holderIdentity"] == "me"
         stop.set()

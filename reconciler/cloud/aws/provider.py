@@ -23,7 +23,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.cloud.aws import fleet as fleets
-from reconciler.cloud.aws import metrics
 from reconciler.cloud.aws import tags as owned
 from reconciler.cloud.aws.clients import AwsCaller, AwsClients, ClientOptions, error_code
 from reconciler.cloud.aws.drift import drift_reason
@@ -36,9 +35,8 @@ from reconciler.cloud.aws.instances import (
     records_from_reservations,
 )
 from reconciler.cloud.aws.launch import Launcher, TemplateGone
-from reconciler.cloud.aws.launchtemplate import (
-    LaunchTemplateProvider,
-)
+from reconciler.cloud.aws.launchtemplate import LaunchTemplateProvider
+from reconciler.cloud.aws.metrics import AWSMetrics
 from reconciler.cloud.aws.nodeclass import NodeClassResolver, ResolvedNodeClass, subnets_for_launch
 from reconciler.cloud.aws.preset import load_catalog
 from reconciler.cloud.aws.pricing import PricingProvider
@@ -55,6 +53,7 @@ from reconciler.cloud.types import (
 )
 from reconciler.model import labels as wk
 from reconciler.model.resources import EMPTY
+from reconciler.observability import Metrics
 
 NODECLASS_CACHE_SECONDS = 60.0
 
@@ -103,10 +102,13 @@ class AWSCloudProvider:
         clients: AwsClients | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         monotonic: Callable[[], float] = time.monotonic,
+        metrics: Metrics | None = None,
     ) -> None:
         self.config = config
         self.cluster = config.cluster.name
+        self.metrics = AWSMetrics.of(metrics)
         self.clients = clients or AwsClients(config.client_options())
+        self.clients.instrument(self.metrics)
         self.caller = AwsCaller(config.max_concurrency)
         self._now = now
         self._monotonic = monotonic
@@ -116,8 +118,9 @@ class AWSCloudProvider:
             catalog.on_demand_prices() if config.region == "us-east-1" else {},
             bundled_as_of=datetime.fromisoformat(catalog.prices_as_of).replace(tzinfo=UTC),
             clock=lambda: self._now().timestamp(),
+            metrics=self.metrics,
         )
-        self.unavailable = UnavailableOfferings(clock=monotonic)
+        self.unavailable = UnavailableOfferings(clock=monotonic, metrics=self.metrics)
         self.instance_type_provider = InstanceTypeProvider(
             self.caller,
             self.clients.ec2,
@@ -128,6 +131,7 @@ class AWSCloudProvider:
             vm_memory_overhead_percent=config.vm_memory_overhead_percent,
             reserved_enis=config.reserved_enis,
             clock=monotonic,
+            metrics=self.metrics,
         )
         self.nodeclasses = NodeClassResolver(
             self.caller,
@@ -140,7 +144,7 @@ class AWSCloudProvider:
         )
         self.launch_templates = LaunchTemplateProvider(self.caller, self.clients.ec2, clock=monotonic)
         self.launcher = Launcher(
-            self.caller, self.clients.ec2, config.cluster, self.unavailable, self.launch_templates, now
+            self.caller, self.clients.ec2, config.cluster, self.unavailable, self.launch_templates, now, self.metrics
         )
         self._nodeclass_cache: dict[str, _CachedNodeClass] = {}
 
@@ -229,7 +233,7 @@ class AWSCloudProvider:
         except Exception as err:
             if error_code(err) == "InvalidInstanceID.NotFound":
                 raise InstanceNotFoundError(f"instance {record.id} not found") from None
-            metrics.instance_termination_failures.labels(error=error_code(err)).inc()
+            self.metrics.instance_termination_failures.labels(zone=record.zone, zone_id=record.zone_id).inc()
             raise
 
     async def get(self, provider_id: str) -> Instance:

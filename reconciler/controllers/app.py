@@ -6,8 +6,10 @@ or a value is malformed), Kubernetes configuration from a kubeconfig or the
 pod's service account, the cloud (AWS by default; ``--cloud simulated`` for
 local runs), ``/metrics`` on METRICS_PORT (8080) and ``/healthz`` + ``/readyz``
 on HEALTH_PROBE_PORT (8081). Then it campaigns for the Lease
-LEADER_ELECTION_NAME (``adze-leader-election``) in LEADER_ELECTION_NAMESPACE
-(default: the pod's namespace, else ``kube-system``); only the leader runs the
+LEADER_ELECTION_NAME (default ``karpenter-leader-election``, Karpenter's own, so
+Adze and Karpenter in one namespace never act together: whichever holds it leads,
+the other waits) in LEADER_ELECTION_NAMESPACE (default: SYSTEM_NAMESPACE, the pod's
+namespace, else ``kube-system``); only the leader runs the
 controllers, plus the AWS cloud's periodic loops (prices, instance types,
 launch-template garbage collection; ``controllers.awsrefresh``) and, with
 INTERRUPTION_QUEUE, the interruption consumer. SIGTERM/SIGINT stop the controllers and release the lease so the
@@ -44,7 +46,7 @@ from reconciler.settings import Settings, SettingsError
 
 log = ControllerLog("app")
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
-DEFAULT_LEASE_NAME = "adze-leader-election"
+DEFAULT_LEASE_NAME = "karpenter-leader-election"  # Karpenter's: one leader between the two
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 

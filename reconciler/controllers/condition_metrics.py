@@ -68,7 +68,9 @@ class ConditionMetrics:
             self._seen.pop(key, None)
             started = self._deleting.pop(key, None)
             if started is not None:
-                family.termination_duration.labels(**started[1]).observe(max(0.0, (now - started[0]).total_seconds()))
+                histogram = family.termination_duration
+                child = histogram.labels(**started[1]) if started[1] else histogram  # kinds without extra labels
+                child.observe(max(0.0, (now - started[0]).total_seconds()))
             return
         deletion = parse_time_or_none((manifest.get("metadata") or {}).get("deletionTimestamp"))
         if deletion is not None:

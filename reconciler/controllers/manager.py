@@ -72,6 +72,7 @@ class Reconciler:
         self.hashes = HashStamper(ctx, self.store)
         self.consolidatable = ConsolidatableMarker(ctx, self.store)
         self.state_metrics = StateMetrics(ctx, self.store)
+        self.provisioner.on_decided = self.state_metrics.pods_decided
         self.loops: dict[str, Callable[[], Awaitable[None]]] = {
             "provisioner": self.provisioner.run,
             "nodeclaim.lifecycle": self.lifecycle.run,

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -48,6 +48,8 @@ class Provisioner:
         self.passes = 0
         self._first_seen: dict[str, float] = {}  # pod uid -> monotonic time it was first seen pending
         self._zones_reported: set[str] = set()  # zone label values of the last pass's pending-pod counts
+        # Called with the pods a pass decided about (their provisioning metrics start counting then).
+        self.on_decided: Callable[[list[str]], None] | None = None
         self._scheduling_id = ""
         self._reserved: set[str] = set()  # deleting NodeClaims whose drain waits for our next pass
         self._planned_deletions: set[str] = set()  # deleting NodeClaims (uid) some pass already saw
@@ -290,6 +292,8 @@ class Provisioner:
                 times.decided = now
             if key in placed and times.scheduled is None:
                 times.scheduled = now
+        if self.on_decided is not None:
+            self.on_decided(keys)
 
     def _observe_decisions(self, pods: list[Any]) -> None:
         now = self.ctx.clock.monotonic()

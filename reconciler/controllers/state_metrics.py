@@ -3,8 +3,8 @@
 - Nodes (every ``NODE_PERIOD``, as Karpenter's ``metrics.node``): allocatable, system overhead
   (capacity - allocatable), pod and DaemonSet requests and limits, age — each labelled by the node's
   well-known labels — plus cluster utilization and the cluster-state node count.
-- Pods: on every pod change, and all pods again every ``POD_PERIOD`` so the Pending gauges keep counting
-  (``pod_metrics``).
+- Pods: on every pod change as it arrives, and all pods again every ``POD_PERIOD`` so the Pending gauges
+  keep counting (``pod_metrics``).
 - Conditions and terminations of NodeClaims, NodePools, Nodes and EC2NodeClasses (``condition_metrics``).
 - Offerings and cost (every ``OFFERING_PERIOD``): price and availability of every offering of every
   NodePool's instance types (Karpenter's AWS ``metrics`` controller), and each NodePool's cost — the
@@ -59,20 +59,21 @@ class StateMetrics:
         self.store = store
         self.pods = PodMetrics(ctx.metrics, store)
         self.conditions = ConditionMetrics(ctx.metrics.runtime)
-        self._dirty_pods: set[str] = set()
         self._cost_errors: set[str] = set()  # claims already counted as a cost-tracking error
         self._last_pods = self._last_offerings = float("-inf")
         store.subscribe(self._on_change)
 
     def _on_change(self, kind: str, manifest: dict[str, Any], deleted: bool) -> None:
         if kind == "Pod":
-            key = object_key(manifest)
-            if deleted:
-                self.pods.update(key, None, self.ctx.now())
-            else:
-                self._dirty_pods.add(key)
+            self.pods.update(object_key(manifest), None if deleted else manifest, self.ctx.now())
         elif kind in KINDS:
             self.conditions.observe(kind, manifest, deleted, self.ctx.now())
+
+    def pods_decided(self, keys: list[str]) -> None:
+        """The provisioner decided about these pods: their undecided / provisioning gauges change now."""
+        now = self.ctx.now()
+        for key in keys:
+            self.pods.update(key, self.store.get("Pod", key), now)
 
     async def run(self) -> None:
         while True:
@@ -81,17 +82,14 @@ class StateMetrics:
             await asyncio.sleep(NODE_PERIOD)
 
     async def refresh(self, *, force: bool = False) -> None:
-        """One pass: nodes, dirty (or, every POD_PERIOD, all) pods, conditions; offerings and cost when due."""
+        """One pass: nodes, conditions, every POD_PERIOD all pods; offerings and cost when due."""
         now, mono = self.ctx.now(), self.ctx.clock.monotonic()
         state = self.store.snapshot()
         self.export_nodes(state, now)
-        all_pods = force or mono - self._last_pods >= POD_PERIOD
-        keys = {object_key(p) for p in self.store.manifests("Pod")} if all_pods else self._dirty_pods
-        self._dirty_pods = set()
-        for key in keys:
-            self.pods.update(key, self.store.get("Pod", key), now)
-        if all_pods:
+        if force or mono - self._last_pods >= POD_PERIOD:
             self._last_pods = mono
+            for pod in self.store.manifests("Pod"):
+                self.pods.update(object_key(pod), pod, now)
         self.conditions.refresh({kind: self.store.manifests(kind) for kind in KINDS}, now)
         if force or mono - self._last_offerings >= OFFERING_PERIOD:
             self._last_offerings = mono

@@ -76,10 +76,6 @@ class Metrics:
         self.nodeclaims_termination_duration = f.histogram(
             "karpenter_nodeclaims_termination_duration_seconds", "Duration of NodeClaim termination in seconds.",
             ["nodepool"], buckets=exponential_buckets(1, 2, 12))
-        self.nodeclaims_instance_termination_duration = f.histogram(
-            "karpenter_nodeclaims_instance_termination_duration_seconds",
-            "Duration of CloudProvider Instance termination in seconds.", ["nodepool"],
-            buckets=exponential_buckets(1, 2, 11))
         # -- Nodes -------------------------------------------------------------------------------------
         self.nodes_created = f.counter("karpenter_nodes_created_total", "Number of nodes created in total by "
                                        "Karpenter. Labeled by owning nodepool and zone.", ["nodepool", "zone"])

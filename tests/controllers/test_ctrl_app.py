@@ -43,9 +43,12 @@ def test_refuses_to_start_with_one_clear_line(
     assert "\n" not in err and "Traceback" not in err
 
 
-def test_lease_defaults_follow_karpenter_with_adze_name(tmp_path: Path) -> None:
+def test_lease_defaults_are_karpenters(tmp_path: Path) -> None:
     config = leader_config({"HOSTNAME": "pod-a"}, namespace_file=tmp_path / "missing")
-    assert (config.name, config.namespace) == ("adze-leader-election", "kube-system")
+    assert (config.name, config.namespace) == ("karpenter-leader-election", "kube-system")
+    # Karpenter's chart sets SYSTEM_NAMESPACE: in its Deployment Adze campaigns for Karpenter's own Lease.
+    assert leader_config({"SYSTEM_NAMESPACE": "karpenter"}, namespace_file=tmp_path / "missing").namespace \
+        == "karpenter"
     assert config.identity.startswith("pod-a_")
     namespace_file = tmp_path / "namespace"
     namespace_file.write_text("karpenter\n")

@@ -16,6 +16,7 @@ SDK = ["service", "action", "code"]
 
 class AWSMetrics:
     def __init__(self, f: MetricFactory) -> None:
+        self.registry = f.registry
         self.instance_type_cpu = f.gauge("karpenter_cloudprovider_instance_type_cpu_cores",
                                          "VCPUs cores for a given instance type.", ["instance_type"])
         self.instance_type_memory = f.gauge("karpenter_cloudprovider_instance_type_memory_bytes",

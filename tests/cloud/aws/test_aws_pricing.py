@@ -78,10 +78,12 @@ async def test_on_demand_refresh_replaces_table_prices_and_resets_staleness() ->
 
 
 async def test_on_demand_refresh_keeps_old_prices_when_a_query_comes_back_empty() -> None:
-    prices = PricingProvider("us-east-1", {"m5.large": 0.096})
+    metrics = Metrics()
+    prices = PricingProvider("us-east-1", {"m5.large": 0.096}, metrics=AWSMetrics.of(metrics))
     client, _ = stubbed_pricing([[price_item("m5.large", "0.5")], []])
     assert await prices.refresh_on_demand(AwsCaller(2), client) == 0
     assert prices.on_demand_price("m5.large") == 0.096
+    assert metrics.sample("adze_pricing_refresh_failures_total", {"kind": "on-demand"}) == 1
 
 
 async def test_spot_prices_from_price_history(moto_env) -> None:

@@ -118,8 +118,9 @@ class MeteredKube:
 
     async def list(self, kind: Kind, namespace: str | None = None, label_selector: str | None = None,
                    field_selector: str | None = None) -> tuple[list[Manifest], str]:
+        selectors = {"label_selector": label_selector, "field_selector": field_selector}
         return await self._measure("GET", "LIST", kind, None, "200", lambda: self.wrapped.list(
-            kind, namespace, label_selector, field_selector))
+            kind, namespace, **{k: v for k, v in selectors.items() if v is not None}))
 
     async def watch(self, kind: Kind, resource_version: str, namespace: str | None = None, *,
                     label_selector: str | None = None, field_selector: str | None = None) -> AsyncIterator[WatchEvent]:

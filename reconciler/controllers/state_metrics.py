@@ -84,7 +84,7 @@ class StateMetrics:
     async def refresh(self, *, force: bool = False) -> None:
         """One pass: nodes, conditions, every POD_PERIOD all pods; offerings and cost when due."""
         now, mono = self.ctx.now(), self.ctx.clock.monotonic()
-        state = self.store.snapshot()
+        state = self.store.state  # read on the loop, never from a thread: no private copy needed
         self.export_nodes(state, now)
         if force or mono - self._last_pods >= POD_PERIOD:
             self._last_pods = mono

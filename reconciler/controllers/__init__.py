@@ -11,7 +11,12 @@
   (provider drift as a condition), ``expiration``, ``garbage`` (orphaned
   instances, vanished instances), ``status`` (NodePool / EC2NodeClass),
   ``podevents`` (``lastPodEventTime``), ``interruption`` (SQS queue and
-  instance-status poller).
+  instance-status poller), ``consolidatable`` (the Consolidatable condition),
+  ``hashes`` (drift-hash stamps; re-stamping adopted NodeClaims),
+  ``registration_health`` (NodePool NodeRegistrationHealthy), ``state_metrics``
+  (node, pod, offering, cost and status-condition metrics from the cache).
+- ``metered``: the cloud provider and the Kubernetes client as Karpenter measures
+  them (cloud-provider and client-go request metrics).
 
 Decisions come from the pure engine (``provisioning``, ``disruption``,
 ``lifecycle.expiration``); actions go through the shared executors in

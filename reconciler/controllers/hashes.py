@@ -52,8 +52,9 @@ class HashStamper:
     async def reconcile_once(self) -> list[str]:
         """Stamp pools and classes, re-stamp claims of other versions; returns the claims re-stamped."""
         for pool in self.store.manifests("NodePool"):
+            model = self.store.state.nodepools.get(str(pool["metadata"]["name"]))  # parsed once, hash memoized
             await self._stamp(NODEPOOL, pool, wk.NODEPOOL_HASH, wk.NODEPOOL_HASH_VERSION, NODEPOOL_HASH_VERSION,
-                              nodepool_hash)
+                              lambda manifest, model=model: nodepool_hash(model if model is not None else manifest))
         for nodeclass in self.store.manifests("EC2NodeClass"):
             await self._stamp(EC2NODECLASS, nodeclass, NODECLASS_HASH_ANNOTATION, NODECLASS_HASH_VERSION_ANNOTATION,
                               NODECLASS_HASH_VERSION, nodeclass_hash)
@@ -67,7 +68,8 @@ class HashStamper:
 
     def _update(self, claim: Mapping[str, Any]) -> dict[str, str]:
         metadata = claim.get("metadata") or {}
-        pool = self.store.get("NodePool", str((metadata.get("labels") or {}).get(wk.NODEPOOL, "")))
+        name = str((metadata.get("labels") or {}).get(wk.NODEPOOL, ""))
+        pool = self.store.state.nodepools.get(name) or self.store.get("NodePool", name)
         ref_name = str(((claim.get("spec") or {}).get("nodeClassRef") or {}).get("name", ""))
         nodeclass = self.store.get("EC2NodeClass", ref_name) if ref_name else None
         drifted = any(c.get("type") == "Drifted" for c in (claim.get("status") or {}).get("conditions") or [])

@@ -78,6 +78,8 @@ ELSEWHERE = {
         _EVENTS + "test_objects_deleted_with_finalizers_report_termination_time_and_duration",
     "operator_ec2nodeclass_termination_current_time_seconds":
         _EVENTS + "test_objects_deleted_with_finalizers_report_termination_time_and_duration",
+    "operator_nodeclaim_termination_current_time_seconds":
+        _EVENTS + "test_objects_deleted_with_finalizers_report_termination_time_and_duration",
     "operator_node_termination_current_time_seconds":
         _EVENTS + "test_objects_deleted_with_finalizers_report_termination_time_and_duration",
     "operator_node_termination_duration_seconds":

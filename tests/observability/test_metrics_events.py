@@ -28,7 +28,7 @@ from reconciler.controllers.metered import MeteredCloud
 from reconciler.controllers.provisioner import Provisioner
 from reconciler.controllers.runtime import CURRENT_CONTROLLER, NameGenerator
 from reconciler.controllers.state_metrics import StateMetrics
-from reconciler.kube.api import EC2NODECLASS, NODE, NODEPOOL
+from reconciler.kube.api import EC2NODECLASS, NODE, NODECLAIM, NODEPOOL
 from reconciler.model.meta import format_time
 from reconciler.sim.workloads import create_with_status
 
@@ -199,14 +199,21 @@ async def test_objects_deleted_with_finalizers_report_termination_time_and_durat
     node = {"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": "n-1", "labels": {"karpenter.sh/nodepool": "default"}, **finalizer}}
     await steps.kube.create(node)
-    for kind, name in ((NODEPOOL, "default"), (EC2NODECLASS, "default"), (NODE, "n-1")):
+    claim = {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+             "metadata": {"name": "default-abcde", "labels": {"karpenter.sh/nodepool": "default"}, **finalizer},
+             "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                      "requirements": []}}
+    await steps.kube.create(claim)
+    held = ((NODEPOOL, "default"), (EC2NODECLASS, "default"), (NODE, "n-1"), (NODECLAIM, "default-abcde"))
+    for kind, name in held:
         await steps.kube.delete(kind, name)
     steps.clock.advance(30)
     await metrics.refresh()
-    for kind in ("nodepool", "ec2nodeclass", "node"):
+    # NodeClaims too: in the end-to-end run a NodeClaim's termination can pass between two scrapes.
+    for kind in ("nodepool", "ec2nodeclass", "node", "nodeclaim"):
         current = samples(steps, f"operator_{kind}_termination_current_time_seconds")
         assert [s.value for s in current] == [30.0], kind
-    for kind, name in ((NODEPOOL, "default"), (EC2NODECLASS, "default"), (NODE, "n-1")):
+    for kind, name in held:
         await steps.kube.patch(kind, name, {"metadata": {"finalizers": []}})
     for kind in ("nodepool", "ec2nodeclass", "node"):
         observed = {s.name.rpartition("_")[2]: s.value

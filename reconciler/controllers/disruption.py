@@ -2,8 +2,8 @@
 
 One pass: clear disrupted taints a previous (crashed) leader left on nodes that
 no command owns; ``decide`` on a private snapshot (in a worker thread, bounded
-by ``decision_timeout``); for emptiness and consolidation wait the validation
-period and ``validate`` on a fresh snapshot; then ``CommandExecutor.start``
+by ``decision_timeout``); for a validated method (emptiness, consolidation) wait the
+validation period and ``validate`` on a fresh snapshot; then ``CommandExecutor.start``
 (taint, create + launch replacements) and ``advance`` until every replacement is
 initialized and the candidates are deleted, or the command aborts. Commands run
 one at a time; the termination controller drains the deleted candidates.
@@ -18,7 +18,8 @@ from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.instancetypes import instance_types_by_nodepool
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, NameGenerator, ref
 from reconciler.disruption.controller import decide
-from reconciler.disruption.types import VALIDATED_METHODS, Command, DisruptionDecision
+from reconciler.disruption.methods import method_named
+from reconciler.disruption.types import Command, DisruptionDecision
 from reconciler.disruption.validation import validate
 from reconciler.kube.api import NODECLAIM, ApiError, NotFoundError
 from reconciler.kube.edits import drop_condition, edit_taints
@@ -80,7 +81,7 @@ class DisruptionController:
         return decision
 
     async def execute(self, command: Command) -> InFlightCommand | None:
-        if command.method in VALIDATED_METHODS:
+        if method_named(command.method).validated:
             await asyncio.sleep(self.ctx.settings.consolidation_validation_wait)
             state = self.store.snapshot()
             types = await instance_types_by_nodepool(self.ctx.cloud, state)

@@ -20,7 +20,7 @@ from reconciler.model.nodepool import NODES
 from reconciler.model.pod import Pod
 from reconciler.model.resources import CPU, MEMORY
 from reconciler.scheduling.context import SchedulingContext
-from reconciler.scheduling.existing import ExistingSlot, Rejection
+from reconciler.scheduling.existing import ExistingSlot, PlacementRefusal
 from reconciler.scheduling.explain import GENERIC_INSTANCE_TYPE_FAILURES
 from reconciler.scheduling.limits import describe_remaining, limits_message, remaining_limits, subtract_max, within
 from reconciler.scheduling.nodeclaim import ClaimOrder, NewNodeClaim
@@ -158,7 +158,7 @@ class Scheduler:
             if slot.under_consolidate_after and not pending:
                 continue
             result = slot.can_add(sp, cls, labels_key, self.topology, pod_volumes)
-            if isinstance(result, Rejection):
+            if isinstance(result, PlacementRefusal):
                 self._remember(result, slot, rejected, blockers)
                 self._refusals[id(cls), id(slot)] = result.message
                 if len(attempt.existing) < 3:
@@ -170,7 +170,7 @@ class Scheduler:
             if claim in rejected or (blockers and _refused(blockers, claim)):
                 continue
             result = claim.can_add(sp, cls, labels_key, self.topology)
-            if isinstance(result, Rejection):
+            if isinstance(result, PlacementRefusal):
                 self._remember(result, claim, rejected, blockers)
                 attempt.inflight += 1
                 continue
@@ -183,7 +183,7 @@ class Scheduler:
                 attempt.templates[template.name] = refused_by_pool[template.name]
                 continue
             outcome = self._new_claim(template, sp, cls, labels_key)
-            if isinstance(outcome, Rejection):
+            if isinstance(outcome, PlacementRefusal):
                 attempt.templates[template.name] = outcome.message
                 if outcome.monotone and self._memoize:
                     # A fresh claim only gets harder to satisfy (limits shrink): skip this pool for the class.
@@ -213,7 +213,7 @@ class Scheduler:
         return blockers
 
     @staticmethod
-    def _remember(result: Rejection, candidate: object, rejected: set[object],
+    def _remember(result: PlacementRefusal, candidate: object, rejected: set[object],
                   blockers: dict[TopologyGroup, tuple]) -> None:
         if result.monotone:
             rejected.add(candidate)
@@ -223,22 +223,22 @@ class Scheduler:
                 result.detail.group.remember_refusal(key, candidate)
 
     def _new_claim(self, template: ClaimTemplate, sp: SchedulingPod, cls: PodClass,
-                   labels_key: frozenset[tuple[str, str]]) -> NewNodeClaim | Rejection:
+                   labels_key: frozenset[tuple[str, str]]) -> NewNodeClaim | PlacementRefusal:
         options = template.types_by_size
         remaining = self.remaining.get(template.name)
         if remaining is not None:
             if NODES in remaining and remaining[NODES] <= 0:
-                return Rejection(f"limits.nodes {template.nodepool.limits[NODES] // 1000} reached")
+                return PlacementRefusal(f"limits.nodes {template.nodepool.limits[NODES] // 1000} reached")
             if not all(name == NODES or template.max_capacity.get(name, 0) <= left
                        for name, left in remaining.items()):
                 options = [t for t in options if within(t.capacity, remaining)]
             if not options:
-                return Rejection(limits_message(template, remaining))
+                return PlacementRefusal(limits_message(template, remaining))
         claim = NewNodeClaim(template, options, self._claim_number + 1)
         result = claim.can_add(sp, cls, labels_key, self.topology, relax_min_values=self.relax_min_values)
-        if isinstance(result, Rejection):
+        if isinstance(result, PlacementRefusal):
             if len(options) < len(template.types_by_size) and result.message in GENERIC_INSTANCE_TYPE_FAILURES:
-                return Rejection(
+                return PlacementRefusal(
                     f"no instance type fits among the {len(options)} of {len(template.types_by_size)} that stay "
                     f"within the NodePool's remaining limits ({describe_remaining(template, remaining or {})})",
                     result.monotone,

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.cloud.types import InstanceNotFoundError
 from reconciler.disruption.controller import decide
-from reconciler.disruption.types import VALIDATED_METHODS
+from reconciler.disruption.methods import method_named
 from reconciler.disruption.validation import validate
 from reconciler.interruption import actions
 from reconciler.interruption.actions import ActionKind
@@ -54,7 +54,7 @@ async def disrupt_once(cluster: SimulatedCluster, record: dict[str, Any]) -> boo
     command = decision.command
     if command is None:
         return False
-    if command.method in VALIDATED_METHODS:
+    if method_named(command.method).validated:
         sim.advance(sim.settings.consolidation_validation_wait)
         await cluster.settle(record)
         types = await sim.cloud.instance_types(None)

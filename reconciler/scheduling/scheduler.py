@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 
 from reconciler.model.nodepool import NODES
@@ -21,27 +20,17 @@ from reconciler.model.pod import Pod
 from reconciler.model.resources import CPU, MEMORY
 from reconciler.scheduling.context import SchedulingContext
 from reconciler.scheduling.existing import ExistingSlot, PlacementRefusal
-from reconciler.scheduling.explain import GENERIC_INSTANCE_TYPE_FAILURES
+from reconciler.scheduling.explain import GENERIC_INSTANCE_TYPE_FAILURES, explain
 from reconciler.scheduling.limits import describe_remaining, limits_message, remaining_limits, subtract_max, within
 from reconciler.scheduling.nodeclaim import ClaimOrder, NewNodeClaim
 from reconciler.scheduling.podinfo import PodClass, SchedulingPod
-from reconciler.scheduling.results import SchedulingResult, finalize_claim
+from reconciler.scheduling.results import Attempt, SchedulingResult, finalize_claim
 from reconciler.scheduling.templates import ClaimTemplate
 from reconciler.scheduling.topology import TopologyError
 from reconciler.scheduling.topology_group import ANTI_AFFINITY, TopologyGroup
 from reconciler.scheduling.volumes import volume_requirements
 
 _EPOCH = datetime.min
-
-
-@dataclass(slots=True)
-class Attempt:
-    """Why the last try of a pod failed, per candidate kind (kept to explain pending pods)."""
-
-    pod: SchedulingPod | None = None
-    existing: list[str] = field(default_factory=list)
-    inflight: int = 0
-    templates: dict[str, str] = field(default_factory=dict)
 
 
 class Scheduler:
@@ -117,7 +106,9 @@ class Scheduler:
         unscheduled = {key for key in errors} | {sp.key for sp in queue if sp.key not in errors}
         ordered = sorted(self.new_claims, key=lambda c: c.number)
         claims = [finalize_claim(claim, self.context) for claim in ordered]
-        return SchedulingResult.assemble(self, claims, placed_existing, unscheduled, errors)
+        context = self.context
+        pending = {key: explain(errors.get(key), context.templates, context.skipped_pools) for key in unscheduled}
+        return SchedulingResult.assemble(claims, placed_existing, pending, context.skipped_pools)
 
     def _assign_class(self, sp: SchedulingPod) -> None:
         key = sp.class_key()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from reconciler.cloud.types import InstanceNotFoundError
 from reconciler.disruption.controller import decide
@@ -24,26 +24,23 @@ from reconciler.lifecycle.expiration import expired
 from reconciler.lifecycle.orchestration import CommandExecutor
 from reconciler.model import labels as wk
 from reconciler.sim import engine
+from reconciler.sim.cluster import SimulatedCluster
 from reconciler.sim.scenario import ScenarioError
-
-if TYPE_CHECKING:
-    from reconciler.sim.cluster import SimulatedCluster
-
 
 # How long an interrupted spot offering stays unavailable (the live provider's unavailable-offerings TTL).
 UNAVAILABLE_AFTER_INTERRUPTION = timedelta(minutes=3)
 
 
 async def _decide(cluster: SimulatedCluster) -> Any:
-    sim = cluster.sim
-    types = await sim.cloud.instance_types(None)
+    env = cluster.env
+    types = await env.cloud.instance_types(None)
     state = cluster.state()
-    return decide(state, engine.types_by_nodepool(state, types), sim.settings, sim.now, name_for=sim.names)
+    return decide(state, engine.types_by_nodepool(state, types), env.settings, env.now, name_for=env.names)
 
 
 async def disrupt_once(cluster: SimulatedCluster, record: dict[str, Any]) -> bool:
     """One disruption pass; True when a command was carried out (so ``until: stable`` goes on)."""
-    sim = cluster.sim
+    env = cluster.env
     decision = await _decide(cluster)
     for explanation in decision.explanations:
         record["events"].append(
@@ -55,11 +52,11 @@ async def disrupt_once(cluster: SimulatedCluster, record: dict[str, Any]) -> boo
     if command is None:
         return False
     if method_named(command.method).validated:
-        sim.advance(sim.settings.consolidation_validation_wait)
+        env.advance(env.settings.consolidation_validation_wait)
         await cluster.settle(record)
-        types = await sim.cloud.instance_types(None)
+        types = await env.cloud.instance_types(None)
         state = cluster.state()
-        checked = validate(command, state, engine.types_by_nodepool(state, types), sim.settings, sim.now)
+        checked = validate(command, state, engine.types_by_nodepool(state, types), env.settings, env.now)
         if not checked.valid or checked.command is None:
             record["events"].append(
                 {"object": f"Node/{command.candidates[0].name}", "reason": "DisruptionAborted",
@@ -67,8 +64,8 @@ async def disrupt_once(cluster: SimulatedCluster, record: dict[str, Any]) -> boo
             )
             return False
         command = checked.command
-    executor = CommandExecutor(sim.kube, sim.cloud)
-    flight = await executor.start(command, sim.now)
+    executor = CommandExecutor(env.kube, env.cloud)
+    flight = await executor.start(command, env.now)
     if flight.state == "aborted":
         record["events"].append(
             {"object": f"Node/{command.candidates[0].name}", "reason": "DisruptionAborted", "message": flight.message}
@@ -76,7 +73,7 @@ async def disrupt_once(cluster: SimulatedCluster, record: dict[str, Any]) -> boo
         return False
     for name in flight.launched:
         await cluster.boot(name)
-    flight = await executor.advance(flight, sim.now)
+    flight = await executor.advance(flight, env.now)
     for candidate in command.candidates:
         record["disrupted"].append(
             {
@@ -90,7 +87,7 @@ async def disrupt_once(cluster: SimulatedCluster, record: dict[str, Any]) -> boo
             }
         )
     for replacement, name in zip(command.replacements, flight.launched, strict=False):
-        claim = sim.kube.peek(NODECLAIM, name) or {}
+        claim = env.kube.peek(NODECLAIM, name) or {}
         labels = (claim.get("metadata") or {}).get("labels") or {}
         record["launched"].append(
             {
@@ -100,7 +97,7 @@ async def disrupt_once(cluster: SimulatedCluster, record: dict[str, Any]) -> boo
                 "instanceType": labels.get(wk.INSTANCE_TYPE),
                 "zone": labels.get(wk.ZONE),
                 "capacityType": labels.get(wk.CAPACITY_TYPE),
-                "price": sim.cloud.price_of(
+                "price": env.cloud.price_of(
                     labels.get(wk.INSTANCE_TYPE, ""), labels.get(wk.ZONE, ""), labels.get(wk.CAPACITY_TYPE, "")
                 ),
                 "instanceTypeOptions": list(replacement.instance_type_options),
@@ -115,13 +112,13 @@ async def _delete_and_reschedule(
     cluster: SimulatedCluster, claims: list[str], reason: str, record: dict[str, Any]
 ) -> None:
     """Forceful deletion (expiration, interruption): no pre-spun replacement; the provisioner reacts."""
-    sim = cluster.sim
+    env = cluster.env
     for claim_name in claims:
-        claim = sim.kube.peek(NODECLAIM, claim_name)
+        claim = env.kube.peek(NODECLAIM, claim_name)
         if claim is None or claim["metadata"].get("deletionTimestamp"):
             continue
         node_name = (claim.get("status") or {}).get("nodeName") or claim_name
-        await sim.kube.delete(NODECLAIM, claim_name)
+        await env.kube.delete(NODECLAIM, claim_name)
         record["disrupted"].append(
             {"node": node_name, "nodeclaim": claim_name, "reason": reason, "method": reason.lower(),
              "action": "delete", "replacements": [], "savingsPerHour": 0.0}
@@ -133,22 +130,22 @@ async def _delete_and_reschedule(
         if item["reason"] == reason and not item["replacements"]:
             item["replacements"] = launched
     await cluster.progress_terminations(record)
-    sim.advance(0)
+    env.advance(0)
     await cluster.settle(record)
 
 
 async def expire(cluster: SimulatedCluster, record: dict[str, Any]) -> None:
-    sim = cluster.sim
-    claims = [item.nodeclaim for item in expired(sim.kube.objects(NODECLAIM), sim.now)]
+    env = cluster.env
+    claims = [item.nodeclaim for item in expired(env.kube.objects(NODECLAIM), env.now)]
     await _delete_and_reschedule(cluster, claims, "Expired", record)
 
 
 async def interrupt(cluster: SimulatedCluster, node_name: str, kind: str, record: dict[str, Any], *, path: str) -> None:
-    sim = cluster.sim
-    node = sim.kube.peek(NODE, node_name)
+    env = cluster.env
+    node = env.kube.peek(NODE, node_name)
     if node is None:
         raise ScenarioError(f"{path}: no node named {node_name!r}")
-    claim = engine.nodeclaim_for_node(sim.kube, node)
+    claim = engine.nodeclaim_for_node(env.kube, node)
     if claim is None:
         record["events"].append(
             {"object": f"Node/{node_name}", "reason": "InterruptionIgnored",
@@ -156,19 +153,19 @@ async def interrupt(cluster: SimulatedCluster, node_name: str, kind: str, record
         )
         return
     # The live controller's decision, from the message the queue would carry for this instance.
-    nodeclaim = sim.kube.peek(NODECLAIM, claim) or {}
+    nodeclaim = env.kube.peek(NODECLAIM, claim) or {}
     provider_id = str((nodeclaim.get("status") or {}).get("providerID") or "")
     instance_id = provider_id.rsplit("/", 1)[-1] or claim
     [action] = actions.decide(Message(Kind(kind), (instance_id,), detail_type=kind), {instance_id: nodeclaim},
-                              rebalance=sim.settings.rebalance_handling)
+                              rebalance=env.settings.rebalance_handling)
     record["events"].append({"object": f"Node/{node_name}", "reason": action.reason, "message": action.message})
     if action.kind is ActionKind.NO_OP:
         return
     if action.unavailable_offering is not None:
         capacity_type, instance_type, zone = action.unavailable_offering
         with contextlib.suppress(KeyError):
-            sim.cloud.mark_unavailable(instance_type, zone, capacity_type,
-                                       until=sim.now + UNAVAILABLE_AFTER_INTERRUPTION)
+            env.cloud.mark_unavailable(instance_type, zone, capacity_type,
+                                       until=env.now + UNAVAILABLE_AFTER_INTERRUPTION)
     if kind == "instance_terminated":
         await _machine_died(cluster, node, claim)
     # Delete (or, for a rebalance under "drain", cordon and drain): the termination drains either way.
@@ -177,15 +174,15 @@ async def interrupt(cluster: SimulatedCluster, node_name: str, kind: str, record
 
 async def _machine_died(cluster: SimulatedCluster, node: Any, claim_name: str) -> None:
     """EC2 already terminated the instance: it is gone from the cloud and its kubelet stops reporting."""
-    sim = cluster.sim
-    claim = sim.kube.peek(NODECLAIM, claim_name)
+    env = cluster.env
+    claim = env.kube.peek(NODECLAIM, claim_name)
     provider_id = ((claim or {}).get("status") or {}).get("providerID")
     if provider_id:
         with contextlib.suppress(InstanceNotFoundError):
-            await sim.cloud.delete(provider_id)
+            await env.cloud.delete(provider_id)
     conditions = [c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") != "Ready"]
     conditions.append({"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
                        "message": "Kubelet stopped posting node status."})
-    await sim.kube.patch(NODE, node["metadata"]["name"], {"status": {"conditions": conditions}},
+    await env.kube.patch(NODE, node["metadata"]["name"], {"status": {"conditions": conditions}},
                          subresource="status")
 

@@ -13,7 +13,7 @@ import asyncio
 import random
 import string
 from collections.abc import Callable, Mapping
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +24,10 @@ from reconciler.kube.memory import MemoryKube
 from reconciler.model import labels as wk
 from reconciler.model.meta import format_time
 from reconciler.model.resources import Resources
+from reconciler.sim import disruption_steps
 from reconciler.sim.catalog import build_catalog
 from reconciler.sim.cluster import SimulatedCluster
+from reconciler.sim.environment import SimEnvironment
 from reconciler.sim.scenario import Scenario, ScenarioError, Step, load_scenario_file
 from reconciler.sim.workloads import WorkloadControllers, create_with_status, expand_pod_replicas, simulated_scale
 
@@ -69,15 +71,20 @@ class Simulation:
     def __init__(self, scenario: Scenario) -> None:
         self.scenario = scenario
         self.settings = scenario.settings
-        self.now = scenario.clock
-        self.kube = MemoryKube(clock=lambda: self.now, seed=0)
+        self.kube = MemoryKube(clock=lambda: self.env.now, seed=0)
         self.kube.set_scale_lookup(simulated_scale(self.kube))
-        self.cloud = SimulatedCloud(build_catalog(scenario.catalog), clock=lambda: self.now)
+        self.cloud = SimulatedCloud(build_catalog(scenario.catalog), clock=lambda: self.env.now)
         self.names = NameGenerator(scenario.name)
-        self.cluster = SimulatedCluster(self)
-        self.workloads = WorkloadControllers(
-            self.kube, self.snapshot, lambda: self.now, self.cluster.daemon_pod_fits
-        )
+        self.env = SimEnvironment(self.kube, self.cloud, self.settings, self.names, scenario.clock)
+        self.cluster = SimulatedCluster(self.env)
+
+    @property
+    def now(self) -> datetime:
+        return self.env.now
+
+    @property
+    def workloads(self) -> WorkloadControllers:
+        return self.cluster.workloads
 
     # -- helpers used by the step handlers ------------------------------------------------------
     def snapshot(self, kind_name: str) -> list[Manifest]:
@@ -85,7 +92,7 @@ class Simulation:
         return self.cluster.manifests(kind_name)
 
     def advance(self, seconds: float) -> None:
-        self.now = self.now + timedelta(seconds=seconds)
+        self.env.advance(seconds)
 
     async def load(self) -> None:
         expanded: list[Manifest] = []
@@ -152,12 +159,12 @@ class Simulation:
     async def _step_disrupt(self, step: Step, record: dict[str, Any]) -> None:
         passes = MAX_STABLE_PASSES if step.args.get("until") == "stable" else 1
         for _ in range(passes):
-            acted = await self.cluster.disrupt_once(record)
+            acted = await disruption_steps.disrupt_once(self.cluster, record)
             if not acted:
                 break
 
     async def _step_expire(self, step: Step, record: dict[str, Any]) -> None:
-        await self.cluster.expire(record)
+        await disruption_steps.expire(self.cluster, record)
 
     async def _step_advance(self, step: Step, record: dict[str, Any]) -> None:
         self.advance(step.args)
@@ -203,8 +210,8 @@ class Simulation:
         await self.cluster.settle(record)
 
     async def _step_interrupt(self, step: Step, record: dict[str, Any]) -> None:
-        await self.cluster.interrupt(step.args["node"], step.args.get("kind", "spot_interrupted"), record,
-                                     path=f"{step.path}.interrupt.node")
+        await disruption_steps.interrupt(self.cluster, step.args["node"], step.args.get("kind", "spot_interrupted"),
+                                         record, path=f"{step.path}.interrupt.node")
 
     async def _step_unavailable(self, step: Step, record: dict[str, Any]) -> None:
         for index, offering in enumerate(step.args):

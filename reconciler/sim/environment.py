@@ -1,0 +1,31 @@
+"""What a simulation's parts share: the in-memory API server, the simulated cloud, settings, names, the clock.
+
+The runner builds one ``SimEnvironment`` and hands it to the simulated cluster;
+the step functions reach it through the cluster. Nothing here points back at
+the runner, so the cluster and the steps import neither it nor each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from reconciler.cloud.sim.provider import SimulatedCloud
+from reconciler.kube.memory import MemoryKube
+from reconciler.settings import Settings
+
+
+@dataclass(slots=True)
+class SimEnvironment:
+    kube: MemoryKube
+    cloud: SimulatedCloud
+    settings: Settings
+    names: Callable[[str], str]  # NodeClaim names per NodePool, deterministic per scenario
+    now: datetime  # virtual time: only ``advance`` moves it
+
+    def advance(self, seconds: float) -> None:
+        self.now = self.now + timedelta(seconds=seconds)
+
+    def clock(self) -> datetime:
+        return self.now

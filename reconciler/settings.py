@@ -53,12 +53,9 @@ def parse_duration(text: str, *, name: str = "duration") -> float:
     errors are ``SettingsError`` naming the setting.
     """
     try:
-        seconds = durations.parse_duration(str(text).strip())
+        return durations.parse_length(str(text).strip())
     except durations.DurationError as err:
         raise SettingsError(f"{name}: {err}") from None
-    if seconds < 0:
-        raise SettingsError(f"{name}: {text!r} must not be negative")
-    return seconds
 
 
 def parse_feature_gates(text: str | Mapping[str, Any], *, name: str = "FEATURE_GATES") -> dict[str, bool]:

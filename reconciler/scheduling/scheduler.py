@@ -40,12 +40,12 @@ class Scheduler:
         now: datetime,
         *,
         exclude_nodes: Collection[str] = (),
-        refuse_moved_pods: Collection[str] = (),
+        pending_only_nodes: Collection[str] = (),
         scheduling_pods: Collection[str] = (),
         should_stop: Callable[[], bool] | None = None,
         memoize: bool = True,
     ) -> None:
-        """``exclude_nodes``: nodes treated as gone (disruption candidates); ``refuse_moved_pods``: nodes that
+        """``exclude_nodes``: nodes treated as gone (disruption candidates); ``pending_only_nodes``: nodes that
         only take pending pods (inside consolidateAfter); ``scheduling_pods``: keys of the pods this run places
         (they are not counted by topology where they currently run). ``memoize=False`` turns off the
         "this candidate already refused this kind of pod" shortcuts (for tests proving they change nothing)."""
@@ -56,12 +56,12 @@ class Scheduler:
         self.relax_min_values = self.settings.min_values_policy == "BestEffort"
         self._should_stop = should_stop
         self._memoize = memoize
-        self._refuse_moved = set(refuse_moved_pods)
+        self._pending_only = set(pending_only_nodes)
         excluded = set(exclude_nodes)
         bases = [slot for slot in context.slot_bases() if slot.name not in excluded]
         self._deleting = {n.name for n in context.state.state_nodes() if n.marked_for_deletion}
         self.topology = context.base_topology().fork(excluded_nodes=excluded, uncounted_pods=set(scheduling_pods))
-        self.existing = [ExistingSlot.of(slot, slot.name in self._refuse_moved) for slot in bases]
+        self.existing = [ExistingSlot.of(slot, slot.name in self._pending_only) for slot in bases]
         # (pod class, existing slot) -> why the slot last refused a pod of that class, for explanations.
         self._refusals: dict[tuple[int, int], str] = {}
         self.remaining = remaining_limits(context.templates, [slot.state for slot in bases])

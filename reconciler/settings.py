@@ -181,6 +181,10 @@ class Settings:
                 values["feature_gates"] = parse_feature_gates(value, name=where)
             elif key == "clusterName":
                 values["cluster_name"] = str(value)
+            elif key == "rebalanceHandling":
+                if value not in REBALANCE_HANDLING_MODES:
+                    raise SettingsError(f"{where}: {value!r} must be one of {', '.join(REBALANCE_HANDLING_MODES)}")
+                values["rebalance_handling"] = value
             elif key == "clock":
                 continue  # read by the simulator's clock, not a reconciler setting
             else:

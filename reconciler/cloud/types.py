@@ -16,6 +16,11 @@ from typing import Any, Protocol
 from reconciler.model import labels as wk
 from reconciler.model.resources import EMPTY, Resources
 
+# How long an offering that failed to launch (insufficient capacity) or whose spot instance was interrupted
+# stays unavailable: Karpenter's unavailable-offerings TTL (aws/karpenter-provider-aws#1715). Every provider's
+# cache uses it: the AWS one (cloud.aws.ice) and the simulated cloud's.
+UNAVAILABLE_OFFERING_TTL_SECONDS = 180.0
+
 
 @dataclass(slots=True, frozen=True)
 class Offering:

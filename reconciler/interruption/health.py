@@ -19,7 +19,7 @@ from reconciler.cloud.aws.clients import AwsCaller, error_code
 from reconciler.cloud.aws.ice import UnavailableOfferings
 from reconciler.interruption import metrics
 from reconciler.interruption.actions import Action, ActionKind
-from reconciler.interruption.controller import execute, nodeclaims_by_instance
+from reconciler.interruption.execution import execute, nodeclaims_by_instance
 from reconciler.kube.api import KubeAPI
 
 IMPAIRED_GRACE = timedelta(seconds=120)

@@ -116,6 +116,31 @@ def _parse(body: str | bytes) -> Message:
     return Message(Kind.NO_OP, (instance_id,), **base)
 
 
+def envelope(kind: Kind, instance_id: str, when: datetime, event_id: str = "") -> dict[str, Any]:
+    """The EventBridge event the queue carries when ``instance_id`` meets ``kind`` (the inverse of ``parse``;
+    the simulator delivers its interruptions through it)."""
+    triple, detail = {
+        Kind.SPOT_INTERRUPTION: (SPOT_INTERRUPTION, {"instance-id": instance_id, "instance-action": "terminate"}),
+        Kind.REBALANCE_RECOMMENDATION: (REBALANCE, {"instance-id": instance_id}),
+        Kind.INSTANCE_STOPPED: (STATE_CHANGE, {"instance-id": instance_id, "state": "stopping"}),
+        Kind.INSTANCE_TERMINATED: (STATE_CHANGE, {"instance-id": instance_id, "state": "terminated"}),
+        Kind.SCHEDULED_CHANGE: (
+            HEALTH,
+            {"service": "EC2", "eventTypeCategory": "scheduledChange",
+             "affectedEntities": [{"entityValue": instance_id}]},
+        ),
+        Kind.CAPACITY_RESERVATION_INTERRUPTION: (CAPACITY_RESERVATION, {"instance-id": instance_id}),
+    }[kind]
+    return {
+        "version": "0",
+        "id": event_id or f"{kind.value}-{instance_id}",
+        "source": triple[0],
+        "detail-type": triple[1],
+        "time": when.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "detail": detail,
+    }
+
+
 def _health(detail: Mapping[str, Any], base: dict[str, Any]) -> Message:
     if detail.get("service") != "EC2" or detail.get("eventTypeCategory") != "scheduledChange":
         return Message(Kind.NO_OP, **base)

@@ -1,25 +1,28 @@
-"""The simulator's ``disrupt``, ``expire`` and ``interrupt`` steps.
+"""The simulator's ``disrupt``, ``expire`` and ``interrupt`` steps, called by the runner.
 
 Decisions come from Adze's pure disruption engine; execution goes through the
-same ``CommandExecutor`` and ``Terminator`` the live controllers use. The
-simulator adds the validation wait to its virtual clock and plays the kubelet
-for replacements.
+same ``CommandExecutor`` and ``Terminator`` the live controllers use, and an
+interruption through the live interruption path (message parsed, decided,
+executed). The simulator adds the validation wait to its virtual clock and
+plays the kubelet for replacements.
 """
 
 from __future__ import annotations
 
 import contextlib
-from datetime import timedelta
+import json
 from typing import Any
 
+from reconciler.cloud.aws.instances import parse_provider_id
 from reconciler.cloud.types import InstanceNotFoundError
 from reconciler.disruption.controller import decide
 from reconciler.disruption.methods import method_named
 from reconciler.disruption.validation import validate
 from reconciler.interruption import actions
 from reconciler.interruption.actions import ActionKind
-from reconciler.interruption.messages import Kind, Message
-from reconciler.kube.api import NODE, NODECLAIM
+from reconciler.interruption.execution import execute, nodeclaims_by_instance
+from reconciler.interruption.messages import Kind, MessageParseError, envelope, parse
+from reconciler.kube.api import NODE, NODECLAIM, Manifest
 from reconciler.lifecycle.expiration import expired
 from reconciler.lifecycle.orchestration import CommandExecutor
 from reconciler.model import labels as wk
@@ -27,8 +30,9 @@ from reconciler.sim import engine
 from reconciler.sim.cluster import SimulatedCluster
 from reconciler.sim.scenario import ScenarioError
 
-# How long an interrupted spot offering stays unavailable (the live provider's unavailable-offerings TTL).
-UNAVAILABLE_AFTER_INTERRUPTION = timedelta(minutes=3)
+# Result-document reasons of forceful deletions (scenario-format.md); Karpenter's own reasons go in events.
+EXPIRED = "Expired"
+INTERRUPTED = "Interrupted"
 
 
 async def _decide(cluster: SimulatedCluster) -> Any:
@@ -108,21 +112,18 @@ async def disrupt_once(cluster: SimulatedCluster, record: dict[str, Any]) -> boo
     return True
 
 
-async def _delete_and_reschedule(
-    cluster: SimulatedCluster, claims: list[str], reason: str, record: dict[str, Any]
-) -> None:
-    """Forceful deletion (expiration, interruption): no pre-spun replacement; the provisioner reacts."""
-    env = cluster.env
-    for claim_name in claims:
-        claim = env.kube.peek(NODECLAIM, claim_name)
-        if claim is None or claim["metadata"].get("deletionTimestamp"):
-            continue
-        node_name = (claim.get("status") or {}).get("nodeName") or claim_name
-        await env.kube.delete(NODECLAIM, claim_name)
-        record["disrupted"].append(
-            {"node": node_name, "nodeclaim": claim_name, "reason": reason, "method": reason.lower(),
-             "action": "delete", "replacements": [], "savingsPerHour": 0.0}
-        )
+def _record_deleted(record: dict[str, Any], claim: Manifest, reason: str) -> None:
+    name = claim["metadata"]["name"]
+    node_name = (claim.get("status") or {}).get("nodeName") or name
+    record["disrupted"].append(
+        {"node": node_name, "nodeclaim": name, "reason": reason, "method": reason.lower(),
+         "action": "delete", "replacements": [], "savingsPerHour": 0.0}
+    )
+
+
+async def _reschedule(cluster: SimulatedCluster, reason: str, record: dict[str, Any]) -> None:
+    """After a forceful deletion (expiration, interruption) there is no pre-spun replacement: the provisioner
+    reacts to the pods the termination displaces."""
     before = {item["nodeclaim"] for item in record["launched"]}
     await cluster.provision(record, launch_ready=True)
     launched = [item["nodeclaim"] for item in record["launched"] if item["nodeclaim"] not in before]
@@ -130,46 +131,53 @@ async def _delete_and_reschedule(
         if item["reason"] == reason and not item["replacements"]:
             item["replacements"] = launched
     await cluster.progress_terminations(record)
-    env.advance(0)
+    cluster.env.advance(0)
     await cluster.settle(record)
 
 
 async def expire(cluster: SimulatedCluster, record: dict[str, Any]) -> None:
     env = cluster.env
-    claims = [item.nodeclaim for item in expired(env.kube.objects(NODECLAIM), env.now)]
-    await _delete_and_reschedule(cluster, claims, "Expired", record)
+    for item in expired(env.kube.objects(NODECLAIM), env.now):
+        claim = env.kube.peek(NODECLAIM, item.nodeclaim)
+        if claim is None or claim["metadata"].get("deletionTimestamp"):
+            continue
+        await env.kube.delete(NODECLAIM, item.nodeclaim)
+        _record_deleted(record, claim, EXPIRED)
+    await _reschedule(cluster, EXPIRED, record)
 
 
 async def interrupt(cluster: SimulatedCluster, node_name: str, kind: str, record: dict[str, Any], *, path: str) -> None:
+    """The message the queue would carry for the node's instance, through the live controller's path: parsed,
+    decided (``interruption.actions.decide``) and carried out (``interruption.execution.execute``)."""
     env = cluster.env
     node = env.kube.peek(NODE, node_name)
     if node is None:
         raise ScenarioError(f"{path}: no node named {node_name!r}")
-    claim = engine.nodeclaim_for_node(env.kube, node)
+    claim_name = engine.nodeclaim_for_node(env.kube, node)
+    claim = env.kube.peek(NODECLAIM, claim_name) if claim_name else None
     if claim is None:
-        record["events"].append(
-            {"object": f"Node/{node_name}", "reason": "InterruptionIgnored",
-             "message": f"{kind}: the node is not managed by Adze (no NodeClaim)"}
-        )
+        _ignored(record, node_name, f"{kind}: the node is not managed by Adze (no NodeClaim)")
         return
-    # The live controller's decision, from the message the queue would carry for this instance.
-    nodeclaim = env.kube.peek(NODECLAIM, claim) or {}
-    provider_id = str((nodeclaim.get("status") or {}).get("providerID") or "")
-    instance_id = provider_id.rsplit("/", 1)[-1] or claim
-    [action] = actions.decide(Message(Kind(kind), (instance_id,), detail_type=kind), {instance_id: nodeclaim},
-                              rebalance=env.settings.rebalance_handling)
-    record["events"].append({"object": f"Node/{node_name}", "reason": action.reason, "message": action.message})
-    if action.kind is ActionKind.NO_OP:
+    try:
+        _, instance_id = parse_provider_id(str((claim.get("status") or {}).get("providerID") or ""))
+        message = parse(json.dumps(envelope(Kind(kind), instance_id, env.now)))
+    except (ValueError, MessageParseError) as err:  # the queue never carries such a message
+        _ignored(record, node_name, f"{kind}: {err}")
         return
-    if action.unavailable_offering is not None:
-        capacity_type, instance_type, zone = action.unavailable_offering
-        with contextlib.suppress(KeyError):
-            env.cloud.mark_unavailable(instance_type, zone, capacity_type,
-                                       until=env.now + UNAVAILABLE_AFTER_INTERRUPTION)
-    if kind == "instance_terminated":
-        await _machine_died(cluster, node, claim)
-    # Delete (or, for a rebalance under "drain", cordon and drain): the termination drains either way.
-    await _delete_and_reschedule(cluster, [claim], "Interrupted", record)
+    index = await nodeclaims_by_instance(env.kube)
+    for action in actions.decide(message, index, rebalance=env.settings.rebalance_handling):
+        record["events"].append({"object": f"Node/{node_name}", "reason": action.reason, "message": action.message})
+        if action.kind is not ActionKind.NO_OP and message.kind is Kind.INSTANCE_TERMINATED:
+            await _machine_died(cluster, node, claim_name)
+        await execute(env.kube, action, env.now, env.cloud.unavailable)
+        if action.kind is not ActionKind.NO_OP:
+            _record_deleted(record, claim, INTERRUPTED)
+    if any(item["reason"] == INTERRUPTED for item in record["disrupted"]):
+        await _reschedule(cluster, INTERRUPTED, record)
+
+
+def _ignored(record: dict[str, Any], node_name: str, why: str) -> None:
+    record["events"].append({"object": f"Node/{node_name}", "reason": "InterruptionIgnored", "message": why})
 
 
 async def _machine_died(cluster: SimulatedCluster, node: Any, claim_name: str) -> None:

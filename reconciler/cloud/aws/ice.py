@@ -14,12 +14,13 @@ import time
 from collections.abc import Callable
 
 from reconciler.cloud.aws import metrics
-
-ICE_TTL_SECONDS = 180.0
+from reconciler.cloud.types import UNAVAILABLE_OFFERING_TTL_SECONDS
 
 
 class UnavailableOfferings:
-    def __init__(self, clock: Callable[[], float] = time.monotonic, ttl: float = ICE_TTL_SECONDS) -> None:
+    def __init__(
+        self, clock: Callable[[], float] = time.monotonic, ttl: float = UNAVAILABLE_OFFERING_TTL_SECONDS
+    ) -> None:
         self._clock = clock
         self._ttl = ttl
         self._offerings: dict[tuple[str, str, str], float] = {}

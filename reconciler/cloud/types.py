@@ -172,9 +172,9 @@ class LaunchRequest:
                 excluded[key].update(values)
             elif operator == "DoesNotExist":
                 allowed[key] = []
-        for key, values in allowed.items():
-            if values is not None:
-                allowed[key] = [v for v in values if v not in excluded[key]]
+        for key, permitted in allowed.items():
+            if permitted is not None:
+                allowed[key] = [v for v in permitted if v not in excluded[key]]
         ref = spec.get("nodeClassRef") or {}
         return cls(
             nodeclaim=str(metadata.get("name", "")),

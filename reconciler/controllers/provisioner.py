@@ -19,7 +19,6 @@ replacement for some of them, then a second one for the rest.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -245,6 +244,6 @@ class Provisioner:
             if seen is not None:
                 self.ctx.metrics.pods_scheduling_decision_duration.observe(max(0.0, now - seen))
 
-    def _pod(self, key: str) -> Mapping[str, Any] | None:
+    def _pod(self, key: str) -> dict[str, Any] | None:
         return self.store.get("Pod", key)
 

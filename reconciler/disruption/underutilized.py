@@ -143,7 +143,7 @@ def interleave_by_pool(ordered: Sequence[Candidate], first_pools: Sequence[str] 
     for candidate in ordered:
         by_pool.setdefault(candidate.pool, []).append(candidate)
     pools = [p for p in first_pools if p in by_pool] + [p for p in by_pool if p not in first_pools]
-    result = []
+    result: list[Candidate] = []
     for i in range(max((len(v) for v in by_pool.values()), default=0)):
         result.extend(by_pool[pool][i] for pool in pools if i < len(by_pool[pool]))
     return result

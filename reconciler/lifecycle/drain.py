@@ -125,8 +125,8 @@ def plan_drain(
         if not tier:
             continue
         plan.tier = TIER_NAMES[index]
-        for pod in tier:
-            _plan_eviction(pod, pdbs, now, plan, budget_left)
+        for evictee in tier:
+            _plan_eviction(evictee, pdbs, now, plan, budget_left)
         break
     return plan
 

@@ -138,9 +138,10 @@ def finalize_claim(claim: NewNodeClaim, context: SchedulingContext) -> Scheduled
     overhead = claim.daemon_overhead(kept)
     requests = Resources(claim.requests) + overhead
     capacity_types = sorted(set().union(*(e.capacity_types for e in options)))
+    type_key = final.get(wk.INSTANCE_TYPE)
     type_requirement = Requirement(
         wk.INSTANCE_TYPE, False, frozenset(info.name for info in kept),
-        min_values=(final.get(wk.INSTANCE_TYPE).min_values if final.get(wk.INSTANCE_TYPE) else None),
+        min_values=type_key.min_values if type_key else None,
     )
     pinned = [type_requirement]
     if capacity_types:

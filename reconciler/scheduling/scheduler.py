@@ -103,9 +103,9 @@ class Scheduler:
                 errors.pop(sp.key, None)
                 if attempt is not None:
                     placed_existing[sp.key] = attempt
-        unscheduled = {key for key in errors} | {sp.key for sp in queue if sp.key not in errors}
-        ordered = sorted(self.new_claims, key=lambda c: c.number)
-        claims = [finalize_claim(claim, self.context) for claim in ordered]
+        unscheduled = {key for key in errors} | {left.key for left in queue if left.key not in errors}
+        by_number = sorted(self.new_claims, key=lambda c: c.number)
+        claims = [finalize_claim(claim, self.context) for claim in by_number]
         context = self.context
         pending = {key: explain(errors.get(key), context.templates, context.skipped_pools) for key in unscheduled}
         return SchedulingResult.assemble(claims, placed_existing, pending, context.skipped_pools)
@@ -160,12 +160,12 @@ class Scheduler:
         for claim in self._claim_order:
             if claim in rejected or (blockers and _refused(blockers, claim)):
                 continue
-            result = claim.can_add(sp, cls, labels_key, self.topology)
-            if isinstance(result, PlacementRefusal):
-                self._remember(result, claim, rejected, blockers)
+            accepted = claim.can_add(sp, cls, labels_key, self.topology)
+            if isinstance(accepted, PlacementRefusal):
+                self._remember(accepted, claim, rejected, blockers)
                 attempt.inflight += 1
                 continue
-            claim.add(sp, labels_key, result, self.topology)
+            claim.add(sp, labels_key, accepted, self.topology)
             self._claim_order.grew(claim)
             return None
         refused_by_pool = cls.template_rejections

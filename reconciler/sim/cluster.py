@@ -118,7 +118,7 @@ class SimulatedCluster:
     async def _launch_planned(self, planned: Any, record: dict[str, Any], *, launch_ready: bool) -> str | None:
         manifest = planned.manifest()
         await self.env.kube.create(manifest)
-        claim = self.env.kube.peek(NODECLAIM, manifest["metadata"]["name"])
+        claim = self._stored(NODECLAIM, manifest["metadata"]["name"])
         outcome = await launch(self.env.kube, self.env.cloud, claim, self.env.now)
         if outcome.instance is None:
             record["events"].append(
@@ -160,18 +160,24 @@ class SimulatedCluster:
         instance = await self.env.cloud.get(claim["status"]["providerID"])
         node = node_for_instance(claim, instance, self.env.now)
         await self.env.kube.create(node)
-        await register(self.env.kube, claim, self.env.kube.peek(NODE, nodeclaim_name), self.env.now)
+        await register(self.env.kube, claim, self._stored(NODE, nodeclaim_name), self.env.now)
         # The agents that own startup taints (e.g. a CNI) remove them once they run.
         startup = {(t.get("key"), t.get("effect")) for t in (claim.get("spec") or {}).get("startupTaints") or []}
-        current = self.env.kube.peek(NODE, nodeclaim_name)
+        current = self._stored(NODE, nodeclaim_name)
         if startup:
             taints = [t for t in current["spec"].get("taints") or [] if (t.get("key"), t.get("effect")) not in startup]
             await self.env.kube.patch(NODE, nodeclaim_name, {"spec": {"taints": taints}})
         await initialize(
-            self.env.kube, self.env.kube.peek(NODECLAIM, nodeclaim_name),
-            self.env.kube.peek(NODE, nodeclaim_name), self.env.now,
+            self.env.kube, self._stored(NODECLAIM, nodeclaim_name), self._stored(NODE, nodeclaim_name), self.env.now
         )
         await self.workloads.reconcile()  # DaemonSet pods for the new node
+
+    def _stored(self, kind: Kind, name: str) -> Manifest:
+        """An object the simulation has just written (it exists unless something is badly wrong)."""
+        found = self.env.kube.peek(kind, name)
+        if found is None:
+            raise LookupError(f"{kind.kind} {name} vanished from the simulated API server")
+        return found
 
     async def boot_pending_nodes(self, record: dict[str, Any]) -> None:
         for name in list(self.booting):
@@ -256,9 +262,10 @@ class SimulatedCluster:
             for claim in self.manifests("NodeClaim") if claim["metadata"].get("deletionTimestamp")
         }
         ends = [
-            parse_time(str(pod["metadata"]["deletionTimestamp"]))
+            end
             for pod in self._state.pod_manifests.values()
-            if (pod.get("spec") or {}).get("nodeName") in nodes and pod["metadata"].get("deletionTimestamp")
+            if (pod.get("spec") or {}).get("nodeName") in nodes
+            and (end := parse_time(pod["metadata"].get("deletionTimestamp"))) is not None
         ]
         return min(ends) if ends else None
 

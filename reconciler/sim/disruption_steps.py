@@ -21,7 +21,7 @@ from reconciler.disruption.validation import validate
 from reconciler.interruption import actions
 from reconciler.interruption.actions import ActionKind
 from reconciler.interruption.execution import execute, nodeclaims_by_instance
-from reconciler.interruption.messages import Kind, MessageParseError, envelope, parse
+from reconciler.interruption.messages import Kind, MessageParseError, eventbridge_event, parse
 from reconciler.kube.api import NODE, NODECLAIM, Manifest
 from reconciler.lifecycle.expiration import expired
 from reconciler.lifecycle.orchestration import CommandExecutor
@@ -153,14 +153,14 @@ async def interrupt(cluster: SimulatedCluster, node_name: str, kind: str, record
     node = env.kube.peek(NODE, node_name)
     if node is None:
         raise ScenarioError(f"{path}: no node named {node_name!r}")
-    claim_name = engine.nodeclaim_for_node(env.kube, node)
+    claim_name = engine.nodeclaim_for_node(env.kube, node) or ""
     claim = env.kube.peek(NODECLAIM, claim_name) if claim_name else None
     if claim is None:
         _ignored(record, node_name, f"{kind}: the node is not managed by Adze (no NodeClaim)")
         return
     try:
         _, instance_id = parse_provider_id(str((claim.get("status") or {}).get("providerID") or ""))
-        message = parse(json.dumps(envelope(Kind(kind), instance_id, env.now)))
+        message = parse(json.dumps(eventbridge_event(Kind(kind), instance_id, env.now)))
     except (ValueError, MessageParseError) as err:  # the queue never carries such a message
         _ignored(record, node_name, f"{kind}: {err}")
         return

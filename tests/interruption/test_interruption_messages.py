@@ -192,7 +192,7 @@ def test_an_unexpected_failure_inside_the_parser_is_a_parse_error(monkeypatch: p
 def test_envelope_is_what_parse_reads_back(kind: Kind) -> None:
     from datetime import UTC, datetime
 
-    from reconciler.interruption.messages import envelope as event_for
+    from reconciler.interruption.messages import eventbridge_event as event_for
 
     when = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
     message = parse(json.dumps(event_for(kind, INSTANCE, when)))

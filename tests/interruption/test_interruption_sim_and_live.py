@@ -25,7 +25,7 @@ from reconciler.interruption import controller as live_controller
 from reconciler.interruption import execution
 from reconciler.interruption.actions import Action
 from reconciler.interruption.controller import InterruptionController, InterruptionSettings
-from reconciler.interruption.messages import Kind, envelope
+from reconciler.interruption.messages import Kind, eventbridge_event
 from reconciler.kube.api import NODE, NODECLAIM
 from reconciler.kube.memory import MemoryKube
 from reconciler.model import labels as wk
@@ -137,7 +137,7 @@ async def through_the_live_consumer(
         caller=AwsCaller(4), unavailable=UnavailableOfferings(), now=lambda: CLOCK,
     )
     _, instance_id = parse_provider_id(objects[0]["status"]["providerID"])
-    sqs.send_message(QueueUrl=url, MessageBody=json.dumps(envelope(Kind(kind), instance_id, CLOCK)))
+    sqs.send_message(QueueUrl=url, MessageBody=json.dumps(eventbridge_event(Kind(kind), instance_id, CLOCK)))
     assert await consumer.poll_once() == 1
     return recorder.effects
 

@@ -11,6 +11,7 @@ offering unavailable rather than left out.
 
 from __future__ import annotations
 
+import builtins
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -162,7 +163,7 @@ class InstanceTypeProvider:
 
     def _offerings(
         self, name: str, zones: Sequence[str], subnet_zones: set[str] | None, runnable: bool
-    ) -> list[Offering]:
+    ) -> builtins.list[Offering]:  # ``list`` in this class is the method
         info = self._infos[name]
         offerings = []
         for zone in zones:

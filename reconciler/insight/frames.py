@@ -158,7 +158,7 @@ class RecordingSimulation(Simulation):
         command-less passes (what ``plan`` reads), not for each of the passes that acted."""
         super().__init__(scenario)
         self._every_step = frames
-        self.explain_every_pass = explain_every_pass
+        self.env.explain_every_pass = explain_every_pass
         self.frames: list[Frame] = []
         self.records: list[dict[str, Any]] = []
         for kind in STEP_KINDS:

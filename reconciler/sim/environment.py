@@ -23,6 +23,9 @@ class SimEnvironment:
     settings: Settings
     names: Callable[[str], str]  # NodeClaim names per NodePool, deterministic per scenario
     now: datetime  # virtual time: only ``advance`` moves it
+    # False: a disrupt step records DisruptionBlocked events only for its command-less passes (what ``plan``
+    # reads), not for each pass that acted; result documents keep every pass's.
+    explain_every_pass: bool = True
 
     def advance(self, seconds: float) -> None:
         self.now = self.now + timedelta(seconds=seconds)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -47,6 +48,8 @@ class IamArgs:
     oidc_provider_arn: pulumi.Input[str] | None = None
     oidc_issuer: pulumi.Input[str] | None = None
     create_spot_service_linked_role: bool = False
+    # amiSelectorTerms[].ssmParameter of the node classes: the reconciler reads them to resolve AMIs.
+    ssm_parameters: tuple[str, ...] = ()
     tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -92,7 +95,7 @@ class Iam(pulumi.ComponentResource):
         policy_attachments: list[pulumi.Resource] = []
         for short_name in self._policy_names(args):
             document = pulumi.Output.all(args.scope, node_role.arn, args.queue_arn, args.queue_kms_key_arn).apply(
-                functools.partial(_policy_document, args.cluster_name, short_name)
+                functools.partial(_policy_document, args.cluster_name, short_name, args.ssm_parameters)
             )
             policy = aws.iam.Policy(
                 f"{name}-{short_name}",
@@ -152,7 +155,8 @@ class Iam(pulumi.ComponentResource):
         )
 
 
-def _policy_document(cluster_name: str, short_name: str, values: list[Any]) -> str:
+def _policy_document(cluster_name: str, short_name: str, ssm_parameters: Sequence[str], values: list[Any]) -> str:
     """One controller policy as JSON, from the resolved (scope, node role, queue, queue key) outputs."""
     scope, node_role_arn, queue_arn, queue_kms_key_arn = values
-    return json.dumps(controller_policies(scope, cluster_name, node_role_arn, queue_arn, queue_kms_key_arn)[short_name])
+    policies = controller_policies(scope, cluster_name, node_role_arn, queue_arn, queue_kms_key_arn, ssm_parameters)
+    return json.dumps(policies[short_name])

@@ -37,9 +37,9 @@ INTERRUPTED = "Interrupted"
 
 async def _decide(cluster: SimulatedCluster) -> Any:
     env = cluster.env
-    types = await env.cloud.instance_types(None)
     state = cluster.state()
-    return decide(state, engine.types_by_nodepool(state, types), env.settings, env.now, name_for=env.names)
+    types = await engine.types_by_nodepool(state, env.cloud)
+    return decide(state, types, env.settings, env.now, name_for=env.names)
 
 
 async def disrupt_once(cluster: SimulatedCluster, record: dict[str, Any]) -> bool:
@@ -61,9 +61,9 @@ async def disrupt_once(cluster: SimulatedCluster, record: dict[str, Any]) -> boo
     if method_named(command.method).validated:
         env.advance(env.settings.consolidation_validation_wait)
         await cluster.settle(record)
-        types = await env.cloud.instance_types(None)
         state = cluster.state()
-        checked = validate(command, state, engine.types_by_nodepool(state, types), env.settings, env.now)
+        types = await engine.types_by_nodepool(state, env.cloud)
+        checked = validate(command, state, types, env.settings, env.now)
         if not checked.valid or checked.command is None:
             record["events"].append(
                 {"object": f"Node/{command.candidates[0].name}", "reason": "DisruptionAborted",
@@ -108,6 +108,9 @@ async def disrupt_once(cluster: SimulatedCluster, record: dict[str, Any]) -> boo
                 "price": env.cloud.price_of(
                     labels.get(wk.INSTANCE_TYPE, ""), labels.get(wk.ZONE, ""), labels.get(wk.CAPACITY_TYPE, "")
                 ),
+                "priceSource": env.cloud.price_source_of(
+                    labels.get(wk.INSTANCE_TYPE, ""), labels.get(wk.ZONE, ""), labels.get(wk.CAPACITY_TYPE, "")
+                ) or None,
                 "instanceTypeOptions": list(replacement.instance_type_options),
                 "pods": list(replacement.pods),
             }

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
-from reconciler.cloud.sim.provider import SimulatedCloud
 from reconciler.kube.memory import MemoryKube
 from reconciler.settings import Settings
 
@@ -19,7 +19,10 @@ from reconciler.settings import Settings
 @dataclass(slots=True)
 class SimEnvironment:
     kube: MemoryKube
-    cloud: SimulatedCloud
+    # ``SimulatedCloud``, or with ``--cloud moto`` the real AWS provider on moto (``MotoSimulatedCloud``): a
+    # CloudProvider that also answers price_of, price_source_of, mark_unavailable, register_existing and has
+    # an ``unavailable`` cache.
+    cloud: Any
     settings: Settings
     names: Callable[[str], str]  # NodeClaim names per NodePool, deterministic per scenario
     now: datetime  # virtual time: only ``advance`` moves it

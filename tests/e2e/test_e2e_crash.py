@@ -13,7 +13,6 @@ import asyncio
 import random
 from typing import Any
 
-import pytest
 from ctrl_cluster import CrashSwitch, is_write, packed
 from ctrl_harness import wait_for
 from e2e_rig import e2e
@@ -21,8 +20,6 @@ from test_e2e_live import short_lease
 
 from reconciler.cloud.aws.offline import OfflineAWS
 from reconciler.kube.api import DEPLOYMENT
-
-pytestmark = pytest.mark.slow  # processes, servers, crash loops: `pytest -m "not slow"` skips them
 
 SEED = 7
 PROVISIONING_POINTS = 2  # among the first writes (claims, launches, registration)

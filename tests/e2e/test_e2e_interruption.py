@@ -5,14 +5,11 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-import pytest
 from ctrl_harness import wait_for
 from e2e_rig import e2e
 
 from reconciler.cloud.aws.offline import OfflineAWS
 from reconciler.kube.api import EVENT, NODECLAIM, POD
-
-pytestmark = pytest.mark.slow  # processes, servers, crash loops: `pytest -m "not slow"` skips them
 
 
 def spot_warning(instance_id: str) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import urllib.request
 
-import pytest
 from ctrl_cluster import CrashSwitch, packed
 from ctrl_harness import wait_for
 from e2e_rig import e2e
@@ -19,8 +18,6 @@ from e2e_rig import e2e
 from reconciler.cloud.aws.offline import OfflineAWS
 from reconciler.kube.api import DEPLOYMENT, LEASE, NODECLAIM, POD
 from reconciler.kube.leader import LeaderElectionConfig
-
-pytestmark = pytest.mark.slow  # processes, servers, crash loops: `pytest -m "not slow"` skips them
 
 WORKSHOP_SEQUENCE = [
     "found provisionable pod(s)",

@@ -16,12 +16,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
 from dev_cluster import start_dev_cluster
 
 from reconciler.kube.api import LEASE, NODECLAIM
-
-pytestmark = pytest.mark.slow  # processes, servers, crash loops: `pytest -m "not slow"` skips them
 
 SEQUENCE = [
     "found provisionable pod(s)",

@@ -28,10 +28,10 @@ class InterruptionLoop:
         self.settings = settings
         self.consumer = InterruptionController(
             ctx.kube, cloud.clients.client("sqs"), settings, caller=cloud.caller, unavailable=cloud.unavailable,
-            now=ctx.clock.now,
+            now=ctx.clock.now, metrics=cloud.metrics.interruption,
         )
         self.health = HealthPoller(ctx.kube, cloud.clients.ec2, cloud.caller, unavailable=cloud.unavailable,
-                                   now=ctx.clock.now)
+                                   now=ctx.clock.now, metrics=cloud.metrics.interruption)
 
     async def run(self) -> None:
         log.info("consuming interruption queue", queue=self.settings.queue_name, rebalance=self.settings.rebalance)

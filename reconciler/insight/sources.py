@@ -22,7 +22,8 @@ import yaml
 from reconciler import yamlio
 from reconciler.insight.catalog import preset_catalog
 from reconciler.insight.errors import InsightError
-from reconciler.insight.snapshot import observed_zones, sanitize_objects
+from reconciler.insight.snapshot import observed_region, observed_zones, sanitize_objects
+from reconciler.model.adoption import adopt_nodeclaims
 from reconciler.model.meta import ManifestError
 from reconciler.model.shape import check_document_bounds, check_manifest_shape
 from reconciler.sim.scenario import DEFAULT_CLOCK, CheckedObjects, Scenario, ScenarioError, parse_scenario
@@ -171,11 +172,16 @@ def load_snapshot(path: str | Path, *, catalog: Mapping[str, Any] | None = None)
         document = {
             "name": stem,
             "settings": {"clock": _stamp(latest_timestamp(objects))},
-            "catalog": dict(catalog) if catalog is not None else preset_catalog(observed_zones(objects)),
+            "catalog": dict(catalog)
+            if catalog is not None
+            else preset_catalog(observed_zones(objects), observed_region(objects)),
             "objects": objects,
             "steps": [],
         }
         snapshot = Snapshot(document, source, dropped)
+    # Claims Karpenter stamped are re-stamped against the cluster's own NodePools, as Adze's controller does on
+    # taking over, so a proposal's template change drifts them.
+    adopt_nodeclaims(snapshot.document.setdefault("objects", []))
     snapshot.scenario()  # validate now: a bad snapshot is reported before any work starts
     return snapshot
 
@@ -284,7 +290,8 @@ def load_nodepools_file(path: str | Path, *, require_nodepool: bool = True) -> P
 
     source = str(path)
     manifests = _manifests(_read_yaml_documents(path), source)
-    pools, classes = [], []
+    pools: list[Any] = []
+    classes: list[Any] = []
     for index, manifest in enumerate(manifests):
         key = (manifest.get("apiVersion"), manifest.get("kind"))
         name = manifest["metadata"]["name"]

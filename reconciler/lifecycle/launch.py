@@ -23,6 +23,7 @@ from reconciler.cloud.types import (
 from reconciler.kube.api import EC2NODECLASS, NODE, NODECLAIM, KubeAPI, Manifest, NotFoundError
 from reconciler.kube.edits import add_finalizer, edit_node, remove_finalizer
 from reconciler.kube.retry import modify
+from reconciler.lifecycle.conditions import NODECLAIM_DEPENDENTS, with_root
 from reconciler.model import labels as wk
 from reconciler.model.meta import format_time
 
@@ -61,6 +62,8 @@ class LaunchOutcome:
     instance: Instance | None = None
     error: str = ""
     unavailable_offerings: list[tuple[str, str, str]] = field(default_factory=list)
+    # Why the claim was deleted instead of launched, as Karpenter's disruption metric names it.
+    deleted_for: str = ""
 
 
 async def launch(kube: KubeAPI, cloud: CloudProvider, nodeclaim: Manifest, now: datetime) -> LaunchOutcome:
@@ -83,13 +86,14 @@ async def launch(kube: KubeAPI, cloud: CloudProvider, nodeclaim: Manifest, now: 
     except (InsufficientCapacityError, NodeClassNotReadyError) as err:
         await _delete_unlaunched(kube, name)
         offerings = list(getattr(err, "offerings", []))
-        return LaunchOutcome(name, error=str(err), unavailable_offerings=offerings)
+        deleted_for = "insufficient_capacity" if isinstance(err, InsufficientCapacityError) else "nodeclass_not_ready"
+        return LaunchOutcome(name, error=str(err), unavailable_offerings=offerings, deleted_for=deleted_for)
     labels = {
         wk.INSTANCE_TYPE: instance.instance_type,
         wk.ZONE: instance.zone,
         wk.CAPACITY_TYPE: instance.capacity_type,
     }
-    for key in (wk.ARCH, wk.OS, wk.REGION):
+    for key in (wk.ARCH, wk.OS, wk.REGION, wk.ZONE_ID, wk.WINDOWS_BUILD):
         if key in instance.labels:
             labels[key] = instance.labels[key]
     await kube.patch(NODECLAIM, name, {"metadata": {"labels": labels}})
@@ -107,10 +111,12 @@ async def launch(kube: KubeAPI, cloud: CloudProvider, nodeclaim: Manifest, now: 
 
 async def set_condition(kube: KubeAPI, nodeclaim_name: str, update: dict[str, Any], **status: Any) -> None:
     """Set one NodeClaim condition (and other status fields) against the current claim, guarded by its
-    resourceVersion, so a condition another writer set meanwhile is kept."""
+    resourceVersion, so a condition another writer set meanwhile is kept. The root ``Ready`` condition
+    (Launched, Registered, Initialized) is recomputed with it."""
     def edit(current: Manifest) -> Manifest:
-        current["status"] = {**(current.get("status") or {}), "conditions": merged_conditions(current, update),
-                             **status}
+        conditions = with_root(merged_conditions(current, update), NODECLAIM_DEPENDENTS,
+                               str(update.get("lastTransitionTime") or ""))
+        current["status"] = {**(current.get("status") or {}), "conditions": conditions, **status}
         return current
 
     await modify(kube, NODECLAIM, nodeclaim_name, edit, subresource="status")

@@ -30,6 +30,7 @@ from reconciler.kube.api import (
     TooManyRequestsError,
 )
 from reconciler.kube.edits import edit_node, remove_finalizer
+from reconciler.lifecycle.conditions import DRAINED, INSTANCE_TERMINATING, VOLUMES_DETACHED, mark_termination
 from reconciler.lifecycle.drain import DrainPlan, plan_drain, termination_deadline
 from reconciler.model import labels as wk
 
@@ -46,6 +47,7 @@ class TerminationStep:
     # Pods not drained (they tolerate the disrupted taint) that die with the Node, as pod GC would delete them.
     deleted_with_node: list[str] = field(default_factory=list)
     instance_deleted: bool = False
+    drained: bool = False  # this step found the node drained
     finished: bool = False
 
     @property
@@ -78,8 +80,15 @@ class Terminator:
             plan = plan_drain(on_node, limits, now, deadline=termination_deadline(nodeclaim))
             await self._execute_drain(plan, result)
             if not plan.complete:
+                await mark_termination(self._kube, nodeclaim, DRAINED, "Unknown", now, "Draining", only_if_absent=True)
                 return result
+            await mark_termination(self._kube, nodeclaim, DRAINED, "True", now)
+            result.drained = True
+            # Volumes are detached here: nothing is waited on after the drain (Karpenter waits for VolumeAttachments).
+            await mark_termination(self._kube, nodeclaim, VOLUMES_DETACHED, "True", now)
         await self._delete_instance(nodeclaim, result)
+        if result.instance_deleted:
+            await mark_termination(self._kube, nodeclaim, INSTANCE_TERMINATING, "True", now)
         if node is not None:
             result.deleted_with_node = await self._release_node(node)
         await self._release(NODECLAIM, name, None)

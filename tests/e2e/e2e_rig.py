@@ -35,7 +35,7 @@ from reconciler.sim.workloads import create_with_status
 FAMILIES = ("c5.*", "m5.*")
 
 
-def aws_provider(aws: OfflineAWS) -> AWSCloudProvider:
+def aws_provider(aws: OfflineAWS, metrics: Metrics | None = None) -> AWSCloudProvider:
     provider = AWSCloudProvider(AWSProviderConfig(
         cluster=aws.cluster_info(),
         region=aws.region,
@@ -45,7 +45,7 @@ def aws_provider(aws: OfflineAWS) -> AWSCloudProvider:
         secret_access_key="testing",
         retry_mode="standard",
         max_attempts=5,
-    ))
+    ), metrics=metrics)
     provider.pricing.set_spot_prices(aws.spot_prices())
     return provider
 
@@ -100,14 +100,15 @@ class E2E:
     def replica(self, *, lease: LeaderElectionConfig | None = None, switch: CrashSwitch | None = None,
                 seed: int = 1, serve: bool = False, interruption_queue: str = "") -> Replica:
         kube = LiveKube.for_url(self.server.url, token="t", watch_timeout=5)
-        cloud = aws_provider(self.aws)
+        metrics = Metrics()  # one registry per process, the provider's families on it (as ``run`` builds it)
+        cloud = aws_provider(self.aws, metrics)
         settings = fast_settings(cluster_name=self.aws.cluster, metrics_port=0, health_probe_port=0,
                                  interruption_queue=interruption_queue)
         app = App(
             settings,
             CrashingKube(kube, switch) if switch else kube,  # type: ignore[arg-type]
             CrashingCloud(cloud, switch) if switch else cloud,  # type: ignore[arg-type]
-            leader=lease, timings=fast_timings(gc_min_age=2.0), clock=self.clock, metrics=Metrics(),
+            leader=lease, timings=fast_timings(gc_min_age=2.0), clock=self.clock, metrics=metrics,
             serve=serve, seed=seed,
             extra_loops=(lambda ctx: {"interruption": InterruptionLoop(ctx, cloud)})
             if interruption_queue else None,

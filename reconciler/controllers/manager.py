@@ -25,10 +25,13 @@ from reconciler.controllers.provisioner import Provisioner
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, NameGenerator
 from reconciler.controllers.status import StatusController
 from reconciler.controllers.termination import TerminationController
+from reconciler.kube.api import VOLUMEATTACHMENT
 from reconciler.kube.reflector import CLUSTER_STATE_KINDS, Backoff, Reflectors
 
 log = ControllerLog("manager")
 MAX_RESTART_BACKOFF = 30.0
+# What the informers cache: the cluster state, plus VolumeAttachments for the terminator's volume wait.
+WATCHED_KINDS = (*CLUSTER_STATE_KINDS, VOLUMEATTACHMENT)
 
 
 class BackgroundLoop(Protocol):
@@ -81,7 +84,7 @@ class Reconciler:
 
     async def run(self) -> None:
         reflectors = Reflectors(
-            self.ctx.kube, CLUSTER_STATE_KINDS, on_upsert=self.store.upsert, on_delete=self.store.remove,
+            self.ctx.kube, WATCHED_KINDS, on_upsert=self.store.upsert, on_delete=self.store.remove,
             backoff=Backoff(initial=0.2, maximum=10.0),
         )
         tasks: list[asyncio.Task[None]] = []

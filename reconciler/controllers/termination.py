@@ -15,9 +15,10 @@ loses the finalizer.
 from __future__ import annotations
 
 import contextlib
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
+from reconciler.controllers.cache_reads import StoreReads
 from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wakeup, ref
 from reconciler.controllers.workers import Workers
@@ -40,7 +41,8 @@ class TerminationController:
     def __init__(self, ctx: ControllerContext, store: StateStore) -> None:
         self.ctx = ctx
         self.store = store
-        self.terminator = Terminator(ctx.kube, ctx.cloud)
+        self.terminator = Terminator(ctx.kube, ctx.cloud, StoreReads(store),
+                                     min_drain=timedelta(seconds=ctx.timings.min_drain_time))
         self.wake = Wakeup()
         self.workers = Workers("termination", on_done=self.wake.set)
         self._retry_at: dict[str, float] = {}
@@ -124,6 +126,14 @@ class TerminationController:
                      gracePeriodSeconds=result.grace_periods.get(key))
             await self.ctx.event(self.store.get("Pod", key), "Warning", "Disrupted",
                                  "Deleting the pod: the node's terminationGracePeriod has elapsed")
+        if result.awaiting_volumes:
+            log.info("waiting on volume attachments", NodeClaim=ref(name), volumeattachments=result.awaiting_volumes)
+            await self.ctx.event(node or claim, "Warning", "AwaitingVolumeDetachment",
+                                 f"Awaiting deletion of {len(result.awaiting_volumes)} VolumeAttachments bound to node",
+                                 dedupe=self.ctx.timings.event_dedupe)
+        if result.volumes_left_attached:
+            log.info("terminating with volumes attached: the termination grace period has elapsed",
+                     NodeClaim=ref(name), volumeattachments=result.volumes_left_attached)
         refused = [b for b in result.blocked if "eviction of" in b]
         if refused:
             metrics.eviction_requests.labels(code="429").inc(len(refused))

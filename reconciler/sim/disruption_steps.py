@@ -132,7 +132,7 @@ async def _delete_and_reschedule(
     for item in record["disrupted"]:
         if item["reason"] == reason and not item["replacements"]:
             item["replacements"] = launched
-    await cluster.progress_terminations(record)
+    await cluster.drain_out(record)
     sim.advance(0)
     await cluster.settle(record)
 

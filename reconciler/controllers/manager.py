@@ -51,6 +51,7 @@ class Reconciler:
     ) -> None:
         self.ctx = ctx
         self.store = StateStore()
+        ctx.cache = self.store  # also for the extra loops (the interruption queue reads NodeClaims from it)
         self.names = NameGenerator(
             lambda name: self.store.get("NodeClaim", name) is not None or self.store.get("Node", name) is not None,
             seed=seed,
@@ -62,7 +63,7 @@ class Reconciler:
         self.termination = TerminationController(ctx, self.store)
         self.disruption = DisruptionController(ctx, self.store, self.names)
         self.expiration = ExpirationController(ctx, self.store)
-        self.garbage = GarbageCollector(ctx)
+        self.garbage = GarbageCollector(ctx, self.store)
         self.status = StatusController(ctx, self.store)
         self.drift = DriftMarker(ctx, self.store)
         self.podevents = PodEventsController(ctx, self.store)

@@ -16,13 +16,16 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from reconciler.cloud.types import CloudProvider
 from reconciler.kube.api import KubeAPI, Manifest
 from reconciler.observability import EventRecorder, EventType, Metrics, get_logger, log_decision
 from reconciler.provisioning.provisioner import nomination_window
 from reconciler.settings import Settings
+
+if TYPE_CHECKING:
+    from reconciler.controllers.cluster import StateStore
 
 
 class Clock(Protocol):
@@ -211,6 +214,8 @@ class ControllerContext:
     metrics: Metrics = field(default_factory=Metrics)
     events: EventRecorder | None = None
     locks: KeyedLocks = field(default_factory=KeyedLocks)
+    # The leader's informer cache, once its ``Reconciler`` exists: loops read from it instead of listing.
+    cache: StateStore | None = None
 
     def __post_init__(self) -> None:
         if self.locks.clock is None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -47,9 +47,16 @@ class InterruptionSettings:
         return cls(queue_name=settings.interruption_queue, rebalance=settings.rebalance_handling)
 
 
-async def nodeclaims_by_instance(kube: KubeAPI) -> dict[str, dict[str, Any]]:
-    """NodeClaims keyed by the EC2 instance ID in their ``status.providerID``."""
-    claims, _ = await kube.list(NODECLAIM)
+# Where the NodeClaims come from: the live controller's informer cache (None while it has none: then a LIST).
+NodeClaimSource = Callable[[], Iterable[Manifest] | None]
+
+
+async def nodeclaims_by_instance(kube: KubeAPI, cached: NodeClaimSource | None = None) -> dict[str, dict[str, Any]]:
+    """NodeClaims keyed by the EC2 instance ID in their ``status.providerID``, from ``cached`` when it has them
+    (as Karpenter's interruption controller reads its cache), else listed through the API."""
+    claims = cached() if cached is not None else None
+    if claims is None:
+        claims, _ = await kube.list(NODECLAIM)
     index = {}
     for claim in claims:
         provider_id = (claim.get("status") or {}).get("providerID")
@@ -135,9 +142,11 @@ class InterruptionController:
         caller: AwsCaller | None = None,
         unavailable: UnavailableOfferings | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        nodeclaims: NodeClaimSource | None = None,
     ) -> None:
         self.kube = kube
         self.sqs = sqs
+        self.nodeclaims = nodeclaims
         self.settings = settings
         self.caller = caller or AwsCaller(max_concurrency=4)
         self.unavailable = unavailable
@@ -165,7 +174,7 @@ class InterruptionController:
         received = answer.get("Messages") or []
         if not received:
             return 0
-        index = await nodeclaims_by_instance(self.kube)
+        index = await nodeclaims_by_instance(self.kube, self.nodeclaims)
         results = await asyncio.gather(*(self._handle(m, index) for m in received), return_exceptions=True)
         done = [m for m, ok in zip(received, results, strict=True) if ok is True]
         if done:

@@ -19,7 +19,7 @@ from reconciler.cloud.aws.clients import AwsCaller, error_code
 from reconciler.cloud.aws.ice import UnavailableOfferings
 from reconciler.interruption import metrics
 from reconciler.interruption.actions import Action, ActionKind
-from reconciler.interruption.controller import execute, nodeclaims_by_instance
+from reconciler.interruption.controller import NodeClaimSource, execute, nodeclaims_by_instance
 from reconciler.kube.api import KubeAPI
 
 IMPAIRED_GRACE = timedelta(seconds=120)
@@ -110,8 +110,10 @@ class HealthPoller:
         *,
         unavailable: UnavailableOfferings | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        nodeclaims: NodeClaimSource | None = None,
     ) -> None:
         self.kube = kube
+        self.nodeclaims = nodeclaims
         self.ec2 = ec2
         self.caller = caller
         self.unavailable = unavailable
@@ -141,7 +143,7 @@ class HealthPoller:
             return []
         for item in unhealthy:
             metrics.instance_status_unhealthy.labels(category=item.category).inc()
-        actions = actions_for(unhealthy, await nodeclaims_by_instance(self.kube))
+        actions = actions_for(unhealthy, await nodeclaims_by_instance(self.kube, self.nodeclaims))
         for action in actions:
             await execute(self.kube, action, now, self.unavailable)
         return actions

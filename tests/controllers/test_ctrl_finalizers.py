@@ -89,7 +89,7 @@ async def test_garbage_collection_terminates_old_orphans_and_deletes_claims_whos
     orphan = await steps.cloud.create(_request("lost"), None)
     # An instance terminated behind Adze's back.
     await steps.cloud.delete(gone_id)
-    collector = GarbageCollector(steps.context(gc_min_age=30))
+    collector = GarbageCollector(steps.context(gc_min_age=30), steps.store)
 
     young = await collector.collect_once()
     assert young.instances == []  # the orphan is too young: its claim may still record it

@@ -114,12 +114,14 @@ class GarbageCollector:
             await self.ctx.event(node, "Warning", "OrphanedInstance",
                                  f"instance {instance.provider_id} had no NodeClaim and was terminated")
             try:
-                await remove_finalizer(self.ctx.kube, NODE, name, wk.TERMINATION_FINALIZER, current=node)
+                # Deleted first: if releasing our finalizer fails (a conflict that outlasts the retries), the
+                # termination controller finalizes the deleting Node on its next pass.
                 await self.ctx.kube.delete(NODE, name)
+                await remove_finalizer(self.ctx.kube, NODE, name, wk.TERMINATION_FINALIZER, current=node)
             except NotFoundError:
                 continue
-            except ApiError as err:  # e.g. still conflicting after the retries: the next pass tries again
-                log.warning("removing orphaned node failed; retrying next pass", Node=ref(name), error=str(err))
+            except ApiError as err:
+                log.warning("releasing orphaned node failed; finalized later", Node=ref(name), error=str(err))
                 continue
             result.nodes.append(name)
             log.info("deleted node", Node=ref(name), reason="orphaned instance")

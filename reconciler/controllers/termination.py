@@ -22,7 +22,7 @@ from reconciler.controllers.cache_reads import StoreReads
 from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wakeup, ref
 from reconciler.controllers.workers import Workers
-from reconciler.kube.api import NODE, NODECLAIM, NotFoundError
+from reconciler.kube.api import NODE, NODECLAIM, ApiError, ConflictError, NotFoundError
 from reconciler.kube.edits import remove_finalizer
 from reconciler.lifecycle.termination import TerminationStep, Terminator
 from reconciler.model import labels as wk
@@ -67,7 +67,10 @@ class TerminationController:
         for node in self.store.nodes():
             if _finalizing(node):
                 active = True
-                await self._node_deleted(node)
+                try:
+                    await self._node_deleted(node)
+                except ApiError as err:  # e.g. still conflicting after the retries: the next pass tries again
+                    log.warning("finalizing deleted node failed", Node=ref(node["metadata"]["name"]), error=str(err))
         for claim in self.store.nodeclaims():
             if not _finalizing(claim):
                 continue
@@ -88,7 +91,7 @@ class TerminationController:
                 with contextlib.suppress(NotFoundError):
                     await self.ctx.kube.delete(NODECLAIM, claim["metadata"]["name"])
             return
-        if await remove_finalizer(self.ctx.kube, NODE, name, wk.TERMINATION_FINALIZER):
+        if await remove_finalizer(self.ctx.kube, NODE, name, wk.TERMINATION_FINALIZER, current=node):
             log.info("deleted node", Node=ref(name))
 
     async def step(self, name: str) -> TerminationStep | None:
@@ -106,7 +109,11 @@ class TerminationController:
             newly_tainted = node is not None and not any(
                 t.get("key") == wk.DISRUPTED_TAINT_KEY for t in (node.get("spec") or {}).get("taints") or []
             )
-            result = await self.terminator.step(claim, now)
+            try:
+                result = await self.terminator.step(claim, now)
+            except ConflictError as err:  # another writer kept winning: the next pass steps it again
+                log.info("termination step conflicted; retrying", NodeClaim=ref(name), error=str(err))
+                return None
             if newly_tainted and node is not None:
                 log.info("tainted node", Node=ref(node["metadata"]["name"]), NodeClaim=ref(name),
                          taint=f"{wk.DISRUPTED_TAINT_KEY}:NoSchedule")

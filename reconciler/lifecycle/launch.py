@@ -75,7 +75,7 @@ async def launch(kube: KubeAPI, cloud: CloudProvider, nodeclaim: Manifest, now: 
         return LaunchOutcome(name, instance=await cloud.get(status["providerID"]))
     if wk.TERMINATION_FINALIZER not in ((nodeclaim.get("metadata") or {}).get("finalizers") or []):
         # Own the claim before any instance exists, so deleting it can never leak one.
-        await add_finalizer(kube, NODECLAIM, name, wk.TERMINATION_FINALIZER)
+        await add_finalizer(kube, NODECLAIM, name, wk.TERMINATION_FINALIZER, current=nodeclaim)
     nodeclass = await _nodeclass(kube, nodeclaim)
     request = LaunchRequest.from_nodeclaim(nodeclaim)
     try:
@@ -92,11 +92,12 @@ async def launch(kube: KubeAPI, cloud: CloudProvider, nodeclaim: Manifest, now: 
     for key in (wk.ARCH, wk.OS, wk.REGION):
         if key in instance.labels:
             labels[key] = instance.labels[key]
-    await kube.patch(NODECLAIM, name, {"metadata": {"labels": labels}})
+    labelled = await kube.patch(NODECLAIM, name, {"metadata": {"labels": labels}})
     await set_condition(
         kube,
         name,
         condition("Launched", True, now),
+        current=labelled,
         providerID=instance.provider_id,
         imageID=instance.image_id,
         capacity=instance.capacity.to_manifest(),
@@ -105,15 +106,18 @@ async def launch(kube: KubeAPI, cloud: CloudProvider, nodeclaim: Manifest, now: 
     return LaunchOutcome(name, instance=instance)
 
 
-async def set_condition(kube: KubeAPI, nodeclaim_name: str, update: dict[str, Any], **status: Any) -> None:
-    """Set one NodeClaim condition (and other status fields) against the current claim, guarded by its
-    resourceVersion, so a condition another writer set meanwhile is kept."""
+async def set_condition(
+    kube: KubeAPI, nodeclaim_name: str, update: dict[str, Any], *, current: Manifest | None = None, **status: Any
+) -> None:
+    """Set one NodeClaim condition (and other status fields) against the claim, guarded by its
+    resourceVersion, so a condition another writer set meanwhile is kept. ``current``: a copy already at
+    hand (saves the read; a stale one costs a 409 and a read)."""
     def edit(current: Manifest) -> Manifest:
         current["status"] = {**(current.get("status") or {}), "conditions": merged_conditions(current, update),
                              **status}
         return current
 
-    await modify(kube, NODECLAIM, nodeclaim_name, edit, subresource="status")
+    await modify(kube, NODECLAIM, nodeclaim_name, edit, subresource="status", current=current)
 
 
 async def _nodeclass(kube: KubeAPI, nodeclaim: Manifest) -> Manifest | None:
@@ -188,9 +192,10 @@ async def register(kube: KubeAPI, nodeclaim: Manifest, node: Manifest, now: date
         return current
 
     node_meta = node.get("metadata") or {}
-    await edit_node(kube, node_meta["name"], edit)
-    await kube.patch(NODECLAIM, claim_meta["name"], {"metadata": {"labels": {wk.REGISTERED: "true"}}})
-    await set_condition(kube, claim_meta["name"], condition("Registered", True, now), nodeName=node_meta["name"])
+    await edit_node(kube, node_meta["name"], edit, current=node)
+    labelled = await kube.patch(NODECLAIM, claim_meta["name"], {"metadata": {"labels": {wk.REGISTERED: "true"}}})
+    await set_condition(kube, claim_meta["name"], condition("Registered", True, now), current=labelled,
+                        nodeName=node_meta["name"])
 
 
 def initialization_blockers(nodeclaim: Manifest, node: Manifest) -> list[str]:
@@ -218,6 +223,6 @@ async def initialize(kube: KubeAPI, nodeclaim: Manifest, node: Manifest, now: da
         return False
     name = nodeclaim["metadata"]["name"]
     await kube.patch(NODE, node["metadata"]["name"], {"metadata": {"labels": {wk.INITIALIZED: "true"}}})
-    await kube.patch(NODECLAIM, name, {"metadata": {"labels": {wk.INITIALIZED: "true"}}})
-    await set_condition(kube, name, condition("Initialized", True, now))
+    labelled = await kube.patch(NODECLAIM, name, {"metadata": {"labels": {wk.INITIALIZED: "true"}}})
+    await set_condition(kube, name, condition("Initialized", True, now), current=labelled)
     return True

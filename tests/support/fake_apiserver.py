@@ -84,6 +84,8 @@ class _Interleaved:
     namespace: str | None
     writer: Callable[[MemoryKube], Awaitable[None]]
     remaining: int
+    skip: int
+    subresource: str | None
 
 
 @dataclass(slots=True)
@@ -162,12 +164,15 @@ class FakeApiServer:
         *,
         namespace: str | None = None,
         times: int = 1,
+        skip: int = 0,
+        subresource: str | None = "*",
     ) -> None:
         """Another client writes ``kind/name`` just before the next ``times`` updates (PUT or PATCH, of the
-        object or its status) of it arrive: ``writer`` changes the store directly, so the incoming update
-        was computed from an older read. A client that sends the resourceVersion it read gets 409 and must
-        read again; one that does not overwrites the other writer's change."""
-        self._interleaved.append(_Interleaved(kind, name, namespace, writer, times))
+        object or its status) of it arrive, after letting ``skip`` updates through: ``writer`` changes the
+        store directly, so the incoming update was computed from an older read. A client that sends the
+        resourceVersion it read gets 409 and must read again; one that does not overwrites the other
+        writer's change. ``subresource``: only updates of the object (None) or of its ``"status"``; any by default."""
+        self._interleaved.append(_Interleaved(kind, name, namespace, writer, times, skip, subresource))
 
     def stall(self, matches: Callable[[web.Request], bool]) -> None:
         """Requests for which ``matches(request)`` holds are never answered (from now on): the connection
@@ -303,6 +308,11 @@ class FakeApiServer:
     async def _interleave(self, target: _Target) -> None:
         for planned in list(self._interleaved):
             if (planned.kind, planned.name, planned.namespace) != (target.kind, target.name, target.namespace):
+                continue
+            if planned.subresource != "*" and planned.subresource != target.subresource:
+                continue
+            if planned.skip > 0:
+                planned.skip -= 1
                 continue
             planned.remaining -= 1
             if planned.remaining <= 0:

@@ -201,7 +201,8 @@ async def _run(args: argparse.Namespace, settings: Settings, env: Mapping[str, s
     from reconciler.kube.live import ConfigError, LiveKube
 
     try:
-        kube = await LiveKube.from_environment(args.kubeconfig, args.context)
+        kube = await LiveKube.from_environment(args.kubeconfig, args.context, qps=settings.kube_client_qps,
+                                               burst=settings.kube_client_burst)
     except ConfigError as err:
         raise StartupError(str(err)) from None
     clock = SystemClock()

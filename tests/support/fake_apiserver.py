@@ -75,6 +75,7 @@ class _Scripted:
     reason: str
     message: str
     remaining: int
+    retry_after: float | None = None
 
 
 @dataclass(slots=True)
@@ -148,11 +149,14 @@ class FakeApiServer:
         reason: str = "",
         message: str = "",
         times: int = 1,
+        retry_after: float | None = None,
     ) -> None:
-        """Answer the next ``times`` matching requests with an error Status."""
+        """Answer the next ``times`` matching requests with an error Status (with a ``Retry-After`` header
+        when ``retry_after`` is given, as the API server's priority-and-fairness 429s carry)."""
         self._scripted.append(
             _Scripted(
-                method.upper(), path_contains, status, reason or "Scripted", message or "scripted", times
+                method.upper(), path_contains, status, reason or "Scripted", message or "scripted", times,
+                retry_after,
             )
         )
 
@@ -221,7 +225,10 @@ class FakeApiServer:
                 scripted.remaining -= 1
                 if scripted.remaining <= 0:
                     self._scripted.remove(scripted)
-                return _error(scripted.status, scripted.reason, scripted.message)
+                answer = _error(scripted.status, scripted.reason, scripted.message)
+                if scripted.retry_after is not None:
+                    answer.headers["Retry-After"] = f"{scripted.retry_after:g}"
+                return answer
         discovery = self._discovery(request.path)
         if discovery is not None:
             return web.json_response(discovery)

@@ -235,11 +235,14 @@ class ControllerContext:
         *,
         dedupe: float | None = None,
         dedupe_key: str | None = None,
+        limiter: Callable[[], bool] | None = None,
     ) -> None:
-        """Record an event; with ``dedupe`` (seconds) a repeat within that period is not written again."""
+        """Record an event; with ``dedupe`` (seconds) a repeat within that period is not written again;
+        ``limiter`` is a rate limit shared with other events of its kind (dropped when it refuses)."""
         if involved is None or self.events is None:
             return
-        await self.events.record(involved, event_type, reason, message, dedupe=dedupe, dedupe_key=dedupe_key)
+        await self.events.record(involved, event_type, reason, message, dedupe=dedupe, dedupe_key=dedupe_key,
+                                 limiter=limiter)
 
 
 class ControllerLog:

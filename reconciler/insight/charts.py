@@ -1,18 +1,25 @@
-"""Small inline-SVG charts over simulation steps (no scripts, no external resources).
+"""Small inline-SVG charts over simulation steps, on a simulated-clock x-axis (no scripts, no fetches).
 
-Every chart is an ``<svg>`` with a ``data-chart`` attribute naming it, one ``<title>`` tooltip per
-bar or point, and a legend; values are escaped text. Geometry is fixed (``WIDTH`` x ``HEIGHT``
-viewBox) and scales with the page.
+Every chart is an ``<svg>`` with a ``data-chart`` attribute naming it; every bar and point carries
+``data-step`` (``start`` or the step's index in the result document, as the tables number them) and a
+``<title>`` tooltip saying the same step; values are escaped text. The x-axis is time since the start
+of the simulation in a unit that suits the span (seconds, minutes, hours or days), titled with that
+unit; steps that share a clock instant sit side by side at that instant. Geometry is fixed
+(``WIDTH`` x ``HEIGHT`` viewBox) and scales with the page.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from html import escape
+from itertools import pairwise
 
-WIDTH, HEIGHT = 640, 240
-LEFT, RIGHT, TOP, BOTTOM = 56, 16, 28, 44
+WIDTH, HEIGHT = 640, 256
+LEFT, RIGHT, TOP, BOTTOM = 56, 16, 28, 60
+PAD = 12  # inner margin so the first and last instants are not drawn on the axis lines
 PALETTE = {
     "spot": "#2a9d8f",
     "on-demand": "#e76f51",
@@ -23,8 +30,66 @@ PALETTE = {
     "disrupted": "#9b5de5",
     "launched": "#43aa8b",
 }
+UNITS = (("seconds", 1), ("minutes", 60), ("hours", 3600), ("days", 86400))
 
 Formatter = Callable[[float], str]
+
+
+@dataclass(slots=True, frozen=True)
+class TimeAxis:
+    """Where each step sits: seconds since the start, its label for ``data-step`` and its tooltip."""
+
+    seconds: tuple[float, ...]
+    steps: tuple[str, ...]
+    tips: tuple[str, ...]
+
+    @classmethod
+    def of(cls, clocks: Sequence[datetime], kinds: Sequence[str]) -> TimeAxis:
+        """One point per frame: the first is the start, frame i > 0 is step i - 1 of the result document."""
+        start = clocks[0] if clocks else datetime.min
+        seconds = tuple((clock - start).total_seconds() for clock in clocks)
+        steps = tuple("start" if i == 0 else str(i - 1) for i in range(len(clocks)))
+        tips = tuple(
+            f"{'start' if i == 0 else f'step {i - 1} ({kinds[i]})'} @ {clock.strftime('%Y-%m-%d %H:%M:%S')} "
+            f"(+{_elapsed(seconds[i])})"
+            for i, clock in enumerate(clocks)
+        )
+        return cls(seconds, steps, tips)
+
+    @property
+    def span(self) -> float:
+        return max(self.seconds, default=0.0)
+
+    @property
+    def unit(self) -> tuple[str, int]:
+        """The largest unit that still gives a few ticks over the span (seconds up to 3 min, ...)."""
+        for name, size in reversed(UNITS):
+            if self.span >= 3 * size:
+                return name, size
+        return UNITS[0]
+
+    def lanes(self) -> tuple[list[int], int]:
+        """Each point's index among the points at the same instant, and the most at any instant."""
+        lane, seen = [], {}
+        for value in self.seconds:
+            lane.append(seen.get(value, 0))
+            seen[value] = seen.get(value, 0) + 1
+        return lane, max(seen.values(), default=1)
+
+    def x(self, index: int) -> float:
+        plot_w = WIDTH - LEFT - RIGHT - 2 * PAD
+        span = self.span or 1.0
+        return LEFT + PAD + plot_w * self.seconds[index] / span
+
+
+def _elapsed(seconds: float) -> str:
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    text = (f"{hours}h" if hours else "") + (f"{minutes}m" if minutes else "") + (f"{secs}s" if secs else "")
+    return text
 
 
 def nice_max(value: float) -> float:
@@ -39,7 +104,7 @@ def nice_max(value: float) -> float:
     return float(10 ** (exponent + 1))
 
 
-def _frame(name: str, title: str, top: float, fmt: Formatter, labels: Sequence[str]) -> list[str]:
+def _frame(name: str, title: str, top: float, fmt: Formatter, axis: TimeAxis) -> list[str]:
     plot_h = HEIGHT - TOP - BOTTOM
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
@@ -54,30 +119,47 @@ def _frame(name: str, title: str, top: float, fmt: Formatter, labels: Sequence[s
         parts.append(
             f'<text x="{LEFT - 6}" y="{y + 4:.1f}" class="tick" text-anchor="end">{escape(fmt(value))}</text>'
         )
-    every = max(1, math.ceil(len(labels) / 12))
-    for index, label in enumerate(labels):
-        if index % every:
-            continue
-        x = _x(index, len(labels))
+    unit, size = axis.unit
+    span = axis.span / size
+    step = nice_max(span / 6) if span > 0 else 1.0
+    ticks = [i * step for i in range(int(span / step) + 1)] if span > 0 else [0.0]
+    plot_w = WIDTH - LEFT - RIGHT - 2 * PAD
+    for value in ticks:
+        x = LEFT + PAD + (plot_w * value / span if span else 0)
         parts.append(
-            f'<text x="{x:.1f}" y="{HEIGHT - BOTTOM + 16}" class="tick" text-anchor="middle">'
-            f"{escape(label)}</text>"
+            f'<text x="{x:.1f}" y="{HEIGHT - BOTTOM + 16}" class="tick x-tick" text-anchor="middle">'
+            f"{value:g}</text>"
         )
+    parts.append(
+        f'<text x="{LEFT + (WIDTH - LEFT - RIGHT) / 2:.1f}" y="{HEIGHT - BOTTOM + 32}" class="tick x-title" '
+        f'text-anchor="middle">simulated time since start ({unit})</text>'
+    )
     parts.append(
         f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{TOP + plot_h}" y2="{TOP + plot_h}" class="axis"/>'
     )
     return parts
 
 
-def _x(index: int, count: int) -> float:
-    plot_w = WIDTH - LEFT - RIGHT
-    slot = plot_w / max(count, 1)
-    return LEFT + slot * index + slot / 2
-
-
 def _y(value: float, top: float) -> float:
     plot_h = HEIGHT - TOP - BOTTOM
     return TOP + plot_h - plot_h * (value / top if top else 0)
+
+
+def _bar_geometry(axis: TimeAxis, width_each: float) -> list[float]:
+    """Left edge of each point's bar: points at one instant side by side, centred on it."""
+    lane, _ = axis.lanes()
+    group = [sum(1 for s in axis.seconds if s == value) for value in axis.seconds]
+    return [axis.x(i) - group[i] * width_each / 2 + lane[i] * width_each for i in range(len(axis.seconds))]
+
+
+def _bar_width(axis: TimeAxis) -> float:
+    _, most = axis.lanes()
+    distinct = sorted(set(axis.seconds))
+    plot_w = WIDTH - LEFT - RIGHT - 2 * PAD
+    gaps = [b - a for a, b in pairwise(distinct)]
+    room = plot_w * min(gaps) / (axis.span or 1.0) if gaps else plot_w / 4
+    # Wide enough to see and hover (neighbouring instants may overlap a little), never wider than 24 px.
+    return max(6.0, min(24.0, room * 0.8 / most))
 
 
 def _legend(names: Sequence[str], colors: Mapping[str, str]) -> list[str]:
@@ -91,33 +173,27 @@ def _legend(names: Sequence[str], colors: Mapping[str, str]) -> list[str]:
 
 
 def stacked_bars(
-    name: str,
-    title: str,
-    series: Mapping[str, Sequence[float]],
-    labels: Sequence[str],
-    tooltips: Sequence[str],
-    fmt: Formatter = lambda v: f"{v:g}",
+    name: str, title: str, series: Mapping[str, Sequence[float]], axis: TimeAxis, fmt: Formatter = lambda v: f"{v:g}"
 ) -> str:
-    """One stacked bar per step; ``series`` maps a legend name to one value per step."""
-    count = len(labels)
+    """One stacked bar per step at its instant; ``series`` maps a legend name to one value per step."""
+    count = len(axis.seconds)
     totals = [sum(values[i] for values in series.values()) for i in range(count)]
     top = nice_max(max(totals, default=0))
-    parts = _frame(name, title, top, fmt, labels)
-    slot = (WIDTH - LEFT - RIGHT) / max(count, 1)
-    width = max(2.0, slot * 0.7)
+    parts = _frame(name, title, top, fmt, axis)
+    width = _bar_width(axis)
+    lefts = _bar_geometry(axis, width)
     colors = {key: PALETTE.get(key, PALETTE["unknown"]) for key in series}
     for index in range(count):
         base = 0.0
-        x = _x(index, count) - width / 2
         for key, values in series.items():
             value = values[index]
             if value <= 0:
                 continue
             y_top, y_bottom = _y(base + value, top), _y(base, top)
             parts.append(
-                f'<rect x="{x:.1f}" y="{y_top:.1f}" width="{width:.1f}" height="{y_bottom - y_top:.1f}" '
-                f'fill="{colors[key]}" data-series="{escape(key)}"><title>{escape(tooltips[index])}: '
-                f"{escape(key)} {escape(fmt(value))}</title></rect>"
+                f'<rect x="{lefts[index]:.1f}" y="{y_top:.1f}" width="{width:.1f}" height="{y_bottom - y_top:.1f}" '
+                f'fill="{colors[key]}" data-series="{escape(key)}" data-step="{axis.steps[index]}">'
+                f"<title>{escape(axis.tips[index])}: {escape(key)} {escape(fmt(value))}</title></rect>"
             )
             base += value
     parts.extend(_legend(list(series), colors))
@@ -126,26 +202,23 @@ def stacked_bars(
 
 
 def line(
-    name: str,
-    title: str,
-    values: Sequence[float],
-    labels: Sequence[str],
-    tooltips: Sequence[str],
-    color_key: str,
+    name: str, title: str, values: Sequence[float], axis: TimeAxis, color_key: str,
     fmt: Formatter = lambda v: f"{v:g}",
 ) -> str:
-    """A line with a dot per step (a single step is drawn as a dot)."""
+    """A stepped line (a value holds until the next step changes it) with a dot per step."""
     top = nice_max(max(values, default=0))
-    parts = _frame(name, title, top, fmt, labels)
+    parts = _frame(name, title, top, fmt, axis)
     color = PALETTE[color_key]
-    points = [(_x(i, len(values)), _y(v, top)) for i, v in enumerate(values)]
+    points = [(axis.x(i), _y(v, top)) for i, v in enumerate(values)]
     if len(points) > 1:
-        path = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
-        parts.append(f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="2.5"/>')
-    for (x, y), value, tip in zip(points, values, tooltips, strict=True):
+        path = [f"{points[0][0]:.1f},{points[0][1]:.1f}"]
+        for (_, y0), (x1, y1) in pairwise(points):
+            path += [f"{x1:.1f},{y0:.1f}", f"{x1:.1f},{y1:.1f}"]
+        parts.append(f'<polyline points="{" ".join(path)}" fill="none" stroke="{color}" stroke-width="2.5"/>')
+    for index, ((x, y), value) in enumerate(zip(points, values, strict=True)):
         parts.append(
-            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3.5" fill="{color}" data-value="{value:g}">'
-            f"<title>{escape(tip)}: {escape(fmt(value))}</title></circle>"
+            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3.5" fill="{color}" data-value="{value:g}" '
+            f'data-step="{axis.steps[index]}"><title>{escape(axis.tips[index])}: {escape(fmt(value))}</title></circle>'
         )
     parts.extend(_legend([color_key], {color_key: color}))
     parts.append("</svg>")
@@ -153,32 +226,27 @@ def line(
 
 
 def bars(
-    name: str,
-    title: str,
-    series: Mapping[str, Sequence[float]],
-    labels: Sequence[str],
-    tooltips: Sequence[str],
-    fmt: Formatter = lambda v: f"{v:g}",
+    name: str, title: str, series: Mapping[str, Sequence[float]], axis: TimeAxis, fmt: Formatter = lambda v: f"{v:g}"
 ) -> str:
-    """Grouped bars per step (e.g. launched and disrupted side by side)."""
-    count = len(labels)
+    """Grouped bars per step (e.g. launched and disrupted side by side) at the step's instant."""
+    count = len(axis.seconds)
     top = nice_max(max((v for values in series.values() for v in values), default=0))
-    parts = _frame(name, title, top, fmt, labels)
-    slot = (WIDTH - LEFT - RIGHT) / max(count, 1)
-    group = max(2.0, slot * 0.8)
+    parts = _frame(name, title, top, fmt, axis)
+    group = _bar_width(axis)
+    lefts = _bar_geometry(axis, group)
     width = group / max(len(series), 1)
     colors = {key: PALETTE.get(key, PALETTE["unknown"]) for key in series}
     for index in range(count):
-        start = _x(index, count) - group / 2
         for offset, (key, values) in enumerate(series.items()):
             value = values[index]
             if value <= 0:
                 continue
             y = _y(value, top)
             parts.append(
-                f'<rect x="{start + offset * width:.1f}" y="{y:.1f}" width="{width:.1f}" '
-                f'height="{_y(0, top) - y:.1f}" fill="{colors[key]}" data-series="{escape(key)}">'
-                f"<title>{escape(tooltips[index])}: {escape(key)} {escape(fmt(value))}</title></rect>"
+                f'<rect x="{lefts[index] + offset * width:.1f}" y="{y:.1f}" width="{width:.1f}" '
+                f'height="{_y(0, top) - y:.1f}" fill="{colors[key]}" data-series="{escape(key)}" '
+                f'data-step="{axis.steps[index]}">'
+                f"<title>{escape(axis.tips[index])}: {escape(key)} {escape(fmt(value))}</title></rect>"
             )
     parts.extend(_legend(list(series), colors))
     parts.append("</svg>")

@@ -19,6 +19,7 @@ from typing import Any
 from reconciler import yamlio
 from reconciler.insight.catalog import catalog_from_instance_types, fetch_live_instance_types, preset_catalog
 from reconciler.insight.errors import InsightError
+from reconciler.insight.progress import Progress
 from reconciler.insight.snapshot import collect_live, observed_region, observed_zones, sanitize_objects
 from reconciler.insight.sources import Snapshot, load_nodepools_files, load_snapshot, load_stack_file
 
@@ -179,10 +180,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
     except SettingsError as err:
         raise InsightError(str(err)) from None
     proposed = _proposed(args)
+    progress = Progress("plan")
+    progress.update("reading the snapshot", force=True)
     snapshot = get_snapshot(args)
-    plan = asyncio.run(
-        compute_plan(snapshot, proposed, horizon=horizon, baseline=args.baseline, frames=bool(args.report))
-    )
+    try:
+        plan = asyncio.run(compute_plan(snapshot, proposed, horizon=horizon, baseline=args.baseline,
+                                        frames=bool(args.report), progress=progress.update))
+    finally:
+        progress.done()
     if args.report:
         Path(args.report).write_text(render_html(plan))
     if args.json:
@@ -204,45 +209,93 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from reconciler.insight.explain import explain_node, explain_pod
     from reconciler.insight.frames import RecordingSimulation
 
-    snapshot = get_snapshot(args)
-    sim = RecordingSimulation(snapshot.scenario())
-    if args.kind == "pod":
-        result = asyncio.run(explain_pod(sim, args.name))
-    else:
-        result = asyncio.run(explain_node(sim, args.name))
+    progress = Progress("explain")
+    progress.update("reading the snapshot" if args.snapshot else "reading the cluster", force=True)
+    try:
+        snapshot = get_snapshot(args)
+        progress.update(f"simulating {len(snapshot.objects)} objects", force=True)
+        sim = RecordingSimulation(snapshot.scenario())
+        if args.kind == "pod":
+            result = asyncio.run(explain_pod(sim, args.name))
+        else:
+            result = asyncio.run(explain_node(sim, args.name))
+    finally:
+        progress.done()
     sys.stdout.write(json.dumps(result.as_dict(), indent=2) + "\n" if args.json else result.render())
     return EXIT_OK
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     from reconciler.insight.frames import RecordingSimulation
-    from reconciler.insight.status import render_status
+    from reconciler.insight.status import NodeFilter, render_status, use_color
 
-    snapshot = get_snapshot(args)
-    sim = RecordingSimulation(snapshot.scenario())
-    asyncio.run(sim.load())
+    node_filter = NodeFilter(tuple(args.nodepool), tuple(args.capacity_type), args.filter or "")
+    color = use_color(sys.stdout, args.color)
+
+    def render(frame: Any, title: str) -> str:
+        return render_status(frame, title=title, color=color, sort=args.sort, node_filter=node_filter)
+
+    if args.watch:
+        return _watch_status(args, render)
+    progress = Progress("status")
+    progress.update("reading the snapshot" if args.snapshot else "reading the cluster", force=True)
+    try:
+        snapshot = get_snapshot(args)
+        progress.update(f"placing {len(snapshot.objects)} objects in the simulated cluster", force=True)
+        sim = RecordingSimulation(snapshot.scenario(), frames=False)
+        asyncio.run(sim.load())
+    finally:
+        progress.done()
     frame = sim.frames[-1]
     if args.json:
+        from reconciler.insight.status import SORT_KEYS
+
+        rows = sorted((r for r in frame.nodes if node_filter.keeps(r)), key=SORT_KEYS[args.sort])
         document = {
             "clock": frame.clock.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "costPerHour": frame.cost_per_hour,
+            "costPerHour": round(sum(r.price for r in rows), 6),
             "pendingPods": frame.pending,
-            "nodes": [row.as_dict() for row in frame.nodes],
+            "nodes": [row.as_dict() for row in rows],
         }
         sys.stdout.write(json.dumps(document, indent=2) + "\n")
     else:
-        sys.stdout.write(render_status(frame, title=f"{snapshot.name} ({snapshot.source})"))
+        sys.stdout.write(render(frame, f"{snapshot.name} ({snapshot.source})"))
     return EXIT_OK
 
 
-def simulate_with_report(scenario_path: str, report_path: str) -> dict[str, Any]:
+def _watch_status(args: argparse.Namespace, render: Any) -> int:
+    """``status --watch``: the live cluster, redrawn every ``--interval`` seconds."""
+    from reconciler.insight.watch import watch
+
+    if args.snapshot or args.json:
+        raise InsightError("--watch: redraws a live cluster; it takes neither --snapshot nor --json")
+    if args.interval <= 0:
+        raise InsightError(f"--interval: {args.interval} must be a positive number of seconds")
+    first, _ = sanitize_objects(asyncio.run(_live_objects(args.kubeconfig, args.context)))
+    catalog = resolve_catalog(args.catalog or "preset", first) or {}
+    source = args.context or "the current kubeconfig context"
+    title = f"{source} (live, every {args.interval:g}s; Ctrl-C to stop)"
+    watch(
+        lambda: _live_objects(args.kubeconfig, args.context),
+        catalog,
+        lambda frame: render(frame, title),
+        sys.stdout,
+        source=source,
+        interval=args.interval,
+        count=args.count,
+        clear=sys.stdout.isatty(),
+    )
+    return EXIT_OK
+
+
+def simulate_with_report(scenario_path: str, report_path: str, *, after_step: Any = None) -> dict[str, Any]:
     """Run a scenario exactly as ``simulate`` does, and also write the HTML report."""
     from reconciler.insight.frames import RecordingSimulation
     from reconciler.insight.html import render_report
     from reconciler.sim.scenario import load_scenario_file
 
     sim = RecordingSimulation(load_scenario_file(scenario_path))
-    result = asyncio.run(sim.run())
+    result = asyncio.run(sim.run(after_step))
     pending = result["steps"][-1]["pending"] if result["steps"] else sim.cluster.pending_reasons()
     html = render_report(
         f"Simulation: {result['scenario']}",

@@ -19,6 +19,8 @@ from reconciler.disruption.drift import drift_reason
 from reconciler.disruption.policy import consolidation_wait, settings_of
 from reconciler.insight.errors import InsightError
 from reconciler.insight.frames import RecordingSimulation
+from reconciler.insight.money import money
+from reconciler.model.labels import capacity_type_of
 from reconciler.model.pod import Pod
 from reconciler.model.quantity import format_quantity
 from reconciler.model.state_node import StateNode
@@ -220,11 +222,11 @@ async def explain_node(sim: RecordingSimulation, name: str) -> Explanation:
     command = decision.command
     if command is not None and node.name in command.node_names:
         replacements = "; ".join(
-            f"{r.name} ({', '.join(r.instance_type_options[:3])} at ${r.price:.4f}/h)"
+            f"{r.name} ({', '.join(r.instance_type_options[:3])} at {money(r.price, month=False)})"
             for r in command.replacements
         )
         verdict = f"would be disrupted now: {command.reason} by {command.method}, {command.action}"
-        reasons = [f"saves ${command.savings_per_hour:.4f}/h"]
+        reasons = [f"saves {money(command.savings_per_hour)}"]
         reasons += [f"replacement(s): {replacements}"] if replacements else []
         return Explanation(subject, verdict, reasons, facts)
     mine = [e for e in decision.explanations if e.node == node.name]
@@ -237,10 +239,11 @@ async def explain_node(sim: RecordingSimulation, name: str) -> Explanation:
 
 
 def node_facts(sim: RecordingSimulation, node: StateNode) -> list[str]:
-    price = sim.cloud.price_of(node.instance_type, node.zone, node.capacity_type) or 0.0
+    capacity_type = capacity_type_of(node.labels)  # a managed node group's own label too
+    price = sim.cloud.price_of(node.instance_type, node.zone, capacity_type) or 0.0
     facts = [
-        f"{node.instance_type or '?'} {node.capacity_type or '?'} in {node.zone or '?'} at ${price:.4f}/h, "
-        f"NodePool {node.nodepool or '(none)'}",
+        f"{node.instance_type or '?'} {capacity_type or '?'} in {node.zone or '?'} at "
+        f"{money(price, month=False)}, NodePool {node.nodepool or '(none)'}",
         f"requests {_describe(node.pod_requests)} of allocatable {_describe(node.allocatable)}",
         f"{len(node.reschedulable_pods())} pod(s) that would move, {len(node.pods)} in total",
     ]
@@ -285,9 +288,12 @@ def _what_if_removed(state: ClusterState, types: Any, sim: RecordingSimulation, 
     if cheapest >= price:
         lines.append(
             f"replacement not cheaper: the pods need {len(result.new_claims)} new node(s), cheapest "
-            f"${cheapest:.4f}/h ({options}) vs ${price:.4f}/h now (difference {cheapest - price:+.4f} $/h; "
+            f"{money(cheapest, month=False)} ({options}) vs {money(price, month=False)} now (difference "
+            f"{money(cheapest - price, month=False, signed=True)}; "
             "a replacement must cost less)"
         )
     else:
-        lines.append(f"a replacement ({options}) would cost ${cheapest:.4f}/h vs ${price:.4f}/h now")
+        lines.append(
+            f"a replacement ({options}) would cost {money(cheapest, month=False)} vs {money(price, month=False)} now"
+        )
     return lines

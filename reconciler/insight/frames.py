@@ -14,12 +14,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from reconciler.model.labels import ARCH, capacity_type_of
 from reconciler.model.resources import CPU, MEMORY
 from reconciler.model.state_node import StateNode
 from reconciler.sim.runner import Simulation, new_step_record
 from reconciler.sim.scenario import STEP_KINDS, Scenario, Step
-
-HOURS_PER_MONTH = 730  # AWS pricing convention
 
 
 @dataclass(slots=True, frozen=True)
@@ -36,6 +35,10 @@ class NodeRow:
     memory_allocatable: int
     pods: int
     ready: bool = True  # False while a NodeClaim has no Node yet
+    arch: str = ""  # kubernetes.io/arch
+    accelerator: str = ""  # extended resource of its accelerators (nvidia.com/gpu, aws.amazon.com/neuron, ...)
+    accelerators_requested: int = 0
+    accelerators_allocatable: int = 0
 
     @property
     def managed(self) -> bool:
@@ -63,6 +66,10 @@ class NodeRow:
             "memoryAllocatableGiB": round(self.memory_allocatable / 1000 / 2**30, 3),
             "pods": self.pods,
             "ready": self.ready,
+            "arch": self.arch or None,
+            "accelerator": self.accelerator or None,
+            "acceleratorsRequested": self.accelerators_requested,
+            "acceleratorsAllocatable": self.accelerators_allocatable,
         }
 
 
@@ -98,14 +105,29 @@ def node_rows(sim: Simulation) -> tuple[NodeRow, ...]:
     return tuple(_row(sim, node) for node in sim.cluster.state().state_nodes())
 
 
+# Extended resources that are accelerators, as device plugins name them.
+ACCELERATORS = ("nvidia.com/gpu", "amd.com/gpu", "aws.amazon.com/neuron", "aws.amazon.com/neuroncore",
+                "habana.ai/gaudi")
+
+
+def _accelerator(node: StateNode) -> tuple[str, int, int]:
+    for name in ACCELERATORS:
+        total = node.allocatable.amount(name)
+        if total:
+            return name, node.pod_requests.amount(name) // 1000, total // 1000
+    return "", 0, 0
+
+
 def _row(sim: Simulation, node: StateNode) -> NodeRow:
-    price = sim.cloud.price_of(node.instance_type, node.zone, node.capacity_type) or 0.0
+    capacity_type = capacity_type_of(node.labels)  # a managed node group's own label too
+    price = sim.cloud.price_of(node.instance_type, node.zone, capacity_type) or 0.0
+    accelerator, accelerators_requested, accelerators_allocatable = _accelerator(node)
     return NodeRow(
         name=node.name,
         nodepool=node.nodepool,
         instance_type=node.instance_type,
         zone=node.zone,
-        capacity_type=node.capacity_type,
+        capacity_type=capacity_type,
         price=price,
         cpu_requested=node.pod_requests.amount(CPU),
         cpu_allocatable=node.allocatable.amount(CPU),
@@ -113,6 +135,10 @@ def _row(sim: Simulation, node: StateNode) -> NodeRow:
         memory_allocatable=node.allocatable.amount(MEMORY),
         pods=len(node.pods),
         ready=node.node is not None,
+        arch=node.labels.get(ARCH, ""),
+        accelerator=accelerator,
+        accelerators_requested=accelerators_requested,
+        accelerators_allocatable=accelerators_allocatable,
     )
 
 
@@ -161,14 +187,18 @@ class RecordingSimulation(Simulation):
 
 
 def pool_shares(rows: Iterable[NodeRow]) -> dict[str, dict[str, Any]]:
-    """Per NodePool: nodes, how many run on spot, and nodes per zone (what a change moves between them)."""
+    """Per NodePool: nodes, how many run on spot, nodes per zone and per architecture (what a change moves)."""
     shares: dict[str, dict[str, Any]] = {}
     for row in rows:
-        entry = shares.setdefault(row.nodepool or "unmanaged", {"nodes": 0, "spot": 0, "zones": {}})
+        entry = shares.setdefault(row.nodepool or "unmanaged", {"nodes": 0, "spot": 0, "zones": {}, "arch": {}})
         entry["nodes"] += 1
         entry["spot"] += row.capacity_type == "spot"
         entry["zones"][row.zone or "?"] = entry["zones"].get(row.zone or "?", 0) + 1
-    return {pool: {**entry, "zones": dict(sorted(entry["zones"].items()))} for pool, entry in sorted(shares.items())}
+        entry["arch"][row.arch or "?"] = entry["arch"].get(row.arch or "?", 0) + 1
+    return {
+        pool: {**entry, "zones": dict(sorted(entry["zones"].items())), "arch": dict(sorted(entry["arch"].items()))}
+        for pool, entry in sorted(shares.items())
+    }
 
 
 def node_mix(rows: Iterable[NodeRow]) -> list[dict[str, Any]]:

@@ -1,18 +1,23 @@
 """One self-contained HTML page for ``simulate --report`` and ``plan --report``.
 
-No scripts, fonts or images are fetched: styles are inline, charts are inline SVG. Element ids are
+Nothing is fetched: styles and the one small script are inline, charts are inline SVG. Element ids are
 stable (``summary``, ``chart-nodes``, ``chart-cost``, ``chart-pending``, ``chart-disruptions``,
-``nodes``) so the page can be checked, and it prints cleanly.
+``nodes``, ``node-diff``, ``disruptions``) so the page can be checked, and it prints cleanly. Charts and
+tables number steps alike: ``start`` is the cluster as loaded, step N is entry N of the result document.
+The node table is grouped by NodePool and instance type, sortable by any column and filterable (the
+script only reorders and hides rows the page already holds; without it the table reads as is).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from html import escape
+from itertools import pairwise
 from typing import Any
 
 from reconciler.insight import charts
-from reconciler.insight.frames import HOURS_PER_MONTH, Frame, NodeRow
+from reconciler.insight.frames import Frame, NodeRow
+from reconciler.insight.money import dollars, money, per_month
 
 CAPACITY_ORDER = ("spot", "on-demand", "reserved", "unknown")
 
@@ -24,6 +29,7 @@ header p{margin:4px 0 0;opacity:.8;font-size:13px}main{padding:18px 28px;max-wid
 h2{font-size:17px;margin:26px 0 10px}.cards{display:flex;flex-wrap:wrap;gap:12px}
 .card{background:#fff;border-radius:8px;padding:12px 16px;min-width:150px;box-shadow:0 1px 2px #0002}
 .card .value{font-size:22px;font-weight:600}.card .label{font-size:12px;color:#5c6677}
+.card .peak{font-size:12px;color:#1d2430;margin-top:2px}
 .charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(460px,1fr));gap:14px}
 .chart{background:#fff;border-radius:8px;padding:8px;box-shadow:0 1px 2px #0002}
 .chart svg{width:100%;height:auto}
@@ -32,24 +38,100 @@ h2{font-size:17px;margin:26px 0 10px}.cards{display:flex;flex-wrap:wrap;gap:12px
 table{border-collapse:collapse;background:#fff;font-size:13px;box-shadow:0 1px 2px #0002;width:100%}
 th,td{padding:5px 9px;border-bottom:1px solid #eceff3;text-align:left;white-space:nowrap}
 th{background:#eef1f5;font-weight:600}td.num{text-align:right;font-variant-numeric:tabular-nums}
+th[data-sort]{cursor:pointer}th[data-sort]:after{content:" \\2195";color:#98a2b3}
+tr.group th{background:#dde3ec;font-weight:600}
+.controls{margin:6px 0 8px;display:flex;gap:12px;align-items:center;font-size:13px}
+.controls input{padding:4px 8px;min-width:260px}
 .meter{display:inline-block;width:120px;height:10px;background:#e4e7ec;border-radius:5px;overflow:hidden;
 vertical-align:middle;margin-right:6px}.meter span{display:block;height:100%}
 .meter .cpu{background:#3a86ff}.meter .memory{background:#8338ec}.meter .over{background:#d62828}
 .tag{display:inline-block;padding:1px 7px;border-radius:9px;font-size:11px;color:#fff}
 .tag.spot{background:#2a9d8f}.tag.on-demand{background:#e76f51}.tag.reserved{background:#264653}
 .tag.unknown{background:#8d99ae}.reason{white-space:normal;max-width:760px}.muted{color:#5c6677}
+.verdict{font-size:15px}.verdict.blocked{color:#b00020}.verdict.review{color:#9a6700}.verdict.safe{color:#1a7f37}
+.added td:first-child{color:#1a7f37}.removed td:first-child{color:#b00020}
+"""
+
+# Sorting, filtering and grouping of node tables: reorders the rows the page holds (vanilla JS, no fetch).
+SCRIPT = """
+(function () {
+  document.querySelectorAll("table.node-table").forEach(function (table) {
+    var body = table.tBodies[0];
+    var rows = Array.prototype.slice.call(body.querySelectorAll("tr[data-node]"));
+    var headers = {};
+    body.querySelectorAll("tr.group").forEach(function (row) { headers[row.dataset.groupKey] = row; });
+    var filter = document.getElementById(table.id + "-filter");
+    var grouping = document.getElementById(table.id + "-group");
+    var key = "name", direction = 1;
+    // A link can carry the view: #filter=TEXT&sort=-price&group=pool (what the page shows on load).
+    var params = {};
+    (window.location.hash || "").replace(/^#/, "").split("&").forEach(function (pair) {
+      var parts = pair.split("=");
+      if (parts[0]) { params[parts[0]] = decodeURIComponent(parts[1] || ""); }
+    });
+    if (params.filter) { filter.value = params.filter; }
+    if (params.group !== undefined) { grouping.value = params.group; }
+    if (params.sort) { key = params.sort.replace(/^-/, ""); direction = params.sort.charAt(0) === "-" ? -1 : 1; }
+    var NUMERIC = {price: 1, cpu: 1, memory: 1, pods: 1, accelerators: 1};
+    function value(row, name) {
+      var text = row.dataset[name] || "";
+      return NUMERIC[name] ? (parseFloat(text) || 0) : text;
+    }
+    function compare(a, b) {
+      var x = value(a, key), y = value(b, key);
+      return (x < y ? -1 : x > y ? 1 : 0) * direction;
+    }
+    function render() {
+      var query = (filter.value || "").toLowerCase();
+      var by = grouping.value;
+      var shown = rows.filter(function (row) { return row.textContent.toLowerCase().indexOf(query) >= 0; });
+      shown.sort(function (a, b) {
+        if (by && a.dataset[by] !== b.dataset[by]) { return a.dataset[by] < b.dataset[by] ? -1 : 1; }
+        return compare(a, b);
+      });
+      while (body.firstChild) { body.removeChild(body.firstChild); }
+      var last = null;
+      shown.forEach(function (row) {
+        if (by && row.dataset[by] !== last) {
+          last = row.dataset[by];
+          if (headers[by + ":" + last]) { body.appendChild(headers[by + ":" + last]); }
+        }
+        body.appendChild(row);
+      });
+      table.dataset.shown = String(shown.length);
+    }
+    table.querySelectorAll("th[data-sort]").forEach(function (th) {
+      th.addEventListener("click", function () {
+        direction = key === th.dataset.sort ? -direction : 1;
+        key = th.dataset.sort;
+        render();
+      });
+    });
+    filter.addEventListener("input", render);
+    grouping.addEventListener("change", render);
+    render();
+  });
+})();
 """
 
 
-def _money(value: float) -> str:
-    return f"${value:,.4f}"
-
-
-def card(label: str, value: str, key: str) -> str:
+def card(label: str, value: str, key: str, peak: str = "") -> str:
+    extra = f'<div class="peak">{escape(peak)}</div>' if peak else ""
     return (
         f'<div class="card" data-key="{escape(key)}"><div class="value">{escape(value)}</div>'
-        f'<div class="label">{escape(label)}</div></div>'
+        f'<div class="label">{escape(label)}</div>{extra}</div>'
     )
+
+
+def simple_table(table_id: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+    wide = ' class="reason"'  # long text wraps
+    body = "".join(
+        "<tr>" + "".join(f"<td{wide if len(c) > 80 else ''}>{escape(c)}</td>" for c in row) + "</tr>" for row in rows
+    )
+    if not rows:
+        body = f'<tr><td colspan="{len(headers)}" class="muted">None.</td></tr>'
+    return f'<table id="{escape(table_id)}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
 def _meter(fraction: float, css: str) -> str:
@@ -61,31 +143,99 @@ def _meter(fraction: float, css: str) -> str:
     )
 
 
+def _group_rows(rows: Sequence[NodeRow], columns: int) -> str:
+    """Header rows for both groupings (by NodePool, by NodePool and type): nodes and cost per group."""
+    out = []
+    for by, key_of in (("pool", _pool), ("pooltype", _pool_type)):
+        groups: dict[str, list[NodeRow]] = {}
+        for row in rows:
+            groups.setdefault(key_of(row), []).append(row)
+        for key, members in sorted(groups.items()):
+            cost = sum(m.price for m in members)
+            out.append(
+                f'<tr class="group" data-group-key="{escape(by)}:{escape(key)}"><th colspan="{columns}">'
+                f"{escape(key)} — {len(members)} node(s), {escape(money(cost))}</th></tr>"
+            )
+    return "".join(out)
+
+
+def _pool(row: NodeRow) -> str:
+    return row.nodepool or "(unmanaged)"
+
+
+def _pool_type(row: NodeRow) -> str:
+    return f"{_pool(row)} / {row.instance_type or '-'}"
+
+
 def node_table(rows: Sequence[NodeRow], table_id: str = "nodes") -> str:
     body = []
-    for row in sorted(rows, key=lambda r: (not r.managed, r.nodepool, r.name)):
+    for row in sorted(rows, key=lambda r: (not r.managed, r.nodepool, r.instance_type, r.name)):
         capacity = row.capacity_type or "unknown"
+        accelerators = (f"{row.accelerators_requested}/{row.accelerators_allocatable} {row.accelerator}"
+                        if row.accelerator else "-")
+        data = {
+            "node": row.name, "name": row.name, "pool": _pool(row), "pooltype": _pool_type(row),
+            "type": row.instance_type, "capacity": capacity, "zone": row.zone, "price": f"{row.price:.6f}",
+            "cpu": f"{row.cpu_fraction:.4f}", "memory": f"{row.memory_fraction:.4f}", "pods": str(row.pods),
+            "accelerators": str(row.accelerators_allocatable),
+        }
+        attributes = " ".join(f'data-{k}="{escape(v)}"' for k, v in data.items())
         body.append(
-            f'<tr data-node="{escape(row.name)}"><td>{escape(row.name)}</td>'
-            f"<td>{escape(row.nodepool or '(unmanaged)')}</td><td>{escape(row.instance_type or '-')}</td>"
+            f"<tr {attributes}><td>{escape(row.name)}</td>"
+            f"<td>{escape(_pool(row))}</td><td>{escape(row.instance_type or '-')}</td>"
             f'<td><span class="tag {escape(capacity)}">{escape(capacity)}</span></td>'
-            f'<td>{escape(row.zone or "-")}</td><td class="num">{_money(row.price)}</td>'
+            f'<td>{escape(row.zone or "-")}</td><td class="num">{escape(money(row.price, month=False))}</td>'
             f"<td>{_meter(row.cpu_fraction, 'cpu')}</td><td>{_meter(row.memory_fraction, 'memory')}</td>"
-            f'<td class="num">{row.pods}</td></tr>'
+            f'<td class="num">{row.pods}</td><td>{escape(accelerators)}</td></tr>'
         )
+    columns = (("name", "Node"), ("pool", "NodePool"), ("type", "Instance type"), ("capacity", "Capacity"),
+               ("zone", "Zone"), ("price", "Price"), ("cpu", "CPU requested"), ("memory", "Memory requested"),
+               ("pods", "Pods"), ("accelerators", "GPU/accelerators"))
+    head = "".join(f'<th data-sort="{key}">{escape(title)}</th>' for key, title in columns)
     total = sum(r.price for r in rows)
+    safe_id = escape(table_id)
+    controls = (
+        f'<div class="controls"><label>Filter <input id="{safe_id}-filter" type="search" '
+        'placeholder="node, pool, type, zone, capacity"></label>'
+        f'<label>Group by <select id="{safe_id}-group"><option value="pooltype" selected>NodePool and type</option>'
+        '<option value="pool">NodePool</option><option value="">nothing</option></select></label></div>'
+    )
     return (
-        f'<table id="{escape(table_id)}"><thead><tr><th>Node</th><th>NodePool</th><th>Instance type</th>'
-        "<th>Capacity</th><th>Zone</th><th>$/h</th><th>CPU requested</th><th>Memory requested</th>"
-        f"<th>Pods</th></tr></thead><tbody>{''.join(body)}</tbody>"
-        f'<tfoot><tr><th colspan="5">{len(rows)} nodes</th><th class="num">{_money(total)}</th>'
-        '<th colspan="3"></th></tr></tfoot></table>'
+        f'{controls}<table id="{safe_id}" class="node-table" data-shown="{len(rows)}"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{_group_rows(rows, len(columns))}{''.join(body)}</tbody>"
+        f'<tfoot><tr><th colspan="5">{len(rows)} nodes</th><th class="num">{escape(money(total))}</th>'
+        f'<th colspan="{len(columns) - 6}"></th></tr></tfoot></table>'
+    )
+
+
+def node_diff(before: Sequence[NodeRow], after: Sequence[NodeRow]) -> str:
+    """Nodes removed and added between the start and the end (the kept ones counted)."""
+    was = {row.name: row for row in before}
+    now = {row.name: row for row in after}
+    rows = []
+    for name in sorted(set(was) ^ set(now)):
+        row = was.get(name) or now[name]
+        change = "removed" if name in was else "added"
+        rows.append(
+            f'<tr class="{change}" data-node="{escape(name)}"><td>{change}</td><td>{escape(name)}</td>'
+            f"<td>{escape(_pool(row))}</td><td>{escape(row.instance_type or '-')}</td>"
+            f"<td>{escape(row.capacity_type or '-')}</td><td>{escape(row.zone or '-')}</td>"
+            f'<td class="num">{escape(money(row.price, month=False))}</td></tr>'
+        )
+    kept = len(set(was) & set(now))
+    cost_before, cost_after = sum(r.price for r in before), sum(r.price for r in after)
+    body = "".join(rows) or '<tr><td colspan="7" class="muted">No node added or removed.</td></tr>'
+    return (
+        f'<section id="node-diff-section"><h2>Nodes: start → end</h2><p>{kept} kept, '
+        f"{len(set(was) - set(now))} removed, {len(set(now) - set(was))} added; cost {escape(money(cost_before))} → "
+        f"{escape(money(cost_after))}.</p>"
+        '<table id="node-diff"><thead><tr><th>Change</th><th>Node</th><th>NodePool</th><th>Instance type</th>'
+        f"<th>Capacity</th><th>Zone</th><th>Price</th></tr></thead><tbody>{body}</tbody></table></section>"
     )
 
 
 def charts_section(frames: Sequence[Frame]) -> str:
-    labels = [str(i) for i in range(len(frames))]
-    tips = [f"step {i}: {f.step} @ {f.clock.strftime('%Y-%m-%d %H:%M:%S')}" for i, f in enumerate(frames)]
+    axis = charts.TimeAxis.of([f.clock for f in frames], [f.step for f in frames])
     kinds = [k for k in CAPACITY_ORDER if any(k in f.nodes_by_capacity_type() for f in frames)]
     kinds += sorted({k for f in frames for k in f.nodes_by_capacity_type()} - set(kinds))
     by_type = {k: [float(f.nodes_by_capacity_type().get(k, 0)) for f in frames] for k in kinds or ["unknown"]}
@@ -96,13 +246,15 @@ def charts_section(frames: Sequence[Frame]) -> str:
         "disrupted": [float(f.disrupted) for f in frames],
     }
     blocks = [
-        ("chart-nodes", charts.stacked_bars("nodes", "Nodes by capacity type", by_type, labels, tips)),
-        ("chart-cost", charts.line("cost", "Cost ($/h)", cost, labels, tips, "cost", lambda v: f"${v:.3g}")),
-        ("chart-pending", charts.line("pending", "Pending pods", pending, labels, tips, "pending")),
-        ("chart-disruptions", charts.bars("disruptions", "Nodes launched / disrupted", churn, labels, tips)),
+        ("chart-nodes", charts.stacked_bars("nodes", "Nodes by capacity type", by_type, axis)),
+        ("chart-cost", charts.line("cost", "Cost ($/h)", cost, axis, "cost", lambda v: f"${v:.3g}")),
+        ("chart-pending", charts.line("pending", "Pending pods", pending, axis, "pending")),
+        ("chart-disruptions", charts.bars("disruptions", "Nodes launched / disrupted", churn, axis)),
     ]
     inner = "".join(f'<div class="chart" id="{cid}">{svg}</div>' for cid, svg in blocks)
-    return f'<section><h2>Over the steps</h2><div class="charts">{inner}</div></section>'
+    start = frames[0].clock.strftime("%Y-%m-%d %H:%M:%S UTC") if frames else "-"
+    return (f'<section><h2>Over simulated time</h2><p class="muted">Time runs from the start ({start}); '
+            f'hover a bar or dot for its step.</p><div class="charts">{inner}</div></section>')
 
 
 def pending_section(pending: Mapping[str, str], title: str = "Pending pods") -> str:
@@ -118,23 +270,65 @@ def pending_section(pending: Mapping[str, str], title: str = "Pending pods") -> 
     )
 
 
-def disruptions_section(records: Sequence[Mapping[str, Any]]) -> str:
+def steps_section(records: Sequence[Mapping[str, Any]]) -> str:
+    """Every step that launched or disrupted anything, numbered as the result document and the charts."""
     rows = []
+    # A replacement is launched when its command starts (plan times commands; simulate has no such times).
+    started = {name: item["startedAt"] for record in records for item in record.get("disrupted") or []
+               if item.get("startedAt") for name in item.get("replacements") or []}
     for index, record in enumerate(records):
+        for item in record.get("launched") or []:
+            rows.append(
+                f'<tr data-step="{index}" data-kind="launched"><td>{index}</td><td>{escape(record["step"])}</td>'
+                f"<td>{escape(started.get(item['nodeclaim'], record['clock']))}</td><td>launched</td>"
+                f"<td>{escape(item['nodeclaim'])}</td>"
+                f"<td>{escape(str(item.get('nodepool') or '-'))}</td>"
+                f"<td>{escape(str(item.get('instanceType') or '-'))} {escape(str(item.get('capacityType') or ''))}</td>"
+                f'<td class="num">{escape(money(float(item.get("price") or 0.0), month=False))}</td></tr>'
+            )
         for item in record.get("disrupted") or []:
             replacements = ", ".join(item.get("replacements") or []) or "-"
+            when = item.get("startedAt") or record["clock"]
             rows.append(
-                f"<tr><td>{index}</td><td>{escape(record['clock'])}</td><td>{escape(item['node'])}</td>"
-                f"<td>{escape(item['reason'])}</td><td>{escape(item['method'])}</td>"
-                f"<td>{escape(item['action'])}</td><td>{escape(replacements)}</td>"
-                f'<td class="num">{_money(item.get("savingsPerHour", 0.0))}</td></tr>'
+                f'<tr data-step="{index}" data-kind="disrupted"><td>{index}</td><td>{escape(record["step"])}</td>'
+                f"<td>{escape(when)}</td><td>disrupted ({escape(item['reason'])}, {escape(item['method'])}, "
+                f"{escape(item['action'])})</td><td>{escape(item['node'])}</td>"
+                f"<td>{escape(str(item.get('nodepool') or '-'))}</td><td>replaced by {escape(replacements)}</td>"
+                f'<td class="num">saves {escape(money(float(item.get("savingsPerHour") or 0.0), month=False))}'
+                "</td></tr>"
             )
     if not rows:
-        return '<section id="disruptions"><h2>Disruptions</h2><p class="muted">None.</p></section>'
+        return '<section id="disruptions"><h2>Launches and disruptions</h2><p class="muted">None.</p></section>'
     return (
-        f'<section id="disruptions"><h2>Disruptions ({len(rows)})</h2><table><thead><tr><th>Step</th>'
-        "<th>Clock</th><th>Node</th><th>Reason</th><th>Method</th><th>Action</th><th>Replacements</th>"
-        f"<th>Savings/h</th></tr></thead><tbody>{''.join(rows)}</tbody></table></section>"
+        f'<section id="disruptions"><h2>Launches and disruptions ({len(rows)})</h2><table><thead><tr><th>Step</th>'
+        "<th>Kind</th><th>Clock</th><th>What</th><th>Node</th><th>NodePool</th><th>Detail</th><th>Price</th>"
+        f"</tr></thead><tbody>{''.join(rows)}</tbody></table></section>"
+    )
+
+
+def _total_cost(frames: Sequence[Frame]) -> float:
+    """Dollars spent over the simulated time: each frame's $/h held until the next frame's clock."""
+    total = 0.0
+    for frame, following in pairwise(frames):
+        total += frame.cost_per_hour * (following.clock - frame.clock).total_seconds() / 3600
+    return total
+
+
+def summary_cards(frames: Sequence[Frame], records: Sequence[Mapping[str, Any]]) -> str:
+    last = frames[-1]
+    span_hours = (last.clock - frames[0].clock).total_seconds() / 3600
+    return "".join(
+        [
+            card("nodes at the end", str(len(last.nodes)), "nodes", f"peak {max(len(f.nodes) for f in frames)}"),
+            card("cost at the end", money(last.cost_per_hour, month=False), "cost-hour",
+                 f"peak {money(max(f.cost_per_hour for f in frames), month=False)}"),
+            card("cost per month at the end", per_month(last.cost_per_hour), "cost-month"),
+            card(f"total spent over {span_hours:.2f} h simulated", dollars(_total_cost(frames)), "cost-total"),
+            card("pending pods at the end", str(last.pending), "pending", f"peak {max(f.pending for f in frames)}"),
+            card("nodes launched", str(sum(len(r.get("launched") or []) for r in records)), "launched"),
+            card("nodes disrupted", str(sum(len(r.get("disrupted") or []) for r in records)), "disrupted"),
+            card("steps", str(len(records) if records else max(len(frames) - 1, 0)), "steps"),
+        ]
     )
 
 
@@ -147,32 +341,23 @@ def render_report(
     pending: Mapping[str, str] | None = None,
     extra_sections: Sequence[str] = (),
 ) -> str:
-    """The page: summary cards, charts over ``frames``, extra sections, node table of the last frame."""
+    """The page: summary cards (end state with peaks and totals), extra sections, charts over simulated
+    time, the start → end node diff, the node table of the last frame, launches and disruptions."""
     last = frames[-1]
-    disrupted = sum(len(r.get("disrupted") or []) for r in records)
-    cards = "".join(
-        [
-            card("nodes at the end", str(len(last.nodes)), "nodes"),
-            card("cost per hour", _money(last.cost_per_hour), "cost-hour"),
-            card("cost per month", f"${last.cost_per_hour * HOURS_PER_MONTH:,.2f}", "cost-month"),
-            card("pending pods", str(last.pending), "pending"),
-            card("nodes disrupted", str(disrupted), "disrupted"),
-            card("steps", str(max(len(frames) - 1, 0)), "steps"),
-        ]
-    )
     parts = [
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{escape(title)}</title><style>{STYLE}</style></head><body>",
         f"<header><h1>{escape(title)}</h1><p>{escape(subtitle)}</p></header><main>",
-        f'<section id="summary" class="cards">{cards}</section>',
+        f'<section id="summary" class="cards">{summary_cards(frames, records)}</section>',
         *extra_sections,
         charts_section(frames),
+        node_diff(frames[0].nodes, last.nodes),
         f"<section><h2>Nodes after the last step</h2>{node_table(last.nodes)}</section>",
     ]
     if pending is not None:
         parts.append(pending_section(pending))
     if records:
-        parts.append(disruptions_section(records))
-    parts.append("</main></body></html>\n")
+        parts.append(steps_section(records))
+    parts.append(f"</main><script>{SCRIPT}</script></body></html>\n")
     return "".join(parts)

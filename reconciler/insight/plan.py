@@ -18,7 +18,7 @@ leaves alone; those are the budget/PDB/do-not-disrupt blockers of the report.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -26,14 +26,18 @@ from typing import Any
 from reconciler.disruption.drift import drift_reason
 from reconciler.insight.catalog import narrowed_catalog
 from reconciler.insight.frames import Frame, RecordingSimulation, node_mix, node_rows, pool_shares
+from reconciler.insight.plan_impact import evictions_by_workload
 from reconciler.insight.proposal import (
     PoolChange,
     apply_proposal,
     fresh_provision_objects,
     nodeclaims_of_pools,
 )
+from reconciler.insight.snapshot import observed_region
 from reconciler.insight.sources import ProposedConfig, Snapshot
 from reconciler.insight.stability import Blocker, run_to_stability, stamp
+from reconciler.insight.timeline import Timeline, settled_at
+from reconciler.scheduling.context import nodeclass_problem
 
 DEFAULT_HORIZON = timedelta(days=7)
 
@@ -82,6 +86,12 @@ class PlanResult:
     baseline: tuple[CostSummary, dict[str, int]] | None = None
     records: list[dict[str, Any]] = field(default_factory=list)
     frames: list[Frame] = field(default_factory=list)
+    # NodePool -> why it is not Ready (its nodeClassRef resolves to nothing or another provider's class).
+    unready_pools: dict[str, str] = field(default_factory=dict)
+    # Nodes drifted by the change that are still there when the plan ends, each with what holds it.
+    stuck_drift: list[dict[str, Any]] = field(default_factory=list)
+    evictions: list[dict[str, Any]] = field(default_factory=list)  # plan_impact.evictions_by_workload
+    prices: dict[str, str] = field(default_factory=dict)  # price_source: where every price came from
 
     @property
     def newly_pending(self) -> dict[str, str]:
@@ -119,6 +129,10 @@ class PlanResult:
             "churn": self.churn,
             "blockers": [b.as_dict() for b in self.blockers],
             "removedNodes": self.removed_nodes,
+            "notReadyNodePools": self.unready_pools,
+            "stuckDrift": self.stuck_drift,
+            "evictionsByWorkload": self.evictions,
+            "prices": self.prices,
             "unschedulable": {"new": self.newly_pending, "stillPending": self.still_pending},
             "floorUnschedulable": self.floor.pending,
             "steps": len(self.records),
@@ -141,15 +155,20 @@ async def compute_plan(
     horizon: timedelta = DEFAULT_HORIZON,
     baseline: bool = False,
     frames: bool = True,
+    progress: Callable[[str], None] | None = None,
 ) -> PlanResult:
     """``baseline``: also run the *current* NodePools to stability, to tell the change's own effect
     from consolidation the cluster would do anyway (a second full simulation). ``frames``: record the
-    per-step node tables the HTML report charts (False is faster when no report is drawn)."""
+    per-step node tables the HTML report charts (False is faster when no report is drawn). ``progress``
+    is told what is going on (passes done, nodes settled, simulated time) as the simulations run."""
+    report = progress or (lambda _text: None)
     name = f"plan-{snapshot.name}"
     applied = apply_proposal(snapshot.objects, proposed, now=snapshot.clock)
+    prices = price_source(snapshot.document["catalog"], snapshot.objects)
     # One catalogue for all three simulations: what any current or proposed NodePool can launch.
     catalog = narrowed_catalog(snapshot.document["catalog"], [*snapshot.objects, *applied.objects])
     snapshot = Snapshot({**snapshot.document, "catalog": catalog}, snapshot.source, snapshot.dropped)
+    report("loading the snapshot")
     current_sim = RecordingSimulation(snapshot.scenario(name=name), frames=False)
     await current_sim.load()
     current = _summary(current_sim)
@@ -163,14 +182,29 @@ async def compute_plan(
     )
     await sim.load()
     start = sim.now
+    unready = _unready_pools(sim)
     drifted_at_start = _drifted_nodes(sim)
+    pods_before = _pods(sim)
     doomed = nodeclaims_of_pools(applied.objects, applied.removed_pools)
     removed_nodes = _node_names(sim, doomed)
+    # Each disruption command gets the time the live controller would run it at (budgets pace them).
+    timeline = Timeline(sim, start + horizon)
+
+    def after_pass(record: dict[str, Any], first_item: int, first_event: int) -> None:
+        timeline.after_pass(record, first_item, first_event)
+        settled = sum(len(c.nodes) for c in timeline.commands)
+        report(f"{len(timeline.commands)} disruption pass(es) acted, {settled} node(s) replaced or removed, "
+               f"simulated +{sim.now - start}")
+
+    sim.after_disruption_pass = after_pass
+    report("simulating the proposed NodePools until the cluster settles")
     if doomed:
         await sim.run_step("delete", [{"kind": "NodeClaim", "name": claim} for claim in doomed])
     blockers: dict[tuple[str, str], Blocker] = {}
     horizon_reached = await run_to_stability(sim, start + horizon, blockers)
+    sorted_blockers = sorted(blockers.values(), key=lambda b: (b.resolved, b.nodepool, b.node, b.code))
 
+    report("pricing a fresh provision of the proposed NodePools")
     floor_sim = RecordingSimulation(
         snapshot.scenario(name=name, objects=fresh_provision_objects(applied.objects, start)),
         frames=False,
@@ -188,16 +222,25 @@ async def compute_plan(
         current=current,
         proposed=_summary(sim),
         floor=_summary(floor_sim),
-        settled_at=_settled_at(sim.records, start),
+        settled_at=settled_at(sim.records, start),
         horizon_reached=horizon_reached,
         drift=drift,
         consolidation=consolidation,
         churn=_churn(sim.records),
-        blockers=sorted(blockers.values(), key=lambda b: (b.resolved, b.nodepool, b.node, b.code)),
+        blockers=sorted_blockers,
         removed_nodes=removed_nodes,
         baseline=settled_current,
         records=sim.records,
         frames=sim.frames,
+        unready_pools=unready,
+        prices=prices,
+        stuck_drift=_stuck_drift(sim, drifted_at_start, sorted_blockers),
+        evictions=evictions_by_workload(
+            sim.records,
+            {**pods_before, **_pods(sim)},
+            [o for o in applied.objects if o.get("kind") == "PodDisruptionBudget"],
+            [b.message for b in sorted_blockers],
+        ),
     )
 
 
@@ -208,6 +251,57 @@ def _node_names(sim: RecordingSimulation, claims: Sequence[str]) -> list[str]:
         node = state.state_node(claim)
         names.append(node.name if node is not None else claim)
     return sorted(names)
+
+
+def price_source(catalog: Mapping[str, Any], objects: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Where the plan's prices come from: ``estimate`` (a bundled preset, with the region the nodes really
+    run in) or ``catalogue`` (the instance types and prices the snapshot carries: ``snapshot --catalog live``
+    writes EC2's offerings and the Pricing API's prices for the cluster's region there)."""
+    if catalog.get("preset"):
+        return {"kind": "estimate", "catalog": str(catalog["preset"]), "nodeRegion": observed_region(objects) or ""}
+    return {"kind": "catalogue", "region": str(catalog.get("region") or "")}
+
+
+def _unready_pools(sim: RecordingSimulation) -> dict[str, str]:
+    state = sim.cluster.state()
+    found = {}
+    for name, pool in sorted(state.nodepools.items()):
+        problem = nodeclass_problem(pool, state, require_nodeclass=sim.settings.require_nodeclass)
+        if problem is not None:
+            found[name] = problem
+    return found
+
+
+def _pods(sim: RecordingSimulation) -> dict[str, dict[str, Any]]:
+    return {
+        f"{(pod.get('metadata') or {}).get('namespace', 'default')}/{pod['metadata']['name']}": pod
+        for pod in sim.cluster.manifests("Pod")
+    }
+
+
+def _stuck_drift(
+    sim: RecordingSimulation, drifted: Mapping[str, tuple[str, str]], blockers: Sequence[Blocker]
+) -> list[dict[str, Any]]:
+    """Drifted nodes the change leaves in place, with the blockers the engine gave for each (structured:
+    every node still there that drifted at the start, whatever method's explanation came last)."""
+    present = {node.name: node for node in sim.cluster.state().state_nodes()}
+    stuck = []
+    for name, (reason, detail) in sorted(drifted.items()):
+        node = present.get(name)
+        if node is None:
+            continue
+        held = [b for b in blockers if b.node == name and not b.resolved]
+        stuck.append(
+            {
+                "node": name,
+                "nodepool": node.nodepool,
+                "driftReason": reason,
+                "detail": detail,
+                "blockedBy": [b.code for b in held],
+                "message": held[0].message if held else "not replaced before the plan ended",
+            }
+        )
+    return stuck
 
 
 def _drifted_nodes(sim: RecordingSimulation) -> dict[str, tuple[str, str]]:
@@ -257,9 +351,12 @@ def _moves(
                     {
                         "node": item["node"],
                         "nodeclaim": item.get("nodeclaim"),
+                        "nodepool": item.get("nodepool"),
                         "driftReason": reason,
                         "detail": detail,
-                        "at": record["clock"],
+                        "at": item.get("startedAt", record["clock"]),
+                        "replacementsReadyAt": item.get("readyAt"),
+                        "drainedAt": item.get("finishedAt"),
                         "replacements": replacements,
                     }
                 )
@@ -274,7 +371,8 @@ def _moves(
                     "action": item["action"],
                     "replacements": replacements,
                     "savingsPerHour": 0.0,
-                    "at": record["clock"],
+                    "at": item.get("startedAt", record["clock"]),
+                    "drainedAt": item.get("finishedAt"),
                 }
                 consolidation.append(move)
             move["nodes"].append(item["node"])
@@ -290,12 +388,3 @@ def _churn(records: Sequence[Mapping[str, Any]]) -> dict[str, int]:
         "nodesLaunched": sum(len(r["launched"]) for r in records),
         "podsEvicted": sum(1 for r in records for e in r["events"] if e.get("reason") == "Evicted"),
     }
-
-
-def _settled_at(records: Sequence[Mapping[str, Any]], start: datetime) -> datetime:
-    """The clock of the last step that launched or disrupted anything."""
-    last = start
-    for record in records:
-        if record["launched"] or record["disrupted"]:
-            last = max(last, datetime.fromisoformat(record["clock"].replace("Z", "+00:00")))
-    return last

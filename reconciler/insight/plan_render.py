@@ -1,4 +1,9 @@
-"""``plan`` output: terminal tables, Markdown for a pull-request comment, and the HTML report section."""
+"""``plan`` output: terminal text and Markdown for a pull-request comment (HTML: ``plan_html``).
+
+Both read in the same order: the verdict and main risk, the risks in plain words, then the money
+(now → settled, Δ), then the details (cost table, node mixes, drift order and times, consolidation,
+blockers, stranded pods) — collapsed in Markdown.
+"""
 
 from __future__ import annotations
 
@@ -7,25 +12,22 @@ from html import escape
 from typing import Any
 
 from reconciler.api.durations import format_duration_short
-from reconciler.insight.html import pending_section, render_report
+from reconciler.insight.money import money
 from reconciler.insight.plan import Blocker, PlanResult
+from reconciler.insight.plan_risks import headline, price_note, risk_lines, verdict
 from reconciler.insight.proposal import PoolChange
+from reconciler.insight.stability import stamp
+from reconciler.insight.timeline import ASSUMPTIONS
+
+__all__ = ["headline", "render_html", "render_markdown", "render_text", "risk_lines", "verdict"]
 
 MAX_LISTED = 25  # rows per list in text and Markdown before "... N more"
-
-
-def _money(value: float) -> str:
-    return f"${value:,.4f}"
-
-
-def _delta(value: float) -> str:
-    return f"{'+' if value > 0 else ''}{value:,.4f}"
 
 
 def _mix(node_mix: Sequence[Mapping[str, Any]]) -> str:
     parts = [
         f"{m['count']}x {m['instanceType'] or '?'} {m['capacityType'] or '?'} "
-        f"({m['nodepool'] or 'unmanaged'})"
+        f"({m['nodepool'] or 'unmanaged'}, {money(m['costPerHour'], month=False)})"
         for m in node_mix
     ]
     return ", ".join(parts) or "no nodes"
@@ -35,83 +37,40 @@ def _replacements(items: Sequence[Mapping[str, Any]]) -> str:
     return (
         ", ".join(
             f"{r['nodeclaim']} ({r.get('instanceType') or '?'} {r.get('capacityType') or '?'}"
-            + (f" {_money(r['price'])}/h)" if r.get("price") is not None else ")")
+            + (f" {money(r['price'], month=False)})" if r.get("price") is not None else ")")
             for r in items
         )
         or "none (pods fit elsewhere)"
     )
 
 
-def _cost_rows(plan: PlanResult) -> list[tuple[str, str, str, str, str, str]]:
-    rows = []
-    baseline = (
-        [
-            (
-                "current config (stable)",
-                plan.baseline[0],
-                plan.baseline[0].cost_per_hour - plan.current.cost_per_hour,
-            )
-        ]
-        if plan.baseline
-        else []
-    )
-    for label, summary, delta in (
-        ("current", plan.current, None),
-        *baseline,
+def cost_rows(plan: PlanResult) -> list[tuple[str, str, str, str, str]]:
+    """(label, nodes, cost, Δ against now, pending pods) for now, settled, fresh provision (and baseline)."""
+    settled_label = "at the horizon (still changing)" if plan.horizon_reached else "settled after the change"
+    summaries = [("now", plan.current)]
+    if plan.baseline is not None:
+        summaries.append(("current config, settled", plan.baseline[0]))
+    summaries += [(settled_label, plan.proposed), ("fresh provision", plan.floor)]
+    return [
         (
-            "after the change (stable)",
-            plan.proposed,
-            plan.proposed.cost_per_hour - plan.current.cost_per_hour,
-        ),
-        ("fresh provision", plan.floor, plan.floor.cost_per_hour - plan.current.cost_per_hour),
-    ):
-        rows.append(
-            (
-                label,
-                str(summary.nodes),
-                _money(summary.cost_per_hour),
-                f"${summary.cost_per_hour * 730:,.2f}",
-                "-" if delta is None else _delta(delta),
-                str(len(summary.pending)),
-            )
+            label,
+            str(summary.nodes),
+            money(summary.cost_per_hour),
+            "-" if summary is plan.current else money(summary.cost_per_hour - plan.current.cost_per_hour, signed=True),
+            str(len(summary.pending)),
         )
-    return rows
+        for label, summary in summaries
+    ]
 
 
-def _changes_line(plan: PlanResult) -> str:
+COST_HEADERS = ("", "nodes", "cost", "Δ vs now", "pending pods")
+
+
+def changes_line(plan: PlanResult) -> str:
     line = "; ".join(_describe_change(c) for c in plan.pool_changes) or "no NodePools"
     if plan.nodeclass_changes:
         line += " | EC2NodeClasses: " + "; ".join(_describe_change(c) for c in plan.nodeclass_changes)
     return line
-
-
-def risk_lines(plan: PlanResult) -> list[str]:
-    """Plain-words risk, before any saving: requirement changes as before → after, and capacity that
-    moves between spot and on-demand or ends in a single zone."""
-    lines = []
-    for change in plan.pool_changes:
-        for key, before, after in change.requirements:
-            lines.append(f"NodePool {change.name}: {key}: {before} → {after}")
-    before_pools, after_pools = plan.current.by_pool, plan.proposed.by_pool
-    for pool in sorted(set(before_pools) | set(after_pools)):
-        if pool == "unmanaged":
-            continue
-        was = before_pools.get(pool, {"nodes": 0, "spot": 0, "zones": {}})
-        now = after_pools.get(pool, {"nodes": 0, "spot": 0, "zones": {}})
-        was_share = was["spot"] / was["nodes"] if was["nodes"] else None
-        now_share = now["spot"] / now["nodes"] if now["nodes"] else None
-        if was_share is not None and now_share is not None and was_share != now_share:
-            lines.append(f"NodePool {pool}: spot {was_share:.0%} → {now_share:.0%} of its nodes "
-                         f"({was['spot']}/{was['nodes']} → {now['spot']}/{now['nodes']})")
-        if now["nodes"] >= 2 and len(now["zones"]) == 1 and len(was["zones"]) != 1:
-            [zone] = now["zones"]
-            lines.append(f"NodePool {pool}: all {now['nodes']} nodes end in one zone ({zone}); "
-                         f"before: {_zones(was['zones'])}")
-    return lines
-
-
-def _zones(zones: Mapping[str, int]) -> str:
-    return ", ".join(f"{zone} {count}" for zone, count in zones.items()) or "no nodes"
 
 
 def _describe_change(change: PoolChange) -> str:
@@ -121,16 +80,40 @@ def _describe_change(change: PoolChange) -> str:
     return text
 
 
-def _duration(plan: PlanResult) -> str:
-    text = format_duration_short(round(plan.duration.total_seconds()))
+def duration(plan: PlanResult) -> str:
+    text = f"{format_duration_short(round(plan.duration.total_seconds()))} (at {stamp(plan.settled_at)})"
     if plan.horizon_reached:
-        text += " (horizon reached: still changing)"
+        text = f"more than {text}: horizon reached, still changing"
     return text
+
+
+def churn_line(plan: PlanResult) -> str:
+    churn = plan.churn
+    removed = f"{len(plan.removed_nodes)} node(s) removed with their NodePool, " if plan.removed_nodes else ""
+    return (f"{removed}{churn['nodesDisrupted']} node(s) disrupted, {churn['nodesLaunched']} launched, "
+            f"{churn['podsEvicted']} pod(s) evicted; settles after {duration(plan)}")
+
+
+def drift_rows(plan: PlanResult) -> list[list[str]]:
+    """Every drifted node in the order it is replaced, with when; then those left in place."""
+    rows = [
+        [d["node"], d["driftReason"], d["at"], d.get("replacementsReadyAt") or "-", d.get("drainedAt") or "-",
+         _replacements(d["replacements"])]
+        for d in sorted(plan.drift, key=lambda d: (d["at"], d["node"]))
+    ]
+    rows += [
+        [s["node"], s["driftReason"], "-", "-", "-", f"not replaced: {', '.join(s['blockedBy']) or 'still waiting'}"]
+        for s in plan.stuck_drift
+    ]
+    return rows
+
+
+DRIFT_HEADERS = ("node", "drift", "started", "replacement ready", "drained", "replaced by")
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    out = ["  ".join(h.upper().ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
     out.extend("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows)
     return out
 
@@ -145,97 +128,73 @@ def _fresh_note(plan: PlanResult) -> str:
     if gap <= 0.0005:
         return ""
     return (
-        f"note: a fresh provision places every pod in one batch and costs {_money(gap)}/h more than the "
+        f"note: a fresh provision places every pod in one batch and costs {money(gap)} more than the "
         "settled cluster here; consolidation packs tighter than a first provision."
     )
 
 
-def verdict(plan: PlanResult) -> tuple[str, str]:
-    """("blocked" | "review" | "safe", the main risk in words): what a reviewer reads first."""
-    pending = plan.newly_pending
-    if plan.horizon_reached:
-        return "blocked", ("still changing when the --horizon was reached: the cluster does not settle within "
-                           "it (waiting budgets or blocked drift; see the blockers)")
-    if pending:
-        return "blocked", f"{len(pending)} pod(s) would become unschedulable ({', '.join(sorted(pending)[:3])}" \
-                          f"{', ...' if len(pending) > 3 else ''})"
-    stuck = [b for b in plan.blockers if not b.resolved and "drifted" in b.message]
-    if stuck:
-        return "review", (f"{len(stuck)} drifted node(s) cannot be replaced as asked and stay as they are "
-                          f"({stuck[0].node}: {stuck[0].code}); see the blockers")
-    churn = plan.churn
-    if churn["nodesDisrupted"] or churn["podsEvicted"] or plan.removed_nodes:
-        return "review", (f"{churn['nodesDisrupted']} node(s) replaced or removed, {churn['podsEvicted']} pod(s) "
-                          "evicted; no pod left unschedulable")
-    return "safe", "no node disrupted, no pod evicted or left unschedulable"
+def consolidation_rows(plan: PlanResult) -> list[list[str]]:
+    return [
+        [
+            ", ".join(m["nodes"]),
+            f"{m['reason']}/{m['method']}",
+            m["action"],
+            m["at"],
+            _replacements(m["replacements"]) if m["replacements"] else "-",
+            money(m["savingsPerHour"], month=False),
+        ]
+        for m in plan.consolidation
+    ]
 
 
-def headline(plan: PlanResult) -> str:
-    """Now, settled and the difference, each labelled: the figures add up (now + Δ = settled)."""
-    now, settled = plan.current.cost_per_hour, plan.proposed.cost_per_hour
-    delta = settled - now
-    return (f"now {_money(now)}/h → settled {_money(settled)}/h (Δ {_delta(delta)} $/h, "
-            f"{'+' if delta > 0 else ''}{delta * 730:,.2f} $/month)")
+CONSOLIDATION_HEADERS = ("nodes", "reason", "action", "started", "replacements", "saves")
 
 
 def render_text(plan: PlanResult) -> str:
     state, risk = verdict(plan)
+    new_pending = plan.newly_pending
     lines = [
         f"{state.upper()}: {risk}",
-        f"plan: {plan.proposed_source} against {plan.snapshot} @ {plan.start.strftime('%Y-%m-%dT%H:%M:%SZ')}",
-        f"cost: {headline(plan)}",
+        f"plan: {plan.proposed_source} against {plan.snapshot} @ {stamp(plan.start)}",
     ]
-    lines.append(f"NodePools: {_changes_line(plan)}")
+    if new_pending:
+        lines.append(f"risk: {len(new_pending)} pod(s) would become unschedulable (listed below)")
     lines.extend(f"risk: {line}" for line in risk_lines(plan))
+    lines.append(f"cost: {headline(plan)}; {price_note(plan)}")
+    lines.append(f"churn: {churn_line(plan)}; {ASSUMPTIONS}")
+    if plan.baseline is not None:
+        lines.append(f"without the change: {_baseline_churn(plan)}")
+    lines.append(f"NodePools: {changes_line(plan)}")
     lines.append("")
-    lines.extend(_table(["", "NODES", "$/H", "$/MONTH", "DELTA $/H", "PENDING"], _cost_rows(plan)))
+    lines.extend(_table(COST_HEADERS, cost_rows(plan)))
     lines.append("")
-    lines.append(f"current mix:  {_mix(plan.current.node_mix)}")
-    lines.append(f"after mix:    {_mix(plan.proposed.node_mix)}")
+    lines.append(f"now mix:      {_mix(plan.current.node_mix)}")
+    lines.append(f"settled mix:  {_mix(plan.proposed.node_mix)}")
     lines.append(f"fresh mix:    {_mix(plan.floor.node_mix)}")
     note = _fresh_note(plan)
     if note:
         lines.append(note)
-    churn = plan.churn
-    lines.append(
-        f"churn: {churn['nodesDisrupted']} node(s) disrupted, {churn['nodesLaunched']} launched, "
-        f"{churn['podsEvicted']} pod(s) evicted; settles after {_duration(plan)}"
-    )
-    if plan.baseline is not None:
-        lines.append(f"without the change: {_baseline_churn(plan)}")
     if plan.removed_nodes:
-        lines += [
-            "",
-            f"deleted with their removed NodePool ({len(plan.removed_nodes)}): "
-            + ", ".join(plan.removed_nodes),
-        ]
-    shown, more = _limited(plan.drift)
-    if plan.drift:
-        lines += ["", f"drifted nodes ({len(plan.drift)}):"]
-        lines += [
-            f"  {d['node']} [{d['driftReason']}] at {d['at']} -> {_replacements(d['replacements'])}"
-            for d in shown
-        ]
-        lines += [f"  ... {more} more"] if more else []
-    if plan.consolidation:
-        lines += ["", f"consolidation moves ({len(plan.consolidation)}):"]
-        shown, more = _limited(plan.consolidation)
-        lines += [
-            f"  {m['reason']}/{m['method']} {m['action']} {', '.join(m['nodes'])} at {m['at']} -> "
-            f"{_replacements(m['replacements']) if m['replacements'] else 'deleted'} "
-            f"(saves {_money(m['savingsPerHour'])}/h)"
-            for m in shown
-        ]
-        lines += [f"  ... {more} more"] if more else []
+        lines += ["", f"deleted with their removed NodePool ({len(plan.removed_nodes)}): "
+                  + ", ".join(plan.removed_nodes)]
+    for title, headers, rows in (
+        (f"drifted nodes, in replacement order ({len(plan.drift) + len(plan.stuck_drift)})", DRIFT_HEADERS,
+         drift_rows(plan)),
+        (f"consolidation moves ({len(plan.consolidation)})", CONSOLIDATION_HEADERS, consolidation_rows(plan)),
+    ):
+        if rows:
+            shown, more = _limited(rows)
+            lines += ["", f"{title}:"] + [f"  {line}" for line in _table(headers, shown)]
+            lines += [f"  ... {more} more"] if more else []
     if plan.blockers:
         lines += ["", "blockers:"]
         for blocker in plan.blockers[:MAX_LISTED]:
             lines.append(
-                f"  {blocker.node} ({blocker.nodepool}) {blocker.code} [{_blocker_state(blocker)}]: "
+                f"  {blocker.node} ({blocker.nodepool}) {blocker.code} [{blocker_state(blocker)}]: "
                 f"{blocker.message}"
             )
     for title, pending in (
-        ("pods left unschedulable by the change", plan.newly_pending),
+        ("pods left unschedulable by the change", new_pending),
         ("pods pending before and after", plan.still_pending),
     ):
         if pending:
@@ -255,11 +214,11 @@ def _baseline_churn(plan: PlanResult) -> str:
     )
 
 
-def _blocker_state(blocker: Blocker) -> str:
-    since = blocker.first_seen.strftime("%Y-%m-%dT%H:%M:%SZ")
+def blocker_state(blocker: Blocker) -> str:
+    since = stamp(blocker.first_seen)
     if blocker.cleared_at is None:
         return f"since {since}, still blocked"
-    return f"{since} until {blocker.cleared_at.strftime('%Y-%m-%dT%H:%M:%SZ')}"
+    return f"{since} until {stamp(blocker.cleared_at)}"
 
 
 def _md_escape(text: str) -> str:
@@ -273,111 +232,69 @@ def _md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str
 
 
 def render_markdown(plan: PlanResult) -> str:
-    """A pull-request comment: a headline, cost table, then details in collapsible sections."""
+    """A pull-request comment: verdict and main risk, the risks, the money, then collapsed details."""
     state, risk = verdict(plan)
     icon = {"blocked": ":no_entry:", "review": ":warning:", "safe": ":white_check_mark:"}[state]
-    removed = f"{len(plan.removed_nodes)} node(s) removed with their NodePool, " if plan.removed_nodes else ""
-    summary = (
-        f"**{headline(plan)}**; {removed}{plan.churn['nodesDisrupted']} node(s) disrupted, "
-        f"{plan.churn['podsEvicted']} pod(s) evicted, settles after {_duration(plan)}."
-    )
     new_pending = plan.newly_pending
-    lines = [f"{icon} **{state.upper()}**: {risk}", "", "### Adze NodePool plan", "", summary, ""]
-    if new_pending:
-        lines += [f":warning: **{len(new_pending)} pod(s) would become unschedulable.**", ""]
-    risks = risk_lines(plan)
-    if risks:
-        lines += [f"- {line}" for line in risks] + [""]
-    lines += [f"NodePools: {_changes_line(plan)}", ""]
-    if plan.baseline is not None:
-        lines += [f"Without the change: {_baseline_churn(plan)}.", ""]
-    lines += _md_table(["", "nodes", "$/h", "$/month", "Δ $/h", "pending pods"], _cost_rows(plan))
+    lines = [f"{icon} **{state.upper()}**: {_md_escape(risk)}", "", "### Adze NodePool plan", ""]
+    risks = [f"**{len(new_pending)} pod(s) would become unschedulable** (listed below)"] if new_pending else []
+    risks += [_md_escape(line) for line in risk_lines(plan)]
+    lines += [f"- {line}" for line in risks] or ["- no risk found: nothing is disrupted, evicted or stranded"]
     lines += [
         "",
-        f"- current: {_mix(plan.current.node_mix)}",
-        f"- after: {_mix(plan.proposed.node_mix)}",
-        f"- fresh provision: {_mix(plan.floor.node_mix)}",
+        f"**Cost:** {headline(plan)} ({price_note(plan)}).",
+        "",
+        f"**Churn:** {churn_line(plan)} ({ASSUMPTIONS}).",
+        "",
+        f"NodePools: {_md_escape(changes_line(plan))}",
         "",
     ]
-    note = _fresh_note(plan)
-    if note:
-        lines += [note, ""]
-    if plan.drift:
-        rows = [[d["node"], d["driftReason"], d["at"], _replacements(d["replacements"])] for d in plan.drift]
-        lines += _details(f"Drifted nodes ({len(plan.drift)})", ["node", "drift", "at", "replaced by"], rows)
+    if plan.baseline is not None:
+        lines += [f"Without the change: {_baseline_churn(plan)}.", ""]
+    mixes = [["now", _mix(plan.current.node_mix)], ["settled", _mix(plan.proposed.node_mix)],
+             ["fresh provision", _mix(plan.floor.node_mix)]]
+    lines += _details("Cost and node mixes", COST_HEADERS, cost_rows(plan),
+                      after=["", *_md_table(["", "nodes"], mixes), "", _fresh_note(plan)])
+    if plan.removed_nodes:
+        rows = [[name] for name in plan.removed_nodes]
+        lines += _details(f"Deleted with their removed NodePool ({len(plan.removed_nodes)})", ["node"], rows)
+    drift = drift_rows(plan)
+    if drift:
+        lines += _details(f"Drifted nodes, in replacement order ({len(drift)})", DRIFT_HEADERS, drift)
     if plan.consolidation:
-        rows = [
-            [
-                ", ".join(m["nodes"]),
-                f"{m['reason']}/{m['method']}",
-                m["action"],
-                _replacements(m["replacements"]) if m["replacements"] else "-",
-                _money(m["savingsPerHour"]),
-            ]
-            for m in plan.consolidation
-        ]
-        lines += _details(
-            f"Consolidation moves ({len(plan.consolidation)})",
-            ["nodes", "reason", "action", "replacements", "saves/h"],
-            rows,
-        )
+        lines += _details(f"Consolidation moves ({len(plan.consolidation)})", CONSOLIDATION_HEADERS,
+                          consolidation_rows(plan))
     if plan.blockers:
-        rows = [[b.node, b.code, _blocker_state(b), b.message] for b in plan.blockers]
+        rows = [[b.node, b.code, blocker_state(b), b.message] for b in plan.blockers]
         lines += _details(f"Blockers ({len(plan.blockers)})", ["node", "blocker", "state", "detail"], rows)
     if new_pending:
         rows = [[key, reason] for key, reason in sorted(new_pending.items())]
         lines += _details(f"Pods left unschedulable ({len(new_pending)})", ["pod", "why"], rows, open_=True)
     lines.append(
         "<sub>Computed offline by `python -m reconciler plan` with Adze's provisioning and disruption "
-        "engine on a cluster snapshot; prices are the simulated offerings' list prices.</sub>"
+        f"engine on a cluster snapshot; {price_note(plan)}.</sub>"
     )
     return "\n".join(lines) + "\n"
 
 
 def _details(
-    summary: str, headers: Sequence[str], rows: Sequence[Sequence[str]], open_: bool = False
+    summary: str,
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    open_: bool = False,
+    after: Sequence[str] = (),
 ) -> list[str]:
     shown, more = _limited(rows)
     out = [f"<details{' open' if open_ else ''}><summary>{escape(summary)}</summary>", ""]
     out += _md_table(headers, shown)
     if more:
         out.append(f"\n... and {more} more")
+    out += [line for line in after if line is not None]
     out += ["", "</details>", ""]
     return out
 
 
 def render_html(plan: PlanResult) -> str:
-    cost_rows = "".join(
-        "<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in _cost_rows(plan)
-    )
-    section = (
-        '<section id="plan"><h2>Plan</h2>'
-        f"<p>NodePools: {escape(_changes_line(plan))}</p>"
-        '<table id="plan-costs"><thead><tr><th></th><th>Nodes</th><th>$/h</th><th>$/month</th><th>Δ $/h</th>'
-        f"<th>Pending pods</th></tr></thead><tbody>{cost_rows}</tbody></table>"
-        f"<p>Churn: {plan.churn['nodesDisrupted']} node(s) disrupted, "
-        f"{plan.churn['nodesLaunched']} launched, "
-        f"{plan.churn['podsEvicted']} pod(s) evicted; settles after {escape(_duration(plan))}.</p>"
-    )
-    if plan.blockers:
-        rows = "".join(
-            f"<tr><td>{escape(b.node)}</td><td>{escape(b.code)}</td>"
-            f"<td>{escape(_blocker_state(b))}</td>"
-            f'<td class="reason">{escape(b.message)}</td></tr>'
-            for b in plan.blockers
-        )
-        section += (
-            '<h2>Blockers</h2><table id="blockers"><thead><tr><th>Node</th><th>Blocker</th><th>State</th>'
-            f"<th>Detail</th></tr></thead><tbody>{rows}</tbody></table>"
-        )
-    section += "</section>"
-    return render_report(
-        "Adze plan",
-        f"{plan.proposed_source} against {plan.snapshot}",
-        plan.frames,
-        records=plan.records,
-        extra_sections=[
-            section,
-            pending_section(plan.newly_pending, "Pods left unschedulable by the change"),
-        ],
-    )
+    from reconciler.insight.plan_html import render_plan_html
+
+    return render_plan_html(plan)

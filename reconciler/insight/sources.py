@@ -234,7 +234,11 @@ def load_nodepools_files(
             for manifest in items:
                 name = manifest["metadata"]["name"]
                 if (kind, name) in origin:
-                    raise InsightError(f"{kind} {name!r} is declared in both {origin[kind, name]} and {path}")
+                    if manifest == next(m for m in target if m["metadata"]["name"] == name):
+                        continue  # the same object repeated (Karpenter's examples each carry their class)
+                    raise InsightError(
+                        f"{kind} {name!r} is declared differently in {origin[kind, name]} and {path}"
+                    )
                 origin[kind, name] = str(path)
                 target.append(manifest)
     both = sorted({p["metadata"]["name"] for p in pools} & set(removed))
@@ -244,6 +248,11 @@ def load_nodepools_files(
         raise InsightError("--replace-all: the files declare no NodePool, so every NodePool would be removed")
     source = ", ".join(str(p) for p in files) or "--remove " + " ".join(removed)
     return ProposedConfig(pools, classes, source, complete=complete, removed=tuple(removed))
+
+
+def _foreign_nodeclass(manifest: Mapping[str, Any]) -> bool:
+    group = str(manifest.get("apiVersion", "")).partition("/")[0]
+    return str(manifest.get("kind", "")).endswith("NodeClass") and group not in ("karpenter.k8s.aws", "karpenter.sh")
 
 
 def load_nodepools_file(path: str | Path, *, require_nodepool: bool = True) -> ProposedConfig:
@@ -256,6 +265,10 @@ def load_nodepools_file(path: str | Path, *, require_nodepool: bool = True) -> P
     for index, manifest in enumerate(manifests):
         key = (manifest.get("apiVersion"), manifest.get("kind"))
         name = manifest["metadata"]["name"]
+        if _foreign_nodeclass(manifest):
+            # Another provider's class (EKS Auto Mode's eks.amazonaws.com NodeClass) beside its NodePools:
+            # Adze does not serve it, and the plan reports each NodePool naming it as not Ready.
+            continue
         if key not in (NODEPOOL_KEY, NODECLASS_KEY):
             raise InsightError(
                 f"{source}: object {index + 1} ({manifest.get('kind')} {name}): only karpenter.sh/v1 "

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from reconciler.api.cron import next_activation
-from reconciler.disruption.budgets import BudgetError, parse_budgets
+from reconciler.disruption.budgets import DISRUPTION_REASONS, BudgetError, allowance, parse_budgets
 from reconciler.disruption.controller import decide
 from reconciler.disruption.policy import consolidation_wait, settings_of
 from reconciler.disruption.types import DisruptionDecision, Explanation
@@ -29,6 +29,8 @@ TIME_BOUND = frozenset({"Budget", "ConsolidateAfter", "Nominated"})
 # Explanation codes worth reporting as blockers.
 BLOCKER_CODES = frozenset({"Budget", "PDB", "DoNotDisrupt", "Unschedulable", "Balanced"})
 MAX_STEPS = 400
+# A budget still closed at every boundary this far ahead never opens (cron schedules repeat within a week).
+NEVER_OPENS = timedelta(days=8)
 
 
 def stamp(moment: datetime) -> str:
@@ -44,6 +46,7 @@ class Blocker:
     first_seen: datetime
     last_seen: datetime
     cleared_at: datetime | None = None  # first moment the engine no longer gave this reason
+    method: str = ""  # the disruption method whose check held the node ("" for shared eligibility checks)
 
     @property
     def resolved(self) -> bool:
@@ -54,6 +57,7 @@ class Blocker:
             "node": self.node,
             "nodepool": self.nodepool,
             "code": self.code,
+            "method": self.method,
             "message": self.message,
             "firstSeen": stamp(self.first_seen),
             "lastSeen": stamp(self.last_seen),
@@ -68,14 +72,20 @@ async def run_to_stability(
 
     Returns True when the horizon cut the run short.
     """
+    acting_since: datetime | None = None  # start of the disrupt steps since blockers were last tracked
     while len(sim.records) < MAX_STEPS:
         await sim.run_step("provision", {})
+        if acting_since is None:
+            acting_since = sim.now  # a blocker gone after these steps was lifted when they began
         record = await sim.run_step("disrupt", {"until": "stable"})
+        if sim.now > deadline:
+            return True  # budgets paced the commands past the horizon
         if record["disrupted"]:
             continue  # a stable pass may still be capped; go again at the same time
         state = sim.cluster.state()
         decision = explanations_of(record, state) or await _decision(sim)
-        _track_blockers(decision, sim.now, blockers)
+        _track_blockers(decision, sim.now, blockers, cleared_at=acting_since)
+        acting_since = None
         wake = next_wake(state, decision, sim.now)
         if wake is None:
             return False
@@ -105,7 +115,9 @@ def explanations_of(record: Mapping[str, Any], state: ClusterState) -> Disruptio
         node = state.state_node(name)
         if match is None or kind != "Node" or node is None:
             return None
-        explanations.append(Explanation(name, node.nodeclaim_name, node.nodepool, match[1], match[2]))
+        explanations.append(
+            Explanation(name, node.nodeclaim_name, node.nodepool, match[1], match[2], str(event.get("method", "")))
+        )
     return DisruptionDecision(None, explanations)
 
 
@@ -116,7 +128,7 @@ async def _decision(sim: RecordingSimulation) -> DisruptionDecision:
 
 
 def _track_blockers(
-    decision: DisruptionDecision, now: datetime, blockers: dict[tuple[str, str], Blocker]
+    decision: DisruptionDecision, now: datetime, blockers: dict[tuple[str, str], Blocker], *, cleared_at: datetime
 ) -> None:
     seen = set()
     for explanation in decision.explanations:
@@ -127,13 +139,15 @@ def _track_blockers(
         found = blockers.get(key)
         if found is None:
             blockers[key] = Blocker(
-                explanation.node, explanation.nodepool, explanation.code, explanation.message, now, now
+                explanation.node, explanation.nodepool, explanation.code, explanation.message, now, now,
+                method=explanation.method,
             )
         else:
             found.last_seen, found.message, found.cleared_at = now, explanation.message, None
+            found.method = explanation.method
     for key, blocker in blockers.items():
         if key not in seen and blocker.cleared_at is None:
-            blocker.cleared_at = now
+            blocker.cleared_at = cleared_at
 
 
 def next_wake(state: ClusterState, decision: DisruptionDecision, now: datetime) -> datetime | None:
@@ -154,9 +168,35 @@ def next_wake(state: ClusterState, decision: DisruptionDecision, now: datetime) 
         elif explanation.code == "Nominated" and node is not None and node.nominated_until is not None:
             moments.append(node.nominated_until)
     for name in sorted(budget_pools):
-        moments.extend(budget_boundaries(state.nodepools[name].disruption.get("budgets"), now))
+        nodes = sum(1 for node in state.state_nodes() if node.nodepool == name)
+        opening = budget_opening(state.nodepools[name].disruption.get("budgets"), nodes, now, now + NEVER_OPENS)
+        if opening is not None:
+            moments.append(opening)
     future = [m for m in moments if m > now]
     return min(future) if future else None
+
+
+def budget_opening(
+    raw_budgets: Sequence[Any] | None, node_count: int, now: datetime, until: datetime
+) -> datetime | None:
+    """The first budget boundary after ``now`` at which the pool allows some disruption again; None when none
+    does before ``until`` (e.g. ``nodes: 0`` every day for 24h: waiting never helps, the node stays)."""
+    try:
+        budgets = parse_budgets(raw_budgets)
+    except BudgetError:
+        return None
+    moment = now
+    while moment <= until:
+        later = [m for m in budget_boundaries(raw_budgets, moment) if m > moment]
+        if not later:
+            return None
+        moment = min(later)
+        if moment <= until and any(
+            allowance("", budgets, reason, node_count=node_count, disrupting=0, now=moment).remaining > 0
+            for reason in DISRUPTION_REASONS
+        ):
+            return moment
+    return None
 
 
 def budget_boundaries(raw_budgets: Sequence[Any] | None, now: datetime) -> list[datetime]:

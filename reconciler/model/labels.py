@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 # Kubernetes well-known labels.
 HOSTNAME = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
@@ -33,6 +35,20 @@ CAPACITY_TYPE_SPOT = "spot"
 CAPACITY_TYPE_ON_DEMAND = "on-demand"
 CAPACITY_TYPE_RESERVED = "reserved"
 CAPACITY_TYPES = (CAPACITY_TYPE_RESERVED, CAPACITY_TYPE_SPOT, CAPACITY_TYPE_ON_DEMAND)
+
+# EKS managed node groups label their nodes' capacity type under their own key and spelling.
+EKS_CAPACITY_TYPE = "eks.amazonaws.com/capacityType"
+_EKS_CAPACITY_TYPES = {"ON_DEMAND": CAPACITY_TYPE_ON_DEMAND, "SPOT": CAPACITY_TYPE_SPOT,
+                       "CAPACITY_BLOCK": CAPACITY_TYPE_RESERVED}
+
+
+def capacity_type_of(labels: Mapping[str, str]) -> str:
+    """``karpenter.sh/capacity-type``, else a managed node group's ``eks.amazonaws.com/capacityType``
+    (``ON_DEMAND``, ``SPOT``, ``CAPACITY_BLOCK``) in Karpenter's spelling; "" when neither says."""
+    value = labels.get(CAPACITY_TYPE)
+    if value:
+        return value
+    return _EKS_CAPACITY_TYPES.get(labels.get(EKS_CAPACITY_TYPE, ""), "")
 
 # Karpenter AWS provider.
 AWS_GROUP = "karpenter.k8s.aws"

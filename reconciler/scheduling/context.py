@@ -232,6 +232,24 @@ _TEMPLATES = _TemplateCache(size=16)
 AWS_NODECLASS_GROUP, AWS_NODECLASS_KIND = "karpenter.k8s.aws", "EC2NodeClass"
 
 
+def nodeclass_problem(pool: NodePool, state: ClusterState, *, require_nodeclass: bool) -> str | None:
+    """Why ``pool`` is not Ready because of its nodeClassRef (None when the reference resolves), as
+    Karpenter's NodePool readiness says: another provider's class, or an EC2NodeClass that does not exist."""
+    ref = pool.node_class_ref
+    group, kind, class_name = ref.get("group", ""), ref.get("kind", ""), ref.get("name", "")
+    if (group and group != AWS_NODECLASS_GROUP) or (kind and kind != AWS_NODECLASS_KIND):
+        return (
+            f"NodePool {pool.name} is not Ready: its nodeClassRef {group}/{kind} {class_name} belongs to "
+            "another provider (Adze serves karpenter.k8s.aws EC2NodeClass)"
+        )
+    if require_nodeclass and class_name not in state.nodeclasses:
+        return (
+            f"NodePool {pool.name} is not Ready: its nodeClassRef names EC2NodeClass {class_name}, "
+            "which does not exist"
+        )
+    return None
+
+
 def _usable_pools(
     pools: Sequence[NodePool], state: ClusterState, *, require_nodeclass: bool
 ) -> tuple[list[NodePool], dict[str, str]]:
@@ -239,18 +257,9 @@ def _usable_pools(
     skipped: dict[str, str] = {}
     usable = []
     for pool in pools:
-        ref = pool.node_class_ref
-        group, kind, class_name = ref.get("group", ""), ref.get("kind", ""), ref.get("name", "")
-        if (group and group != AWS_NODECLASS_GROUP) or (kind and kind != AWS_NODECLASS_KIND):
-            skipped[pool.name] = (
-                f"NodePool {pool.name} is not Ready: its nodeClassRef {group}/{kind} {class_name} belongs to "
-                "another provider (Adze serves karpenter.k8s.aws EC2NodeClass)"
-            )
-        elif require_nodeclass and class_name not in state.nodeclasses:
-            skipped[pool.name] = (
-                f"NodePool {pool.name} is not Ready: its nodeClassRef names EC2NodeClass {class_name}, "
-                "which does not exist"
-            )
+        not_ready = nodeclass_problem(pool, state, require_nodeclass=require_nodeclass)
+        if not_ready is not None:
+            skipped[pool.name] = not_ready
         elif pool.is_static:
             skipped[pool.name] = f"NodePool {pool.name} is static (replicas); it does not provision for pods"
         elif pool.deletion_timestamp is not None:

@@ -49,7 +49,7 @@ async def disrupt_once(cluster: SimulatedCluster, record: dict[str, Any]) -> boo
         record["events"].append(
             {"object": f"Node/{explanation.node}", "reason": "DisruptionBlocked",
              "message": f"{explanation.code}: {explanation.message}",
-             "code": explanation.code, "nodepool": explanation.nodepool}
+             "code": explanation.code, "nodepool": explanation.nodepool, "method": explanation.method}
         )
     command = decision.command
     if command is None:
@@ -82,6 +82,7 @@ async def disrupt_once(cluster: SimulatedCluster, record: dict[str, Any]) -> boo
             {
                 "node": candidate.name,
                 "nodeclaim": candidate.nodeclaim,
+                "nodepool": candidate.pool,
                 "reason": command.reason,
                 "method": command.method,
                 "action": command.action,

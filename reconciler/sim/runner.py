@@ -78,6 +78,9 @@ class Simulation:
         self.workloads = WorkloadControllers(
             self.kube, self.snapshot, lambda: self.now, self.cluster.daemon_pod_fits
         )
+        # Called after each disruption pass that acted, with the step record and the indexes of the pass's first
+        # ``disrupted`` item and event (``plan`` times each command from them); None in ``simulate``.
+        self.after_disruption_pass: Callable[[dict[str, Any], int, int], None] | None = None
 
     # -- helpers used by the step handlers ------------------------------------------------------
     def snapshot(self, kind_name: str) -> list[Manifest]:
@@ -115,7 +118,7 @@ class Simulation:
             return
         instance_type = labels.get(wk.INSTANCE_TYPE, "")
         zone = labels.get(wk.ZONE, "")
-        capacity_type = labels.get(wk.CAPACITY_TYPE, wk.CAPACITY_TYPE_ON_DEMAND)
+        capacity_type = wk.capacity_type_of(labels) or wk.CAPACITY_TYPE_ON_DEMAND
         price = self.cloud.price_of(instance_type, zone, capacity_type) or 0.0
         capacity = Resources.from_manifest((node.get("status") or {}).get("capacity"), path=f"{path}.status.capacity")
         self.cloud.register_existing(
@@ -152,9 +155,15 @@ class Simulation:
     async def _step_disrupt(self, step: Step, record: dict[str, Any]) -> None:
         passes = MAX_STABLE_PASSES if step.args.get("until") == "stable" else 1
         for _ in range(passes):
+            # A pass's explanations describe the nodes it saw; a later pass may disrupt a node an earlier one
+            # held back, so the step keeps only the last pass's (never "disrupted" and "blocked" at once).
+            record["events"] = [e for e in record["events"] if e.get("reason") != "DisruptionBlocked"]
+            first_item, first_event = len(record["disrupted"]), len(record["events"])
             acted = await self.cluster.disrupt_once(record)
             if not acted:
                 break
+            if self.after_disruption_pass is not None:
+                self.after_disruption_pass(record, first_item, first_event)
 
     async def _step_expire(self, step: Step, record: dict[str, Any]) -> None:
         await self.cluster.expire(record)

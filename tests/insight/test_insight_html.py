@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -23,7 +24,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(
     CHROMIUM is None, reason="headless Chromium is not installed (Debian: apt-get install -y chromium)"
 )
-WINDOW = (1280, 1800)
+WINDOW = (1280, 2600)
 # Colours the charts draw with (reconciler.insight.charts.PALETTE).
 ON_DEMAND, COST_LINE, LAUNCHED = (0xE7, 0x6F, 0x51), (0x3A, 0x86, 0xFF), (0x43, 0xAA, 0x8B)
 
@@ -88,8 +89,8 @@ class TreeBuilder(HTMLParser):
         self.stack[-1].children.append(Element("#text", {}, text=data))
 
 
-def rendered_dom(tmp_path: Path, page: Path) -> Element:
-    result = chromium(tmp_path, "--dump-dom", page.as_uri())
+def rendered_dom(tmp_path: Path, page: Path, fragment: str = "") -> Element:
+    result = chromium(tmp_path, "--dump-dom", page.as_uri() + (f"#{fragment}" if fragment else ""))
     builder = TreeBuilder()
     builder.feed(result.stdout.decode())
     return builder.root
@@ -120,7 +121,9 @@ def plan_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_plan_report_renders_charts_and_node_table(plan_report: Path, tmp_path: Path) -> None:
     report = plan_report
     html = report.read_text()
-    assert "<script" not in html and "<link" not in html and "src=" not in html  # self-contained
+    # Self-contained: no stylesheet, image or script is fetched; the one script is inline.
+    assert "<link" not in html and "src=" not in html
+    assert set(re.findall(r"https?://[^\"' ]+", html)) == {"http://www.w3.org/2000/svg"}
 
     dom = rendered_dom(tmp_path, report)
     charts = {svg.attrs["data-chart"]: svg for svg in dom.find_all("svg")}
@@ -128,20 +131,35 @@ def test_plan_report_renders_charts_and_node_table(plan_report: Path, tmp_path: 
     for chart_id, name in (("chart-nodes", "nodes"), ("chart-cost", "cost"), ("chart-pending", "pending"),
                            ("chart-disruptions", "disruptions")):  # fmt: skip
         assert dom.by_id(chart_id).find_all("svg")[0].attrs["data-chart"] == name
+    # The x-axis is the simulated clock: drift waits for 17:00, seven hours after the 10:00 snapshot.
+    assert "simulated time since start (hours)" in charts["cost"].all_text()
     # One stacked bar per frame (all on-demand here), one dot per frame on the cost line.
     dots = charts["cost"].find_all("circle")
     bars = charts["nodes"].find_all("rect", **{"data-series": "on-demand"})
     assert len(dots) == len(bars) >= 5
     assert {float(d.attrs["data-value"]) for d in dots} == {2.437}
+    assert [d.attrs["data-step"] for d in dots][:2] == ["start", "0"]
     churn = charts["disruptions"].find_all("rect", **{"data-series": "disrupted"})
     assert [r.find_all("title")[0].all_text().split(": ")[-1] for r in churn] == ["disrupted 2"]
+    # Chart and table name the same step for the disruptions.
+    table_steps = {r.attrs["data-step"] for r in dom.by_id("disruptions").find_all("tr", **{"data-kind": "disrupted"})}
+    assert {r.attrs["data-step"] for r in churn} == table_steps
+    assert all(f"step {r.attrs['data-step']} " in r.find_all("title")[0].all_text() for r in churn)
 
-    rows = dom.by_id("nodes").find_all("tbody")[0].find_all("tr")
+    rows = [r for r in dom.by_id("nodes").find_all("tr") if "data-node" in r.attrs]
     assert len(rows) == 4
+    # Grouped by NodePool and type on load: a header row before each group.
+    groups = [r.all_text() for r in dom.by_id("nodes").find_all("tr") if r.attrs.get("class") == "group"]
+    assert len(groups) == 3 and any(g.startswith("gpu / g5.xlarge — 2 node(s), $2.0120/h") for g in groups)
     meters = dom.by_id("nodes").find_all("span", **{"class": "meter"})
     assert len(meters) == 8 and all(0 < float(m.attrs["data-fraction"]) <= 1 for m in meters)
     assert "Budget" in dom.by_id("blockers").all_text()
-    assert "$2.4370" in dom.by_id("summary").all_text()
+    summary = dom.by_id("summary").all_text()
+    assert "$2.4370/h" in summary and "peak" in summary and "total spent over" in summary
+    assert "Cost per NodePool" in html and dom.by_id("pool-costs").find_all("td")[0].all_text() == "general"
+    diff = dom.by_id("node-diff")
+    # Both general nodes were replaced by drift: two removed, two added, the gpu nodes kept.
+    assert len(_removed(diff)) == len(_added(diff)) == 2 and all(n.startswith("general-") for n in _removed(diff))
 
     shot = tmp_path / "plan.png"
     chromium(tmp_path, "--hide-scrollbars", f"--window-size={WINDOW[0]},{WINDOW[1]}", f"--screenshot={shot}",
@@ -152,6 +170,60 @@ def test_plan_report_renders_charts_and_node_table(plan_report: Path, tmp_path: 
     assert len(colours) > 200  # text, charts and bars: not a blank page
     assert pixels_near(image, ON_DEMAND) > 2000  # the stacked on-demand bars (and tags)
     assert pixels_near(image, COST_LINE) > 300  # the cost line and the CPU meters
+
+
+def _added(diff: Element) -> list[str]:
+    return [r.attrs["data-node"] for r in diff.find_all("tr") if r.attrs.get("class") == "added"]
+
+
+def _removed(diff: Element) -> list[str]:
+    return [r.attrs["data-node"] for r in diff.find_all("tr") if r.attrs.get("class") == "removed"]
+
+
+def test_node_table_sorts_filters_and_groups_from_the_link(plan_report: Path, tmp_path: Path) -> None:
+    """The page's script reorders the rows it holds; a link's #filter/#sort/#group sets the view on load."""
+    def nodes_in(view: str) -> list[str]:
+        dom = rendered_dom(tmp_path, plan_report, fragment=view)
+        table = dom.by_id("nodes")
+        return [r.attrs["data-node"] for r in table.find_all("tr") if "data-node" in r.attrs]
+
+    every = nodes_in("")
+    gpu = nodes_in("filter=g5.xlarge&group=")
+    assert len(every) == 4 and len(gpu) == 2 and all(name.startswith("gpu-") for name in gpu)
+    by_price = nodes_in("sort=-price&group=")
+    assert set(by_price[:2]) == set(gpu)  # the g5.xlarge nodes cost the most
+    assert nodes_in("sort=name&group=") == sorted(every)
+
+
+def test_chart_launch_steps_equal_the_result_document(tmp_path: Path, capsys: Any) -> None:
+    """Charts and tables agree step for step with the result document: launches, disruptions, tooltips."""
+    document = example_cluster()
+    web = json.loads(json.dumps(find(document, "Deployment", "web")))
+    web["spec"]["replicas"] = 14
+    document["steps"] = [{"provision": {}}, {"advance": "5m"}, {"apply": [web]}, {"provision": {}},
+                         {"disrupt": {"until": "stable"}}]
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text(json.dumps(document))
+    report = tmp_path / "report.html"
+    code, out, _ = run_cli(capsys, "simulate", str(scenario), "--json", "--report", str(report))
+    assert code == 0
+    steps = json.loads(out)["steps"]
+    launch_steps = [str(i) for i, step in enumerate(steps) if step["launched"]]
+    assert launch_steps  # the scenario launches capacity
+
+    dom = rendered_dom(tmp_path, report)
+    charted = dom.by_id("chart-disruptions").find_all("rect", **{"data-series": "launched"})
+    assert [r.attrs["data-step"] for r in charted] == launch_steps
+    for rect in charted:
+        step = steps[int(rect.attrs["data-step"])]
+        assert rect.find_all("title")[0].all_text().startswith(f"step {rect.attrs['data-step']} ({step['step']})")
+        assert rect.find_all("title")[0].all_text().endswith(f"launched {len(step['launched'])}")
+    tabled = [r.attrs["data-step"] for r in dom.by_id("disruptions").find_all("tr", **{"data-kind": "launched"})]
+    assert sorted(set(tabled), key=int) == launch_steps
+    assert len(tabled) == sum(len(step["launched"]) for step in steps)
+    # Every frame's dot sits at its step's clock: the advance step is 5 minutes to the right of the start.
+    dots = {d.attrs["data-step"]: float(d.attrs["cx"]) for d in dom.by_id("chart-cost").find_all("circle")}
+    assert dots["1"] > dots["0"] == dots["start"]
 
 
 def test_simulate_report_keeps_the_result_and_renders(tmp_path: Path, capsys: Any) -> None:
@@ -178,7 +250,7 @@ def test_simulate_report_keeps_the_result_and_renders(tmp_path: Path, capsys: An
         len(nodes_chart.find_all("rect", **{"data-series": "on-demand"})) == 3
     )  # every step after the start
     final_nodes = json.loads(plain)["final"]["nodes"]
-    rows = dom.by_id("nodes").find_all("tbody")[0].find_all("tr")
+    rows = [r for r in dom.by_id("nodes").find_all("tbody")[0].find_all("tr") if "data-node" in r.attrs]
     assert sorted(r.attrs["data-node"] for r in rows) == sorted(n["name"] for n in final_nodes)
 
     shot = tmp_path / "simulate.png"

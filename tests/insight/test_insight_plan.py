@@ -81,9 +81,13 @@ def test_business_hours_budget_delays_drift_until_the_window_closes(
     plan = plan_json(capsys, cluster_snapshot, "--nodepools", str(EXAMPLES / "relabel-business-hours.yaml"))
 
     assert plan["drift"], "the relabel drifts the general nodes"
-    assert {d["at"] for d in plan["drift"]} == {"2026-01-05T17:00:00Z"}
-    assert plan["proposed"]["settledAt"] == "2026-01-05T17:00:00Z"
-    assert plan["proposed"]["durationSeconds"] == 7 * 3600
+    # The window closes at 17:00; the default 10% budget then lets one of the two nodes disrupt at a time, so
+    # the second starts when the first is drained: launch to initialized (90 s) + the pods' grace (30 s).
+    assert [d["at"] for d in plan["drift"]] == ["2026-01-05T17:00:00Z", "2026-01-05T17:02:00Z"]
+    assert [d["replacementsReadyAt"] for d in plan["drift"]] == ["2026-01-05T17:01:30Z", "2026-01-05T17:03:30Z"]
+    assert [d["drainedAt"] for d in plan["drift"]] == ["2026-01-05T17:02:00Z", "2026-01-05T17:04:00Z"]
+    assert plan["proposed"]["settledAt"] == "2026-01-05T17:04:00Z"
+    assert plan["proposed"]["durationSeconds"] == 7 * 3600 + 240
     budget = [b for b in plan["blockers"] if b["code"] == "Budget"]
     assert sorted(b["node"] for b in budget) == sorted(d["node"] for d in plan["drift"])
     for blocker in budget:
@@ -102,7 +106,7 @@ def test_after_business_hours_the_same_change_drifts_at_once(capsys: Any, cluste
         "--clock",
         "2026-01-05T18:00:00Z",
     )
-    assert {d["at"] for d in plan["drift"]} == {"2026-01-05T18:00:00Z"}
+    assert [d["at"] for d in plan["drift"]] == ["2026-01-05T18:00:00Z", "2026-01-05T18:02:00Z"]
     assert not [b for b in plan["blockers"] if b["code"] == "Budget"]
 
 
@@ -184,16 +188,18 @@ def test_plan_is_deterministic_and_renders_every_format(capsys: Any, cluster_sna
     assert verdict_line == (":warning: **REVIEW**: 2 node(s) replaced or removed, 10 pod(s) evicted; "
                             "no pod left unschedulable")
     assert heading == "### Adze NodePool plan"
-    assert "| current |" in markdown and "<details><summary>Drifted nodes (2)</summary>" in markdown
+    assert "| now |" in markdown and "<details><summary>Drifted nodes, in replacement order (2)</summary>" in markdown
     assert "Budget" in markdown
+    # Risks, then the money, then the collapsed tables.
+    assert markdown.index("- evicted: default/") < markdown.index("**Cost:**") < markdown.index("<details>")
 
     code, text, _ = run_cli(capsys, "plan", "--snapshot", str(cluster_snapshot), *args)
     assert code == 0
-    assert "after the change (stable)" in text and "settles after 7h" in text
+    assert "settled after the change" in text and "settles after 7h4m (at 2026-01-05T17:04:00Z)" in text
     assert text.startswith("REVIEW: ")
     plan = first
     now, settled = plan["current"]["costPerHour"], plan["proposed"]["costPerHour"]
-    assert f"cost: now ${now:,.4f}/h → settled ${settled:,.4f}/h (Δ " in text
+    assert f"cost: now ${now:,.4f}/h (${now * 730:,.2f}/month) → settled ${settled:,.4f}/h" in text
     assert plan["proposed"]["deltaPerHour"] == pytest.approx(settled - now)
 
 
@@ -207,6 +213,9 @@ def test_plan_still_changing_at_the_horizon_exits_4_and_says_so_first(capsys: An
                                 "blockers)")
     code, markdown, _ = run_cli(capsys, *args, "--markdown")
     assert code == 4 and markdown.startswith(":no_entry: **BLOCKED**: still changing")
+    # Never "settled" when the horizon cut it short.
+    assert "**Cost:** now $2.4370/h ($1,779.01/month) → at the horizon, still changing $2.4370/h" in markdown
+    assert "settled" not in markdown.split("<details>")[0]
 
 
 def test_plan_from_a_pulumi_stack_file(capsys: Any, cluster_snapshot: Path, tmp_path: Path) -> None:
@@ -306,4 +315,4 @@ def test_fresh_provision_dearer_than_the_settled_cluster_is_called_out(cluster_s
         plan, floor=dataclasses.replace(plan.floor, cost_per_hour=plan.proposed.cost_per_hour + 0.25)
     )
     for rendered in (render_text(dearer), render_markdown(dearer)):
-        assert "a fresh provision places every pod in one batch and costs $0.2500/h more" in rendered
+        assert "a fresh provision places every pod in one batch and costs $0.2500/h ($182.50/month) more" in rendered

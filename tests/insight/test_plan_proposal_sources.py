@@ -81,7 +81,7 @@ def test_removal_is_explicit_and_checked(capsys: Any, snapshot: Path) -> None:
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["--replace-all"], "--replace-all: needs --nodepools"),
-    (["--nodepools", "A", "--nodepools", "A"], "NodePool 'general' is declared in both"),
+    (["--nodepools", "A", "--nodepools", "B"], "NodePool 'general' is declared differently in"),
     (["--nodepools", "CLASS_ONLY", "--replace-all"], "no karpenter.sh/v1 NodePool in the file"),
     (["--nodepools", "EMPTY_DIR"], "no .yaml or .yml files in the directory"),
     (["--nodepools", "A", "--stack", "dev"], "give one source of proposed NodePools, not both"),
@@ -92,6 +92,7 @@ def test_bad_source_combinations_exit_2_naming_the_problem(
     (tmp_path / "empty").mkdir()
     files = {
         "A": str(EXAMPLES / "relabel-general.yaml"),
+        "B": str(EXAMPLES / "relabel-business-hours.yaml"),
         "CLASS_ONLY": str(write_yaml(tmp_path, "c.yaml", [
             o for o in yaml.safe_load(snapshot.read_text())["objects"] if o["kind"] == "EC2NodeClass"])),
         "EMPTY_DIR": str(tmp_path / "empty"),
@@ -118,7 +119,8 @@ def test_a_pool_without_a_usable_nodeclass_launches_nothing_and_the_plan_says_so
     assert all(reason in b["message"] for b in plan["blockers"] if b["nodepool"] == "gpu")
     assert len([b for b in plan["blockers"] if b["nodepool"] == "gpu"]) == 2
     code, text, _ = run_cli(capsys, "plan", "--snapshot", str(snapshot), "--nodepools", str(tmp_path / "gpu.yaml"))
-    assert text.startswith("REVIEW: 2 drifted node(s) cannot be replaced as asked")
+    assert text.startswith(f"REVIEW: {reason}") and ", so it launches nothing" in text.splitlines()[0]
+    assert f"risk: {reason}" in text
 
 
 def test_a_dump_without_any_ec2nodeclass_is_not_read_as_nothing_can_launch(
@@ -167,7 +169,7 @@ def test_risk_lines_show_requirement_changes_spot_share_and_a_single_zone(
     assert not any("one zone" in line for line in risks)
     code, markdown, _ = run_cli(capsys, "plan", "--snapshot", str(snapshot), "--nodepools", str(path), "--markdown")
     assert "- NodePool general: karpenter.sh/capacity-type: In [on-demand] → In [spot]" in markdown
-    assert markdown.index("spot 0% → 100%") < markdown.index("| current |")
+    assert markdown.index("spot 0% → 100%") < markdown.index("**Cost:**") < markdown.index("| now |")
 
 
 def test_a_pool_newly_confined_to_one_zone_is_flagged() -> None:
@@ -175,11 +177,43 @@ def test_a_pool_newly_confined_to_one_zone_is_flagged() -> None:
 
     from reconciler.insight.plan_render import risk_lines
 
-    spread = {"nodes": 3, "spot": 0, "zones": {"us-east-1a": 1, "us-east-1b": 1, "us-east-1c": 1}}
-    confined = {"nodes": 3, "spot": 3, "zones": {"us-east-1b": 3}}
+    spread = {"nodes": 3, "spot": 0, "zones": {"us-east-1a": 1, "us-east-1b": 1, "us-east-1c": 1},
+              "arch": {"amd64": 3}}
+    confined = {"nodes": 3, "spot": 3, "zones": {"us-east-1b": 3}, "arch": {"amd64": 1, "arm64": 2}}
     plan = SimpleNamespace(pool_changes=[], current=SimpleNamespace(by_pool={"web": spread}),
-                           proposed=SimpleNamespace(by_pool={"web": confined}))
+                           proposed=SimpleNamespace(by_pool={"web": confined}), unready_pools={}, stuck_drift=[],
+                           evictions=[])
     assert risk_lines(plan) == [
         "NodePool web: spot 0% → 100% of its nodes (0/3 → 3/3)",
-        "NodePool web: all 3 nodes end in one zone (us-east-1b); before: us-east-1a 1, us-east-1b 1, us-east-1c 1",
+        "NodePool web: architectures amd64 100% (3) → amd64 33% (1), arm64 67% (2)",
+        "NodePool web: all 3 nodes end in one zone (us-east-1b); before: us-east-1a 33% (1), us-east-1b 33% (1), "
+        "us-east-1c 33% (1)",
     ]
+    spread_again = {**confined, "zones": {"us-east-1a": 2, "us-east-1b": 1}}
+    plan.proposed = SimpleNamespace(by_pool={"web": spread_again})
+    assert risk_lines(plan)[-1] == (
+        "NodePool web: zones us-east-1a 33% (1), us-east-1b 33% (1), us-east-1c 33% (1) → "
+        "us-east-1a 67% (2), us-east-1b 33% (1)"
+    )
+
+
+def test_prices_from_the_bundled_preset_are_marked_as_estimates(capsys: Any, snapshot: Path, tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from reconciler.insight.plan_risks import price_note
+
+    preset = tmp_path / "preset.yaml"
+    code, _, err = run_cli(capsys, "snapshot", "--from", str(snapshot), "--catalog", "preset", "-o", str(preset))
+    assert code == 0, err
+    code, markdown, err = run_cli(capsys, "plan", "--snapshot", str(preset), "--nodepools",
+                                  str(EXAMPLES / "relabel-general.yaml"), "--markdown")
+    assert code == 0, err
+    cost = next(line for line in markdown.splitlines() if line.startswith("**Cost:**"))
+    assert cost.endswith("(prices are ESTIMATES from the bundled aws-us-east-1 catalogue, not this cluster's "
+                         "live prices).")
+    code, plan, _ = _plan(capsys, preset, "--nodepools", str(EXAMPLES / "relabel-general.yaml"))
+    assert plan["prices"] == {"kind": "estimate", "catalog": "aws-us-east-1", "nodeRegion": "us-east-1"}
+    staging = SimpleNamespace(prices={"kind": "estimate", "catalog": "aws-us-east-1", "nodeRegion": "us-west-2"})
+    assert price_note(staging).endswith("(its nodes run in us-west-2)")
+    _, own, _ = _plan(capsys, snapshot, "--nodepools", str(EXAMPLES / "relabel-general.yaml"))
+    assert own["prices"] == {"kind": "catalogue", "region": "us-east-1"}

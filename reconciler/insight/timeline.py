@@ -16,7 +16,7 @@ a budget window allows it), an initialized time and a finish time, writes them i
 
 Durations are estimates, named here and printed with the plan: from launch to an initialized Node
 (EC2 boot, kubelet registration, initialization) and each drain taking its pods' full termination grace
-period (the upper bound: most pods exit sooner).
+period (the upper bound: most pods exit sooner), at least the drain's 5 s minimum.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from typing import Any
 
 from reconciler.disruption.budgets import UNLIMITED, BudgetError, allowance, parse_budgets
 from reconciler.kube.api import POD
+from reconciler.lifecycle.drain import MIN_DRAIN_TIME
 from reconciler.model.meta import format_time
 from reconciler.sim.runner import Simulation
 
@@ -65,9 +66,12 @@ class Timeline:
         if not items:
             return
         pool, reason = str(items[0].get("nodepool") or ""), str(items[0]["reason"])
-        start = self._earliest_start(pool, reason, len(items))
+        # The command started before the pass let its drain run on the simulated clock.
+        started_at = min(self.sim.command_started_at or self.sim.now, self.sim.now)
+        start = self._earliest_start(pool, reason, len(items), started_at)
         ready = start + (LAUNCH_TO_INITIALIZED if any(item.get("replacements") for item in items) else timedelta())
-        finished = ready + timedelta(seconds=self._drain_seconds(record["events"][first_event:]))
+        drain = max(timedelta(seconds=self._drain_seconds(record["events"][first_event:])), MIN_DRAIN_TIME)
+        finished = ready + drain
         for item in items:
             item["startedAt"], item["readyAt"], item["finishedAt"] = (
                 format_time(start), format_time(ready), format_time(finished)
@@ -76,11 +80,10 @@ class Timeline:
         if start > self.sim.now:
             self.sim.advance((start - self.sim.now).total_seconds())
 
-    def _earliest_start(self, pool: str, reason: str, count: int) -> datetime:
-        """The first moment the pool's budget has room for ``count`` more disrupting nodes."""
+    def _earliest_start(self, pool: str, reason: str, count: int, now: datetime) -> datetime:
+        """The first moment from ``now`` the pool's budget has room for ``count`` more disrupting nodes."""
         from reconciler.insight.stability import budget_boundaries
 
-        now = self.sim.now
         state = self.sim.cluster.state()
         nodepool = state.nodepools.get(pool)
         if nodepool is None:

@@ -18,13 +18,16 @@ Reported: nodes and $/h before and after, the LP lower bound of the remaining
 pods' cost (scipy HiGHS on the fractional relaxation: enough node capacity of
 each resource for all requests, and at least as many nodes as the largest group
 of hostname anti-affine pods), the ratio after / bound, passes, and wall time
-per pass (mean / max) and for the whole run.
+per pass (mean / max) and for the whole run; then, end to end for the size
+(scale-up, deletion, bound and every pass), wall time, CPU time (user + system,
+``resource.getrusage``) and the process's peak RSS so far.
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+import resource
 import sys
 import time
 from collections import Counter
@@ -192,6 +195,20 @@ def apply(state: ClusterState, command: Command, prices: dict[str, float], now: 
         prices.pop(candidate.name, None)
 
 
+def command_record(command: Command) -> dict[str, Any]:
+    """What a pass decided: method, action, candidates, replacements and where each moving pod goes."""
+    return {
+        "method": command.method,
+        "action": command.action,
+        "candidates": [c.name for c in command.candidates],
+        "replacements": [
+            {"name": r.name, "options": list(r.instance_type_options), "price": r.price, "pods": sorted(r.pods)}
+            for r in command.replacements
+        ],
+        "placements": dict(sorted(command.placements.items())),
+    }
+
+
 def lower_bound(state: ClusterState, types: Sequence[InstanceType]) -> float:
     """LP bound: cheapest fractional mix of instance types whose allocatable covers every request."""
     from scipy.optimize import linprog
@@ -231,6 +248,7 @@ def run(nodes: int, *, max_passes: int, seed: int, verbose: bool = False) -> dic
     timings: list[float] = []
     simulations: list[int] = []
     methods: Counter[str] = Counter()
+    commands: list[dict[str, Any]] = []
     stable = False
     for _ in range(max_passes):
         started = time.perf_counter()
@@ -248,6 +266,7 @@ def run(nodes: int, *, max_passes: int, seed: int, verbose: bool = False) -> dic
             stable = True
             break
         methods[f"{decision.command.method}/{decision.command.action}"] += 1
+        commands.append(command_record(decision.command))
         apply(state, decision.command, prices, now)
         if verbose:
             print(f"    pass {len(timings):4d}: {timings[-1]:6.2f}s {decision.simulations:4d} sims  "
@@ -272,7 +291,17 @@ def run(nodes: int, *, max_passes: int, seed: int, verbose: bool = False) -> dic
         "total": sum(timings),
         "methods": dict(methods),
         "simulations": sum(simulations),
+        "commands": commands,
     }
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -289,7 +318,9 @@ def main(argv: list[str] | None = None) -> int:
     print(header)
     print("-" * len(header))
     for size in args.nodes:
+        started, cpu_started = time.perf_counter(), _cpu_seconds()
         row = run(size, max_passes=args.max_passes, seed=args.seed, verbose=args.verbose)
+        wall, cpu = time.perf_counter() - started, _cpu_seconds() - cpu_started
         print(
             f"{row['before_nodes']:>6} {row['before_cost']:>10.2f} {row['after_nodes']:>6} "
             f"{row['after_cost']:>10.2f} {row['bound']:>9.2f} {row['ratio']:>6.2f} {row['passes']:>6} "
@@ -300,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
             f"    commands: {row['methods']}; pods deleted: {row['pods_deleted']}; "
             f"simulations: {row['simulations']}; scaled-up cost {row['scaled_cost']:.2f} $/h"
         )
+        print(f"    end to end: wall {wall:.1f} s, CPU {cpu:.1f} s, peak RSS {_peak_rss_mb():.0f} MB", flush=True)
     return 0
 
 

@@ -9,6 +9,7 @@ sub-domains are reserved except for the well-known labels below, and
 
 from __future__ import annotations
 
+import functools
 import re
 
 # Kubernetes label syntax (k8s.io/apimachinery validation.IsQualifiedName / IsValidLabelValue).
@@ -118,6 +119,7 @@ def label_domain(key: str) -> str:
     return prefix if slash else ""
 
 
+@functools.lru_cache(maxsize=65536)  # a snapshot repeats the same keys and values thousands of times
 def qualified_name_problem(key: str) -> str | None:
     """Why ``key`` is not a valid label key (``[prefix/]name``), or ``None``."""
     prefix, slash, name = key.rpartition("/")
@@ -140,6 +142,7 @@ def qualified_name_problem(key: str) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=65536)
 def label_value_problem(value: str) -> str | None:
     """Why ``value`` is not a valid label value, or ``None``."""
     if len(value) > LABEL_VALUE_MAX_LENGTH:

@@ -152,11 +152,13 @@ StepHandler = Callable[[Step, dict[str, Any]], Awaitable[None]]
 
 
 class RecordingSimulation(Simulation):
-    def __init__(self, scenario: Scenario, *, frames: bool = True) -> None:
+    def __init__(self, scenario: Scenario, *, frames: bool = True, explain_every_pass: bool = True) -> None:
         """``frames``: False records only the start frame (no per-step node tables: faster when no report
-        is drawn)."""
+        is drawn). ``explain_every_pass``: False records DisruptionBlocked events only for a disrupt step's
+        command-less passes (what ``plan`` reads), not for each of the passes that acted."""
         super().__init__(scenario)
         self._every_step = frames
+        self.explain_every_pass = explain_every_pass
         self.frames: list[Frame] = []
         self.records: list[dict[str, Any]] = []
         for kind in STEP_KINDS:

@@ -167,9 +167,9 @@ async def compute_plan(
     prices = price_source(snapshot.document["catalog"], snapshot.objects)
     # One catalogue for all three simulations: what any current or proposed NodePool can launch.
     catalog = narrowed_catalog(snapshot.document["catalog"], [*snapshot.objects, *applied.objects])
-    snapshot = Snapshot({**snapshot.document, "catalog": catalog}, snapshot.source, snapshot.dropped)
+    snapshot = Snapshot({**snapshot.document, "catalog": catalog}, snapshot.source, snapshot.dropped, snapshot.checked)
     report("loading the snapshot")
-    current_sim = RecordingSimulation(snapshot.scenario(name=name), frames=False)
+    current_sim = RecordingSimulation(snapshot.scenario(name=name), frames=False, explain_every_pass=False)
     await current_sim.load()
     current = _summary(current_sim)
     settled_current = None
@@ -178,7 +178,7 @@ async def compute_plan(
         settled_current = (_summary(current_sim), _churn(current_sim.records))
 
     sim = RecordingSimulation(
-        snapshot.scenario(name=name, objects=applied.objects), frames=frames
+        snapshot.scenario(name=name, objects=applied.objects), frames=frames, explain_every_pass=False
     )
     await sim.load()
     start = sim.now
@@ -208,6 +208,7 @@ async def compute_plan(
     floor_sim = RecordingSimulation(
         snapshot.scenario(name=name, objects=fresh_provision_objects(applied.objects, start)),
         frames=False,
+        explain_every_pass=False,
     )
     await floor_sim.load()
     await floor_sim.run_step("provision", {})

@@ -14,7 +14,6 @@ controller treats them as its own instead of adding duplicates.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -99,7 +98,8 @@ _VOLUME_SOURCES_KEPT = ("persistentVolumeClaim", "ephemeral")
 def sanitize_objects(objects: Iterable[Mapping[str, Any]]) -> tuple[list[Manifest], dict[str, int]]:
     """Keep and strip what a snapshot may hold; returns (objects, count of dropped objects per kind).
 
-    Terminal pods (Succeeded/Failed) are dropped: they use no capacity.
+    Terminal pods (Succeeded/Failed) are dropped: they use no capacity. The result shares values with
+    ``objects`` (no copies: a 1,000-node dump is millions of values), which the caller hands over.
     """
     kept: list[Manifest] = []
     dropped: dict[str, int] = {}
@@ -136,7 +136,7 @@ def _sanitize(manifest: Mapping[str, Any]) -> Manifest:
         spec = manifest.get("spec") or {}
         template = spec.get("template") or {}
         result["spec"] = {
-            "selector": copy.deepcopy(spec.get("selector") or {}),
+            "selector": spec.get("selector") or {},
             "template": {
                 "metadata": _metadata(template.get("metadata") or {}, keep_finalizers=False),
                 "spec": pod_spec(template.get("spec") or {}),
@@ -145,15 +145,15 @@ def _sanitize(manifest: Mapping[str, Any]) -> Manifest:
         return result
     if kind == "Node":
         result["spec"] = {
-            k: copy.deepcopy(v)
+            k: v
             for k, v in (manifest.get("spec") or {}).items()
             if k in ("providerID", "taints", "unschedulable")
         }
         status = manifest.get("status") or {}
         node_info = status.get("nodeInfo") or {}
         result["status"] = {
-            "capacity": copy.deepcopy(status.get("capacity") or {}),
-            "allocatable": copy.deepcopy(status.get("allocatable") or {}),
+            "capacity": status.get("capacity") or {},
+            "allocatable": status.get("allocatable") or {},
             "conditions": _conditions(status.get("conditions") or []),
             "nodeInfo": {
                 k: v
@@ -164,12 +164,12 @@ def _sanitize(manifest: Mapping[str, Any]) -> Manifest:
         return result
     for key, value in manifest.items():
         if key not in ("apiVersion", "kind", "metadata"):
-            result[key] = copy.deepcopy(value)
+            result[key] = value
     return result
 
 
 def _metadata(metadata: Mapping[str, Any], *, keep_finalizers: bool) -> dict[str, Any]:
-    result = {k: copy.deepcopy(v) for k, v in metadata.items() if k not in _DROPPED_METADATA}
+    result = {k: v for k, v in metadata.items() if k not in _DROPPED_METADATA}
     if not keep_finalizers:
         result.pop("finalizers", None)
     annotations = {
@@ -186,11 +186,11 @@ def _metadata(metadata: Mapping[str, Any], *, keep_finalizers: bool) -> dict[str
 
 def pod_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
     """A pod spec reduced to what scheduling and disruption read (no env, commands, probes, mounts)."""
-    result = {k: copy.deepcopy(v) for k, v in spec.items() if k in _POD_SPEC_FIELDS}
+    result = {k: v for k, v in spec.items() if k in _POD_SPEC_FIELDS}
     for field in ("initContainers", "containers"):
         if spec.get(field):
             result[field] = [
-                {k: copy.deepcopy(v) for k, v in container.items() if k in _CONTAINER_FIELDS}
+                {k: v for k, v in container.items() if k in _CONTAINER_FIELDS}
                 for container in spec[field]
             ]
     if spec.get("volumes"):
@@ -203,7 +203,7 @@ def _volume(volume: Mapping[str, Any]) -> dict[str, Any]:
     for key, value in volume.items():
         if key == "name":
             continue
-        result[key] = copy.deepcopy(value) if key in _VOLUME_SOURCES_KEPT else {}
+        result[key] = value if key in _VOLUME_SOURCES_KEPT else {}
     return result
 
 

@@ -23,7 +23,7 @@ from reconciler import yamlio
 from reconciler.insight.catalog import preset_catalog
 from reconciler.insight.errors import InsightError
 from reconciler.insight.snapshot import observed_zones, sanitize_objects
-from reconciler.sim.scenario import DEFAULT_CLOCK, Scenario, ScenarioError, parse_scenario
+from reconciler.sim.scenario import DEFAULT_CLOCK, CheckedObjects, Scenario, ScenarioError, parse_scenario
 
 NODEPOOL_KEY = ("karpenter.sh/v1", "NodePool")
 NODECLASS_KEY = ("karpenter.k8s.aws/v1", "EC2NodeClass")
@@ -37,6 +37,8 @@ class Snapshot:
     document: dict[str, Any]
     source: str
     dropped: dict[str, int] = field(default_factory=dict)
+    # Objects validated once (load_snapshot) and not again by each scenario built from the snapshot.
+    checked: CheckedObjects = field(default_factory=CheckedObjects, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -57,7 +59,7 @@ class Snapshot:
     def at(self, clock: str) -> Snapshot:
         """The same snapshot evaluated at another time (``--clock``)."""
         settings = {**(self.document.get("settings") or {}), "clock": clock}
-        moved = Snapshot({**self.document, "settings": settings}, self.source, self.dropped)
+        moved = Snapshot({**self.document, "settings": settings}, self.source, self.dropped, self.checked)
         try:
             parse_scenario({**moved.document, "objects": []})
         except ScenarioError as err:
@@ -73,7 +75,7 @@ class Snapshot:
         if objects is not None:
             document["objects"] = objects
         try:
-            scenario = parse_scenario(document, source=self.source, default_name=self.name)
+            scenario = parse_scenario(document, source=self.source, default_name=self.name, checked=self.checked)
         except ScenarioError as err:
             raise InsightError(f"{self.source}: {err}") from None
         # A real cluster: a NodePool without its EC2NodeClass launches nothing, as in Karpenter. A dump with

@@ -7,10 +7,16 @@ bookkeeping; 409 on stale updates and duplicate creates; JSON merge patch with
 optional ``resourceVersion`` precondition; the status subresource (writes to the main
 resource ignore ``status`` and vice versa); finalizers and ``deletionTimestamp``;
 watches from a resourceVersion with a bounded history (``GoneError`` beyond it);
-label and field selectors; the Eviction subresource evaluating PodDisruptionBudgets;
+label and field selectors (pods indexed by ``spec.nodeName``, what the kubelet and the drain select
+on); the Eviction subresource evaluating PodDisruptionBudgets;
 graceful pod deletion when a DELETE names ``gracePeriodSeconds`` (``deletionTimestamp`` +
 ``deletionGracePeriodSeconds``; see ``memory_graceful``), with the kubelet's final removal
 played when the clock reaches the deletionTimestamp (on the next call into the cluster).
+
+Stored objects are never edited in place: every write stores a new top-level object with its own
+metadata and shares the unchanged subtrees with the version before (structural sharing), so a write
+costs what it changes, not the object's size. What leaves the store (reads, results, watch events
+and listeners that ask for copies) is a deep copy, which the caller may change.
 
 Not modelled (the kube-controller-manager's and kubelet's job, not the API server's):
 owner-reference garbage collection, graceful termination of pods deleted or evicted
@@ -56,6 +62,7 @@ from reconciler.kube.semantics import (
     has_status_subresource,
     label_selector_matcher,
     merge_patch,
+    node_name_selected,
     parse_time,
     plural,
     qualified_resource,
@@ -102,6 +109,9 @@ class MemoryKube:
         self._listeners: list[tuple[Listener, bool]] = []  # (listener, gets a copy)
         self._faults: list[_Fault] = []
         self._terminating_pods: dict[ObjectKey, datetime] = {}  # graceful deletions -> when the kubelet ends them
+        self._pods_by_node: dict[str, dict[ObjectKey, Manifest]] = {}  # spec.nodeName -> its pods
+        self._pod_order: dict[ObjectKey, int] = {}  # when each pod entered the store: lists keep store order
+        self._pods_stored = 0
 
     def set_scale_lookup(self, scale_of: Callable[[str, Mapping[str, Any]], int | None]) -> None:
         """Override how PDB checks find a controller's desired replicas: ``scale_of(namespace,
@@ -125,12 +135,16 @@ class MemoryKube:
         found = self._objects.get(_key_of(kind), {}).get(self._object_key(kind, name, namespace))
         return clone(found) if found is not None else None
 
-    def load(self, manifests: Iterable[Manifest]) -> None:
+    def load(self, manifests: Iterable[Manifest], *, share: bool = False) -> None:
         """Seed objects as a restored backup would: kept as given (status included), with
-        uid/creationTimestamp/resourceVersion filled in when missing; emits ADDED events."""
+        uid/creationTimestamp/resourceVersion filled in when missing; emits ADDED events.
+
+        ``share``: keep the manifests' nested values instead of deep copies (only the top level and
+        ``metadata`` are copied): for a caller that never changes them afterwards, such as a parsed
+        snapshot several simulations load."""
         for manifest in manifests:
             kind = self._remember(kind_of(manifest))
-            obj = clone(manifest)
+            obj = _shallow(manifest) if share else clone(manifest)
             metadata = self._prepare_metadata(kind, obj)
             store = self._objects.setdefault(_key_of(kind), {})
             key = (metadata.get("namespace", ""), metadata["name"])
@@ -184,8 +198,19 @@ class MemoryKube:
         self._finish_graceful_deletions()
         self._maybe_fail("list", kind)
         matches = self._matcher(kind, namespace, label_selector, field_selector)
-        items = [clone(obj) for obj in self._objects.get(_key_of(kind), {}).values() if matches(obj)]
+        items = [clone(obj) for obj in self._candidates(kind, field_selector) if matches(obj)]
         return items, str(self._history.revision)
+
+    def _candidates(self, kind: Kind, field_selector: str | None) -> Iterable[Manifest]:
+        """The stored objects a list must look at: a pod list selecting ``spec.nodeName=X`` only needs
+        the index's pods of X (the full selector is still applied to them)."""
+        if kind == POD and field_selector:
+            node = node_name_selected(field_selector)
+            if node is not None:
+                on_node = self._pods_by_node.get(node, {})
+                order = self._pod_order
+                return [on_node[key] for key in sorted(on_node, key=order.__getitem__)]
+        return self._objects.get(_key_of(kind), {}).values()
 
     def watch(
         self,
@@ -407,7 +432,7 @@ class MemoryKube:
             if not has_status_subresource(kind):
                 raise NotFoundError(f"{qualified_resource(kind)} has no status subresource")
             # The status subresource ignores every change outside ``status``.
-            updated = clone(current)
+            updated = _shallow(current)
             if "status" in desired:
                 updated["status"] = desired["status"]
             else:
@@ -415,7 +440,8 @@ class MemoryKube:
         else:
             updated = desired
             updated["apiVersion"], updated["kind"] = kind.api_version, kind.kind
-            metadata = updated.setdefault("metadata", {})
+            # Its own metadata: a merge patch that left metadata alone shares the stored version's.
+            metadata = updated["metadata"] = dict(updated.get("metadata") or {})
             metadata["resourceVersion"] = old_meta["resourceVersion"]
             for managed in (
                 "uid",
@@ -431,7 +457,7 @@ class MemoryKube:
                     metadata.pop(managed, None)
             if has_status_subresource(kind):
                 if "status" in current:
-                    updated["status"] = clone(current["status"])
+                    updated["status"] = current["status"]
                 else:
                     updated.pop("status", None)
             if old_meta.get("deletionTimestamp"):
@@ -464,11 +490,11 @@ class MemoryKube:
         metadata = current["metadata"]
         key = (metadata.get("namespace", ""), metadata["name"])
         if not metadata.get("finalizers"):
-            self._write(kind, key, clone(current), "DELETED")
+            self._write(kind, key, _shallow(current), "DELETED")
             return
         if metadata.get("deletionTimestamp"):
             return  # already terminating: a repeated delete changes nothing
-        updated = clone(current)
+        updated = _shallow(current)
         updated["metadata"]["deletionTimestamp"] = format_time(self._clock())
         updated["metadata"]["deletionGracePeriodSeconds"] = 0
         self._write(kind, key, updated, "MODIFIED", previous=current)
@@ -483,9 +509,9 @@ class MemoryKube:
         metadata = pod["metadata"]
         key = (metadata.get("namespace", ""), metadata["name"])
         if decision.grace_seconds == 0 and not metadata.get("finalizers"):
-            self._write(POD, key, clone(pod), "DELETED")
+            self._write(POD, key, _shallow(pod), "DELETED")
             return
-        updated = clone(pod)
+        updated = _shallow(pod)
         updated["metadata"]["deletionTimestamp"] = format_time(decision.until)
         updated["metadata"]["deletionGracePeriodSeconds"] = decision.grace_seconds
         self._write(POD, key, updated, "MODIFIED", previous=pod)
@@ -506,11 +532,23 @@ class MemoryKube:
             if pod is None or not pod["metadata"].get("deletionGracePeriodSeconds"):
                 continue  # gone already, or recreated under the same name
             if not pod["metadata"].get("finalizers"):
-                self._write(POD, key, clone(pod), "DELETED")
+                self._write(POD, key, _shallow(pod), "DELETED")
                 continue
-            updated = clone(pod)
+            updated = _shallow(pod)
             updated["metadata"]["deletionGracePeriodSeconds"] = 0
             self._write(POD, key, updated, "MODIFIED", previous=pod)
+
+    def _index_pod(self, key: ObjectKey, old: Manifest | None, new: Manifest | None) -> None:
+        old_node = (old.get("spec") or {}).get("nodeName") if old is not None else None
+        new_node = (new.get("spec") or {}).get("nodeName") if new is not None else None
+        if old_node and old_node != new_node:
+            on_node = self._pods_by_node.get(str(old_node))
+            if on_node is not None:
+                on_node.pop(key, None)
+                if not on_node:
+                    del self._pods_by_node[str(old_node)]
+        if new_node and new is not None:
+            self._pods_by_node.setdefault(str(new_node), {})[key] = new
 
     def _write(
         self,
@@ -523,6 +561,14 @@ class MemoryKube:
         revision = self._history.next_revision()
         obj["metadata"]["resourceVersion"] = str(revision)
         store = self._objects.setdefault(_key_of(kind), {})
+        if kind == POD:
+            previous_stored = store.get(key)
+            self._index_pod(key, previous_stored, None if event_type == "DELETED" else obj)
+            if event_type == "DELETED":
+                self._pod_order.pop(key, None)
+            elif previous_stored is None:
+                self._pods_stored += 1
+                self._pod_order[key] = self._pods_stored
         if event_type == "DELETED":
             store.pop(key, None)
         else:
@@ -531,3 +577,10 @@ class MemoryKube:
         for listener, copy in list(self._listeners):
             listener(kind, WatchEvent(event_type, clone(obj) if copy else obj))
         return obj
+
+
+def _shallow(manifest: Manifest) -> Manifest:
+    """A new top-level object with its own metadata, sharing every other value (never edited in place)."""
+    copied = dict(manifest)
+    copied["metadata"] = dict(manifest.get("metadata") or {})
+    return copied

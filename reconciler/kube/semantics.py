@@ -244,6 +244,15 @@ def field_selector_matcher(text: str | None) -> FieldMatcher:
     return lambda manifest: all((_field_value(manifest, p) == v) == equal for p, equal, v in terms)
 
 
+def node_name_selected(text: str) -> str | None:
+    """The node a field selector pins with ``spec.nodeName=X`` (``==`` too), or None when it does not."""
+    for term in _split_terms(text):
+        match = _EQUALITY_TERM.match(term)
+        if match and match.group(1) == "spec.nodeName" and match.group(2) in ("=", "==") and match.group(3):
+            return match.group(3)
+    return None
+
+
 def merge_patch_diff(old: Any, new: Any) -> Any:
     """The RFC 7386 patch that turns ``old`` into ``new`` (``merge_patch(old, diff) == new``).
 

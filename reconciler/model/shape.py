@@ -2,7 +2,7 @@
 
 A shape is a type check (``STR``, ``INT``, ...), a ``dict`` of field -> shape (other fields are not read
 and not checked), a one-item ``list`` meaning "a list of these", or ``MapOf(shape)`` for free-form keys.
-``check_document_bounds`` refuses documents too deep or too large once YAML aliases are expanded.
+``check_document_bounds`` refuses documents too deep or growing too large when YAML aliases are expanded.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from reconciler.model.meta import ManifestError
 from reconciler.model.quantity import QuantityError, parse_quantity
 
 MAX_DEPTH = 64  # Kubernetes objects nest about 15 levels; this only stops pathological input
-MAX_EXPANDED_NODES = 2_000_000  # counts shared (aliased) subtrees once per use
+MAX_EXPANDED_NODES = 2_000_000  # values YAML aliases may add (each re-use of a shared subtree counts it again)
 MAX_REPLICAS = 100_000
 INT32 = 2**31 - 1
 INT64 = 2**63 - 1
@@ -171,9 +171,12 @@ def check_manifest_shape(manifest: Mapping[str, Any], path: str) -> None:
 
 
 def check_document_bounds(document: Any, path: str = "(document)") -> None:
-    """Refuse input nested deeper than ``MAX_DEPTH`` or larger than ``MAX_EXPANDED_NODES`` once YAML
-    aliases are expanded (an alias bomb is small on disk and huge in memory)."""
+    """Refuse input nested deeper than ``MAX_DEPTH`` or growing by more than ``MAX_EXPANDED_NODES`` values
+    when its YAML aliases are expanded (an alias bomb is small on disk and huge in memory). A document
+    without aliases is as large as its file, however many values it holds (a 5,000-node snapshot has
+    millions), so only the values aliases add count against the bound."""
     sizes: dict[int, int] = {}
+    added = [0]  # values that re-used (aliased) subtrees add once expanded
 
     def leaf(node: Any, depth: int) -> None:
         if depth > MAX_DEPTH:
@@ -189,7 +192,10 @@ def check_document_bounds(document: Any, path: str = "(document)") -> None:
         if depth > MAX_DEPTH:
             raise ManifestError(f"{path}: nested deeper than {MAX_DEPTH} levels")
         known = sizes.get(id(node))
-        if known is not None:
+        if known is not None:  # a subtree met again: an alias, expanded here once more
+            added[0] += known
+            if added[0] > MAX_EXPANDED_NODES:
+                raise ManifestError(f"{path}: more than {MAX_EXPANDED_NODES} values once YAML aliases are expanded")
             return known
         total = 1
         for child in node.values() if isinstance(node, dict) else node:
@@ -199,8 +205,6 @@ def check_document_bounds(document: Any, path: str = "(document)") -> None:
                 total += 1
                 if depth >= MAX_DEPTH or (isinstance(child, str) and not child.isascii()):
                     leaf(child, depth + 1)
-        if total > MAX_EXPANDED_NODES:
-            raise ManifestError(f"{path}: more than {MAX_EXPANDED_NODES} values once YAML aliases are expanded")
         sizes[id(node)] = total
         return total
 

@@ -45,7 +45,10 @@ async def disrupt_once(cluster: SimulatedCluster, record: dict[str, Any]) -> boo
     """One disruption pass; True when a command was carried out (so ``until: stable`` goes on)."""
     sim = cluster.sim
     decision = await _decide(cluster)
-    for explanation in decision.explanations:
+    # Every pass's explanations belong to the result document; a caller reading only the final,
+    # command-less pass (plan) keeps memory flat over thousands of passes without them.
+    explained = decision.command is None or getattr(sim, "explain_every_pass", True)
+    for explanation in decision.explanations if explained else ():
         record["events"].append(
             {"object": f"Node/{explanation.node}", "reason": "DisruptionBlocked",
              "message": f"{explanation.code}: {explanation.message}",

@@ -105,7 +105,7 @@ class Simulation:
             if manifest.get("kind") == "Node":
                 self._adopt_instance(manifest, f"objects[{index}]")
         try:
-            self.kube.load(expanded)
+            self.kube.load(expanded, share=True)  # the scenario's objects are never changed afterwards
         except ScenarioError:
             raise
         except Exception as err:  # duplicate names and the like

@@ -75,11 +75,34 @@ def load_scenario_file(path: str | Path) -> Scenario:
     return parse_scenario(document, source=str(path), default_name=file.stem)
 
 
-def parse_scenario(document: Any, *, source: str = "", default_name: str = "scenario") -> Scenario:
+class CheckedObjects:
+    """Manifests already validated (held by identity): a snapshot's objects are checked once, however
+    many scenarios (current, proposed, fresh provision) are built from them. Kept objects must not be
+    changed afterwards."""
+
+    def __init__(self) -> None:
+        self._objects: dict[int, Any] = {}
+
+    def __contains__(self, manifest: object) -> bool:
+        return self._objects.get(id(manifest)) is manifest
+
+    def add(self, manifest: Any) -> None:
+        self._objects[id(manifest)] = manifest
+
+
+def parse_scenario(
+    document: Any, *, source: str = "", default_name: str = "scenario", checked: CheckedObjects | None = None
+) -> Scenario:
+    """``checked``: objects found there are not validated again (nor counted again against the input
+    bounds, which their first validation covered); the objects validated now are added to it."""
     if not isinstance(document, Mapping):
         raise ScenarioError("(document): a scenario must be a YAML map with catalog, objects and steps")
     try:
-        check_document_bounds(document)
+        given = document.get("objects")
+        if checked is not None and isinstance(given, list):
+            check_document_bounds({**document, "objects": [o for o in given if o not in checked]})
+        else:
+            check_document_bounds(document)
     except ManifestError as err:
         raise ScenarioError(str(err)) from None
     known = {"name", "settings", "catalog", "objects", "steps", "description"}
@@ -104,7 +127,13 @@ def parse_scenario(document: Any, *, source: str = "", default_name: str = "scen
     if not isinstance(objects, list):
         raise ScenarioError("objects: expected a list of Kubernetes manifests")
     for index, manifest in enumerate(objects):
-        check_manifest(manifest, f"objects[{index}]")
+        if checked is not None:
+            if manifest in checked:
+                continue
+            check_manifest(manifest, f"objects[{index}]")
+            checked.add(manifest)
+        else:
+            check_manifest(manifest, f"objects[{index}]")
     raw_steps = document.get("steps") or []
     if not isinstance(raw_steps, list):
         raise ScenarioError("steps: expected a list")

@@ -60,15 +60,16 @@ class Timeline:
         self.sim = sim
         self.deadline = deadline
         self.commands: list[TimedCommand] = []
+        # Drains are timed here (at least the 5 s minimum); the simulator carries commands out at once, so the
+        # next pass starts when the live controller would start the next command, not after this one's drain.
+        sim.cluster.terminator.min_drain = timedelta(0)
 
     def after_pass(self, record: dict[str, Any], first_item: int, first_event: int) -> None:
         items = record["disrupted"][first_item:]
         if not items:
             return
         pool, reason = str(items[0].get("nodepool") or ""), str(items[0]["reason"])
-        # The command started before the pass let its drain run on the simulated clock.
-        started_at = min(self.sim.command_started_at or self.sim.now, self.sim.now)
-        start = self._earliest_start(pool, reason, len(items), started_at)
+        start = self._earliest_start(pool, reason, len(items))
         ready = start + (LAUNCH_TO_INITIALIZED if any(item.get("replacements") for item in items) else timedelta())
         drain = max(timedelta(seconds=self._drain_seconds(record["events"][first_event:])), MIN_DRAIN_TIME)
         finished = ready + drain
@@ -80,10 +81,11 @@ class Timeline:
         if start > self.sim.now:
             self.sim.advance((start - self.sim.now).total_seconds())
 
-    def _earliest_start(self, pool: str, reason: str, count: int, now: datetime) -> datetime:
-        """The first moment from ``now`` the pool's budget has room for ``count`` more disrupting nodes."""
+    def _earliest_start(self, pool: str, reason: str, count: int) -> datetime:
+        """The first moment the pool's budget has room for ``count`` more disrupting nodes."""
         from reconciler.insight.stability import budget_boundaries
 
+        now = self.sim.now
         state = self.sim.cluster.state()
         nodepool = state.nodepools.get(pool)
         if nodepool is None:

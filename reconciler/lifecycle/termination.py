@@ -75,7 +75,7 @@ class Terminator:
         self._kube = kube
         self._cloud = cloud
         self._reads: TerminationReads = reads or ApiReads(kube)
-        self._min_drain = min_drain
+        self.min_drain = min_drain
         self._drain_started: dict[str, datetime] = {}  # NodeClaim uid -> when its drain began
 
     async def step(self, nodeclaim: Manifest, now: datetime) -> TerminationStep:
@@ -110,8 +110,8 @@ class Terminator:
         await self._execute_drain(plan, result)
         if not plan.complete:
             return False
-        if not drain_finished(plan, started, now, self._min_drain):
-            result.drain_ends_at = started + self._min_drain
+        if not drain_finished(plan, started, now, self.min_drain):
+            result.drain_ends_at = started + self.min_drain
             return False
         return True
 

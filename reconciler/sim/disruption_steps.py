@@ -71,7 +71,6 @@ async def disrupt_once(cluster: SimulatedCluster, record: dict[str, Any]) -> boo
             return False
         command = checked.command
     executor = CommandExecutor(sim.kube, sim.cloud)
-    sim.command_started_at = sim.now
     flight = await executor.start(command, sim.now)
     if flight.state == "aborted":
         record["events"].append(

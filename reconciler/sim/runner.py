@@ -81,8 +81,6 @@ class Simulation:
         # Called after each disruption pass that acted, with the step record and the indexes of the pass's first
         # ``disrupted`` item and event (``plan`` times each command from them); None in ``simulate``.
         self.after_disruption_pass: Callable[[dict[str, Any], int, int], None] | None = None
-        # When the last disruption command was started: the pass may move the clock on while it drains.
-        self.command_started_at: datetime | None = None
 
     # -- helpers used by the step handlers ------------------------------------------------------
     def snapshot(self, kind_name: str) -> list[Manifest]:

@@ -75,7 +75,7 @@ class GatedKube:
         self, kind: Kind, namespace: str | None = None, label_selector: str | None = None,
         field_selector: str | None = None,
     ) -> tuple[list[Manifest], str]:
-        return await self._kube.list(kind, namespace, label_selector, field_selector)
+        return await self._kube.list(kind, namespace, label_selector=label_selector, field_selector=field_selector)
 
     def watch(
         self, kind: Kind, resource_version: str, namespace: str | None = None, *,

@@ -46,6 +46,8 @@ class IamArgs:
     oidc_provider_arn: pulumi.Input[str] | None = None
     oidc_issuer: pulumi.Input[str] | None = None
     create_spot_service_linked_role: bool = False
+    # amiSelectorTerms[].ssmParameter of the node classes: the reconciler reads them to resolve AMIs.
+    ssm_parameters: tuple[str, ...] = ()
     tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -92,7 +94,8 @@ class Iam(pulumi.ComponentResource):
         for short_name in self._policy_names(args):
             document = pulumi.Output.all(args.scope, node_role.arn, args.queue_arn, args.queue_kms_key_arn).apply(
                 lambda values, key=short_name: json.dumps(
-                    controller_policies(values[0], args.cluster_name, values[1], values[2], values[3])[key]
+                    controller_policies(values[0], args.cluster_name, values[1], values[2], values[3],
+                                        args.ssm_parameters)[key]
                 )
             )
             policy = aws.iam.Policy(

@@ -10,6 +10,7 @@
   ``disruption`` (decide, validate, execute one command at a time), ``drift``
   (provider drift as a condition), ``expiration``, ``garbage`` (orphaned
   instances, vanished instances), ``status`` (NodePool / EC2NodeClass),
+  ``nodeclass_termination`` (the EC2NodeClass finalizer: launch templates and instance profiles),
   ``podevents`` (``lastPodEventTime``), ``interruption`` (SQS queue and
   instance-status poller).
 

@@ -29,7 +29,7 @@ class StartupError(RuntimeError):
 def simulated_cloud(catalog_path: str | None, clock: Clock) -> CloudProvider:
     """The simulated cloud with a scenario file's ``catalog:`` section, or the aws-us-east-1 preset."""
     from reconciler.cloud.sim.provider import SimulatedCloud
-    from reconciler.sim.catalog import build_catalog
+    from reconciler.sim.catalog import build_catalog, catalog_shaper
     from reconciler.sim.scenario import ScenarioError, load_scenario_file
 
     try:
@@ -39,7 +39,7 @@ def simulated_cloud(catalog_path: str | None, clock: Clock) -> CloudProvider:
             catalog = load_scenario_file(catalog_path).catalog
         else:
             catalog = {"preset": "aws-us-east-1"}
-        return SimulatedCloud(build_catalog(catalog), clock=clock.now)
+        return SimulatedCloud(build_catalog(catalog), clock=clock.now, shaper=catalog_shaper(catalog))
     except ScenarioError as err:
         raise StartupError(f"--catalog {catalog_path}: {err}") from None
 

@@ -20,6 +20,7 @@ from reconciler.controllers.drift import DriftMarker
 from reconciler.controllers.expiration import ExpirationController
 from reconciler.controllers.garbage import GarbageCollector
 from reconciler.controllers.lifecycle import NodeClaimLifecycle
+from reconciler.controllers.nodeclass_termination import NodeClassTermination
 from reconciler.controllers.podevents import PodEventsController
 from reconciler.controllers.provisioner import Provisioner
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, NameGenerator
@@ -67,6 +68,7 @@ class Reconciler:
         self.status = StatusController(ctx, self.store)
         self.drift = DriftMarker(ctx, self.store)
         self.podevents = PodEventsController(ctx, self.store)
+        self.nodeclass_termination = NodeClassTermination(ctx, self.store)
         self.loops: dict[str, Callable[[], Awaitable[None]]] = {
             "provisioner": self.provisioner.run,
             "nodeclaim.lifecycle": self.lifecycle.run,
@@ -75,6 +77,7 @@ class Reconciler:
             "nodeclaim.garbagecollection": self.garbage.run,
             "nodeclaim.podevents": self.podevents.run,
             "status": self.status.run,
+            "nodeclass.termination": self.nodeclass_termination.run,
         }
         if disruption:
             self.loops["disruption"] = self.disruption.run

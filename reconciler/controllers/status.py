@@ -149,6 +149,8 @@ class StatusController:
         nodeclass = self.store.get("EC2NodeClass", ref_name)
         if nodeclass is None:
             class_ready, class_message = False, f"EC2NodeClass {ref_name!r} not found"
+        elif nodeclass["metadata"].get("deletionTimestamp"):
+            class_ready, class_message = False, f"EC2NodeClass {ref_name!r} is being deleted"
         elif not has_condition(nodeclass, "Ready"):
             class_ready, class_message = False, f"EC2NodeClass {ref_name!r} is not Ready"
         else:

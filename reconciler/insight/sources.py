@@ -22,7 +22,7 @@ import yaml
 from reconciler import yamlio
 from reconciler.insight.catalog import preset_catalog
 from reconciler.insight.errors import InsightError
-from reconciler.insight.snapshot import observed_zones, sanitize_objects
+from reconciler.insight.snapshot import observed_region, observed_zones, sanitize_objects
 from reconciler.sim.scenario import DEFAULT_CLOCK, CheckedObjects, Scenario, ScenarioError, parse_scenario
 
 NODEPOOL_KEY = ("karpenter.sh/v1", "NodePool")
@@ -150,7 +150,9 @@ def load_snapshot(path: str | Path, *, catalog: Mapping[str, Any] | None = None)
         document = {
             "name": stem,
             "settings": {"clock": _stamp(latest_timestamp(objects))},
-            "catalog": dict(catalog) if catalog is not None else preset_catalog(observed_zones(objects)),
+            "catalog": dict(catalog)
+            if catalog is not None
+            else preset_catalog(observed_zones(objects), observed_region(objects)),
             "objects": objects,
             "steps": [],
         }

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from reconciler.cloud import pricesource
 from reconciler.disruption.pods import pod_key
 from reconciler.kube.api import KINDS_BY_NAME, NODE, NODECLAIM, POD, Kind, Manifest, NotFoundError, WatchEvent
 from reconciler.lifecycle.launch import has_condition, initialize, launch, node_for_instance, register
@@ -106,7 +107,7 @@ class SimulatedCluster:
                 break
 
     async def _plan(self) -> Any:
-        types = await self.sim.cloud.instance_types(None)
+        types = await engine.types_by_nodepool(self.state(), self.sim.cloud)
         return engine.plan(self.state(), types, self.sim.settings, self.sim.now, self.sim.names)
 
     async def _launch_planned(self, planned: Any, record: dict[str, Any], *, launch_ready: bool) -> str | None:
@@ -130,6 +131,7 @@ class SimulatedCluster:
                 "zone": instance.zone,
                 "capacityType": instance.capacity_type,
                 "price": instance.price,
+                "priceSource": instance.price_source or None,
                 "instanceTypeOptions": list(planned.instance_type_options),
                 "pods": list(planned.pods),
             }
@@ -208,7 +210,7 @@ class SimulatedCluster:
         await self.progress_terminations(record)
 
     async def _plan_existing_only(self) -> dict[str, str]:
-        types = await self.sim.cloud.instance_types(None)
+        types = await engine.types_by_nodepool(self.state(), self.sim.cloud)
         return engine.bindable(self.state(), types, self.sim.settings, self.sim.now)
 
     # -- disruption and termination -------------------------------------------------------------
@@ -367,9 +369,10 @@ class SimulatedCluster:
         total = 0.0
         for node in sorted(self.sim.kube.objects(NODE), key=lambda n: n["metadata"]["name"]):
             labels = node["metadata"].get("labels") or {}
-            price = self.sim.cloud.price_of(
-                labels.get(wk.INSTANCE_TYPE, ""), labels.get(wk.ZONE, ""), labels.get(wk.CAPACITY_TYPE, "")
-            ) or 0.0
+            offering = (labels.get(wk.INSTANCE_TYPE, ""), labels.get(wk.ZONE, ""), labels.get(wk.CAPACITY_TYPE, ""))
+            price = self.sim.cloud.price_of(*offering)
+            source = self.sim.cloud.price_source_of(*offering) if price is not None else ""
+            price = price or 0.0  # the format's rule for nodes without a known offering; priceSource is null
             total += price
             nodes.append(
                 {
@@ -379,15 +382,20 @@ class SimulatedCluster:
                     "zone": labels.get(wk.ZONE),
                     "capacityType": labels.get(wk.CAPACITY_TYPE),
                     "price": price,
+                    "priceSource": source or None,
                     "pods": sorted(pods_by_node.get(node["metadata"]["name"], [])),
                     "managed": wk.NODEPOOL in labels,
                 }
             )
-        return {
+        final: dict[str, Any] = {
             "nodes": nodes,
             "pending": sorted(pod_key(p) for p in self.pending_pods()),
             "costPerHour": round(total, 6),
         }
+        sources = pricesource.legend(node["priceSource"] for node in nodes)
+        if sources:  # optional key (scenario-format: new keys only): where costPerHour's prices come from
+            final["priceSources"] = sources
+        return final
 
 
 def _owned_by_daemonset(pod: Mapping[str, Any] | None) -> bool:

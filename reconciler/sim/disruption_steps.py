@@ -36,9 +36,9 @@ UNAVAILABLE_AFTER_INTERRUPTION = timedelta(minutes=3)
 
 async def _decide(cluster: SimulatedCluster) -> Any:
     sim = cluster.sim
-    types = await sim.cloud.instance_types(None)
     state = cluster.state()
-    return decide(state, engine.types_by_nodepool(state, types), sim.settings, sim.now, name_for=sim.names)
+    types = await engine.types_by_nodepool(state, sim.cloud)
+    return decide(state, types, sim.settings, sim.now, name_for=sim.names)
 
 
 async def disrupt_once(cluster: SimulatedCluster, record: dict[str, Any]) -> bool:
@@ -60,9 +60,9 @@ async def disrupt_once(cluster: SimulatedCluster, record: dict[str, Any]) -> boo
     if command.method in VALIDATED_METHODS:
         sim.advance(sim.settings.consolidation_validation_wait)
         await cluster.settle(record)
-        types = await sim.cloud.instance_types(None)
         state = cluster.state()
-        checked = validate(command, state, engine.types_by_nodepool(state, types), sim.settings, sim.now)
+        types = await engine.types_by_nodepool(state, sim.cloud)
+        checked = validate(command, state, types, sim.settings, sim.now)
         if not checked.valid or checked.command is None:
             record["events"].append(
                 {"object": f"Node/{command.candidates[0].name}", "reason": "DisruptionAborted",
@@ -107,6 +107,9 @@ async def disrupt_once(cluster: SimulatedCluster, record: dict[str, Any]) -> boo
                 "price": sim.cloud.price_of(
                     labels.get(wk.INSTANCE_TYPE, ""), labels.get(wk.ZONE, ""), labels.get(wk.CAPACITY_TYPE, "")
                 ),
+                "priceSource": sim.cloud.price_source_of(
+                    labels.get(wk.INSTANCE_TYPE, ""), labels.get(wk.ZONE, ""), labels.get(wk.CAPACITY_TYPE, "")
+                ) or None,
                 "instanceTypeOptions": list(replacement.instance_type_options),
                 "pods": list(replacement.pods),
             }

@@ -24,7 +24,7 @@ from reconciler.kube.memory import MemoryKube
 from reconciler.model import labels as wk
 from reconciler.model.meta import format_time
 from reconciler.model.resources import Resources
-from reconciler.sim.catalog import build_catalog
+from reconciler.sim.catalog import build_catalog, catalog_shaper
 from reconciler.sim.cluster import SimulatedCluster
 from reconciler.sim.scenario import Scenario, ScenarioError, Step, load_scenario_file
 from reconciler.sim.workloads import WorkloadControllers, create_with_status, expand_pod_replicas, simulated_scale
@@ -32,6 +32,9 @@ from reconciler.sim.workloads import WorkloadControllers, create_with_status, ex
 __all__ = ["ScenarioError", "Simulation", "run_scenario", "run_scenario_file"]
 
 MAX_STABLE_PASSES = 100
+CLOUDS = ("simulated", "moto")
+# Builds the cloud a simulation runs against, given the simulation (its clock, scenario).
+CloudFactory = Callable[["Simulation"], Any]
 
 
 class NameGenerator:
@@ -66,13 +69,22 @@ def new_step_record(kind: str, clock: datetime) -> dict[str, Any]:
 
 
 class Simulation:
-    def __init__(self, scenario: Scenario) -> None:
+    def __init__(self, scenario: Scenario, *, cloud: CloudFactory | None = None) -> None:
+        """``cloud`` builds another cloud than the simulated one (``moto_cloud``: the real AWS provider on
+        moto); it must also answer ``price_of``, ``price_source_of``, ``mark_unavailable`` and
+        ``register_existing`` as ``SimulatedCloud`` does."""
         self.scenario = scenario
         self.settings = scenario.settings
         self.now = scenario.clock
         self.kube = MemoryKube(clock=lambda: self.now, seed=0)
         self.kube.set_scale_lookup(simulated_scale(self.kube))
-        self.cloud = SimulatedCloud(build_catalog(scenario.catalog), clock=lambda: self.now)
+        self.cloud: Any = (
+            cloud(self)
+            if cloud is not None
+            else SimulatedCloud(
+                build_catalog(scenario.catalog), clock=lambda: self.now, shaper=catalog_shaper(scenario.catalog)
+            )
+        )
         self.names = NameGenerator(scenario.name)
         self.cluster = SimulatedCluster(self)
         self.workloads = WorkloadControllers(
@@ -241,10 +253,38 @@ def _kind_for_reference(ref: Mapping[str, Any], path: str) -> Kind:
     return kind
 
 
-def run_scenario(scenario: Scenario) -> dict[str, Any]:
-    return asyncio.run(Simulation(scenario).run())
+def moto_cloud(sim: Simulation) -> Any:
+    """The real AWS provider against an in-process moto seeded from the scenario (``--cloud moto``)."""
+    from reconciler.sim.moto_cloud import MotoSimulatedCloud
+
+    return MotoSimulatedCloud(sim.scenario.catalog, sim.scenario.objects, lambda: sim.now)
 
 
-def run_scenario_file(path: str | Path) -> dict[str, Any]:
-    return run_scenario(load_scenario_file(path))
+def cloud_factory(name: str) -> CloudFactory | None:
+    if name not in CLOUDS:
+        raise ScenarioError(f"--cloud: {name!r} must be one of {', '.join(CLOUDS)}")
+    return moto_cloud if name == "moto" else None
+
+
+async def run_simulation(
+    sim: Simulation, after_step: Callable[[Step, dict[str, Any]], None] | None = None
+) -> dict[str, Any]:
+    """Run ``sim`` to the end and release its cloud (the moto server) whatever happens."""
+    try:
+        check = getattr(sim.cloud, "check_types", None)
+        if check is not None:
+            await check()
+        return await sim.run(after_step)
+    finally:
+        close = getattr(sim.cloud, "close", None)
+        if close is not None:
+            close()
+
+
+def run_scenario(scenario: Scenario, *, cloud: str = "simulated") -> dict[str, Any]:
+    return asyncio.run(run_simulation(Simulation(scenario, cloud=cloud_factory(cloud))))
+
+
+def run_scenario_file(path: str | Path, *, cloud: str = "simulated") -> dict[str, Any]:
+    return run_scenario(load_scenario_file(path), cloud=cloud)
 

@@ -41,7 +41,7 @@ from reconciler.cloud.aws.launchtemplate import (
 )
 from reconciler.cloud.aws.nodeclass import NodeClassResolver, ResolvedNodeClass, subnets_for_launch
 from reconciler.cloud.aws.preset import load_catalog
-from reconciler.cloud.aws.pricing import PricingProvider
+from reconciler.cloud.aws.pricing import PriceSource, PricingProvider
 from reconciler.cloud.aws.typeprovider import InstanceTypeProvider
 from reconciler.cloud.aws.userdata import ClusterInfo
 from reconciler.cloud.types import (
@@ -103,6 +103,7 @@ class AWSCloudProvider:
         clients: AwsClients | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         monotonic: Callable[[], float] = time.monotonic,
+        prices: PriceSource | None = None,
     ) -> None:
         self.config = config
         self.cluster = config.cluster.name
@@ -110,18 +111,15 @@ class AWSCloudProvider:
         self.caller = AwsCaller(config.max_concurrency)
         self._now = now
         self._monotonic = monotonic
-        catalog = load_catalog("us-east-1")  # the only bundled table; other regions refresh from the API
-        self.pricing = PricingProvider(
-            config.region,
-            catalog.on_demand_prices() if config.region == "us-east-1" else {},
-            bundled_as_of=datetime.fromisoformat(catalog.prices_as_of).replace(tzinfo=UTC),
-            clock=lambda: self._now().timestamp(),
-        )
+        self.pricing = startup_pricing(config.region, clock=lambda: self._now().timestamp())
+        # What offerings and instances are priced with: the refreshed pricing provider, or a fixed table
+        # (``simulate --cloud moto`` feeds the scenario's prices, as the simulated cloud has them).
+        self.prices: PriceSource = prices or self.pricing
         self.unavailable = UnavailableOfferings(clock=monotonic)
         self.instance_type_provider = InstanceTypeProvider(
             self.caller,
             self.clients.ec2,
-            self.pricing,
+            self.prices,
             self.unavailable,
             region=config.region,
             extra_filters=config.instance_type_filters,
@@ -175,9 +173,22 @@ class AWSCloudProvider:
         generation = int((nodeclass.get("metadata") or {}).get("generation") or 0)
         return resolved.status(self._now(), generation)
 
+    async def delete_nodeclass_resources(self, nodeclass: Mapping[str, Any]) -> dict[str, list[str]]:
+        """What the EC2NodeClass finalizer removes: the class's launch templates and the instance profiles
+        managed for it (never a profile named in ``spec.instanceProfile``). Idempotent."""
+        metadata = nodeclass.get("metadata") or {}
+        name = str(metadata.get("name", ""))
+        templates = await self.launch_templates.delete_for_nodeclass(self.cluster, name)
+        profiles = await self.nodeclasses.delete_nodeclass_profiles(str(metadata.get("uid", "")))
+        self._nodeclass_cache.pop(name, None)
+        return {"launch-templates": templates, "instance-profiles": profiles}
+
     async def _ready_nodeclass(self, nodeclass: Mapping[str, Any] | None) -> ResolvedNodeClass:
         if not nodeclass:
             raise NodeClassNotReadyError("EC2NodeClass not found")
+        if (nodeclass.get("metadata") or {}).get("deletionTimestamp"):
+            # Launching would recreate what the class's finalizer is deleting (Karpenter refuses too).
+            raise NodeClassNotReadyError(f"EC2NodeClass {nodeclass['metadata'].get('name')} is being deleted")
         resolved = await self.resolve_nodeclass(nodeclass)
         if not resolved.ready:
             problems = "; ".join(f"{k}: {v}" for k, v in resolved.errors.items())
@@ -331,10 +342,11 @@ class AWSCloudProvider:
         if record.tags.get(owned.NODECLASS_TAG):
             labels[wk.EC2NODECLASS] = record.tags[owned.NODECLASS_TAG]
         price = (
-            self.pricing.spot_price(record.instance_type, record.zone)
+            self.prices.spot_price(record.instance_type, record.zone)
             if record.capacity_type == "spot"
-            else self.pricing.on_demand_price(record.instance_type)
+            else self.prices.on_demand_price(record.instance_type, record.zone)
         )
+        source = self.prices.source_of(record.capacity_type, record.instance_type, record.zone) if price else ""
         return Instance(
             provider_id=provider_id(record.zone, record.id),
             instance_type=record.instance_type,
@@ -350,4 +362,21 @@ class AWSCloudProvider:
             allocatable=instance_type.allocatable if instance_type else EMPTY,
             labels=labels,
             tags=dict(record.tags),
+            price_source=source,
         )
+
+
+def startup_pricing(region: str, *, clock: Callable[[], float]) -> PricingProvider:
+    """Prices before the first refresh: the region's bundled table (us-east-1's as an estimate where the
+    region has none, as Karpenter does), or nothing for a region without a bundled catalogue."""
+    from reconciler.cloud.aws.preset import PRESETS
+
+    catalog = load_catalog(region if region in PRESETS else "us-east-1")
+    on_demand = catalog.on_demand_prices() if region in PRESETS else {}
+    return PricingProvider(
+        region,
+        on_demand,
+        bundled_as_of=datetime.fromisoformat(catalog.prices_as_of).replace(tzinfo=UTC),
+        bundled_source=catalog.on_demand_source,
+        clock=clock,
+    )

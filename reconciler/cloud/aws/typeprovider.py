@@ -11,7 +11,6 @@ offering unavailable rather than left out.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,11 +21,7 @@ from reconciler.cloud.aws.amifamily import AL2023
 from reconciler.cloud.aws.catalog import InstanceTypeInfo
 from reconciler.cloud.aws.clients import AwsCaller
 from reconciler.cloud.aws.ice import UnavailableOfferings
-from reconciler.cloud.aws.instancetype import (
-    LAUNCHABLE_CAPACITY_TYPES,
-    build_instance_type,
-    ephemeral_storage_milli,
-)
+from reconciler.cloud.aws.instancetype import LAUNCHABLE_CAPACITY_TYPES, NodeClassShape
 from reconciler.cloud.aws.nodeclass import ResolvedNodeClass
 from reconciler.cloud.aws.pricing import PriceSource
 from reconciler.cloud.types import InstanceType, Offering
@@ -44,6 +39,7 @@ class _Shape:
 
     instance_type: InstanceType
     zones: tuple[str, ...]
+    runs: bool  # the NodeClass's AMI family boots on this type
 
 
 class InstanceTypeProvider:
@@ -59,6 +55,7 @@ class InstanceTypeProvider:
         vm_memory_overhead_percent: float = 0.075,
         reserved_enis: int = 0,
         clock: Callable[[], float] = time.monotonic,
+        zone_ids: Mapping[str, str] | None = None,
     ) -> None:
         self._caller = caller
         self._ec2 = ec2
@@ -73,6 +70,8 @@ class InstanceTypeProvider:
         self._zones: dict[str, tuple[str, ...]] = {}
         self._fetched_at: float | None = None
         self._shapes: dict[str, dict[str, _Shape]] = {}
+        # Zone name -> zone ID when no NodeClass says (its subnets carry the IDs, as upstream reads them).
+        self._zone_ids: dict[str, str] = dict(zone_ids or {})
 
     @property
     def infos(self) -> Mapping[str, InstanceTypeInfo]:
@@ -113,55 +112,49 @@ class InstanceTypeProvider:
         await self.ensure_fresh()
         shapes = self._shapes_for(nodeclass)
         subnet_zones = nodeclass.zones if nodeclass is not None else None
+        zone_ids = dict(self._zone_ids)
+        if nodeclass is not None:
+            zone_ids.update({s.zone: s.zone_id for s in nodeclass.subnets if s.zone_id})
         result = []
         for name, shape in shapes.items():
             base = shape.instance_type
-            runnable = (
+            runnable = shape.runs and (
                 nodeclass is None
                 or nodeclass.amis is None
                 or nodeclass.amis.for_labels(base.labels) is not None
             )
-            offerings = self._offerings(name, shape.zones, subnet_zones, runnable)
+            offerings = self._offerings(name, shape.zones, subnet_zones, runnable, zone_ids)
             result.append(
                 InstanceType(base.name, base.capacity, base.overhead, tuple(offerings), base.labels)
             )
         return result
 
     def _shapes_for(self, nodeclass: ResolvedNodeClass | None) -> dict[str, _Shape]:
-        family = nodeclass.family if nodeclass else AL2023
-        spec: Mapping[str, Any] = nodeclass.spec if nodeclass else {}
-        key = json.dumps(
-            {
-                "family": family.name,
-                "kubelet": spec.get("kubelet"),
-                "bdm": spec.get("blockDeviceMappings"),
-                "store": spec.get("instanceStorePolicy"),
-            },
-            sort_keys=True,
+        shaper = NodeClassShape(
+            nodeclass.spec if nodeclass else None,
+            nodeclass.family if nodeclass else AL2023,
+            nodeclass.kubelet if nodeclass else None,
+            vm_overhead_percent=self._vm_overhead,
+            reserved_enis=self._reserved_enis,
         )
-        cached = self._shapes.get(key)
+        cached = self._shapes.get(shaper.key)
         if cached is not None:
             return cached
-        kubelet = nodeclass.kubelet if nodeclass else None
         shapes = {}
         for name, info in sorted(self._infos.items()):
-            built = build_instance_type(
-                info,
-                (),
-                region=self.region,
-                family=family,
-                kubelet=kubelet,
-                ephemeral_storage_milli=ephemeral_storage_milli(spec, family, info),
-                vm_overhead_percent=self._vm_overhead,
-                reserved_enis=self._reserved_enis,
-            )
+            built = shaper.build(info, (), region=self.region)
             if built is not None:
-                shapes[name] = _Shape(built, self._zones.get(name, ()))
-        self._shapes[key] = shapes
+                shapes[name] = _Shape(built, self._zones.get(name, ()), shaper.runs(info))
+        self._shapes[shaper.key] = shapes
         return shapes
 
     def _offerings(
-        self, name: str, zones: Sequence[str], subnet_zones: set[str] | None, runnable: bool
+        self,
+        name: str,
+        zones: Sequence[str],
+        subnet_zones: set[str] | None,
+        runnable: bool,
+        zone_ids: Mapping[str, str],
     ) -> list[Offering]:
         info = self._infos[name]
         offerings = []
@@ -174,14 +167,24 @@ class InstanceTypeProvider:
                 price = (
                     self._prices.spot_price(name, zone)
                     if capacity_type == "spot"
-                    else self._prices.on_demand_price(name)
+                    else self._prices.on_demand_price(name, zone)
                 )
                 available = (
                     runnable
                     and price is not None
                     and not self._unavailable.is_unavailable(capacity_type, name, zone)
                 )
-                offerings.append(Offering(zone, capacity_type, price or 0.0, available))
+                # An unpriced offering is never launched (unavailable); its 0.0 is never shown as a cost.
+                offerings.append(
+                    Offering(
+                        zone,
+                        capacity_type,
+                        price or 0.0,
+                        available,
+                        zone_id=zone_ids.get(zone, ""),
+                        price_source=self._prices.source_of(capacity_type, name, zone) if price is not None else "",
+                    )
+                )
         return offerings
 
 

@@ -74,7 +74,8 @@ class GarbageCollector:
 
     async def run(self) -> None:
         while True:
-            await self.collect_once()
+            async with self.ctx.reconciling():
+                await self.collect_once()
             timings = self.ctx.timings
             fast = self.passes < timings.gc_fast_passes
             await asyncio.sleep(timings.gc_fast_interval if fast else timings.gc_slow_interval)
@@ -142,8 +143,9 @@ class GarbageCollector:
             log.warning("deleting nodeclaim failed; retrying next pass", NodeClaim=ref(name), error=str(err))
             return
         result.nodeclaims.append(name)
-        pool = ((claim.get("metadata") or {}).get("labels") or {}).get(wk.NODEPOOL, "")
-        self.ctx.metrics.nodeclaims_disrupted.labels(reason="instance_terminated", nodepool=pool).inc()
+        labels = (claim.get("metadata") or {}).get("labels") or {}
+        self.ctx.metrics.nodeclaims_disrupted.labels(reason="garbage_collected", nodepool=labels.get(wk.NODEPOOL, ""),
+                                                     capacity_type=labels.get(wk.CAPACITY_TYPE, "")).inc()
         log.info("deleting nodeclaim, its instance no longer exists", NodeClaim=ref(name),
                  **{"provider-id": provider_id})
         await self.ctx.event(claim, "Warning", "InstanceTerminated",

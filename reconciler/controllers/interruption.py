@@ -34,10 +34,10 @@ class InterruptionLoop:
 
         self.consumer = InterruptionController(
             ctx.kube, cloud.clients.client("sqs"), settings, caller=cloud.caller, unavailable=cloud.unavailable,
-            now=ctx.clock.now, nodeclaims=cached_nodeclaims,
+            now=ctx.clock.now, metrics=cloud.metrics.interruption, nodeclaims=cached_nodeclaims,
         )
         self.health = HealthPoller(ctx.kube, cloud.clients.ec2, cloud.caller, unavailable=cloud.unavailable,
-                                   now=ctx.clock.now, nodeclaims=cached_nodeclaims)
+                                   now=ctx.clock.now, metrics=cloud.metrics.interruption, nodeclaims=cached_nodeclaims)
 
     async def run(self) -> None:
         log.info("consuming interruption queue", queue=self.settings.queue_name, rebalance=self.settings.rebalance)

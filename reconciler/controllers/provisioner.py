@@ -24,11 +24,13 @@ second, bursts of 10), so a pass that places 500 pods writes a handful of events
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+import uuid
+from collections import Counter
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from reconciler.controllers.cluster import StateStore
+from reconciler.controllers.cluster import PodSchedulingTimes, StateStore
 from reconciler.controllers.instancetypes import instance_types_by_nodepool
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, NameGenerator, Wakeup, ref, summarize
 from reconciler.kube.api import ApiError, ConflictError
@@ -36,6 +38,7 @@ from reconciler.kube.ratelimit import TokenBucket
 from reconciler.model import labels as wk
 from reconciler.provisioning.batcher import Batcher
 from reconciler.provisioning.provisioner import ProvisioningPlan, plan, pods_to_schedule
+from reconciler.provisioning.zones import effective_zone
 from reconciler.state import ClusterState
 
 log = ControllerLog("provisioner")
@@ -53,6 +56,10 @@ class Provisioner:
         self.wake = Wakeup()
         self.passes = 0
         self._first_seen: dict[str, float] = {}  # pod uid -> monotonic time it was first seen pending
+        self._zones_reported: set[str] = set()  # zone label values of the last pass's pending-pod counts
+        # Called with the pods a pass decided about (their provisioning metrics start counting then).
+        self.on_decided: Callable[[list[str]], None] | None = None
+        self._scheduling_id = ""
         self._reserved: set[str] = set()  # deleting NodeClaims whose drain waits for our next pass
         self._planned_deletions: set[str] = set()  # deleting NodeClaims (uid) some pass already saw
         self._nominations = TokenBucket(NOMINATION_QPS, NOMINATION_BURST, clock=ctx.clock.monotonic)
@@ -64,12 +71,15 @@ class Provisioner:
         metadata = manifest.get("metadata") or {}
         uid = str(metadata.get("uid") or f"{kind}/{metadata.get('name')}")
         if kind == "Pod":
+            key = f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}"
             if deleted:
                 self._first_seen.pop(uid, None)
                 return
-            pod = self.store.state.pods.get(f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}")
+            pod = self.store.state.pods.get(key)
             if pod is not None and pod.is_provisionable():
                 self._first_seen.setdefault(uid, self.ctx.clock.monotonic())
+                if key not in self.store.pod_times:
+                    self.store.pod_times[key] = PodSchedulingTimes(acked=self.ctx.now())
                 self.trigger(uid)
         elif kind == "NodeClaim" and (deleted or metadata.get("deletionTimestamp")):
             if deleted:
@@ -106,9 +116,13 @@ class Provisioner:
                     continue
                 self.trigger("recheck")
             await self._wait_for_batch()
+            opened = self.batcher.opened_at
             self.batcher.close()
+            if opened is not None:
+                self.ctx.metrics.batch_window.observe(max(0.0, (self.ctx.now() - opened).total_seconds()))
             await self.wait_until_synced()
-            await self.provision_once()
+            async with self.ctx.reconciling():
+                await self.provision_once()
 
     async def _wait_for_batch(self) -> None:
         while True:
@@ -152,18 +166,16 @@ class Provisioner:
 
     async def _provision(self, state: ClusterState, now: datetime) -> ProvisioningPlan:
         pending, moving = pods_to_schedule(state, now)
-        self.ctx.metrics.scheduling_queue_depth.labels(controller="provisioner").set(len(pending))
         if not pending and not moving:
             return ProvisioningPlan()
         types = await instance_types_by_nodepool(self.ctx.cloud, state)
-        started = self.ctx.clock.monotonic()
-        result = await asyncio.to_thread(plan, state, types, self.ctx.settings, now, self.names)
-        duration = self.ctx.clock.monotonic() - started
-        self.ctx.metrics.scheduling_duration.labels(controller="provisioner").observe(duration)
+        result, duration = await self._solve(state, types, now, len(pending) + len(moving))
         self.ctx.metrics.batch_size.observe(len(pending) + len(moving))
+        self._export_results(state, pending, result)
         keys = [p.key for p in pending] + [p.key for p in moving]
         log.info("found provisionable pod(s)", Pods=summarize(keys), pods=len(keys), duration=f"{duration:.3f}s")
         self._observe_decisions(pending)
+        self._record_times(keys, result, self.ctx.now())
         nominations = self._nominate_existing(result, now)
         if result.nodeclaims:
             log.info(
@@ -213,7 +225,8 @@ class Provisioner:
             pods=len(planned.pods),
             **{"instance-types": summarize(list(planned.instance_type_options))},
         )
-        self.ctx.metrics.nodeclaims_created.labels(reason="provisioned", nodepool=planned.nodepool).inc()
+        self.ctx.metrics.nodeclaims_created.labels(
+            reason="provisioned", nodepool=planned.nodepool, min_values_relaxed=min_values_relaxed(manifest)).inc()
         await self.ctx.event(
             created, "Normal", "Created",
             f"created for {len(planned.pods)} pod(s); instance types {summarize(list(planned.instance_type_options))}",
@@ -256,6 +269,50 @@ class Provisioner:
             await self.ctx.event(self._pod(key), "Warning", event.get("reason", "FailedScheduling"),
                                  event.get("message", ""), dedupe=dedupe)
 
+    async def _solve(self, state: ClusterState, types: Mapping[str, Any], now: datetime,
+                     queued: int) -> tuple[ProvisioningPlan, float]:
+        """One scheduling simulation, with Karpenter's scheduler metrics (queue depth and unfinished work per
+        ``scheduling_id``, duration)."""
+        metrics = self.ctx.metrics
+        if self._scheduling_id:  # the previous pass's series go, as Karpenter resets them per solve
+            metrics.scheduling_queue_depth.remove("provisioner", self._scheduling_id)
+        self._scheduling_id = scheduling_id = str(uuid.uuid4())
+        metrics.scheduling_queue_depth.labels(controller="provisioner", scheduling_id=scheduling_id).set(queued)
+        started = self.ctx.clock.monotonic()
+        unfinished = metrics.scheduling_unfinished_work.labels(controller="provisioner", scheduling_id=scheduling_id)
+        unfinished.set_function(lambda: self.ctx.clock.monotonic() - started)
+        try:
+            result = await asyncio.to_thread(plan, state, types, self.ctx.settings, now, self.names)
+        finally:
+            metrics.scheduling_unfinished_work.remove("provisioner", scheduling_id)
+        duration = self.ctx.clock.monotonic() - started
+        metrics.scheduling_duration.labels(controller="provisioner").observe(duration)
+        metrics.scheduling_queue_depth.labels(controller="provisioner", scheduling_id=scheduling_id).set(0)
+        return result, duration
+
+    def _export_results(self, state: ClusterState, pending: list[Any], result: ProvisioningPlan) -> None:
+        metrics = self.ctx.metrics
+        metrics.unschedulable_pods.labels(controller="provisioner").set(len(result.unschedulable))
+        metrics.ignored_pods.set(len(result.ignored))
+        zones = Counter(effective_zone(pod, state) for pod in pending)
+        for zone in self._zones_reported - set(zones):
+            metrics.pending_pods_by_zone.remove("provisioner", zone)
+        for zone, count in zones.items():
+            metrics.pending_pods_by_zone.labels(controller="provisioner", zone=zone).set(count)
+        self._zones_reported = set(zones)
+
+    def _record_times(self, keys: list[str], result: ProvisioningPlan, now: datetime) -> None:
+        """First decision and first home of each pod, for its startup and bind metrics."""
+        placed = set(result.existing) | {key for claim in result.nodeclaims for key in claim.pods}
+        for key in keys:
+            times = self.store.pod_times.setdefault(key, PodSchedulingTimes(acked=now))
+            if times.decided is None:
+                times.decided = now
+            if key in placed and times.scheduled is None:
+                times.scheduled = now
+        if self.on_decided is not None:
+            self.on_decided(keys)
+
     def _observe_decisions(self, pods: list[Any]) -> None:
         now = self.ctx.clock.monotonic()
         for pod in pods:
@@ -266,3 +323,8 @@ class Provisioner:
     def _pod(self, key: str) -> Mapping[str, Any] | None:
         return self.store.get("Pod", key)
 
+
+
+def min_values_relaxed(nodeclaim: Mapping[str, Any]) -> str:
+    """The claim's ``karpenter.sh/nodeclaim-min-values-relaxed`` annotation, "false" when it has none."""
+    return str(((nodeclaim.get("metadata") or {}).get("annotations") or {}).get(wk.MIN_VALUES_RELAXED, "false"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import random
 import string
 import threading
@@ -26,6 +27,10 @@ from reconciler.settings import Settings
 
 if TYPE_CHECKING:
     from reconciler.controllers.cluster import StateStore
+
+# The controller a task works for (set by the manager for each loop, inherited by the tasks it starts):
+# the ``controller`` label of controller-runtime's and the cloud provider's metrics.
+CURRENT_CONTROLLER: contextvars.ContextVar[str] = contextvars.ContextVar("controller", default="")
 
 
 class Clock(Protocol):
@@ -226,6 +231,27 @@ class ControllerContext:
     def now(self) -> datetime:
         return self.clock.now()
 
+    @contextlib.asynccontextmanager
+    async def reconciling(self) -> AsyncIterator[None]:
+        """One reconciliation of the current controller, as controller-runtime counts and times them."""
+        runtime = self.metrics.runtime
+        controller = CURRENT_CONTROLLER.get()
+        started = time.perf_counter()
+        runtime.active_workers.labels(controller=controller).inc()
+        try:
+            yield
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            runtime.reconcile_total.labels(controller=controller, result="error").inc()
+            runtime.reconcile_errors.labels(controller=controller).inc()
+            raise
+        else:
+            runtime.reconcile_total.labels(controller=controller, result="success").inc()
+        finally:
+            runtime.active_workers.labels(controller=controller).dec()
+            runtime.reconcile_time.labels(controller=controller).observe(time.perf_counter() - started)
+
     async def event(
         self,
         involved: Manifest | None,
@@ -268,6 +294,11 @@ class ControllerLog:
 def ref(name: str) -> dict[str, str]:
     """Karpenter's log shape for an object reference, used as ``NodeClaim=ref(name)``."""
     return {"name": name}
+
+
+def snake_case(text: str) -> str:
+    """``InsufficientCapacity`` -> ``insufficient_capacity``, as Karpenter's metric label values are written."""
+    return "".join(f"_{c.lower()}" if c.isupper() and i else c.lower() for i, c in enumerate(text))
 
 
 def summarize(names: list[str], shown: int = 5) -> str:

@@ -56,7 +56,8 @@ class TerminationController:
     async def run(self) -> None:
         try:
             while True:
-                busy = await self.reconcile_all()
+                async with self.ctx.reconciling():
+                    busy = await self.reconcile_all()
                 await self.wake.wait(self.ctx.timings.termination_requeue if busy else None)
         finally:
             await self.workers.cancel()
@@ -124,8 +125,10 @@ class TerminationController:
                       now: datetime) -> None:
         name = claim["metadata"]["name"]
         metrics = self.ctx.metrics
+        drain_reason = disruption_reason(claim)
         for key in result.evicted:
-            metrics.eviction_requests.labels(code="200").inc()
+            metrics.pods_eviction_requests.labels(code="200").inc()
+            metrics.pods_drained.labels(reason=drain_reason).inc()
             log.info("evicted pod", Pod=ref(key), NodeClaim=ref(name))
             await self.ctx.event(self.store.get("Pod", key), "Normal", "Evicted", "Evicted pod")
         for key in result.force_deleted:
@@ -143,22 +146,23 @@ class TerminationController:
                      NodeClaim=ref(name), volumeattachments=result.volumes_left_attached)
         refused = [b for b in result.blocked if "eviction of" in b]
         if refused:
-            metrics.eviction_requests.labels(code="429").inc(len(refused))
+            metrics.pods_eviction_requests.labels(code="429").inc(len(refused))
+        labels = (claim.get("metadata") or {}).get("labels") or {}
+        pool = labels.get(wk.NODEPOOL, "")
+        if result.drained and node is not None:
+            metrics.nodes_drained.labels(nodepool=pool).inc()
         if result.finished:
             self._forget(name)
-            labels = (claim.get("metadata") or {}).get("labels") or {}
-            pool = labels.get(wk.NODEPOOL, "")
             metrics.nodeclaims_terminated.labels(
                 nodepool=pool, capacity_type=labels.get(wk.CAPACITY_TYPE, ""), zone=labels.get(wk.ZONE, "")
             ).inc()
-            deleted_at = parse_time(claim["metadata"].get("deletionTimestamp"), path="metadata.deletionTimestamp")
+            deleted_at = _time(claim, "deletionTimestamp")
             if deleted_at is not None:
                 metrics.nodeclaims_termination_duration.labels(nodepool=pool).observe(
                     max(0.0, (now - deleted_at).total_seconds())
                 )
             if node is not None:
-                metrics.nodes_terminated.labels(nodepool=pool).inc()
-                metrics.nodes_drained.labels(nodepool=pool).inc()
+                self._record_node(node, pool, deleted_at, now)
                 log.info("deleted node", Node=ref(node["metadata"]["name"]), NodeClaim=ref(name))
             log.info("deleted nodeclaim", NodeClaim=ref(name),
                      **{"provider-id": (claim.get("status") or {}).get("providerID", "")})
@@ -176,6 +180,32 @@ class TerminationController:
             self._blocked_runs.pop(name, None)
             self._retry_at.pop(name, None)
 
+    def _record_node(self, node: dict[str, Any], pool: str, claim_deleted: datetime | None, now: datetime) -> None:
+        """The Node is gone: counted, and how long it took since its deletion was asked for (the NodeClaim's,
+        when the Node itself was only deleted at the end) and how long it lived."""
+        metrics = self.ctx.metrics
+        node_labels = (node.get("metadata") or {}).get("labels") or {}
+        metrics.nodes_terminated.labels(nodepool=pool, zone=node_labels.get(wk.ZONE, "")).inc()
+        asked = _time(node, "deletionTimestamp") or claim_deleted
+        if asked is not None:
+            metrics.nodes_termination_duration.observe(max(0.0, (now - asked).total_seconds()), {"nodepool": pool})
+        created = _time(node, "creationTimestamp")
+        if created is not None:
+            metrics.nodes_lifetime_duration.labels(nodepool=pool).observe(max(0.0, (now - created).total_seconds()))
+
     def _forget(self, name: str) -> None:
         self._retry_at.pop(name, None)
         self._blocked_runs.pop(name, None)
+
+
+def _time(manifest: dict[str, Any], key: str) -> datetime | None:
+    return parse_time((manifest.get("metadata") or {}).get(key), path=f"metadata.{key}")
+
+
+def disruption_reason(nodeclaim: dict[str, Any]) -> str:
+    """Why the claim's pods are drained (Karpenter's pods_drained_total reason): its DisruptionReason, else a
+    forceful termination (a deletion no disruption method asked for)."""
+    for condition in (nodeclaim.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "DisruptionReason" and condition.get("status") == "True":
+            return str(condition.get("reason") or "")
+    return "Forceful Termination"

@@ -12,7 +12,9 @@ replacements, waits for them to initialize and deletes the candidates.
 
 Time limits: no clock is read here. ``should_stop`` (e.g. a monotonic deadline
 from the live controller) and ``max_simulations`` bound the work; the search
-keeps the best command found so far when either runs out.
+keeps the best command found so far when either runs out. ``timer`` (a monotonic
+clock the caller passes in) only measures each method for the decision's
+``methods`` (Karpenter's evaluation-duration metric); it never changes a result.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from typing import Any, TypeVar
 
 from reconciler.cloud.types import InstanceType
 from reconciler.disruption.balanced import BalancedScorer
@@ -32,10 +35,12 @@ from reconciler.disruption.emptiness import emptiness
 from reconciler.disruption.outcome import MethodOutcome
 from reconciler.disruption.pdb import PdbLimits
 from reconciler.disruption.simulation import Simulator
-from reconciler.disruption.types import Candidate, DisruptionDecision, Explanation
+from reconciler.disruption.types import Candidate, DisruptionDecision, Explanation, MethodRun
 from reconciler.disruption.underutilized import multi_node, single_node
 from reconciler.settings import Settings
 from reconciler.state import ClusterState
+
+T = TypeVar("T")
 
 
 def default_namer(state: ClusterState) -> Callable[[str], str]:
@@ -141,6 +146,7 @@ def decide(
     should_stop: Callable[[], bool] | None = None,
     max_simulations: int | None = None,
     first_pools: Sequence[str] = (),
+    timer: Callable[[], float] | None = None,
 ) -> DisruptionDecision:
     """Choose at most one disruption command for this pass, explaining every node left alone.
 
@@ -153,15 +159,33 @@ def decide(
     assessment = assess(state, run.catalog, run.pdbs, now)
     graceful, ineligible = assessment.for_class(eventual=False)
     outcomes: list[MethodOutcome] = []
+    runs: list[MethodRun] = []
+    budgets: list[Any] = []
+    scorer = BalancedScorer.build(state, run.catalog, graceful)
+
+    def allowances_for(reason: str) -> dict[str, Any]:
+        allowances = budget_allowances(state, reason, now)
+        budgets.extend(allowances.values())
+        return allowances
+
+    def timed(reason: str, method: Callable[[], T]) -> T:
+        started = timer() if timer is not None else None
+        result = method()
+        outcome = result[0] if isinstance(result, tuple) else result
+        assert isinstance(outcome, MethodOutcome)
+        seconds = timer() - started if timer is not None and started is not None else None
+        runs.append(MethodRun(outcome.method, reason, outcome.eligible, seconds, outcome.timed_out))
+        return result
 
     def finish(outcome: MethodOutcome | None, unseen: Sequence[str] = ()) -> DisruptionDecision:
         if outcome is not None:
             outcomes.append(outcome)
         decision = _decision(graceful, ineligible, outcomes, outcome, unseen)
         decision.simulations = run.simulations
+        decision.methods, decision.budgets, decision.moves = runs, budgets, scorer.moves
         return decision
 
-    empty = emptiness(graceful, budget_allowances(state, REASON_EMPTY, now), now)
+    empty = timed(REASON_EMPTY, lambda: emptiness(graceful, allowances_for(REASON_EMPTY), now))
     if empty.command is not None:
         return finish(empty)
     outcomes.append(empty)
@@ -169,23 +193,24 @@ def decide(
     drifted, drift_blocked = run.drift_candidates(assessment)
     ineligible = _merge(ineligible, drift_blocked)
     if drifted:
-        drifting = drift(drifted, budget_allowances(state, REASON_DRIFTED, now), run.simulator, run.builder)
+        drifting = timed(REASON_DRIFTED, lambda: drift(drifted, allowances_for(REASON_DRIFTED), run.simulator,
+                                                       run.builder))
         if drifting.command is not None:
             return finish(drifting)
         outcomes.append(drifting)
 
-    allowances = budget_allowances(state, REASON_UNDERUTILIZED, now)
-    scorer = BalancedScorer.build(state, run.catalog, graceful)
+    allowances = allowances_for(REASON_UNDERUTILIZED)
     if any(not c.is_empty for c in graceful):
-        multi = multi_node(graceful, allowances, run.simulator, run.builder, scorer, now)
+        multi = timed(REASON_UNDERUTILIZED,
+                      lambda: multi_node(graceful, allowances, run.simulator, run.builder, scorer, now))
         if multi.command is not None:
             return finish(multi)
         # Single-node sees the same candidates and explains each of them individually.
         multi.explanations.clear()
         outcomes.append(multi)
-        single, unseen = single_node(
+        single, unseen = timed(REASON_UNDERUTILIZED, lambda: single_node(
             graceful, allowances, run.simulator, run.builder, scorer, now, first_pools=first_pools
-        )
+        ))
         return finish(single, unseen)
     return finish(None)
 

@@ -34,6 +34,7 @@ def drift(
 ) -> MethodOutcome:
     outcome = MethodOutcome(DRIFT)
     ordered = drift_order([c for c in candidates if c.drift is not None and not c.nodepool.is_static])
+    outcome.eligible = len(ordered)
     for index, candidate in enumerate(ordered):
         allowance = allowances.get(candidate.pool)
         if allowance is None or allowance.remaining <= 0:

@@ -61,7 +61,9 @@ def emptiness(
     outcome = MethodOutcome(EMPTINESS)
     remaining = {pool: a.remaining for pool, a in allowances.items()}
     chosen = []
-    for candidate in consolidation_order(empty_candidates(candidates, now, outcome)):
+    eligible = empty_candidates(candidates, now, outcome)
+    outcome.eligible = len(eligible)
+    for candidate in consolidation_order(eligible):
         if remaining.get(candidate.pool, 0) <= 0:
             outcome.budget_constrained = True
             allowance = allowances.get(candidate.pool)

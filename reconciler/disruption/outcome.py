@@ -14,6 +14,7 @@ class MethodOutcome:
     explanations: list[Explanation] = field(default_factory=list)
     budget_constrained: bool = False
     timed_out: bool = False
+    eligible: int = 0  # candidates that passed the method's filter (Karpenter's eligible nodes)
 
     def explain(self, explanation: Explanation) -> None:
         self.explanations.append(explanation)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from reconciler.api.durations import format_duration_short
+from reconciler.model.node import NodeClaim
 from reconciler.model.nodepool import NodePool
 from reconciler.model.state_node import StateNode
 from reconciler.settings import SettingsError, parse_duration
@@ -62,7 +63,7 @@ def quiet_since(node: StateNode) -> datetime | None:
     if claim.last_pod_event_time is not None:
         return claim.last_pod_event_time
     initialized = claim.conditions.get("Initialized")
-    if initialized is not None and initialized.last_transition_time is not None:
+    if initialized is not None and initialized.is_true and initialized.last_transition_time is not None:
         return initialized.last_transition_time
     if node.node is not None and node.node.creation_timestamp is not None:
         return node.node.creation_timestamp
@@ -84,3 +85,19 @@ def describe_wait(nodepool: NodePool, settings: ConsolidationSettings, remaining
     after = format_duration_short(settings.consolidate_after or 0)
     left = format_duration_short(round(remaining.total_seconds()))
     return f"consolidateAfter {after} ({nodepool.name}) not yet elapsed since the last pod event, {left} left"
+
+
+def consolidatable(nodepool: NodePool, claim: NodeClaim, now: datetime) -> tuple[bool, datetime | None]:
+    """Karpenter's ``Consolidatable`` condition for a NodeClaim: whether it should be set (True) or absent, and
+    when that answer next changes (None: not by time alone). Absent while consolidation is disabled
+    (``consolidateAfter: Never``) or the claim is not Initialized; set once ``consolidateAfter`` has passed
+    since its last pod event, else since it was initialized."""
+    settings = settings_of(nodepool)
+    initialized = claim.conditions.get("Initialized")
+    if settings.consolidate_after is None or initialized is None or not initialized.is_true:
+        return False, None
+    since = claim.last_pod_event_time or initialized.last_transition_time
+    if since is None:
+        return True, None
+    due = since + timedelta(seconds=settings.consolidate_after)
+    return (True, None) if now >= due else (False, due)

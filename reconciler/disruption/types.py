@@ -23,6 +23,8 @@ EMPTINESS = "emptiness"
 DRIFT = "drift"
 MULTI_NODE = "multi-node"
 SINGLE_NODE = "single-node"
+# Karpenter's consolidation_type metric label per method.
+CONSOLIDATION_TYPES = {EMPTINESS: "empty", DRIFT: "", MULTI_NODE: "multi", SINGLE_NODE: "single"}
 # Commands of these methods wait (consolidation_validation_wait) and are re-validated before they act;
 # drift acts at once. The live controller and the simulator both read this.
 VALIDATED_METHODS = frozenset({EMPTINESS, MULTI_NODE, SINGLE_NODE})
@@ -155,6 +157,22 @@ class Explanation:
 
 
 @dataclass(slots=True)
+class MethodRun:
+    """What one method of a pass looked at (Karpenter's eligible nodes and evaluation time per method)."""
+
+    method: str  # emptiness | drift | multi-node | single-node
+    reason: str  # Empty | Drifted | Underutilized
+    eligible: int
+    seconds: float | None = None  # None when the pass had no timer
+    timed_out: bool = False
+
+    @property
+    def consolidation_type(self) -> str:
+        """Karpenter's label value: empty, multi, single, and "" for drift."""
+        return CONSOLIDATION_TYPES.get(self.method, "")
+
+
+@dataclass(slots=True)
 class DisruptionDecision:
     command: Command | None
     explanations: list[Explanation] = field(default_factory=list)
@@ -165,6 +183,9 @@ class DisruptionDecision:
     # NodePools single-node consolidation did not reach before its deadline: pass them first next time.
     unseen_pools: list[str] = field(default_factory=list)
     simulations: int = 0  # scheduling simulations this pass ran
+    methods: list[MethodRun] = field(default_factory=list)  # in the order they ran
+    budgets: list[Any] = field(default_factory=list)  # BudgetAllowance of each (pool, reason) evaluated
+    moves: list[Any] = field(default_factory=list)  # balanced.ConsolidationMove put to the scorer
 
     def explanation_for(self, node: str) -> Explanation | None:
         return next((e for e in self.explanations if e.node == node), None)

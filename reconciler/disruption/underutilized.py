@@ -89,6 +89,7 @@ def multi_node(
 ) -> MethodOutcome:
     outcome = MethodOutcome(MULTI_NODE)
     ordered = consolidation_order(consolidatable(candidates, now, outcome))
+    outcome.eligible = len(ordered)
     allowed = _within_budget(ordered, allowances, outcome)
     if len(allowed) < 2:
         return outcome
@@ -145,6 +146,7 @@ def single_node(
     """The outcome, and the pools not reached before the deadline (to try first next time)."""
     outcome = MethodOutcome(SINGLE_NODE)
     ordered = interleave_by_pool(consolidation_order(consolidatable(candidates, now, outcome)), first_pools)
+    outcome.eligible = len(ordered)
     remaining = {pool: a.remaining for pool, a in allowances.items()}
     unseen = list(dict.fromkeys(c.pool for c in ordered))
     for index, candidate in enumerate(ordered):

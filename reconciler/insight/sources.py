@@ -23,6 +23,7 @@ from reconciler import yamlio
 from reconciler.insight.catalog import preset_catalog
 from reconciler.insight.errors import InsightError
 from reconciler.insight.snapshot import observed_region, observed_zones, sanitize_objects
+from reconciler.model.adoption import adopt_nodeclaims
 from reconciler.sim.scenario import DEFAULT_CLOCK, CheckedObjects, Scenario, ScenarioError, parse_scenario
 
 NODEPOOL_KEY = ("karpenter.sh/v1", "NodePool")
@@ -157,6 +158,9 @@ def load_snapshot(path: str | Path, *, catalog: Mapping[str, Any] | None = None)
             "steps": [],
         }
         snapshot = Snapshot(document, source, dropped)
+    # Claims Karpenter stamped are re-stamped against the cluster's own NodePools, as Adze's controller does on
+    # taking over, so a proposal's template change drifts them.
+    adopt_nodeclaims(snapshot.document.setdefault("objects", []))
     snapshot.scenario()  # validate now: a bad snapshot is reported before any work starts
     return snapshot
 

@@ -20,9 +20,10 @@ from typing import Any
 from reconciler.cloud.aws.clients import AwsCaller
 from reconciler.cloud.aws.ice import UnavailableOfferings
 from reconciler.cloud.aws.instances import parse_provider_id
-from reconciler.interruption import metrics
+from reconciler.cloud.aws.metrics import AWSMetrics
 from reconciler.interruption.actions import REBALANCE_EVENT, Action, ActionKind, decide
 from reconciler.interruption.messages import MessageParseError, parse
+from reconciler.interruption.metrics import InterruptionMetrics
 from reconciler.kube.api import NODECLAIM, KubeAPI, Manifest, NotFoundError
 from reconciler.kube.edits import edit_node
 from reconciler.model import labels as wk
@@ -70,10 +71,12 @@ async def nodeclaims_by_instance(kube: KubeAPI, cached: NodeClaimSource | None =
 
 
 async def execute(
-    kube: KubeAPI, action: Action, now: datetime, unavailable: UnavailableOfferings | None = None
+    kube: KubeAPI, action: Action, now: datetime, unavailable: UnavailableOfferings | None = None,
+    metrics: InterruptionMetrics | None = None,
 ) -> None:
     """Carry out one action through the Kubernetes API (idempotent: a vanished object is fine)."""
-    metrics.actions_performed.labels(action_type=action.kind.value).inc()
+    if metrics is not None:
+        metrics.actions_performed.labels(action_type=action.kind.value).inc()
     if action.unavailable_offering and unavailable is not None:
         unavailable.mark_unavailable(*action.unavailable_offering, reason=action.reason)
     if action.unavailable_reservation and unavailable is not None:
@@ -142,11 +145,13 @@ class InterruptionController:
         caller: AwsCaller | None = None,
         unavailable: UnavailableOfferings | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        metrics: InterruptionMetrics | None = None,
         nodeclaims: NodeClaimSource | None = None,
     ) -> None:
         self.kube = kube
         self.sqs = sqs
         self.nodeclaims = nodeclaims
+        self.metrics = metrics or AWSMetrics.of(None).interruption
         self.settings = settings
         self.caller = caller or AwsCaller(max_concurrency=4)
         self.unavailable = unavailable
@@ -185,28 +190,27 @@ class InterruptionController:
         """True when the message should be deleted (handled, or unparseable)."""
         try:
             message = parse(sqs_message.get("Body") or "")
-        except MessageParseError as err:
-            metrics.received_messages.labels(message_type="malformed").inc()
+        except MessageParseError as err:  # not counted as received, as in Karpenter
             log.warning("deleting malformed interruption message %s: %s", sqs_message.get("MessageId"), err)
             return True
-        metrics.received_messages.labels(message_type=message.metric_label).inc()
+        self.metrics.received_messages.labels(message_type=message.metric_label).inc()
         now = self._now()
-        if message.time is not None:
-            metrics.message_queue_duration.observe(max((now - message.time).total_seconds(), 0.0))
         try:
             for action in decide(message, index, self.settings.rebalance):
-                await execute(self.kube, action, now, self.unavailable)
+                await execute(self.kube, action, now, self.unavailable, self.metrics)
         except Exception as err:
             log.warning(
                 "handling interruption message %s failed, will retry: %s", sqs_message.get("MessageId"), err
             )
             return False
+        if message.time is not None:
+            self.metrics.message_queue_duration.observe(max((self._now() - message.time).total_seconds(), 0.0))
         return True
 
     async def _delete(self, url: str, messages: list[Mapping[str, Any]]) -> None:
         entries = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)]
         answer = await self.caller.call(self.sqs.delete_message_batch, QueueUrl=url, Entries=entries)
-        metrics.deleted_messages.inc(len(answer.get("Successful") or []))
+        self.metrics.deleted_messages.inc(len(answer.get("Successful") or []))
 
     async def run(self, stop: asyncio.Event) -> None:
         """Poll until ``stop`` is set; AWS errors back off briefly and never end the loop."""

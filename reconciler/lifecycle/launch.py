@@ -23,6 +23,7 @@ from reconciler.cloud.types import (
 from reconciler.kube.api import EC2NODECLASS, NODE, NODECLAIM, KubeAPI, Manifest, NotFoundError
 from reconciler.kube.edits import add_finalizer, edit_node, remove_finalizer
 from reconciler.kube.retry import modify
+from reconciler.lifecycle.conditions import NODECLAIM_DEPENDENTS, with_root
 from reconciler.model import labels as wk
 from reconciler.model.meta import format_time
 
@@ -61,6 +62,8 @@ class LaunchOutcome:
     instance: Instance | None = None
     error: str = ""
     unavailable_offerings: list[tuple[str, str, str]] = field(default_factory=list)
+    # Why the claim was deleted instead of launched, as Karpenter's disruption metric names it.
+    deleted_for: str = ""
 
 
 async def launch(kube: KubeAPI, cloud: CloudProvider, nodeclaim: Manifest, now: datetime) -> LaunchOutcome:
@@ -83,7 +86,8 @@ async def launch(kube: KubeAPI, cloud: CloudProvider, nodeclaim: Manifest, now: 
     except (InsufficientCapacityError, NodeClassNotReadyError) as err:
         await _delete_unlaunched(kube, name)
         offerings = list(getattr(err, "offerings", []))
-        return LaunchOutcome(name, error=str(err), unavailable_offerings=offerings)
+        deleted_for = "insufficient_capacity" if isinstance(err, InsufficientCapacityError) else "nodeclass_not_ready"
+        return LaunchOutcome(name, error=str(err), unavailable_offerings=offerings, deleted_for=deleted_for)
     labels = {
         wk.INSTANCE_TYPE: instance.instance_type,
         wk.ZONE: instance.zone,
@@ -110,12 +114,14 @@ async def set_condition(
     kube: KubeAPI, nodeclaim_name: str, update: dict[str, Any], *, current: Manifest | None = None, **status: Any
 ) -> None:
     """Set one NodeClaim condition (and other status fields) against the claim, guarded by its
-    resourceVersion, so a condition another writer set meanwhile is kept. ``current``: a copy already at
-    hand (saves the read; a stale one costs a 409 and a read)."""
-    def edit(current: Manifest) -> Manifest:
-        current["status"] = {**(current.get("status") or {}), "conditions": merged_conditions(current, update),
-                             **status}
-        return current
+    resourceVersion, so a condition another writer set meanwhile is kept. The root ``Ready`` condition
+    (Launched, Registered, Initialized) is recomputed with it. ``current``: a copy already at hand (saves
+    the read; a stale one costs a 409 and a read)."""
+    def edit(claim: Manifest) -> Manifest:
+        conditions = with_root(merged_conditions(claim, update), NODECLAIM_DEPENDENTS,
+                               str(update.get("lastTransitionTime") or ""))
+        claim["status"] = {**(claim.get("status") or {}), "conditions": conditions, **status}
+        return claim
 
     await modify(kube, NODECLAIM, nodeclaim_name, edit, subresource="status", current=current)
 

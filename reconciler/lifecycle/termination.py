@@ -25,6 +25,13 @@ from reconciler.cloud.types import CloudProvider, InstanceNotFoundError
 from reconciler.disruption.pdb import PdbLimits
 from reconciler.kube.api import NODE, NODECLAIM, POD, KubeAPI, Manifest, NotFoundError, TooManyRequestsError
 from reconciler.kube.edits import edit_node, remove_finalizer
+from reconciler.lifecycle.conditions import (
+    DRAINED,
+    INSTANCE_TERMINATING,
+    VOLUMES_DETACHED,
+    condition_of,
+    mark_termination,
+)
 from reconciler.lifecycle.drain import (
     MIN_DRAIN_TIME,
     DrainPlan,
@@ -57,6 +64,7 @@ class TerminationStep:
     # VolumeAttachments still there when the terminationGracePeriod deadline passed: not waited for.
     volumes_left_attached: list[str] = field(default_factory=list)
     instance_deleted: bool = False
+    drained: bool = False  # this step found the node drained
     finished: bool = False
 
     @property
@@ -90,13 +98,26 @@ class Terminator:
         elif node is not None:
             node = await self._taint(node)
             if not await self._drain(nodeclaim, node, now, result):
+                await mark_termination(self._kube, nodeclaim, DRAINED, "Unknown", now, "Draining", only_if_absent=True)
                 return result
+            if (condition_of(nodeclaim, DRAINED) or {}).get("status") != "True":
+                await mark_termination(self._kube, nodeclaim, DRAINED, "True", now)
+                result.drained = True  # counted once, when the condition turns True
             if not await self._volumes_detached(nodeclaim, node, now, result):
+                await mark_termination(self._kube, nodeclaim, VOLUMES_DETACHED, "Unknown", now,
+                                       "AwaitingVolumeDetachment")
                 return result
+            if result.volumes_left_attached:
+                await mark_termination(self._kube, nodeclaim, VOLUMES_DETACHED, "False", now,
+                                       "TerminationGracePeriodElapsed")
+            else:
+                await mark_termination(self._kube, nodeclaim, VOLUMES_DETACHED, "True", now)
         await self._delete_instance(nodeclaim, result)
+        if result.instance_deleted:
+            await mark_termination(self._kube, nodeclaim, INSTANCE_TERMINATING, "True", now)
         if node is not None:
             result.deleted_with_node = await self._release_node(node)
-        await self._release(NODECLAIM, name, None, current=nodeclaim)
+        await self._release(NODECLAIM, name, None, current=None)  # its conditions were just written
         self._drain_started.pop(_uid(nodeclaim), None)
         result.finished = True
         return result

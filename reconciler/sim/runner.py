@@ -22,6 +22,7 @@ from reconciler.cloud.types import Instance
 from reconciler.kube.api import KINDS_BY_NAME, NODE, NODECLAIM, Kind, Manifest, NotFoundError, kind_of
 from reconciler.kube.memory import MemoryKube
 from reconciler.model import labels as wk
+from reconciler.model.adoption import adopt_nodeclaims
 from reconciler.model.meta import format_time
 from reconciler.model.resources import Resources
 from reconciler.sim.catalog import build_catalog, catalog_shaper
@@ -114,6 +115,7 @@ class Simulation:
                 self.names.reserve(manifest["metadata"]["name"])
             if manifest.get("kind") == "Node":
                 self._adopt_instance(manifest, f"objects[{index}]")
+        adopt_nodeclaims(expanded)  # NodeClaims stamped by Karpenter's hash versions, re-stamped as Adze would
         try:
             self.kube.load(expanded, share=True)  # the scenario's objects are never changed afterwards
         except ScenarioError:

@@ -44,7 +44,7 @@ async def test_a_deleted_nodeclaim_is_drained_respecting_pdbs_then_its_instance_
     assert await steps.cloud.list() == []
     assert steps.kube.objects(NODECLAIM) == [] and steps.kube.objects(NODE) == []
     assert ("delete", provider_id) in steps.cloud.calls
-    assert steps.metrics.sample("karpenter_nodes_eviction_requests_total", {"code": "200"}) == 1
+    assert steps.metrics.sample("karpenter_pods_eviction_requests_total", {"code": "200"}) == 1
     assert steps.metrics.sample("karpenter_nodeclaims_terminated_total",
                                 {"nodepool": "default", "capacity_type": "on-demand", "zone": "us-east-1a"}) == 1
 
@@ -77,7 +77,8 @@ async def test_expired_nodeclaims_are_deleted_and_fresh_ones_kept() -> None:
     assert [e.nodeclaim for e in expired] == ["old"]
     assert (await steps.kube.get(NODECLAIM, "old"))["metadata"].get("deletionTimestamp")
     assert not (await steps.kube.get(NODECLAIM, "young"))["metadata"].get("deletionTimestamp")
-    assert steps.metrics.sample("karpenter_nodeclaims_disrupted_total", {"reason": "Expired", "nodepool": "default"})
+    assert steps.metrics.sample("karpenter_nodeclaims_disrupted_total",
+                                {"reason": "expired", "nodepool": "default", "capacity_type": "on-demand"}) == 1
 
 
 async def test_garbage_collection_terminates_old_orphans_and_deletes_claims_whose_instance_vanished() -> None:

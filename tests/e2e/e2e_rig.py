@@ -36,7 +36,7 @@ from reconciler.sim.workloads import create_with_status
 FAMILIES = ("c5.*", "m5.*")
 
 
-def aws_provider(aws: OfflineAWS) -> AWSCloudProvider:
+def aws_provider(aws: OfflineAWS, metrics: Metrics | None = None) -> AWSCloudProvider:
     provider = AWSCloudProvider(AWSProviderConfig(
         cluster=aws.cluster_info(),
         region=aws.region,
@@ -46,7 +46,7 @@ def aws_provider(aws: OfflineAWS) -> AWSCloudProvider:
         secret_access_key="testing",
         retry_mode="standard",
         max_attempts=5,
-    ))
+    ), metrics=metrics)
     provider.pricing.set_spot_prices(aws.spot_prices())
     return provider
 
@@ -103,7 +103,8 @@ class E2E:
                 extra_loops: Callable[[ControllerContext, AWSCloudProvider], dict[str, BackgroundLoop]] | None = None,
                 ) -> Replica:
         kube = LiveKube.for_url(self.server.url, token=token, watch_timeout=5)
-        cloud = aws_provider(self.aws)
+        metrics = Metrics()  # one registry per process, the provider's families on it (as ``run`` builds it)
+        cloud = aws_provider(self.aws, metrics)
         settings = fast_settings(cluster_name=self.aws.cluster, metrics_port=0, health_probe_port=0,
                                  interruption_queue=interruption_queue)
 
@@ -117,7 +118,7 @@ class E2E:
             settings,
             CrashingKube(kube, switch) if switch else kube,  # type: ignore[arg-type]
             CrashingCloud(cloud, switch) if switch else cloud,  # type: ignore[arg-type]
-            leader=lease, timings=fast_timings(gc_min_age=2.0), clock=self.clock, metrics=Metrics(),
+            leader=lease, timings=fast_timings(gc_min_age=2.0), clock=self.clock, metrics=metrics,
             serve=serve, seed=seed, extra_loops=loops if interruption_queue or extra_loops else None,
         )
         replica = Replica(app, kube, cloud, switch=switch)

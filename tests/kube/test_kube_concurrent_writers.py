@@ -151,7 +151,7 @@ async def test_launch_keeps_a_finalizer_and_a_condition_written_meanwhile(server
     assert outcome.instance is not None and server.interleaved_writes == 2
     stored = await live.get(NODECLAIM, "pool-a")
     assert stored["metadata"]["finalizers"] == [AUDIT, wk.TERMINATION_FINALIZER]
-    assert condition_types(stored) == ["ExampleHealthy", "Launched"]
+    assert {"ExampleHealthy", "Launched"} <= set(condition_types(stored))
     assert stored["status"]["providerID"] == outcome.instance.provider_id
 
 
@@ -188,7 +188,7 @@ async def test_registration_keeps_the_not_ready_taint_a_finalizer_and_a_conditio
     stored = await live.get(NODE, name)
     assert sorted(taint_keys(stored)) == ["node.kubernetes.io/not-ready", "team"]  # unregistered gone
     assert stored["metadata"]["finalizers"] == [AUDIT, wk.TERMINATION_FINALIZER]
-    assert condition_types(await live.get(NODECLAIM, "pool-a")) == ["ExampleHealthy", "Launched", "Registered"]
+    assert {"ExampleHealthy", "Launched", "Registered"} <= set(condition_types(await live.get(NODECLAIM, "pool-a")))
 
 
 # --- lifecycle/termination and its controller -------------------------------------------------------------
@@ -260,14 +260,15 @@ async def test_a_disruption_command_taints_and_its_abort_untaints_keeping_others
     flight = await executor.start(command, NOW)
     assert flight.state == "waiting"
     assert taint_keys(await live.get(NODE, "node-a")) == ["node.kubernetes.io/not-ready", wk.DISRUPTED_TAINT_KEY]
-    assert condition_types(await live.get(NODECLAIM, "pool-a")) == ["DisruptionReason", "ExampleHealthy"]
+    assert {"DisruptionReason", "ExampleHealthy"} <= set(condition_types(await live.get(NODECLAIM, "pool-a")))
 
     server.before_write(NODE, "node-a", adds_taint("node-a", {"key": "example.com/drain", "effect": "NoSchedule"}))
     server.before_write(NODECLAIM, "pool-a", adds_condition("pool-a", "ExampleChecked"))
     await executor.abort(flight, "a replacement did not initialize")
     assert server.interleaved_writes == 4
     assert taint_keys(await live.get(NODE, "node-a")) == ["node.kubernetes.io/not-ready", "example.com/drain"]
-    assert condition_types(await live.get(NODECLAIM, "pool-a")) == ["ExampleChecked", "ExampleHealthy"]
+    after = condition_types(await live.get(NODECLAIM, "pool-a"))
+    assert {"ExampleChecked", "ExampleHealthy"} <= set(after) and "DisruptionReason" not in after
     assert isinstance(flight, InFlightCommand) and flight.state == "aborted"
 
 
@@ -291,16 +292,18 @@ async def test_a_nodeclaim_that_is_no_longer_drifted_keeps_a_condition_added_mea
     provider = cloud()
     await seeded(live, nodeclaim())
     await launch(live, provider, await live.get(NODECLAIM, "pool-a"), NOW)
+    launched = [c for c in (await live.get(NODECLAIM, "pool-a"))["status"]["conditions"]
+                if c["type"] not in ("Initialized", "Drifted")]
     await server.kube.patch(NODECLAIM, "pool-a", {"status": {"conditions": [
-        *(await live.get(NODECLAIM, "pool-a"))["status"]["conditions"],
-        condition("Initialized", True, NOW), condition("Drifted", True, NOW, reason="AMIDrift")]}},
+        *launched, condition("Initialized", True, NOW), condition("Drifted", True, NOW, reason="AMIDrift")]}},
         subresource="status")
     store = await store_of(server)
     server.before_write(NODECLAIM, "pool-a", adds_condition("pool-a"))
     marker = DriftMarker(context(live, provider), store)
     assert await marker.reconcile_once() == ["pool-a"]  # the simulated cloud reports no drift: cleared
     assert server.interleaved_writes == 1
-    assert condition_types(await live.get(NODECLAIM, "pool-a")) == ["ExampleHealthy", "Initialized", "Launched"]
+    after = condition_types(await live.get(NODECLAIM, "pool-a"))
+    assert {"ExampleHealthy", "Initialized", "Launched"} <= set(after) and "Drifted" not in after
 
 
 async def test_garbage_collection_releases_an_orphans_node_as_its_other_holder_lets_go(server: FakeApiServer,

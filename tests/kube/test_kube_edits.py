@@ -96,4 +96,4 @@ async def test_a_condition_set_meanwhile_by_another_controller_stays() -> None:
 
     await set_condition(RacingKube(kube, NODECLAIM, "c1", other), "c1", condition("Registered", True, NOW))  # type: ignore[arg-type]
     types = [c["type"] for c in (await kube.get(NODECLAIM, "c1"))["status"]["conditions"]]
-    assert sorted(types) == ["Initialized", "Registered"]
+    assert {"Initialized", "Registered"} <= set(types)  # (plus Ready and its other dependents, as Unknown)

@@ -30,6 +30,10 @@ def env() -> tuple[MemoryKube, SimulatedCloud]:
     return MemoryKube(clock=lambda: NOW), SimulatedCloud([one_type], clock=lambda: NOW)
 
 
+def conditions(claim: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    return {c["type"]: (c["status"], c.get("reason", "")) for c in (claim.get("status") or {}).get("conditions") or []}
+
+
 def at(seconds: float) -> Any:
     return NOW + timedelta(seconds=seconds)
 
@@ -76,6 +80,7 @@ async def test_an_empty_node_is_drained_for_five_seconds_before_its_instance_goe
 
     first = await step(terminator, kube, 0)
     assert not first.finished and first.drain_ends_at == at(5)
+    assert conditions(await kube.get(NODECLAIM, "pool-a"))["Drained"] == ("Unknown", "Draining")
     again = await step(terminator, kube, 4.9)
     assert not again.finished and again.drain_ends_at == at(5), "the drain's start is kept between steps"
     assert len(await cloud.list()) == 1, "the instance runs until the drain is over"
@@ -116,6 +121,8 @@ async def test_the_instance_waits_for_the_volume_attachment_of_a_drained_pod(
         await kube.get(POD, "db-0", "default")
     waiting = await step(terminator, kube, 6)
     assert waiting.awaiting_volumes == ["csi-db"] and not waiting.finished
+    seen = conditions(await kube.get(NODECLAIM, "pool-a"))
+    assert seen["Drained"][0] == "True" and seen["VolumesDetached"] == ("Unknown", "AwaitingVolumeDetachment")
     assert len(await cloud.list()) == 1, "the volume is still attached: the instance stays"
     assert (await step(terminator, kube, 30)).awaiting_volumes == ["csi-db"]
 

@@ -1,10 +1,12 @@
 """boto3 clients and the bridge that runs their blocking calls off the event loop.
 
 boto3 is synchronous; every call goes through ``AwsCaller.call`` which runs it in
-a dedicated thread pool behind an ``asyncio.Semaphore`` (bounded concurrency),
-times it and counts errors by code. Retries are botocore's ``adaptive`` mode
-(``standard`` + client-side rate limiting): legacy mode does not retry EC2's
-HTTP-400 ``RequestLimitExceeded``.
+a dedicated thread pool behind an ``asyncio.Semaphore`` (bounded concurrency).
+Retries are botocore's ``adaptive`` mode (``standard`` + client-side rate
+limiting): legacy mode does not retry EC2's HTTP-400 ``RequestLimitExceeded``.
+Each client reports its requests, attempts, latencies and retries through
+botocore's event hooks as Karpenter's SDK instrumentation does (``aws_sdk_go_*``:
+service, action, HTTP status code; 0 when no response came back).
 
 A ``gate`` (the leader's ``LeadershipGate.check``) is asked before every call and, through a botocore
 ``request-created`` hook, before every HTTP attempt of it (each retry, each paginator page): a call
@@ -25,7 +27,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from reconciler.cloud.aws import metrics
+from reconciler.cloud.aws.metrics import AWSMetrics
 
 DEFAULT_MAX_CONCURRENCY = 16
 # Karpenter's AWS HTTP client gives up after 4 minutes.
@@ -70,8 +72,10 @@ class ClientOptions:
 class AwsClients:
     """Lazily built boto3 clients sharing one session and retry configuration."""
 
-    def __init__(self, options: ClientOptions, session: boto3.session.Session | None = None) -> None:
+    def __init__(self, options: ClientOptions, session: boto3.session.Session | None = None,
+                 metrics: AWSMetrics | None = None) -> None:
         self.options = options
+        self.metrics = metrics
         self._session = session or boto3.session.Session(
             aws_access_key_id=options.access_key_id,
             aws_secret_access_key=options.secret_access_key,
@@ -93,6 +97,8 @@ class AwsClients:
                 service, region_name=region, endpoint_url=self.options.endpoint_url, config=self._config
             )
             client.meta.events.register("request-created", self._check_gate)
+            if self.metrics is not None:
+                instrument(client, self.metrics)
             self._clients[service] = client
         return self._clients[service]
 
@@ -101,6 +107,14 @@ class AwsClients:
         gate = self.gate
         if gate is not None:
             gate(f"AWS {operation_name or 'request'}")
+
+    def instrument(self, metrics: AWSMetrics) -> None:
+        """Report the SDK metrics of every client, built already or later, to ``metrics``."""
+        if self.metrics is metrics:
+            return
+        self.metrics = metrics
+        for client in self._clients.values():
+            instrument(client, metrics)
 
     @property
     def ec2(self) -> Any:
@@ -140,20 +154,10 @@ class AwsCaller:
         return semaphore
 
     async def call(self, method: Callable[..., Any], **kwargs: Any) -> Any:
-        operation = getattr(method, "__name__", "call")
         if self.gate is not None:
-            self.gate(f"AWS {operation}")
+            self.gate(f"AWS {getattr(method, '__name__', 'call')}")
         async with self._semaphore():
-            started = time.perf_counter()
-            try:
-                return await asyncio.get_running_loop().run_in_executor(
-                    self._executor, partial(method, **kwargs)
-                )
-            except Exception as err:
-                metrics.errors.labels(operation=operation, error=error_code(err)).inc()
-                raise
-            finally:
-                metrics.api_duration.labels(operation=operation).observe(time.perf_counter() - started)
+            return await asyncio.get_running_loop().run_in_executor(self._executor, partial(method, **kwargs))
 
     async def paginate(self, client: Any, operation: str, result_key: str, **kwargs: Any) -> list[Any]:
         """All items of a paginated operation (the paginator runs in the pool too)."""
@@ -169,3 +173,51 @@ class AwsCaller:
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+_STARTED, _ATTEMPT_STARTED, _MODEL = "adze_call_started", "adze_attempt_started", "adze_operation"
+
+
+def instrument(client: Any, metrics: AWSMetrics) -> None:
+    """Count and time the client's calls and their attempts (botocore hooks run in the calling thread)."""
+    service = str(client.meta.service_model.service_id)
+    hyphenized = client.meta.service_model.service_id.hyphenize()
+
+    def call_started(model: Any, context: dict[str, Any], **_: Any) -> None:
+        context[_STARTED] = time.perf_counter()
+        context[_MODEL] = model
+
+    def attempt_started(request: Any, **_: Any) -> None:
+        request.context[_ATTEMPT_STARTED] = time.perf_counter()
+
+    def attempt_done(context: dict[str, Any], response_dict: dict[str, Any] | None = None, **_: Any) -> None:
+        model = context.get(_MODEL)
+        labels = {"service": service, "action": model.name if model is not None else "",
+                  "code": str((response_dict or {}).get("status_code", 0))}
+        metrics.sdk_attempts.labels(**labels).inc()
+        started = context.get(_ATTEMPT_STARTED)
+        if started is not None:
+            metrics.sdk_attempt_duration.labels(**labels).observe(time.perf_counter() - started)
+
+    def call_done(model: Any, context: dict[str, Any], code: int, retries: int) -> None:
+        labels = {"service": service, "action": model.name if model is not None else "", "code": str(code)}
+        metrics.sdk_requests.labels(**labels).inc()
+        metrics.sdk_retries.labels(**labels).observe(retries)
+        started = context.get(_STARTED)
+        if started is not None:
+            metrics.sdk_duration.labels(**labels).observe(time.perf_counter() - started)
+
+    def answered(http_response: Any, parsed: dict[str, Any], model: Any, context: dict[str, Any], **_: Any) -> None:
+        retries = int((parsed.get("ResponseMetadata") or {}).get("RetryAttempts") or 0)
+        call_done(model, context, int(getattr(http_response, "status_code", 0) or 0), retries)
+
+    def failed(exception: BaseException, context: dict[str, Any], **_: Any) -> None:
+        attempts = int((context.get("retries") or {}).get("attempt") or 1)
+        call_done(context.get(_MODEL), context, 0, attempts - 1)
+
+    events = client.meta.events
+    events.register(f"before-call.{hyphenized}", call_started)
+    events.register(f"request-created.{hyphenized}", attempt_started)
+    events.register(f"response-received.{hyphenized}", attempt_done)
+    events.register(f"after-call.{hyphenized}", answered)
+    events.register(f"after-call-error.{hyphenized}", failed)

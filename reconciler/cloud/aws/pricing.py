@@ -18,8 +18,8 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from reconciler.cloud import pricesource
-from reconciler.cloud.aws import metrics
 from reconciler.cloud.aws.clients import AwsCaller
+from reconciler.cloud.aws.metrics import AWSMetrics
 
 SPOT_PRODUCT_DESCRIPTIONS = ["Linux/UNIX", "Linux/UNIX (Amazon VPC)"]
 
@@ -45,8 +45,10 @@ class PricingProvider:
         bundled_as_of: datetime | None = None,
         bundled_source: str = "",
         clock: Callable[[], float] = time.time,
+        metrics: AWSMetrics | None = None,
     ) -> None:
         self.region = region
+        self.metrics = metrics = AWSMetrics.of(None) if metrics is None else metrics
         self._on_demand: dict[str, float] = dict(on_demand)
         self._on_demand_live: set[str] = set()
         self._bundled_source = bundled_source or (
@@ -92,7 +94,7 @@ class PricingProvider:
     def _mark_updated(self, kind: str) -> None:
         now = self._clock()
         self._updated[kind] = now
-        metrics.pricing_last_update.labels(kind=kind).set(now)
+        self.metrics.pricing_last_update.labels(kind=kind).set(now)
 
     # --- refresh -------------------------------------------------------------------------------------
 
@@ -108,10 +110,10 @@ class PricingProvider:
                 caller, pricing_client, "Dedicated", "Compute Instance (bare metal)"
             )
         except Exception:
-            metrics.pricing_refresh_failures.labels(kind="on-demand").inc()
+            self.metrics.pricing_refresh_failures.labels(kind="on-demand").inc()
             raise
         if not shared or not metal:
-            metrics.pricing_refresh_failures.labels(kind="on-demand").inc()
+            self.metrics.pricing_refresh_failures.labels(kind="on-demand").inc()
             return 0
         self._on_demand.update(metal)
         self._on_demand.update(shared)
@@ -158,7 +160,7 @@ class PricingProvider:
                 PaginationConfig={"PageSize": 1000},
             )
         except Exception:
-            metrics.pricing_refresh_failures.labels(kind="spot").inc()
+            self.metrics.pricing_refresh_failures.labels(kind="spot").inc()
             raise
         latest: dict[tuple[str, str], tuple[datetime, float]] = {}
         for row in rows:
@@ -173,7 +175,7 @@ class PricingProvider:
             if key not in latest or stamp > latest[key][0]:
                 latest[key] = (stamp, price)
         if not latest:
-            metrics.pricing_refresh_failures.labels(kind="spot").inc()
+            self.metrics.pricing_refresh_failures.labels(kind="spot").inc()
             return 0
         self._spot.update({key: price for key, (_, price) in latest.items()})
         self._spot_source = pricesource.LIVE_SPOT

@@ -23,7 +23,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.cloud.aws import fleet as fleets
-from reconciler.cloud.aws import metrics
 from reconciler.cloud.aws import tags as owned
 from reconciler.cloud.aws.clients import AwsCaller, AwsClients, ClientOptions, Gate, error_code
 from reconciler.cloud.aws.drift import drift_reason
@@ -36,9 +35,8 @@ from reconciler.cloud.aws.instances import (
     records_from_reservations,
 )
 from reconciler.cloud.aws.launch import Launcher, TemplateGone
-from reconciler.cloud.aws.launchtemplate import (
-    LaunchTemplateProvider,
-)
+from reconciler.cloud.aws.launchtemplate import LaunchTemplateProvider
+from reconciler.cloud.aws.metrics import AWSMetrics
 from reconciler.cloud.aws.nodeclass import NodeClassResolver, ResolvedNodeClass, subnets_for_launch
 from reconciler.cloud.aws.preset import load_catalog
 from reconciler.cloud.aws.pricing import PriceSource, PricingProvider
@@ -55,6 +53,7 @@ from reconciler.cloud.types import (
 )
 from reconciler.model import labels as wk
 from reconciler.model.resources import EMPTY
+from reconciler.observability import Metrics
 
 NODECLASS_CACHE_SECONDS = 60.0
 
@@ -104,18 +103,21 @@ class AWSCloudProvider:
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         monotonic: Callable[[], float] = time.monotonic,
         prices: PriceSource | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.config = config
         self.cluster = config.cluster.name
+        self.metrics = AWSMetrics.of(metrics)
         self.clients = clients or AwsClients(config.client_options())
+        self.clients.instrument(self.metrics)
         self.caller = AwsCaller(config.max_concurrency)
         self._now = now
         self._monotonic = monotonic
-        self.pricing = startup_pricing(config.region, clock=lambda: self._now().timestamp())
+        self.pricing = startup_pricing(config.region, clock=lambda: self._now().timestamp(), metrics=self.metrics)
         # What offerings and instances are priced with: the refreshed pricing provider, or a fixed table
         # (``simulate --cloud moto`` feeds the scenario's prices, as the simulated cloud has them).
         self.prices: PriceSource = prices or self.pricing
-        self.unavailable = UnavailableOfferings(clock=monotonic)
+        self.unavailable = UnavailableOfferings(clock=monotonic, metrics=self.metrics)
         self.instance_type_provider = InstanceTypeProvider(
             self.caller,
             self.clients.ec2,
@@ -126,6 +128,7 @@ class AWSCloudProvider:
             vm_memory_overhead_percent=config.vm_memory_overhead_percent,
             reserved_enis=config.reserved_enis,
             clock=monotonic,
+            metrics=self.metrics,
         )
         self.nodeclasses = NodeClassResolver(
             self.caller,
@@ -138,7 +141,7 @@ class AWSCloudProvider:
         )
         self.launch_templates = LaunchTemplateProvider(self.caller, self.clients.ec2, clock=monotonic)
         self.launcher = Launcher(
-            self.caller, self.clients.ec2, config.cluster, self.unavailable, self.launch_templates, now
+            self.caller, self.clients.ec2, config.cluster, self.unavailable, self.launch_templates, now, self.metrics
         )
         self._nodeclass_cache: dict[str, _CachedNodeClass] = {}
 
@@ -246,7 +249,7 @@ class AWSCloudProvider:
         except Exception as err:
             if error_code(err) == "InvalidInstanceID.NotFound":
                 raise InstanceNotFoundError(f"instance {record.id} not found") from None
-            metrics.instance_termination_failures.labels(error=error_code(err)).inc()
+            self.metrics.instance_termination_failures.labels(zone=record.zone, zone_id=record.zone_id).inc()
             raise
 
     async def get(self, provider_id: str) -> Instance:
@@ -366,7 +369,7 @@ class AWSCloudProvider:
         )
 
 
-def startup_pricing(region: str, *, clock: Callable[[], float]) -> PricingProvider:
+def startup_pricing(region: str, *, clock: Callable[[], float], metrics: AWSMetrics | None = None) -> PricingProvider:
     """Prices before the first refresh: the region's bundled table (us-east-1's as an estimate where the
     region has none, as Karpenter does), or nothing for a region without a bundled catalogue."""
     from reconciler.cloud.aws.preset import PRESETS
@@ -379,4 +382,5 @@ def startup_pricing(region: str, *, clock: Callable[[], float]) -> PricingProvid
         bundled_as_of=datetime.fromisoformat(catalog.prices_as_of).replace(tzinfo=UTC),
         bundled_source=catalog.on_demand_source,
         clock=clock,
+        metrics=metrics,
     )

@@ -16,12 +16,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.cloud.aws import metrics
 from reconciler.cloud.aws.amifamily import AL2023
 from reconciler.cloud.aws.catalog import InstanceTypeInfo
 from reconciler.cloud.aws.clients import AwsCaller
 from reconciler.cloud.aws.ice import UnavailableOfferings
 from reconciler.cloud.aws.instancetype import LAUNCHABLE_CAPACITY_TYPES, NodeClassShape
+from reconciler.cloud.aws.metrics import AWSMetrics
 from reconciler.cloud.aws.nodeclass import ResolvedNodeClass
 from reconciler.cloud.aws.pricing import PriceSource
 from reconciler.cloud.types import InstanceType, Offering
@@ -56,8 +56,10 @@ class InstanceTypeProvider:
         reserved_enis: int = 0,
         clock: Callable[[], float] = time.monotonic,
         zone_ids: Mapping[str, str] | None = None,
+        metrics: AWSMetrics | None = None,
     ) -> None:
         self._caller = caller
+        self._metrics = metrics
         self._ec2 = ec2
         self._prices = prices
         self._unavailable = unavailable
@@ -102,6 +104,10 @@ class InstanceTypeProvider:
             self._shapes.clear()
         self._infos = infos
         self._zones = {name: tuple(sorted(z)) for name, z in zones.items()}
+        if self._metrics is not None:
+            for info in infos.values():
+                self._metrics.instance_type_cpu.labels(instance_type=info.name).set(info.vcpus)
+                self._metrics.instance_type_memory.labels(instance_type=info.name).set(info.memory_mib * 1024 * 1024)
         self._fetched_at = self._clock()
 
     async def ensure_fresh(self) -> None:
@@ -187,16 +193,3 @@ class InstanceTypeProvider:
                 )
         return offerings
 
-
-def export_offering_metrics(instance_types: Sequence[InstanceType]) -> None:
-    """Publish price and availability gauges (called after refreshes, not on every listing)."""
-    for instance_type in instance_types:
-        for offering in instance_type.offerings:
-            labels = {
-                "instance_type": instance_type.name,
-                "capacity_type": offering.capacity_type,
-                "zone": offering.zone,
-            }
-            metrics.offering_available.labels(**labels).set(1 if offering.available else 0)
-            if offering.price:
-                metrics.offering_price_estimate.labels(**labels).set(offering.price)

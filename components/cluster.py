@@ -7,6 +7,7 @@ plugin. Everything else here is a plain resource so the mocks can see and check 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pulumi
@@ -48,6 +49,11 @@ def managed_policy_arn(partition: str, name: str) -> str:
     return f"arn:{partition}:iam::aws:policy/{name}"
 
 
+def _arn_in_partition(name: str) -> Callable[[AwsScope], str]:
+    """The managed policy's ARN once the partition is known (bound per policy, not per loop variable)."""
+    return lambda scope: managed_policy_arn(scope.partition, name)
+
+
 def attach_node_policies(
     name: str, role: aws.iam.Role, scope: pulumi.Output[AwsScope], parent: pulumi.Resource
 ) -> list[aws.iam.RolePolicyAttachment]:
@@ -55,7 +61,7 @@ def attach_node_policies(
         aws.iam.RolePolicyAttachment(
             f"{name}-{policy}",
             role=role.name,
-            policy_arn=scope.apply(lambda s, p=policy: managed_policy_arn(s.partition, p)),
+            policy_arn=scope.apply(_arn_in_partition(policy)),
             opts=pulumi.ResourceOptions(parent=parent),
         )
         for policy in NODE_MANAGED_POLICIES

@@ -64,12 +64,9 @@ def parse_duration(text: str, *, name: str = "duration") -> float:
     errors are ``SettingsError`` naming the setting.
     """
     try:
-        seconds = durations.parse_duration(str(text).strip())
+        return durations.parse_length(str(text).strip())
     except durations.DurationError as err:
         raise SettingsError(f"{name}: {err}") from None
-    if seconds < 0:
-        raise SettingsError(f"{name}: {text!r} must not be negative")
-    return seconds
 
 
 def parse_feature_gates(text: str | Mapping[str, Any], *, name: str = "FEATURE_GATES") -> dict[str, bool]:
@@ -202,6 +199,10 @@ class Settings:
                 values["feature_gates"] = parse_feature_gates(value, name=where)
             elif key == "clusterName":
                 values["cluster_name"] = str(value)
+            elif key == "rebalanceHandling":
+                if value not in REBALANCE_HANDLING_MODES:
+                    raise SettingsError(f"{where}: {value!r} must be one of {', '.join(REBALANCE_HANDLING_MODES)}")
+                values["rebalance_handling"] = value
             elif key == "clock":
                 continue  # read by the simulator's clock, not a reconciler setting
             else:

@@ -16,6 +16,11 @@ from typing import Any, Protocol
 from reconciler.model import labels as wk
 from reconciler.model.resources import EMPTY, Resources
 
+# How long an offering that failed to launch (insufficient capacity) or whose spot instance was interrupted
+# stays unavailable: Karpenter's unavailable-offerings TTL (aws/karpenter-provider-aws#1715). Every provider's
+# cache uses it: the AWS one (cloud.aws.ice) and the simulated cloud's.
+UNAVAILABLE_OFFERING_TTL_SECONDS = 180.0
+
 
 @dataclass(slots=True, frozen=True)
 class Offering:
@@ -58,6 +63,10 @@ class InstanceType:
 
     def available_offerings(self) -> list[Offering]:
         return [o for o in self.offerings if o.available]
+
+    def offering(self, zone: str | None, capacity_type: str | None) -> Offering | None:
+        """The offering a machine of this type in ``zone`` with ``capacity_type`` was launched from."""
+        return next((o for o in self.offerings if o.zone == zone and o.capacity_type == capacity_type), None)
 
     def cheapest_offering(
         self, zones: Sequence[str] | None = None, capacity_types: Sequence[str] | None = None
@@ -186,9 +195,9 @@ class LaunchRequest:
                 excluded[key].update(values)
             elif operator == "DoesNotExist":
                 allowed[key] = []
-        for key, values in allowed.items():
-            if values is not None:
-                allowed[key] = [v for v in values if v not in excluded[key]]
+        for key, permitted in allowed.items():
+            if permitted is not None:
+                allowed[key] = [v for v in permitted if v not in excluded[key]]
         ref = spec.get("nodeClassRef") or {}
         return cls(
             nodeclaim=str(metadata.get("name", "")),

@@ -2,8 +2,8 @@
 
 One pass: clear disrupted taints a previous (crashed) leader left on nodes that
 no command owns; ``decide`` on a private snapshot (in a worker thread, bounded
-by ``decision_timeout``); for emptiness and consolidation wait the validation
-period and ``validate`` on a fresh snapshot; then ``CommandExecutor.start``
+by ``decision_timeout``); for a validated method (emptiness, consolidation) wait the
+validation period and ``validate`` on a fresh snapshot; then ``CommandExecutor.start``
 (taint, create + launch replacements) and ``advance`` until every replacement is
 initialized and the candidates are deleted, or the command aborts. Commands run
 one at a time; the termination controller drains the deleted candidates.
@@ -19,7 +19,8 @@ from reconciler.controllers.instancetypes import instance_types_by_nodepool
 from reconciler.controllers.provisioner import min_values_relaxed
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, NameGenerator, ref, snake_case
 from reconciler.disruption.controller import decide
-from reconciler.disruption.types import CONSOLIDATION_TYPES, VALIDATED_METHODS, Command, DisruptionDecision
+from reconciler.disruption.methods import method_named
+from reconciler.disruption.types import Command, DisruptionDecision
 from reconciler.disruption.validation import validate
 from reconciler.kube.api import NODECLAIM, ApiError, NotFoundError
 from reconciler.kube.edits import drop_condition, edit_taints
@@ -105,14 +106,14 @@ class DisruptionController:
                 metrics.consolidation_score.labels(decision=move.score_decision, **labels).observe(move.score)
 
     async def execute(self, command: Command) -> InFlightCommand | None:
-        if command.method in VALIDATED_METHODS:
+        if method_named(command.method).validated:
             await asyncio.sleep(self.ctx.settings.consolidation_validation_wait)
             state = self.store.snapshot()
             types = await instance_types_by_nodepool(self.ctx.cloud, state)
             result = validate(command, state, types, self.ctx.settings, self.ctx.now())
             if not result.valid or result.command is None:
                 self.ctx.metrics.disruption_failed_validations.labels(
-                    consolidation_type=CONSOLIDATION_TYPES.get(command.method, "")).inc(len(command.candidates))
+                    consolidation_type=method_named(command.method).consolidation_type).inc(len(command.candidates))
                 log.info("abandoning disruption command", command=command.describe(), reason=result.reason)
                 message = f"disruption command abandoned after validation: {result.reason}"
                 for candidate in command.candidates:
@@ -193,7 +194,7 @@ class DisruptionController:
     async def _record(self, command: Command) -> None:
         metrics = self.ctx.metrics
         labels = {"decision": command.action, "reason": command.reason.lower(),
-                  "consolidation_type": CONSOLIDATION_TYPES.get(command.method, "")}
+                  "consolidation_type": method_named(command.method).consolidation_type}
         metrics.disruption_decisions.labels(**labels).inc()
         for pool in dict.fromkeys(c.pool for c in command.candidates):
             metrics.disruption_decisions_by_nodepool.labels(nodepool=pool, **labels).inc()

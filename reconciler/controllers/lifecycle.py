@@ -11,6 +11,7 @@ after launch) is deleted; its termination finalizer then removes any instance.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -71,7 +72,7 @@ class NodeClaimLifecycle:
                 continue
             step = self._next_step(claim, now)
             if step is not None:
-                self.workers.start(name, lambda name=name, step=step: self._locked(name, step))
+                self.workers.start(name, functools.partial(self._locked, name, step))
 
     async def _locked(self, name: str, step: Callable[[str], Any]) -> None:
         async with self.ctx.locks.holding([name]) as held:

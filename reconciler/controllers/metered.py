@@ -148,10 +148,6 @@ class MeteredKube:
         return await self._measure("PATCH", "PATCH", kind, subresource, "200", lambda: self.wrapped.patch(
             kind, name, patch, namespace, subresource))
 
-    async def apply(self, manifest: Manifest, *, force: bool = True, subresource: str | None = None) -> Manifest:
-        return await self._measure("PATCH", "PATCH", kind_of(manifest), subresource, "200",
-                                   lambda: self.wrapped.apply(manifest, force=force, subresource=subresource))
-
     async def delete(self, kind: Kind, name: str, namespace: str | None = None, *, uid: str | None = None,
                      grace_period_seconds: int | None = None) -> None:
         await self._measure("DELETE", "DELETE", kind, None, "200", lambda: self.wrapped.delete(

@@ -320,7 +320,7 @@ class Provisioner:
             if seen is not None:
                 self.ctx.metrics.pods_scheduling_decision_duration.observe(max(0.0, now - seen))
 
-    def _pod(self, key: str) -> Mapping[str, Any] | None:
+    def _pod(self, key: str) -> dict[str, Any] | None:
         return self.store.get("Pod", key)
 
 

@@ -176,7 +176,8 @@ class StateMetrics:
             claim, pool = node.nodeclaim, node.nodepool
             if claim is None or pool not in cost or node.deleting:
                 continue
-            offering = node.offering(types.get(pool) or ())
+            instance_type = next((t for t in types.get(pool) or () if t.name == node.instance_type), None)
+            offering = instance_type.offering(node.zone, node.capacity_type) if instance_type is not None else None
             if offering is None or not offering.price:
                 if claim.name not in self._cost_errors:
                     self._cost_errors.add(claim.name)

@@ -101,7 +101,7 @@ class StatusController:
                 log.warning("updating EC2NodeClass status failed", EC2NodeClass=ref(name), error=str(err))
                 continue
             self.store.write_through(patched)  # NodePool readiness below must see it
-            ready = next((c for c in desired["conditions"] if c.get("type") == "Ready"), {})
+            ready: dict[str, Any] = next((c for c in desired["conditions"] if c.get("type") == "Ready"), {})
             log.info("updated ec2nodeclass status", EC2NodeClass=ref(name), ready=ready.get("status"),
                      detail=ready.get("message", ""))
             await self.ctx.event(nodeclass, "Normal" if ready.get("status") == "True" else "Warning",

@@ -14,11 +14,10 @@ import functools
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from reconciler.api.durations import format_duration_short
+from reconciler.api.durations import DurationError, format_duration_short, parse_length
 from reconciler.model.node import NodeClaim
 from reconciler.model.nodepool import NodePool
 from reconciler.model.state_node import StateNode
-from reconciler.settings import SettingsError, parse_duration
 
 WHEN_EMPTY = "WhenEmpty"
 WHEN_EMPTY_OR_UNDERUTILIZED = "WhenEmptyOrUnderutilized"
@@ -49,8 +48,8 @@ def _settings(raw: int | float | str | None, policy: str) -> ConsolidationSettin
     if raw is None or str(raw) == "Never":
         return ConsolidationSettings(None, policy)
     try:
-        after = float(raw) if isinstance(raw, int | float) else parse_duration(str(raw))
-    except SettingsError:
+        after = float(raw) if isinstance(raw, int | float) else parse_length(str(raw))
+    except DurationError:
         after = None  # unreadable: treat as disabled rather than guess (fail safe)
     return ConsolidationSettings(after, policy)
 

@@ -13,21 +13,18 @@ from reconciler.model.pod import Pod
 from reconciler.model.state_node import StateNode
 from reconciler.scheduling.results import ScheduledClaim
 
-# Reasons (result documents, budgets, DisruptionReason condition).
-EMPTY = "Empty"
-UNDERUTILIZED = "Underutilized"
-DRIFTED = "Drifted"
-
-# Methods, in the order a pass tries them.
+# Method names (``Command.method``, explanations, the consolidation_type metric label). What each method
+# is — its reason, class, whether it is validated, its order — is ``reconciler.disruption.methods.METHODS``.
 EMPTINESS = "emptiness"
 DRIFT = "drift"
 MULTI_NODE = "multi-node"
 SINGLE_NODE = "single-node"
-# Karpenter's consolidation_type metric label per method.
-CONSOLIDATION_TYPES = {EMPTINESS: "empty", DRIFT: "", MULTI_NODE: "multi", SINGLE_NODE: "single"}
-# Commands of these methods wait (consolidation_validation_wait) and are re-validated before they act;
-# drift acts at once. The live controller and the simulator both read this.
-VALIDATED_METHODS = frozenset({EMPTINESS, MULTI_NODE, SINGLE_NODE})
+
+# Disruption classes (Karpenter's Method.Class()): which candidates a method sees. Graceful methods
+# respect every pod blocker; eventual ones (drift) may proceed past PDBs and do-not-disrupt pods when the
+# NodeClaim's terminationGracePeriod bounds the drain.
+GRACEFUL = "graceful"
+EVENTUAL = "eventual"
 
 DELETE = "delete"
 REPLACE = "replace"
@@ -100,7 +97,7 @@ class Replacement:
 
 @dataclass(slots=True)
 class Command:
-    reason: str  # Empty | Underutilized | Drifted
+    reason: str  # the method's reason: Empty | Underutilized | Drifted (budgets.REASON_*)
     method: str  # emptiness | drift | multi-node | single-node
     candidates: list[Candidate]
     replacements: list[Replacement] = field(default_factory=list)
@@ -162,14 +159,10 @@ class MethodRun:
 
     method: str  # emptiness | drift | multi-node | single-node
     reason: str  # Empty | Drifted | Underutilized
+    consolidation_type: str  # Karpenter's label value: empty, multi, single, and "" for drift
     eligible: int
     seconds: float | None = None  # None when the pass had no timer
     timed_out: bool = False
-
-    @property
-    def consolidation_type(self) -> str:
-        """Karpenter's label value: empty, multi, single, and "" for drift."""
-        return CONSOLIDATION_TYPES.get(self.method, "")
 
 
 @dataclass(slots=True)

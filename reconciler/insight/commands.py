@@ -224,7 +224,8 @@ def _proposed(args: argparse.Namespace) -> Any:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from reconciler.insight.plan import compute_plan
-    from reconciler.insight.plan_render import render_html, render_markdown, render_text, verdict
+    from reconciler.insight.plan_html import render_plan_html
+    from reconciler.insight.plan_render import render_markdown, render_text, verdict
     from reconciler.settings import SettingsError, parse_duration
 
     try:
@@ -241,7 +242,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     finally:
         progress.done()
     if args.report:
-        Path(args.report).write_text(render_html(plan))
+        Path(args.report).write_text(render_plan_html(plan))
     if args.json:
         sys.stdout.write(json.dumps(plan.as_dict(), indent=2) + "\n")
     elif args.markdown:

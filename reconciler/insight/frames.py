@@ -180,7 +180,7 @@ class RecordingSimulation(Simulation):
         ``Simulation``."""
         super().__init__(scenario, cloud=cloud)
         self._every_step = frames
-        self.explain_every_pass = explain_every_pass
+        self.env.explain_every_pass = explain_every_pass
         self.frames: list[Frame] = []
         self.records: list[dict[str, Any]] = []
         for kind in STEP_KINDS:

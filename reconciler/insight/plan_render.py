@@ -19,7 +19,7 @@ from reconciler.insight.proposal import PoolChange
 from reconciler.insight.stability import stamp
 from reconciler.insight.timeline import ASSUMPTIONS
 
-__all__ = ["headline", "render_html", "render_markdown", "render_text", "risk_lines", "verdict"]
+__all__ = ["headline", "render_markdown", "render_text", "risk_lines", "verdict"]
 
 MAX_LISTED = 25  # rows per list in text and Markdown before "... N more"
 
@@ -303,9 +303,3 @@ def _details(
     out += [line for line in after if line is not None]
     out += ["", "</details>", ""]
     return out
-
-
-def render_html(plan: PlanResult) -> str:
-    from reconciler.insight.plan_html import render_plan_html
-
-    return render_plan_html(plan)

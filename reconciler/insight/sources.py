@@ -269,7 +269,8 @@ def load_nodepools_file(path: str | Path, *, require_nodepool: bool = True) -> P
 
     source = str(path)
     manifests = _manifests(_read_yaml_documents(path), source)
-    pools, classes = [], []
+    pools: list[Any] = []
+    classes: list[Any] = []
     for index, manifest in enumerate(manifests):
         key = (manifest.get("apiVersion"), manifest.get("kind"))
         name = manifest["metadata"]["name"]

@@ -10,23 +10,20 @@ message contains can crash the loop.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.cloud.aws.clients import AwsCaller
 from reconciler.cloud.aws.ice import UnavailableOfferings
-from reconciler.cloud.aws.instances import parse_provider_id
 from reconciler.cloud.aws.metrics import AWSMetrics
-from reconciler.interruption.actions import REBALANCE_EVENT, Action, ActionKind, decide
+from reconciler.interruption.actions import REBALANCE_EVENT, decide
+from reconciler.interruption.execution import NodeClaimSource, execute, nodeclaims_by_instance
 from reconciler.interruption.messages import MessageParseError, parse
 from reconciler.interruption.metrics import InterruptionMetrics
-from reconciler.kube.api import NODECLAIM, KubeAPI, Manifest, NotFoundError
-from reconciler.kube.edits import edit_node
-from reconciler.model import labels as wk
+from reconciler.kube.api import KubeAPI
 from reconciler.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -46,93 +43,6 @@ class InterruptionSettings:
     def from_settings(cls, settings: Settings) -> InterruptionSettings:
         """The queue (``INTERRUPTION_QUEUE``; empty disables) and ``REBALANCE_HANDLING`` from validated settings."""
         return cls(queue_name=settings.interruption_queue, rebalance=settings.rebalance_handling)
-
-
-# Where the NodeClaims come from: the live controller's informer cache (None while it has none: then a LIST).
-NodeClaimSource = Callable[[], Iterable[Manifest] | None]
-
-
-async def nodeclaims_by_instance(kube: KubeAPI, cached: NodeClaimSource | None = None) -> dict[str, dict[str, Any]]:
-    """NodeClaims keyed by the EC2 instance ID in their ``status.providerID``, from ``cached`` when it has them
-    (as Karpenter's interruption controller reads its cache), else listed through the API."""
-    claims = cached() if cached is not None else None
-    if claims is None:
-        claims, _ = await kube.list(NODECLAIM)
-    index = {}
-    for claim in claims:
-        provider_id = (claim.get("status") or {}).get("providerID")
-        if not provider_id:
-            continue
-        try:
-            index[parse_provider_id(str(provider_id))[1]] = claim
-        except ValueError:
-            continue
-    return index
-
-
-async def execute(
-    kube: KubeAPI, action: Action, now: datetime, unavailable: UnavailableOfferings | None = None,
-    metrics: InterruptionMetrics | None = None,
-) -> None:
-    """Carry out one action through the Kubernetes API (idempotent: a vanished object is fine)."""
-    if metrics is not None:
-        metrics.actions_performed.labels(action_type=action.kind.value).inc()
-    if action.unavailable_offering and unavailable is not None:
-        unavailable.mark_unavailable(*action.unavailable_offering, reason=action.reason)
-    if action.unavailable_reservation and unavailable is not None:
-        unavailable.mark_reservation_unavailable(action.unavailable_reservation)
-    if action.reason and action.nodeclaim:
-        await record_event(kube, action, now)
-    if action.kind is ActionKind.NO_OP:
-        return
-    try:
-        if action.kind is ActionKind.CORDON_DRAIN and action.node:
-            await _cordon(kube, action.node)
-        if action.forceful:
-            stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
-            await kube.patch(
-                NODECLAIM,
-                action.nodeclaim,
-                {"metadata": {"annotations": {wk.NODECLAIM_TERMINATION_TIMESTAMP: stamp}}},
-            )
-        await kube.delete(NODECLAIM, action.nodeclaim)
-    except NotFoundError:
-        return
-
-
-async def _cordon(kube: KubeAPI, node_name: str) -> None:
-    def edit(node: Manifest) -> Manifest:
-        spec = node.setdefault("spec", {})
-        taints = list(spec.get("taints") or [])
-        if not any(t.get("key") == wk.DISRUPTED_TAINT_KEY for t in taints):
-            taints.append({"key": wk.DISRUPTED_TAINT_KEY, "effect": "NoSchedule"})
-        spec.update(unschedulable=True, taints=taints)
-        return node
-
-    with contextlib.suppress(NotFoundError):
-        await edit_node(kube, node_name, edit)
-
-
-async def record_event(kube: KubeAPI, action: Action, now: datetime) -> None:
-    """A Kubernetes Event on the NodeClaim (best effort: events must never block handling)."""
-    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
-    event = {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"generateName": f"{action.nodeclaim}.", "namespace": "default"},
-        "involvedObject": {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "name": action.nodeclaim},
-        "reason": action.reason,
-        "message": action.message,
-        "type": "Warning" if action.kind is not ActionKind.NO_OP else "Normal",
-        "source": {"component": "karpenter"},
-        "firstTimestamp": stamp,
-        "lastTimestamp": stamp,
-        "count": 1,
-    }
-    try:
-        await kube.create(event)
-    except Exception as err:
-        log.debug("could not record event %s: %s", action.reason, err)
 
 
 class InterruptionController:

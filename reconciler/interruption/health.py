@@ -19,7 +19,7 @@ from reconciler.cloud.aws.clients import AwsCaller, error_code
 from reconciler.cloud.aws.ice import UnavailableOfferings
 from reconciler.cloud.aws.metrics import AWSMetrics
 from reconciler.interruption.actions import Action, ActionKind
-from reconciler.interruption.controller import NodeClaimSource, execute, nodeclaims_by_instance
+from reconciler.interruption.execution import NodeClaimSource, execute, nodeclaims_by_instance
 from reconciler.interruption.metrics import InterruptionMetrics
 from reconciler.kube.api import KubeAPI
 

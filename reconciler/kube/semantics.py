@@ -159,7 +159,9 @@ class Requirement:
 
 def _split_terms(text: str) -> list[str]:
     """Split on commas that are not inside ``in (a, b)`` parentheses."""
-    terms, depth, current = [], 0, []
+    terms: list[str] = []
+    current: list[str] = []
+    depth = 0
     for char in text:
         if char == "(":
             depth += 1

@@ -27,12 +27,12 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
 
+from reconciler.api.durations import DurationError, parse_length
 from reconciler.disruption import pods as podutil
 from reconciler.disruption.pdb import PdbLimits
 from reconciler.disruption.pods import PodFacts, PodLike, facts
 from reconciler.model import labels as wk
 from reconciler.model.meta import parse_time_or_none
-from reconciler.settings import SettingsError, parse_duration
 
 Manifest = Mapping[str, Any]
 
@@ -79,8 +79,8 @@ def termination_deadline(nodeclaim: Manifest | None) -> datetime | None:
     if deleted is None or not grace:
         return None
     try:
-        return deleted + timedelta(seconds=parse_duration(str(grace), name="spec.terminationGracePeriod"))
-    except SettingsError:
+        return deleted + timedelta(seconds=parse_length(str(grace), path="spec.terminationGracePeriod"))
+    except DurationError:
         return None
 
 
@@ -125,8 +125,8 @@ def plan_drain(
         if not tier:
             continue
         plan.tier = TIER_NAMES[index]
-        for pod in tier:
-            _plan_eviction(pod, pdbs, now, plan, budget_left)
+        for evictee in tier:
+            _plan_eviction(evictee, pdbs, now, plan, budget_left)
         break
     return plan
 

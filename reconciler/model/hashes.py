@@ -30,11 +30,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
+from reconciler.api.durations import DurationError, parse_duration
 from reconciler.api.ec2_launch import METADATA_OPTIONS_DEFAULT
 from reconciler.api.ec2_selectors import ALIAS_FAMILIES
 from reconciler.model import labels as wk
 from reconciler.model.nodepool import NodePool
-from reconciler.settings import SettingsError, parse_duration
 
 NODEPOOL_HASH_VERSION = "adze-v1"
 
@@ -110,7 +110,7 @@ def _duration(text: str | None) -> float | str | None:
         return text
     try:
         return parse_duration(text)
-    except SettingsError:
+    except DurationError:
         return text
 
 

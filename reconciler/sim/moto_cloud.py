@@ -31,6 +31,7 @@ from datetime import datetime
 from typing import Any
 
 from reconciler.cloud.aws import tags as owned
+from reconciler.cloud.aws.ice import UnavailableOfferings
 from reconciler.cloud.aws.instances import provider_id
 from reconciler.cloud.aws.offline import DISCOVERY_TAG, MotoCloud, open_moto_cloud
 from reconciler.cloud.types import Instance, InstanceType, LaunchRequest, Offering
@@ -149,6 +150,11 @@ class MotoSimulatedCloud:
                 self.provider.unavailable.mark_unavailable(offering.capacity_type, instance_type, offering.zone, _ICE)
                 changed += 1
         return changed
+
+    @property
+    def unavailable(self) -> UnavailableOfferings:
+        """The provider's unavailable-offerings cache: what an interruption marks, as on the live path."""
+        return self.provider.unavailable
 
     def register_existing(self, instance: Instance) -> None:
         """A scenario Node already running: launch it in moto, owned by the cluster, known by its ID."""

@@ -13,7 +13,7 @@ import asyncio
 import random
 import string
 from collections.abc import Callable, Mapping
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +25,10 @@ from reconciler.model import labels as wk
 from reconciler.model.adoption import adopt_nodeclaims
 from reconciler.model.meta import format_time
 from reconciler.model.resources import Resources
+from reconciler.sim import disruption_steps
 from reconciler.sim.catalog import build_catalog, catalog_shaper
 from reconciler.sim.cluster import SimulatedCluster
+from reconciler.sim.environment import SimEnvironment
 from reconciler.sim.scenario import Scenario, ScenarioError, Step, load_scenario_file
 from reconciler.sim.workloads import WorkloadControllers, create_with_status, expand_pod_replicas, simulated_scale
 
@@ -76,8 +78,7 @@ class Simulation:
         ``register_existing`` as ``SimulatedCloud`` does."""
         self.scenario = scenario
         self.settings = scenario.settings
-        self.now = scenario.clock
-        self.kube = MemoryKube(clock=lambda: self.now, seed=0)
+        self.kube = MemoryKube(clock=lambda: self.env.now, seed=0)
         self.kube.set_scale_lookup(simulated_scale(self.kube))
         self.cloud: Any = (
             cloud(self)
@@ -87,13 +88,19 @@ class Simulation:
             )
         )
         self.names = NameGenerator(scenario.name)
-        self.cluster = SimulatedCluster(self)
-        self.workloads = WorkloadControllers(
-            self.kube, self.snapshot, lambda: self.now, self.cluster.daemon_pod_fits
-        )
+        self.env = SimEnvironment(self.kube, self.cloud, self.settings, self.names, scenario.clock)
+        self.cluster = SimulatedCluster(self.env)
         # Called after each disruption pass that acted, with the step record and the indexes of the pass's first
         # ``disrupted`` item and event (``plan`` times each command from them); None in ``simulate``.
         self.after_disruption_pass: Callable[[dict[str, Any], int, int], None] | None = None
+
+    @property
+    def now(self) -> datetime:
+        return self.env.now
+
+    @property
+    def workloads(self) -> WorkloadControllers:
+        return self.cluster.workloads
 
     # -- helpers used by the step handlers ------------------------------------------------------
     def snapshot(self, kind_name: str) -> list[Manifest]:
@@ -101,7 +108,7 @@ class Simulation:
         return self.cluster.manifests(kind_name)
 
     def advance(self, seconds: float) -> None:
-        self.now = self.now + timedelta(seconds=seconds)
+        self.env.advance(seconds)
 
     async def load(self) -> None:
         expanded: list[Manifest] = []
@@ -173,14 +180,14 @@ class Simulation:
             # held back, so the step keeps only the last pass's (never "disrupted" and "blocked" at once).
             record["events"] = [e for e in record["events"] if e.get("reason") != "DisruptionBlocked"]
             first_item, first_event = len(record["disrupted"]), len(record["events"])
-            acted = await self.cluster.disrupt_once(record)
+            acted = await disruption_steps.disrupt_once(self.cluster, record)
             if not acted:
                 break
             if self.after_disruption_pass is not None:
                 self.after_disruption_pass(record, first_item, first_event)
 
     async def _step_expire(self, step: Step, record: dict[str, Any]) -> None:
-        await self.cluster.expire(record)
+        await disruption_steps.expire(self.cluster, record)
 
     async def _step_advance(self, step: Step, record: dict[str, Any]) -> None:
         self.advance(step.args)
@@ -226,8 +233,8 @@ class Simulation:
         await self.cluster.settle(record)
 
     async def _step_interrupt(self, step: Step, record: dict[str, Any]) -> None:
-        await self.cluster.interrupt(step.args["node"], step.args.get("kind", "spot_interrupted"), record,
-                                     path=f"{step.path}.interrupt.node")
+        await disruption_steps.interrupt(self.cluster, step.args["node"], step.args.get("kind", "spot_interrupted"),
+                                         record, path=f"{step.path}.interrupt.node")
 
     async def _step_unavailable(self, step: Step, record: dict[str, Any]) -> None:
         for index, offering in enumerate(step.args):

@@ -126,6 +126,34 @@ def test_spot_interruption_replaces_the_node_and_rebalance_is_ignored() -> None:
     assert (final_node["instanceType"], final_node["zone"]) != (first["instanceType"], first["zone"])
 
 
+def test_rebalance_under_drain_cordons_drains_and_replaces_the_node() -> None:
+    pool = nodepool(
+        template_spec={"requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]}
+    )
+    first = run([pool, deployment("app", 2)], [{"provision": {}}])["steps"][0]["launched"][0]["node"]
+    steps = [{"provision": {}}, {"interrupt": {"node": first, "kind": "rebalance_recommendation"}}]
+    result = run([pool, deployment("app", 2)], steps, rebalanceHandling="drain")
+    step = result["steps"][1]
+    assert step["events"][0]["reason"] == "SpotRebalanceRecommendation"
+    assert step["events"][0]["message"].startswith("EC2 Instance Rebalance Recommendation for instance i-")
+    assert [(d["node"], d["reason"], d["action"]) for d in step["disrupted"]] == [(first, "Interrupted", "delete")]
+    assert sorted(e["object"] for e in step["events"] if e["reason"] == "Evicted") == [
+        "Pod/default/app-0", "Pod/default/app-1"]
+    (final,) = result["final"]["nodes"]
+    assert final["name"] != first and len(final["pods"]) == 2 and result["final"]["pending"] == []
+    # Under the default ("event", Karpenter's behaviour) the same message only records the event.
+    assert run([pool, deployment("app", 2)], steps)["steps"][1]["disrupted"] == []
+
+
+def test_rebalance_handling_in_a_scenario_is_validated() -> None:
+    import pytest
+
+    from reconciler.sim.scenario import ScenarioError
+
+    with pytest.raises(ScenarioError, match=r"^settings.rebalanceHandling: 'cordon' must be one of event, drain$"):
+        run([nodepool()], [], rebalanceHandling="cordon")
+
+
 def test_an_interrupted_spot_offering_is_available_again_after_three_minutes() -> None:
     pool = nodepool(
         template_spec={"requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]}

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from reconciler.cloud.aws.metrics import AWSMetrics
-
-ICE_TTL_SECONDS = 180.0
+from reconciler.cloud.types import UNAVAILABLE_OFFERING_TTL_SECONDS
 
 
 class UnavailableOfferings:
-    def __init__(self, clock: Callable[[], float] = time.monotonic, ttl: float = ICE_TTL_SECONDS,
+    def __init__(self, clock: Callable[[], float] = time.monotonic, ttl: float = UNAVAILABLE_OFFERING_TTL_SECONDS,
                  metrics: AWSMetrics | None = None) -> None:
         self._clock = clock
         self._ttl = ttl
@@ -74,7 +74,10 @@ class UnavailableOfferings:
     def cleanup(self) -> None:
         """Drop expired entries (called periodically; queries ignore expired entries anyway)."""
         now = self._clock()
-        for table in (self._offerings, self._capacity_types, self._subnets, self._reservations):
+        tables: tuple[dict[Any, float], ...] = (
+            self._offerings, self._capacity_types, self._subnets, self._reservations
+        )
+        for table in tables:
             for key in [k for k, expiry in table.items() if expiry <= now]:
                 del table[key]
 

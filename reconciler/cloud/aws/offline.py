@@ -272,7 +272,7 @@ def seed_eks_ami_parameters(
     now = datetime.now(UTC)
     for name, image_id in eks_parameter_names(kubernetes_version, ami_ids).items():
         backend._parameters[name] = [
-            Parameter(
+            Parameter(  # type: ignore[abstract]  # moto's own class; it leaves two CloudFormation hooks abstract
                 account_id=account_id,
                 name=name,
                 value=image_id,

@@ -11,6 +11,7 @@ has no spot offering. Staleness is exported as a metric per kind.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -63,7 +64,7 @@ class PricingProvider:
         for kind in ("on-demand", "spot"):
             metrics.pricing_last_update.labels(kind=kind).set(0)
             # Evaluated at scrape time, so the gauge keeps growing between refreshes.
-            metrics.pricing_staleness.labels(kind=kind).set_function(lambda kind=kind: self.staleness(kind))
+            metrics.pricing_staleness.labels(kind=kind).set_function(functools.partial(self.staleness, kind))
 
     # --- PriceSource ---------------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ Launch path for one NodeClaim (``create``):
 
 from __future__ import annotations
 
+import builtins
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -260,7 +261,7 @@ class AWSCloudProvider:
         records = await self.list_records()
         return [self._instance(record, None, None) for record in records]
 
-    async def list_records(self) -> list[InstanceRecord]:
+    async def list_records(self) -> builtins.list[InstanceRecord]:  # ``list`` here is the method above
         reservations = await self.caller.paginate(
             self.clients.ec2,
             "describe_instances",

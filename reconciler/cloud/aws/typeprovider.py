@@ -11,6 +11,7 @@ offering unavailable rather than left out.
 
 from __future__ import annotations
 
+import builtins
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -161,7 +162,7 @@ class InstanceTypeProvider:
         subnet_zones: set[str] | None,
         runnable: bool,
         zone_ids: Mapping[str, str],
-    ) -> list[Offering]:
+    ) -> builtins.list[Offering]:  # ``list`` in this class is the method
         info = self._infos[name]
         offerings = []
         for zone in zones:

@@ -13,13 +13,15 @@ stay those of the one catalogue, so capacity shortages apply to every NodeClass.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from reconciler.cloud.types import (
+    UNAVAILABLE_OFFERING_TTL_SECONDS,
     Instance,
     InstanceNotFoundError,
     InstanceType,
@@ -32,6 +34,25 @@ from reconciler.model import labels as wk
 
 if TYPE_CHECKING:
     from reconciler.cloud.aws.preset import PresetShaper
+
+
+class SimulatedUnavailableOfferings:
+    """The simulated cloud's unavailable-offerings cache, in the AWS cache's shape (what interruption marks).
+
+    An offering marked here is unavailable for ``UNAVAILABLE_OFFERING_TTL_SECONDS`` of simulated time. The
+    simulated catalogue has no capacity reservations, so a marked reservation only shows in ``calls``.
+    """
+
+    def __init__(self, cloud: SimulatedCloud) -> None:
+        self._cloud = cloud
+
+    def mark_unavailable(self, capacity_type: str, instance_type: str, zone: str, reason: str = "") -> None:
+        until = self._cloud.now() + timedelta(seconds=UNAVAILABLE_OFFERING_TTL_SECONDS)
+        with contextlib.suppress(KeyError):  # a type no longer in the catalogue has nothing to mark
+            self._cloud.mark_unavailable(instance_type, zone, capacity_type, until=until)
+
+    def mark_reservation_unavailable(self, reservation_id: str) -> None:
+        self._cloud.calls.append(("mark-reservation-unavailable", reservation_id))
 
 
 class SimulatedCloud:
@@ -52,6 +73,7 @@ class SimulatedCloud:
         self._launches = 0
         self._restore: dict[tuple[str, str, str], datetime] = {}  # (type, zone, capacity type) -> available again
         self.calls: list[tuple[str, str]] = []  # (operation, subject), for tests and reports
+        self.unavailable = SimulatedUnavailableOfferings(self)
 
     # -- catalogue -------------------------------------------------------------------------
     def catalog(self) -> list[InstanceType]:
@@ -96,6 +118,9 @@ class SimulatedCloud:
             )
             self._types[name] = replace(existing, offerings=offerings)
             self._version += 1
+
+    def now(self) -> datetime:
+        return self._clock()
 
     def register_existing(self, instance: Instance) -> None:
         """Adopt an instance that a scenario declares as already running."""
@@ -203,7 +228,7 @@ class SimulatedCloud:
 
     # -- internals -------------------------------------------------------------------------
     def _choose(
-        self, request: LaunchRequest, catalog: list[InstanceType]
+        self, request: LaunchRequest, catalog: Sequence[InstanceType]  # ``list`` here would be the method
     ) -> tuple[InstanceType, Offering] | None:
         types = {t.name: t for t in catalog}
         allowed: dict[str, tuple[int, InstanceType, list[Offering]]] = {}

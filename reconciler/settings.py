@@ -46,6 +46,17 @@ def _parse_bool(text: str, name: str) -> bool:
     raise SettingsError(f"{name}: {text!r} must be true or false")
 
 
+def _parse_positive(text: str, name: str, kind: type[float] | type[int]) -> float:
+    """A positive number (``kind`` int: a whole one), bounded so a typo cannot ask for an absurd rate."""
+    try:
+        value = kind(text.strip())
+    except ValueError:
+        raise SettingsError(f"{name}: {text!r} is not a {'whole ' if kind is int else ''}number") from None
+    if not 0 < value <= 1_000_000:
+        raise SettingsError(f"{name}: {text!r} must be between 0 (excluded) and 1000000")
+    return value
+
+
 def parse_duration(text: str, *, name: str = "duration") -> float:
     """A duration setting in seconds, read by the one Go duration parser (``reconciler.api.durations``).
 
@@ -105,6 +116,9 @@ class Settings:
     health_probe_port: int = 8081
     leader_elect: bool = True
     rebalance_handling: str = "event"  # one of REBALANCE_HANDLING_MODES
+    # Client-side rate limit of API-server calls (Karpenter's KUBE_CLIENT_QPS / KUBE_CLIENT_BURST).
+    kube_client_qps: float = 200.0
+    kube_client_burst: int = 300
 
     def gate(self, name: str) -> bool:
         return bool(self.feature_gates.get(name, False))
@@ -148,6 +162,10 @@ class Settings:
                 if not text.isdigit() or not 0 <= int(text) <= 65535:
                     raise SettingsError(f"{var}: {env[var]!r} is not a port number (0-65535)")
                 values[attr] = int(text)
+        if env.get("KUBE_CLIENT_QPS"):
+            values["kube_client_qps"] = _parse_positive(env["KUBE_CLIENT_QPS"], "KUBE_CLIENT_QPS", float)
+        if env.get("KUBE_CLIENT_BURST"):
+            values["kube_client_burst"] = int(_parse_positive(env["KUBE_CLIENT_BURST"], "KUBE_CLIENT_BURST", int))
         if env.get("DISABLE_LEADER_ELECTION"):
             values["leader_elect"] = not _parse_bool(env["DISABLE_LEADER_ELECTION"], "DISABLE_LEADER_ELECTION")
         settings = cls(**values)

@@ -14,7 +14,9 @@ controllers, plus the AWS cloud's periodic loops (prices, instance types,
 launch-template garbage collection; ``controllers.awsrefresh``) and, with
 INTERRUPTION_QUEUE, the interruption consumer. SIGTERM/SIGINT stop the controllers and release the lease so the
 standby takes over at once. Losing the lease ends the process (exit code 1) so
-no two replicas ever act together.
+no two replicas ever act together: at the renew deadline the controllers are cancelled, and the
+leadership gate (``kube.leadership``) refuses every write and every AWS request attempt from then on,
+including the retries and pages of a boto3 call still running in its thread.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from reconciler.controllers.metered import MeteredCloud, MeteredKube
 from reconciler.controllers.runtime import Clock, ControllerContext, ControllerLog, SystemClock, Timings
 from reconciler.kube.api import KubeAPI
 from reconciler.kube.leader import LeaderElectionConfig, LeaderElector, LeadershipLost
+from reconciler.kube.leadership import GatedKube
 from reconciler.observability import EventRecorder, HealthChecks, Metrics, ObservabilityServer, configure_logging
 from reconciler.settings import Settings, SettingsError
 
@@ -146,7 +149,12 @@ class App:
     async def _lead(self) -> None:
         # Every log line of this reconciler's tasks (created below, so they inherit it) names the cluster.
         structlog.contextvars.bind_contextvars(cluster=self.settings.cluster_name)
-        kube = self._kube or self.kube
+        kube: KubeAPI = self._kube or self.kube
+        if self.elector is not None:  # nothing is written or sent to the cloud once leadership may be lost
+            kube = GatedKube(kube, self.elector.gate)
+            guard = getattr(self.cloud, "guard", None)
+            if callable(guard):
+                guard(self.elector.gate.check)
         ctx = ControllerContext(
             kube, MeteredCloud(self.cloud, self.metrics), self.settings, clock=self.clock, timings=self.timings,
             metrics=self.metrics, events=EventRecorder(kube, component="karpenter", clock=self.clock.now),
@@ -229,7 +237,8 @@ async def _run(args: argparse.Namespace, settings: Settings, env: Mapping[str, s
     from reconciler.kube.live import ConfigError, LiveKube
 
     try:
-        kube = await LiveKube.from_environment(args.kubeconfig, args.context)
+        kube = await LiveKube.from_environment(args.kubeconfig, args.context, qps=settings.kube_client_qps,
+                                               burst=settings.kube_client_burst)
     except ConfigError as err:
         raise StartupError(str(err)) from None
     clock = SystemClock()

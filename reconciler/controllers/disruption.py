@@ -254,18 +254,23 @@ class DisruptionController:
                 continue  # being terminated: the taint is the terminator's
             try:
                 await edit_taints(self.ctx.kube, metadata["name"],
-                                  lambda taints: [t for t in taints if t.get("key") != wk.DISRUPTED_TAINT_KEY])
+                                  lambda taints: [t for t in taints if t.get("key") != wk.DISRUPTED_TAINT_KEY],
+                                  current=node)
                 if claim is not None:
-                    await self._clear_reason(claim["metadata"]["name"])
+                    await self._clear_reason(claim)
             except NotFoundError:
+                continue
+            except ApiError as err:  # e.g. still conflicting after the retries: the next pass tries again
+                log.warning("removing stale disrupted taint failed", Node=ref(metadata["name"]), error=str(err))
                 continue
             log.info("removed stale disrupted taint", Node=ref(metadata["name"]))
             cleared.append(metadata["name"])
         return cleared
 
-    async def _clear_reason(self, claim_name: str) -> None:
+    async def _clear_reason(self, claim: dict[str, Any]) -> None:
+        claim_name = claim["metadata"]["name"]
         try:
-            await drop_condition(self.ctx.kube, claim_name, "DisruptionReason")
+            await drop_condition(self.ctx.kube, claim_name, "DisruptionReason", current=claim)
         except NotFoundError:
             return  # the claim is gone: nothing to clear
         except ApiError as err:

@@ -30,10 +30,13 @@ from reconciler.controllers.runtime import CURRENT_CONTROLLER, ControllerContext
 from reconciler.controllers.state_metrics import StateMetrics
 from reconciler.controllers.status import StatusController
 from reconciler.controllers.termination import TerminationController
+from reconciler.kube.api import VOLUMEATTACHMENT
 from reconciler.kube.reflector import CLUSTER_STATE_KINDS, Backoff, Reflectors
 
 log = ControllerLog("manager")
 MAX_RESTART_BACKOFF = 30.0
+# What the informers cache: the cluster state, plus VolumeAttachments for the terminator's volume wait.
+WATCHED_KINDS = (*CLUSTER_STATE_KINDS, VOLUMEATTACHMENT)
 
 
 class BackgroundLoop(Protocol):
@@ -53,6 +56,7 @@ class Reconciler:
     ) -> None:
         self.ctx = ctx
         self.store = StateStore()
+        ctx.cache = self.store  # also for the extra loops (the interruption queue reads NodeClaims from it)
         self.names = NameGenerator(
             lambda name: self.store.get("NodeClaim", name) is not None or self.store.get("Node", name) is not None,
             seed=seed,
@@ -66,7 +70,7 @@ class Reconciler:
         self.termination = TerminationController(ctx, self.store)
         self.disruption = DisruptionController(ctx, self.store, self.names)
         self.expiration = ExpirationController(ctx, self.store)
-        self.garbage = GarbageCollector(ctx)
+        self.garbage = GarbageCollector(ctx, self.store)
         self.status = StatusController(ctx, self.store, self.registration_health)
         self.drift = DriftMarker(ctx, self.store)
         self.podevents = PodEventsController(ctx, self.store)
@@ -100,7 +104,7 @@ class Reconciler:
 
     async def run(self) -> None:
         reflectors = Reflectors(
-            self.ctx.kube, CLUSTER_STATE_KINDS, on_upsert=self.store.upsert, on_delete=self.store.remove,
+            self.ctx.kube, WATCHED_KINDS, on_upsert=self.store.upsert, on_delete=self.store.remove,
             backoff=Backoff(initial=0.2, maximum=10.0),
         )
         tasks: list[asyncio.Task[None]] = []

@@ -14,6 +14,11 @@ pass has seen it deleting: the drain waits, so that pass plans one replacement
 for all of its pods. Without it the drain can evict them first, and a pass that
 runs while the ReplicaSet's new pods are only partly visible sizes a first
 replacement for some of them, then a second one for the rest.
+
+A pass creates its NodeClaims concurrently (at most ``CREATE_CONCURRENCY`` at once; Karpenter creates
+them all in parallel), then tells each pod where it should schedule with a Nominated event, as Karpenter
+does: at most once per pod per dedupe period, and all of them through one shared token bucket (5 per
+second, bursts of 10), so a pass that places 500 pods writes a handful of events, not 500.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from reconciler.controllers.cluster import PodSchedulingTimes, StateStore
 from reconciler.controllers.instancetypes import instance_types_by_nodepool
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, NameGenerator, Wakeup, ref, summarize
 from reconciler.kube.api import ApiError, ConflictError
+from reconciler.kube.ratelimit import TokenBucket
 from reconciler.model import labels as wk
 from reconciler.provisioning.batcher import Batcher
 from reconciler.provisioning.provisioner import ProvisioningPlan, plan, pods_to_schedule
@@ -36,6 +42,9 @@ from reconciler.provisioning.zones import effective_zone
 from reconciler.state import ClusterState
 
 log = ControllerLog("provisioner")
+CREATE_CONCURRENCY = 16
+# Karpenter's PodNominationRateLimiter: flowcontrol.NewTokenBucketRateLimiter(5, 10), shared by every pod.
+NOMINATION_QPS, NOMINATION_BURST = 5.0, 10
 
 
 class Provisioner:
@@ -53,6 +62,7 @@ class Provisioner:
         self._scheduling_id = ""
         self._reserved: set[str] = set()  # deleting NodeClaims whose drain waits for our next pass
         self._planned_deletions: set[str] = set()  # deleting NodeClaims (uid) some pass already saw
+        self._nominations = TokenBucket(NOMINATION_QPS, NOMINATION_BURST, clock=ctx.clock.monotonic)
         store.subscribe(self._on_change)
 
     # -- triggers ------------------------------------------------------------------------------
@@ -166,30 +176,43 @@ class Provisioner:
         log.info("found provisionable pod(s)", Pods=summarize(keys), pods=len(keys), duration=f"{duration:.3f}s")
         self._observe_decisions(pending)
         self._record_times(keys, result, self.ctx.now())
-        await self._report_existing(result, now)
+        nominations = self._nominate_existing(result, now)
         if result.nodeclaims:
             log.info(
                 "computed new nodeclaim(s) to fit pod(s)",
                 nodeclaims=len(result.nodeclaims),
                 pods=sum(len(c.pods) for c in result.nodeclaims),
             )
-        for planned in result.nodeclaims:
-            await self._create(planned, now)
+        limit = asyncio.Semaphore(CREATE_CONCURRENCY)
+
+        async def create(planned: Any) -> bool:
+            async with limit:
+                return await self._create(planned, now)
+
+        created = await asyncio.gather(*(create(planned) for planned in result.nodeclaims))
+        for planned, ok in zip(result.nodeclaims, created, strict=True):
+            if ok:
+                nominations.extend((key, f"nodeclaim/{planned.name}") for key in planned.pods)
+        for key, target in nominations:
+            await self.ctx.event(self._pod(key), "Normal", "Nominated", f"Pod should schedule on: {target}",
+                                 dedupe=self.ctx.timings.event_dedupe, dedupe_key="Nominated",
+                                 limiter=self._nominations.try_accept)
         await self._report_pending(result)
         return result
 
-    async def _create(self, planned: Any, now: datetime) -> None:
+    async def _create(self, planned: Any, now: datetime) -> bool:
+        """Create one planned NodeClaim; True when it exists now."""
         manifest = planned.manifest()
         try:
             created = await self.ctx.kube.create(manifest)
         except ConflictError:
             log.warning("nodeclaim name already taken; it is planned again next pass", NodeClaim=ref(planned.name))
-            return
+            return False
         except ApiError as err:
             log.error("creating nodeclaim failed", NodeClaim=ref(planned.name), error=str(err))
             pool = self.store.get("NodePool", planned.nodepool)
             await self.ctx.event(pool, "Warning", "FailedCreatingNodeClaim", f"creating {planned.name}: {err.message}")
-            return
+            return False
         self.store.write_through(created)
         until = now + self.ctx.timings.nomination_window(self.ctx.settings)
         self.store.nominate(planned.name, until)
@@ -208,13 +231,13 @@ class Provisioner:
             created, "Normal", "Created",
             f"created for {len(planned.pods)} pod(s); instance types {summarize(list(planned.instance_type_options))}",
         )
-        for key in planned.pods:
-            await self._nominated(key, f"nodeclaim/{planned.name}")
+        return True
 
-    async def _report_existing(self, result: ProvisioningPlan, now: datetime) -> None:
-        """Pods that fit existing or in-flight capacity: protect those nodes from disruption for a while."""
+    def _nominate_existing(self, result: ProvisioningPlan, now: datetime) -> list[tuple[str, str]]:
+        """Pods that fit existing or in-flight capacity: protect those nodes from disruption for a while.
+        Returns the (pod, target) nominations to announce."""
         if not result.existing:
-            return
+            return []
         until = now + self.ctx.timings.nomination_window(self.ctx.settings)
         targets = sorted(set(result.existing.values()))
         for target in targets:
@@ -222,12 +245,7 @@ class Provisioner:
         log.info(f"computed {len(targets)} unready node(s) will fit {len(result.existing)} pod(s)",
                  nodes=len(targets), pods=len(result.existing))
         refs = {target: self._target_ref(target) for target in targets}
-        for key, target in sorted(result.existing.items()):
-            await self._nominated(key, refs[target])
-
-    async def _nominated(self, key: str, target: str) -> None:
-        await self.ctx.event(self._pod(key), "Normal", "Nominated", f"Pod should schedule on: {target}",
-                             dedupe=self.ctx.timings.event_dedupe)
+        return [(key, refs[target]) for key, target in sorted(result.existing.items())]
 
     def _target_ref(self, name: str) -> str:
         """Karpenter's ``nodeclaim/<claim>, node/<node>`` for a node or a NodeClaim still in flight."""

@@ -15,13 +15,14 @@ loses the finalizer.
 from __future__ import annotations
 
 import contextlib
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
+from reconciler.controllers.cache_reads import StoreReads
 from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wakeup, ref
 from reconciler.controllers.workers import Workers
-from reconciler.kube.api import NODE, NODECLAIM, NotFoundError
+from reconciler.kube.api import NODE, NODECLAIM, ApiError, ConflictError, NotFoundError
 from reconciler.kube.edits import remove_finalizer
 from reconciler.lifecycle.termination import TerminationStep, Terminator
 from reconciler.model import labels as wk
@@ -40,7 +41,8 @@ class TerminationController:
     def __init__(self, ctx: ControllerContext, store: StateStore) -> None:
         self.ctx = ctx
         self.store = store
-        self.terminator = Terminator(ctx.kube, ctx.cloud)
+        self.terminator = Terminator(ctx.kube, ctx.cloud, StoreReads(store),
+                                     min_drain=timedelta(seconds=ctx.timings.min_drain_time))
         self.wake = Wakeup()
         self.workers = Workers("termination", on_done=self.wake.set)
         self._retry_at: dict[str, float] = {}
@@ -66,7 +68,10 @@ class TerminationController:
         for node in self.store.nodes():
             if _finalizing(node):
                 active = True
-                await self._node_deleted(node)
+                try:
+                    await self._node_deleted(node)
+                except ApiError as err:  # e.g. still conflicting after the retries: the next pass tries again
+                    log.warning("finalizing deleted node failed", Node=ref(node["metadata"]["name"]), error=str(err))
         for claim in self.store.nodeclaims():
             if not _finalizing(claim):
                 continue
@@ -87,7 +92,7 @@ class TerminationController:
                 with contextlib.suppress(NotFoundError):
                     await self.ctx.kube.delete(NODECLAIM, claim["metadata"]["name"])
             return
-        if await remove_finalizer(self.ctx.kube, NODE, name, wk.TERMINATION_FINALIZER):
+        if await remove_finalizer(self.ctx.kube, NODE, name, wk.TERMINATION_FINALIZER, current=node):
             log.info("deleted node", Node=ref(name))
 
     async def step(self, name: str) -> TerminationStep | None:
@@ -105,7 +110,11 @@ class TerminationController:
             newly_tainted = node is not None and not any(
                 t.get("key") == wk.DISRUPTED_TAINT_KEY for t in (node.get("spec") or {}).get("taints") or []
             )
-            result = await self.terminator.step(claim, now)
+            try:
+                result = await self.terminator.step(claim, now)
+            except ConflictError as err:  # another writer kept winning: the next pass steps it again
+                log.info("termination step conflicted; retrying", NodeClaim=ref(name), error=str(err))
+                return None
             if newly_tainted and node is not None:
                 log.info("tainted node", Node=ref(node["metadata"]["name"]), NodeClaim=ref(name),
                          taint=f"{wk.DISRUPTED_TAINT_KEY}:NoSchedule")
@@ -127,6 +136,14 @@ class TerminationController:
                      gracePeriodSeconds=result.grace_periods.get(key))
             await self.ctx.event(self.store.get("Pod", key), "Warning", "Disrupted",
                                  "Deleting the pod: the node's terminationGracePeriod has elapsed")
+        if result.awaiting_volumes:
+            log.info("waiting on volume attachments", NodeClaim=ref(name), volumeattachments=result.awaiting_volumes)
+            await self.ctx.event(node or claim, "Warning", "AwaitingVolumeDetachment",
+                                 f"Awaiting deletion of {len(result.awaiting_volumes)} VolumeAttachments bound to node",
+                                 dedupe=self.ctx.timings.event_dedupe)
+        if result.volumes_left_attached:
+            log.info("terminating with volumes attached: the termination grace period has elapsed",
+                     NodeClaim=ref(name), volumeattachments=result.volumes_left_attached)
         refused = [b for b in result.blocked if "eviction of" in b]
         if refused:
             metrics.pods_eviction_requests.labels(code="429").inc(len(refused))

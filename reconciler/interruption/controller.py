@@ -20,7 +20,7 @@ from reconciler.cloud.aws.clients import AwsCaller
 from reconciler.cloud.aws.ice import UnavailableOfferings
 from reconciler.cloud.aws.metrics import AWSMetrics
 from reconciler.interruption.actions import REBALANCE_EVENT, decide
-from reconciler.interruption.execution import execute, nodeclaims_by_instance
+from reconciler.interruption.execution import NodeClaimSource, execute, nodeclaims_by_instance
 from reconciler.interruption.messages import MessageParseError, parse
 from reconciler.interruption.metrics import InterruptionMetrics
 from reconciler.kube.api import KubeAPI
@@ -56,9 +56,11 @@ class InterruptionController:
         unavailable: UnavailableOfferings | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         metrics: InterruptionMetrics | None = None,
+        nodeclaims: NodeClaimSource | None = None,
     ) -> None:
         self.kube = kube
         self.sqs = sqs
+        self.nodeclaims = nodeclaims
         self.metrics = metrics or AWSMetrics.of(None).interruption
         self.settings = settings
         self.caller = caller or AwsCaller(max_concurrency=4)
@@ -87,7 +89,7 @@ class InterruptionController:
         received = answer.get("Messages") or []
         if not received:
             return 0
-        index = await nodeclaims_by_instance(self.kube)
+        index = await nodeclaims_by_instance(self.kube, self.nodeclaims)
         results = await asyncio.gather(*(self._handle(m, index) for m in received), return_exceptions=True)
         done = [m for m, ok in zip(received, results, strict=True) if ok is True]
         if done:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -27,9 +28,16 @@ from reconciler.model import labels as wk
 log = logging.getLogger(__name__)
 
 
-async def nodeclaims_by_instance(kube: KubeAPI) -> dict[str, dict[str, Any]]:
-    """NodeClaims keyed by the EC2 instance ID in their ``status.providerID``."""
-    claims, _ = await kube.list(NODECLAIM)
+# Where the NodeClaims come from: the live controller's informer cache (None while it has none: then a LIST).
+NodeClaimSource = Callable[[], Iterable[Manifest] | None]
+
+
+async def nodeclaims_by_instance(kube: KubeAPI, cached: NodeClaimSource | None = None) -> dict[str, dict[str, Any]]:
+    """NodeClaims keyed by the EC2 instance ID in their ``status.providerID``, from ``cached`` when it has them
+    (as Karpenter's interruption controller reads its cache), else listed through the API."""
+    claims = cached() if cached is not None else None
+    if claims is None:
+        claims, _ = await kube.list(NODECLAIM)
     index = {}
     for claim in claims:
         provider_id = (claim.get("status") or {}).get("providerID")

@@ -19,7 +19,7 @@ from reconciler.cloud.aws.clients import AwsCaller, error_code
 from reconciler.cloud.aws.ice import UnavailableOfferings
 from reconciler.cloud.aws.metrics import AWSMetrics
 from reconciler.interruption.actions import Action, ActionKind
-from reconciler.interruption.execution import execute, nodeclaims_by_instance
+from reconciler.interruption.execution import NodeClaimSource, execute, nodeclaims_by_instance
 from reconciler.interruption.metrics import InterruptionMetrics
 from reconciler.kube.api import KubeAPI
 
@@ -112,8 +112,10 @@ class HealthPoller:
         unavailable: UnavailableOfferings | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         metrics: InterruptionMetrics | None = None,
+        nodeclaims: NodeClaimSource | None = None,
     ) -> None:
         self.kube = kube
+        self.nodeclaims = nodeclaims
         self.ec2 = ec2
         self.metrics = metrics or AWSMetrics.of(None).interruption
         self.caller = caller
@@ -144,7 +146,7 @@ class HealthPoller:
             return []
         for item in unhealthy:
             self.metrics.instance_status_unhealthy.labels(category=item.category).inc()
-        actions = actions_for(unhealthy, await nodeclaims_by_instance(self.kube))
+        actions = actions_for(unhealthy, await nodeclaims_by_instance(self.kube, self.nodeclaims))
         for action in actions:
             await execute(self.kube, action, now, self.unavailable, self.metrics)
         return actions

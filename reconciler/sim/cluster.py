@@ -49,6 +49,7 @@ class SimulatedCluster:
         self.booting: dict[str, str] = {}  # nodeclaim -> provider id, launched with `launch: pending`
         self.nominated: dict[str, str] = {}  # pod key -> the launching claim it waits for
         self.terminator = Terminator(env.kube, env.cloud)
+        self._drain_ends: dict[str, datetime] = {}  # deleting NodeClaim -> when its minimum drain time is over
         # Unowned pods deleted with a grace period: recreated (pending) once they are really gone.
         self._awaiting_removal: dict[str, Manifest] = {}
         # Kept current from every write, as the live reflectors keep it: no rebuild per decision.
@@ -238,7 +239,7 @@ class SimulatedCluster:
                 await self.env.kube.delete(NODE, name)
                 return
         await self.env.kube.delete(NODECLAIM, claim_name)
-        await self.progress_terminations(record)
+        await self.drain_out(record)
 
     async def progress_terminations(self, record: dict[str, Any]) -> None:
         """Drive every deleting NodeClaim's termination as far as it can go now."""
@@ -249,13 +250,33 @@ class SimulatedCluster:
     async def finish_terminations(self, record: dict[str, Any]) -> None:
         """Drive deleting NodeClaims to the end, as a ``disrupt`` step promises: when only pods that are
         already terminating hold a node, their grace periods elapse in simulated time (the kubelet then
-        removes them) and the drain goes on."""
+        removes them) and the drain goes on; so does the drain's minimum duration (5 s)."""
         for _ in range(MAX_GRACE_WAITS):
             await self.progress_terminations(record)
-            until = self._grace_ends_on_deleting_nodes()
+            waits = [t for t in (self._grace_ends_on_deleting_nodes(), self._drain_ends_on_deleting_nodes())
+                     if t is not None]
+            until = min(waits) if waits else None
             if until is None or until <= self.env.now:
                 return
             self.env.advance((until - self.env.now).total_seconds())
+
+    async def drain_out(self, record: dict[str, Any]) -> None:
+        """Drive terminations as far as they go now, letting simulated time run on only for the drain's
+        minimum duration (a node drained within a step is gone at its end, 5 s later on the clock)."""
+        for _ in range(MAX_GRACE_WAITS):
+            await self.progress_terminations(record)
+            until = self._drain_ends_on_deleting_nodes()
+            if until is None or until <= self.env.now:
+                return
+            self.env.advance((until - self.env.now).total_seconds())
+
+    def _drain_ends_on_deleting_nodes(self) -> datetime | None:
+        """When the first drain of a still deleting NodeClaim reaches its minimum duration."""
+        deleting = {
+            c["metadata"]["name"] for c in self.manifests("NodeClaim") if c["metadata"].get("deletionTimestamp")
+        }
+        ends = [when for name, when in self._drain_ends.items() if name in deleting]
+        return min(ends) if ends else None
 
     def _grace_ends_on_deleting_nodes(self) -> datetime | None:
         """When the first terminating pod on a deleting NodeClaim's node is due to be gone."""
@@ -281,6 +302,10 @@ class SimulatedCluster:
             before = dict(self._state.pod_manifests)  # by "namespace/name" (every stored pod has a namespace)
             for claim in deleting:
                 result = await self.terminator.step(claim, self.env.now)
+                if result.drain_ends_at is not None:
+                    self._drain_ends[claim["metadata"]["name"]] = result.drain_ends_at
+                else:
+                    self._drain_ends.pop(claim["metadata"]["name"], None)
                 await self._recreate_unowned(before, result.evicted + result.force_deleted + result.deleted_with_node)
                 displaced = displaced or bool(result.evicted or result.force_deleted or result.finished)
                 for key in result.evicted:

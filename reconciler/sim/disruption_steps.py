@@ -137,7 +137,7 @@ async def _reschedule(cluster: SimulatedCluster, reason: str, record: dict[str, 
     for item in record["disrupted"]:
         if item["reason"] == reason and not item["replacements"]:
             item["replacements"] = launched
-    await cluster.progress_terminations(record)
+    await cluster.drain_out(record)
     cluster.env.advance(0)
     await cluster.settle(record)
 

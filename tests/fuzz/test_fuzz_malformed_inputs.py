@@ -139,7 +139,7 @@ def test_mutated_stack_config_fails_with_config_paths() -> None:
 
 ENV_KEYS = ["LOG_LEVEL", "METRICS_PORT", "HEALTH_PROBE_PORT", "AWS_REGION", "CLUSTER_NAME",
             "DISABLE_LEADER_ELECTION", "BATCH_IDLE_DURATION", "BATCH_MAX_DURATION", "FEATURE_GATES",
-            "PREFERENCE_POLICY", "MIN_VALUES_POLICY", "REBALANCE_HANDLING"]
+            "PREFERENCE_POLICY", "MIN_VALUES_POLICY", "REBALANCE_HANDLING", "KUBE_CLIENT_QPS", "KUBE_CLIENT_BURST"]
 
 
 def test_mutated_environment_settings_fail_naming_the_variable() -> None:

@@ -316,3 +316,30 @@ def _malformed(body: str) -> bool:
     except MessageParseError:
         return True
     return False
+
+
+async def test_the_consumer_finds_nodeclaims_in_the_informer_cache_without_listing(sqs, queue) -> None:
+    """Issue 16 (API-server load): with the live controller's cache, a message batch costs no LIST."""
+    from reconciler.controllers.cluster import StateStore
+
+    name, url = queue
+    kube = MemoryKube()
+    kube.load([nodeclaim(), nodeclaim("other", "i-0fedcba9876543210")])
+    cache = StateStore()
+    for claim in kube.objects(NODECLAIM):
+        cache.upsert(claim)
+    lists: list[str] = []
+    listing = kube.list
+
+    async def counted(kind: Any, *args: Any, **kwargs: Any) -> Any:
+        lists.append(kind.kind)
+        return await listing(kind, *args, **kwargs)
+
+    kube.list = counted  # type: ignore[method-assign]
+    sqs.send_message(QueueUrl=url, MessageBody=event(
+        "EC2 Spot Instance Interruption Warning", {"instance-id": INSTANCE, "instance-action": "terminate"}))
+    consumer = InterruptionController(kube, sqs, InterruptionSettings(queue_name=name, wait_seconds=0),
+                                      caller=AwsCaller(4), nodeclaims=cache.nodeclaims)
+    assert await drain_queue(consumer) == 1
+    assert (await kube.get(NODECLAIM, "default-abc"))["metadata"].get("deletionTimestamp")
+    assert lists == []

@@ -65,12 +65,11 @@ async def test_registration_keeps_a_taint_and_a_finalizer_added_meanwhile() -> N
     async def lifecycle_controller() -> None:
         await _add(kube, "n1", taint=not_ready, finalizer="example.com/protect")
 
-    racing = RacingKube(kube, NODE, "n1", lifecycle_controller)
-    stale_node = await kube.get(NODE, "n1")
-    await register(racing, nodeclaim("c1"), stale_node, NOW)  # type: ignore[arg-type]
+    stale_node = await kube.get(NODE, "n1")  # the copy registration is handed (e.g. the informer's)
+    await lifecycle_controller()
+    await register(kube, nodeclaim("c1"), stale_node, NOW)
 
     stored = await kube.get(NODE, "n1")
-    assert racing.raced
     keys = [t["key"] for t in stored["spec"]["taints"]]
     assert keys == ["node.kubernetes.io/not-ready", "team"]  # unregistered taint gone, the other kept
     assert stored["metadata"]["finalizers"] == ["example.com/protect", wk.TERMINATION_FINALIZER]

@@ -59,6 +59,8 @@ NOT_PRODUCED = {
 _EVENTS = "tests/observability/test_metrics_events.py::"
 _AWS = "tests/cloud/aws/test_aws_metrics.py::"
 ELSEWHERE = {
+    "karpenter_pods_provisioning_scheduling_undecided_time_seconds":
+        _EVENTS + "test_a_pending_pod_reports_how_long_it_waits_for_a_provisioning_decision",
     "karpenter_voluntary_disruption_failed_validations_total":
         _EVENTS + "test_a_command_that_fails_validation_is_counted_by_consolidation_type",
     "karpenter_voluntary_disruption_queue_failures_total":

@@ -243,3 +243,26 @@ async def test_condition_transitions_report_how_long_the_previous_status_lasted(
     assert steps.metrics.sample("operator_node_status_condition_transitions_total",
                                 {**node_labels, "status": "False", "reason": "Checked"}) == 1
 
+
+
+async def test_a_pending_pod_reports_how_long_it_waits_for_a_provisioning_decision() -> None:
+    """The gauge lives only between the provisioner first seeing a pod and deciding about it (one batch window):
+    too short for the end-to-end test's half-second scrapes to be sure of it, so it is checked here."""
+    steps = Steps()
+    await steps.basics()
+    ctx = steps.context()
+    provisioner = Provisioner(ctx, steps.store, NameGenerator(lambda _: False, seed=1))
+    metrics = StateMetrics(ctx, steps.store)
+    provisioner.on_decided = metrics.pods_decided
+    await create_with_status(steps.kube, {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-0", "namespace": "default"},
+        "spec": {"containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "1"}}}]},
+        "status": {"phase": "Pending", "conditions": [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]},
+    })
+    steps.clock.advance(3)
+    await metrics.refresh(force=True)
+    gauge = "karpenter_pods_provisioning_scheduling_undecided_time_seconds"
+    assert steps.metrics.sample(gauge, {"name": "web-0", "namespace": "default"}) == 3
+    await provisioner.provision_once()
+    assert not samples(steps, gauge), "decided: the series is gone"

@@ -391,3 +391,16 @@ def test_disrupt_step_waits_out_terminating_pods_and_removes_the_empty_node(shar
     assert [(d["node"], d["reason"]) for d in step["disrupted"]] == [(node, "Empty")]
     assert step["clock"] == "2026-01-01T09:04:00Z"  # 09:00 + the pod's remaining grace period
     assert result["final"]["nodes"] == [] and result["final"]["costPerHour"] == 0.0
+
+
+def test_a_node_deleted_in_a_step_is_drained_for_five_simulated_seconds_and_gone_at_its_end() -> None:
+    """Termination as Karpenter's (issue 17): the drain lasts at least 5 s, so the step's clock moves on by
+    that much and the node is gone when the step ends (the same Terminator as the live controller)."""
+    result = run([nodepool(), deployment("app", 2)], [{"provision": {}}])
+    node = result["steps"][0]["launched"][0]["node"]
+    result = run([nodepool(), deployment("app", 2)],
+                 [{"provision": {}}, {"delete": [{"kind": "Node", "name": node}]}])
+    provisioned, deleted = result["steps"]
+    assert provisioned["clock"] == "2026-01-01T00:00:00Z"
+    assert deleted["clock"] == "2026-01-01T00:00:05Z"
+    assert node not in [n["name"] for n in result["final"]["nodes"]]

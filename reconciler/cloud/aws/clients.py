@@ -7,6 +7,10 @@ limiting): legacy mode does not retry EC2's HTTP-400 ``RequestLimitExceeded``.
 Each client reports its requests, attempts, latencies and retries through
 botocore's event hooks as Karpenter's SDK instrumentation does (``aws_sdk_go_*``:
 service, action, HTTP status code; 0 when no response came back).
+
+A ``gate`` (the leader's ``LeadershipGate.check``) is asked before every call and, through a botocore
+``request-created`` hook, before every HTTP attempt of it (each retry, each paginator page): a call
+running in the thread pool when leadership is lost starts nothing more.
 """
 
 from __future__ import annotations
@@ -32,6 +36,10 @@ DEFAULT_READ_TIMEOUT = 240.0
 PRICING_REGIONS = {"ap-": "ap-south-1", "cn-": "cn-northwest-1", "eu-": "eu-central-1"}
 
 
+# Raises when a call must not start (the leadership gate's ``check``); called with what is about to be sent.
+Gate = Callable[[str], None]
+
+
 def pricing_region(region: str) -> str:
     for prefix, pricing in PRICING_REGIONS.items():
         if region.startswith(prefix):
@@ -52,7 +60,9 @@ class ClientOptions:
     retry_mode: str = "adaptive"
     max_attempts: int = 8
     read_timeout: float = DEFAULT_READ_TIMEOUT
-    connect_timeout: float = 10.0
+    # Within the leader election's margin (lease duration - renew deadline, 5 s by default): a request started
+    # before the renew deadline reaches AWS, or is given up, before a standby may act (kube/leadership.py).
+    connect_timeout: float = 5.0
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
     # Explicit credentials are only for offline endpoints; real AWS uses the SDK chain.
     access_key_id: str | None = None
@@ -78,6 +88,7 @@ class AwsClients:
             max_pool_connections=max(options.max_concurrency, 10),
         )
         self._clients: dict[str, Any] = {}
+        self.gate: Gate | None = None
 
     def client(self, service: str) -> Any:
         if service not in self._clients:
@@ -85,10 +96,17 @@ class AwsClients:
             client = self._session.client(
                 service, region_name=region, endpoint_url=self.options.endpoint_url, config=self._config
             )
+            client.meta.events.register("request-created", self._check_gate)
             if self.metrics is not None:
                 instrument(client, self.metrics)
             self._clients[service] = client
         return self._clients[service]
+
+    def _check_gate(self, request: Any = None, operation_name: str = "", **_: Any) -> None:
+        """Before each HTTP attempt (first try, retry or next page), in whatever thread sends it."""
+        gate = self.gate
+        if gate is not None:
+            gate(f"AWS {operation_name or 'request'}")
 
     def instrument(self, metrics: AWSMetrics) -> None:
         """Report the SDK metrics of every client, built already or later, to ``metrics``."""
@@ -126,6 +144,7 @@ class AwsCaller:
         self._executor = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="aws")
         self._max_concurrency = max_concurrency
         self._semaphores: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
+        self.gate: Gate | None = None
 
     def _semaphore(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()
@@ -135,6 +154,8 @@ class AwsCaller:
         return semaphore
 
     async def call(self, method: Callable[..., Any], **kwargs: Any) -> Any:
+        if self.gate is not None:
+            self.gate(f"AWS {getattr(method, '__name__', 'call')}")
         async with self._semaphore():
             return await asyncio.get_running_loop().run_in_executor(self._executor, partial(method, **kwargs))
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from reconciler.cloud.aws import fleet as fleets
 from reconciler.cloud.aws import tags as owned
-from reconciler.cloud.aws.clients import AwsCaller, AwsClients, ClientOptions, error_code
+from reconciler.cloud.aws.clients import AwsCaller, AwsClients, ClientOptions, Gate, error_code
 from reconciler.cloud.aws.drift import drift_reason
 from reconciler.cloud.aws.ice import UnavailableOfferings
 from reconciler.cloud.aws.instances import (
@@ -148,6 +148,12 @@ class AWSCloudProvider:
 
     def close(self) -> None:
         self.caller.close()
+
+    def guard(self, gate: Gate) -> None:
+        """Ask ``gate`` before every AWS call and every HTTP attempt of it (retries, pages): the leader's
+        ``LeadershipGate.check``, so nothing is sent to AWS once leadership may be lost."""
+        self.caller.gate = gate
+        self.clients.gate = gate
 
     # --- NodeClass ---------------------------------------------------------------------------------
 

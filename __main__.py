@@ -11,12 +11,16 @@ from components.common import SERVICE_ACCOUNT_NAME, current_aws_scope, stack_tag
 from components.config import ConfigError, read_pulumi_config
 from components.iam import Iam, IamArgs
 from components.interruption import Interruption, InterruptionArgs
+from components.karpenter_config import ami_ssm_parameters
 from components.network import Network, NetworkArgs
 from components.nodepools import NodePools, NodePoolsArgs
+from components.preflight import PulumiLookups, preflight
 from components.reconciler import Reconciler, ReconcilerArgs
 
 try:
     config = read_pulumi_config()
+    # Look-ups in the account (example ids, foreign accounts, missing VPC or subnets) before any resource.
+    caller = preflight(config, PulumiLookups())
 except ConfigError as err:
     # A clean, path-named message and no traceback; nothing has been registered yet.
     raise pulumi.RunError(str(err)) from None
@@ -35,6 +39,7 @@ cluster = Cluster(
         public_subnet_ids=network.public_subnet_ids,
         scope=scope,
         tags=tags,
+        caller=caller,
     ),
 )
 interruption = (
@@ -56,6 +61,7 @@ iam = Iam(
         oidc_provider_arn=cluster.oidc_provider_arn,
         oidc_issuer=cluster.oidc_issuer,
         create_spot_service_linked_role=config.create_spot_service_linked_role,
+        ssm_parameters=ami_ssm_parameters(config.node_classes),
         tags=tags,
     ),
 )

@@ -7,6 +7,7 @@ plugin. Everything else here is a plain resource so the mocks can see and check 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pulumi
@@ -24,6 +25,7 @@ from components.common import (
 from components.config import StackConfig
 from components.karpenter_config import DISCOVERY_TAG
 from components.policies import AwsScope, node_role_trust_policy
+from components.preflight import Caller
 
 # What every node role needs; SSM lets operators reach nodes without SSH keys.
 NODE_MANAGED_POLICIES = (
@@ -33,10 +35,23 @@ NODE_MANAGED_POLICIES = (
     "AmazonSSMManagedInstanceCore",
 )
 CLUSTER_ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
+# The preview identity reads the cluster: get/list/watch on every resource (Nodes, the karpenter.sh and
+# karpenter.k8s.aws objects and the other cluster-scoped kinds `reconciler snapshot` reads). AmazonEKSViewPolicy,
+# the `view` ClusterRole's counterpart, covers namespaced workloads only: no Nodes, no custom resources.
+PREVIEW_VIEW_POLICY = "AmazonEKSAdminViewPolicy"
+
+
+def access_policy_arn(partition: str, name: str) -> str:
+    return f"arn:{partition}:eks::aws:cluster-access-policy/{name}"
 
 
 def managed_policy_arn(partition: str, name: str) -> str:
     return f"arn:{partition}:iam::aws:policy/{name}"
+
+
+def _arn_in_partition(name: str) -> Callable[[AwsScope], str]:
+    """The managed policy's ARN once the partition is known (bound per policy, not per loop variable)."""
+    return lambda scope: managed_policy_arn(scope.partition, name)
 
 
 def attach_node_policies(
@@ -46,7 +61,7 @@ def attach_node_policies(
         aws.iam.RolePolicyAttachment(
             f"{name}-{policy}",
             role=role.name,
-            policy_arn=scope.apply(lambda s, p=policy: managed_policy_arn(s.partition, p)),
+            policy_arn=scope.apply(_arn_in_partition(policy)),
             opts=pulumi.ResourceOptions(parent=parent),
         )
         for policy in NODE_MANAGED_POLICIES
@@ -61,6 +76,17 @@ class ClusterArgs:
     public_subnet_ids: pulumi.Input[list[str]]
     scope: pulumi.Output[AwsScope]
     tags: dict[str, str] = field(default_factory=dict)
+    # Who runs the program (components.preflight): a preview role's run reads the cluster as itself.
+    caller: Caller | None = None
+
+
+def kubeconfig_role(config: StackConfig, caller: Caller | None) -> str | None:
+    """The role the Kubernetes provider's kubeconfig assumes: the deployer role, except in a run by the
+    preview role, which reads the cluster with its own (view-only) credentials and may not assume the
+    deployer's."""
+    if config.preview_role_arn and caller is not None and caller.is_role(config.preview_role_arn):
+        return None
+    return config.deployer_role_arn
 
 
 class Cluster(pulumi.ComponentResource):
@@ -78,6 +104,7 @@ class Cluster(pulumi.ComponentResource):
         config = args.config
         child = pulumi.ResourceOptions(parent=self)
         deployer = config.deployer_role_arn
+        kube_role = kubeconfig_role(config, args.caller)
         has_public_subnets = config.network.mode == "create" or bool(config.network.public_subnet_ids)
 
         cluster = eks.Cluster(
@@ -98,7 +125,7 @@ class Cluster(pulumi.ComponentResource):
             create_oidc_provider=config.identity_mode == "irsa",
             enabled_cluster_log_types=list(config.cluster_log_types),
             deletion_protection=config.protect,
-            provider_credential_opts=eks.KubeconfigOptionsArgs(role_arn=deployer) if deployer else None,
+            provider_credential_opts=eks.KubeconfigOptionsArgs(role_arn=kube_role) if kube_role else None,
             tags=args.tags,
             opts=pulumi.ResourceOptions(parent=self, protect=config.protect),
         )
@@ -176,10 +203,27 @@ class Cluster(pulumi.ComponentResource):
                     f"{name}-deployer-admin",
                     cluster_name=self.name,
                     principal_arn=entry.principal_arn,
-                    policy_arn=f"arn:{deployer.split(':')[1]}:eks::aws:cluster-access-policy/{CLUSTER_ADMIN_POLICY}",
+                    policy_arn=access_policy_arn(deployer.split(":")[1], CLUSTER_ADMIN_POLICY),
                     access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
                     opts=child,
                 )
+            )
+        if config.preview_role_arn:
+            preview = aws.eks.AccessEntry(
+                f"{name}-preview",
+                cluster_name=self.name,
+                principal_arn=config.preview_role_arn,
+                type="STANDARD",
+                tags=args.tags,
+                opts=child,
+            )
+            aws.eks.AccessPolicyAssociation(
+                f"{name}-preview-view",
+                cluster_name=self.name,
+                principal_arn=preview.principal_arn,
+                policy_arn=access_policy_arn(config.preview_role_arn.split(":")[1], PREVIEW_VIEW_POLICY),
+                access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
+                opts=child,
             )
         self.provider = k8s.Provider(
             f"{name}-k8s",

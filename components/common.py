@@ -14,7 +14,8 @@ SYSTEM_NODE_LABEL = "adze.dev/node-role"
 SYSTEM_NODE_LABEL_VALUE = "system"
 CRITICAL_ADDONS_TAINT = "CriticalAddonsOnly"
 SERVICE_ACCOUNT_NAME = "adze"
-LEADER_ELECTION_LEASE = "adze-leader-election"
+# Karpenter's Lease name: Adze and a Karpenter in the same namespace take turns, never act together.
+LEADER_ELECTION_LEASE = "karpenter-leader-election"
 
 
 def type_token(component: str) -> str:

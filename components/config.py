@@ -265,6 +265,8 @@ class StackConfig(ConfigModel):
     ]
     identity_mode: Literal["pod-identity", "irsa"] = "pod-identity"
     deployer_role_arn: RoleArn | None = None
+    # Read-only identity of pull-request previews: an access entry with a view-only access policy.
+    preview_role_arn: RoleArn | None = None
     protect: bool = False
     create_spot_service_linked_role: bool = False
     metrics_server: bool = True
@@ -284,6 +286,9 @@ class StackConfig(ConfigModel):
                 f"systemNodeGroup.maxSize is {self.system_node_group.max_size}",
                 "reconciler.replicas",
             )
+        if self.preview_role_arn and self.preview_role_arn == self.deployer_role_arn:
+            raise _field_problem("must differ from deployerRoleArn (one access entry per principal)",
+                                 "previewRoleArn")
         if self.public_access_cidrs != ["0.0.0.0/0"] and not self.endpoint_public_access:
             raise _field_problem("only valid with endpointPublicAccess: true", "publicAccessCidrs")
         return self

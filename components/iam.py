@@ -6,9 +6,11 @@ carries one managed policy per concern, built by ``components.policies``.
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import pulumi
 import pulumi_aws as aws
@@ -46,6 +48,8 @@ class IamArgs:
     oidc_provider_arn: pulumi.Input[str] | None = None
     oidc_issuer: pulumi.Input[str] | None = None
     create_spot_service_linked_role: bool = False
+    # amiSelectorTerms[].ssmParameter of the node classes: the reconciler reads them to resolve AMIs.
+    ssm_parameters: tuple[str, ...] = ()
     tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -91,9 +95,7 @@ class Iam(pulumi.ComponentResource):
         policy_attachments: list[pulumi.Resource] = []
         for short_name in self._policy_names(args):
             document = pulumi.Output.all(args.scope, node_role.arn, args.queue_arn, args.queue_kms_key_arn).apply(
-                lambda values, key=short_name: json.dumps(
-                    controller_policies(values[0], args.cluster_name, values[1], values[2], values[3])[key]
-                )
+                functools.partial(_policy_document, args.cluster_name, short_name, args.ssm_parameters)
             )
             policy = aws.iam.Policy(
                 f"{name}-{short_name}",
@@ -151,3 +153,10 @@ class Iam(pulumi.ComponentResource):
         return pulumi.Output.all(args.oidc_provider_arn, args.oidc_issuer).apply(
             lambda values: json.dumps(irsa_trust_policy(values[0], values[1], args.namespace, args.service_account))
         )
+
+
+def _policy_document(cluster_name: str, short_name: str, ssm_parameters: Sequence[str], values: list[Any]) -> str:
+    """One controller policy as JSON, from the resolved (scope, node role, queue, queue key) outputs."""
+    scope, node_role_arn, queue_arn, queue_kms_key_arn = values
+    policies = controller_policies(scope, cluster_name, node_role_arn, queue_arn, queue_kms_key_arn, ssm_parameters)
+    return json.dumps(policies[short_name])

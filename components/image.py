@@ -1,14 +1,13 @@
 """The reconciler image: an ECR repository and a BuildKit build of ``reconciler/Dockerfile``.
 
-Tags are immutable, so each tag names the content it was built from: a hash of the
-files that go into the image. Unchanged sources keep the same tag and skip the push.
+Tags are immutable, so each tag names what it was built from: the build context as the builder sees it
+(``.dockerignore`` applied) and the target platform (``components.build_context``). A change of either
+gives a new tag; unchanged sources keep the same tag and skip the push.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,33 +15,15 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_docker_build as docker_build
 
+from components.build_context import image_tag
 from components.common import type_token
 
-# What the Dockerfile copies from the repository root (its build context).
-IMAGE_SOURCES = ("pyproject.toml", "reconciler")
 KEEP_IMAGES = 30
+DOCKERFILE = Path("reconciler") / "Dockerfile"
 
 
-def image_source_files(repo_root: Path) -> list[Path]:
-    files: list[Path] = []
-    for entry in IMAGE_SOURCES:
-        path = repo_root / entry
-        if path.is_file():
-            files.append(path)
-        elif path.is_dir():
-            files += [p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"]
-    return sorted(files)
-
-
-def source_tag(repo_root: Path, files: Iterable[Path] | None = None) -> str:
-    """``src-<hash>`` over relative paths and contents, so a rename or an edit gives a new tag."""
-    digest = hashlib.sha256()
-    for path in files if files is not None else image_source_files(repo_root):
-        digest.update(path.relative_to(repo_root).as_posix().encode())
-        digest.update(b"\0")
-        digest.update(path.read_bytes())
-        digest.update(b"\0")
-    return f"src-{digest.hexdigest()[:20]}"
+def image_platform(arm64: bool) -> docker_build.Platform:
+    return docker_build.Platform.LINUX_ARM64 if arm64 else docker_build.Platform.LINUX_AMD64
 
 
 def lifecycle_policy(keep: int = KEEP_IMAGES) -> str:
@@ -87,13 +68,15 @@ class ReconcilerImage(pulumi.ComponentResource):
         token = aws.ecr.get_authorization_token_output(
             registry_id=repository.registry_id, opts=pulumi.InvokeOptions(parent=self)
         )
-        tag = source_tag(args.repo_root)
+        platform = image_platform(args.arm64)
+        dockerfile = args.repo_root / DOCKERFILE
+        tag = image_tag(args.repo_root, dockerfile, [platform.value])
         image = docker_build.Image(
             f"{name}-image",
             tags=[repository.repository_url.apply(lambda url: f"{url}:{tag}")],
             context=docker_build.BuildContextArgs(location=str(args.repo_root)),
-            dockerfile=docker_build.DockerfileArgs(location=str(args.repo_root / "reconciler" / "Dockerfile")),
-            platforms=[docker_build.Platform.LINUX_ARM64 if args.arm64 else docker_build.Platform.LINUX_AMD64],
+            dockerfile=docker_build.DockerfileArgs(location=str(dockerfile)),
+            platforms=[platform],
             push=True,
             registries=[
                 docker_build.RegistryArgs(

@@ -4,7 +4,8 @@ Each entry is ``name`` plus the fields of the object's ``spec`` (EC2NodeClass or
 NodePool), so a problem reads ``adze:nodePools[1].disruption.budgets[0].schedule``.
 Where a NodeClass omits them, the stack fills in:
 
-* ``role``: the node IAM role the stack creates (unless ``instanceProfile`` is given);
+* ``role``: the node IAM role the stack creates. Setting ``role`` or ``instanceProfile`` is an error: the
+  controller policy passes only that role to EC2, and only it has an ``EC2_LINUX`` access entry;
 * ``subnetSelectorTerms`` / ``securityGroupSelectorTerms``: ``karpenter.sh/discovery: <clusterName>``,
   the tag the network and cluster components put on private subnets and the cluster security group.
 """
@@ -27,6 +28,12 @@ NODECLASS_GROUP = "karpenter.k8s.aws"
 NODECLASS_KIND = "EC2NodeClass"
 # Stands in for the node role's name (an Output) while the spec is validated.
 ROLE_PLACEHOLDER = "adze-node-role"
+# The controller policy passes only the stack's node role to EC2 (iam:PassRole), and only that role has an
+# EC2_LINUX access entry: any other role or profile would fail every launch, or leave nodes unable to join.
+FOREIGN_IDENTITY = (
+    "only the stack's node role can be used: the reconciler may pass no other role to EC2 (iam:PassRole) and no "
+    "other role may join the cluster; remove this field"
+)
 # Names become label values (karpenter.sh/nodepool) and EC2 tag values, hence a DNS-1123 label.
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
@@ -45,6 +52,17 @@ class NodePoolEntry:
     name: str
     node_class: str
     spec: Mapping[str, Any] = field(default_factory=dict)
+
+
+def ami_ssm_parameters(node_classes: tuple[NodeClassEntry, ...]) -> tuple[str, ...]:
+    """Every ``amiSelectorTerms[].ssmParameter`` the node classes name (the controller policy must allow them)."""
+    names = {
+        str(term["ssmParameter"])
+        for entry in node_classes
+        for term in entry.spec.get("amiSelectorTerms") or []
+        if isinstance(term, Mapping) and term.get("ssmParameter")
+    }
+    return tuple(sorted(names))
 
 
 def discovery_selector(cluster_name: str) -> list[dict[str, Any]]:
@@ -69,8 +87,13 @@ def validate_karpenter_entries(
     for path, name, spec in _entries(raw_classes, f"{prefix}nodeClasses", problems):
         filled, uses_stack_role = node_class_spec_with_defaults(spec, cluster_name)
         candidate = {**filled, "role": ROLE_PLACEHOLDER} if uses_stack_role else filled
-        if _check_object(NODECLASS_API_VERSION, NODECLASS_KIND, name, candidate, path, problems):
-            classes.append(NodeClassEntry(name=name, spec=filled, uses_stack_role=uses_stack_role))
+        if not _check_object(NODECLASS_API_VERSION, NODECLASS_KIND, name, candidate, path, problems):
+            continue
+        foreign = [Problem(f"{path}.{key}", FOREIGN_IDENTITY) for key in ("role", "instanceProfile") if key in spec]
+        if foreign:
+            problems.extend(foreign)
+            continue
+        classes.append(NodeClassEntry(name=name, spec=filled, uses_stack_role=uses_stack_role))
     class_names = {entry.name for entry in classes} | _names(raw_classes)
     pools: list[NodePoolEntry] = []
     for path, name, spec in _entries(raw_pools, f"{prefix}nodePools", problems):

@@ -83,14 +83,14 @@ class NodePools(pulumi.ComponentResource):
                 spec=node_class_spec(entry, args.node_role_name),
                 opts=options(),
             )
-        for entry in args.node_pools:
+        for pool in args.node_pools:
             k8s.apiextensions.CustomResource(
-                f"{name}-nodepool-{entry.name}",
+                f"{name}-nodepool-{pool.name}",
                 api_version=NODEPOOL_API_VERSION,
                 kind="NodePool",
-                metadata={**metadata_base, "name": entry.name},
-                spec=dict(entry.spec),
-                opts=options(node_classes[entry.node_class]),
+                metadata={**metadata_base, "name": pool.name},
+                spec=dict(pool.spec),
+                opts=options(node_classes[pool.node_class]),
             )
         self.node_pool_names = [entry.name for entry in args.node_pools]
         self.node_class_names = list(node_classes)

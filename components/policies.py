@@ -10,6 +10,7 @@ long cluster names); Sids match upstream so audits can compare them.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,6 +95,11 @@ def _ec2_arn(scope: AwsScope, resource: str, *, account: str = "*") -> str:
 
 def _instance_profile_arns(scope: AwsScope) -> str:
     return f"arn:{scope.partition}:iam::{scope.account_id}:instance-profile/*"
+
+
+def managed_instance_profile_arns(scope: AwsScope, cluster_name: str) -> str:
+    """The profiles the reconciler creates: under ``/karpenter/<region>/<cluster>/<nodeclass uid>/``."""
+    return f"arn:{scope.partition}:iam::{scope.account_id}:instance-profile/karpenter/{scope.region}/{cluster_name}/*"
 
 
 def _owned(cluster_name: str, kind: str) -> dict[str, str]:
@@ -236,6 +242,15 @@ def iam_integration_policy(scope: AwsScope, cluster_name: str, node_role_arn: st
             string_equals=creation_tags,
             string_like={f"aws:RequestTag/{NODECLASS_TAG}": "*"},
         ),
+        # Creating a profile with Tags is also authorized as iam:TagInstanceProfile on the new profile, which
+        # has no resource tags yet; scoped to the reconciler's own path so it cannot claim anyone else's.
+        _allow(
+            "AllowScopedInstanceProfileTagOnCreation",
+            "iam:TagInstanceProfile",
+            managed_instance_profile_arns(scope, cluster_name),
+            string_equals=creation_tags,
+            string_like={f"aws:RequestTag/{NODECLASS_TAG}": "*"},
+        ),
         _allow(
             "AllowScopedInstanceProfileTagActions",
             "iam:TagInstanceProfile",
@@ -281,8 +296,21 @@ def interruption_policy(queue_arn: str, kms_key_arn: str | None = None) -> Polic
     return document(*statements)
 
 
-def resource_discovery_policy(scope: AwsScope) -> PolicyDocument:
-    """Read-only discovery; Describe* cannot be resource-scoped, so it is pinned to the region instead."""
+def ssm_parameter_arn(scope: AwsScope, name: str) -> str:
+    """A parameter's ARN as SSM authorizes it: AWS's public ``/aws/service/...`` ones carry no account."""
+    if name.startswith("arn:"):
+        return name
+    account = "" if name.startswith("/aws/service/") else scope.account_id
+    return f"arn:{scope.partition}:ssm:{scope.region}:{account}:parameter/{name.lstrip('/')}"
+
+
+def resource_discovery_policy(scope: AwsScope, ssm_parameters: Sequence[str] = ()) -> PolicyDocument:
+    """Read-only discovery; Describe* cannot be resource-scoped, so it is pinned to the region instead.
+
+    ``ssm_parameters``: the ``amiSelectorTerms[].ssmParameter`` names of the stack's node classes, which the
+    reconciler reads besides AWS's public EKS AMI parameters."""
+    public = f"arn:{scope.partition}:ssm:{scope.region}::parameter/aws/service/*"
+    extra = sorted({ssm_parameter_arn(scope, name) for name in ssm_parameters} - {public})
     return document(
         _allow(
             "AllowRegionalReadActions",
@@ -290,11 +318,7 @@ def resource_discovery_policy(scope: AwsScope) -> PolicyDocument:
             "*",
             string_equals={"aws:RequestedRegion": scope.region},
         ),
-        _allow(
-            "AllowSSMReadActions",
-            "ssm:GetParameter",
-            f"arn:{scope.partition}:ssm:{scope.region}::parameter/aws/service/*",
-        ),
+        _allow("AllowSSMReadActions", "ssm:GetParameter", [public, *extra] if extra else public),
         _allow("AllowPricingReadActions", "pricing:GetProducts", "*"),
         _allow("AllowUnscopedInstanceProfileListAction", "iam:ListInstanceProfiles", "*"),
         _allow("AllowInstanceProfileReadActions", "iam:GetInstanceProfile", _instance_profile_arns(scope)),
@@ -307,13 +331,14 @@ def controller_policies(
     node_role_arn: str,
     queue_arn: str | None,
     queue_kms_key_arn: str | None = None,
+    ssm_parameters: Sequence[str] = (),
 ) -> dict[str, PolicyDocument]:
     """Every controller policy by short name; the interruption policy only exists with a queue."""
     policies = {
         "node-lifecycle": node_lifecycle_policy(scope, cluster_name),
         "iam-integration": iam_integration_policy(scope, cluster_name, node_role_arn),
         "eks-integration": eks_integration_policy(scope, cluster_name),
-        "resource-discovery": resource_discovery_policy(scope),
+        "resource-discovery": resource_discovery_policy(scope, ssm_parameters),
     }
     if queue_arn:
         policies["interruption"] = interruption_policy(queue_arn, queue_kms_key_arn)

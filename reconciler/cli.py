@@ -16,6 +16,10 @@ from typing import Any
 
 EXIT_OK = 0
 EXIT_INVALID = 2
+PRICES_HELP = (
+    "your prices (JSON or CSV: instanceType, capacityType, zone, price per hour), overriding the catalogue's, "
+    "bundled or live; every cost then names this file as its source"
+)
 
 
 def _simulate(args: argparse.Namespace) -> int:
@@ -24,12 +28,16 @@ def _simulate(args: argparse.Namespace) -> int:
 
     from reconciler.insight.progress import Progress
     from reconciler.sim.report import render_text, write_result
-    from reconciler.sim.runner import ScenarioError, Simulation
+    from reconciler.sim.runner import ScenarioError, Simulation, cloud_factory, run_simulation
     from reconciler.sim.scenario import load_scenario_file
 
     progress = Progress("simulate")
     try:
         scenario = load_scenario_file(args.scenario)
+        if args.catalog or args.prices:
+            from reconciler.insight.commands import scenario_with_catalog
+
+            scenario = scenario_with_catalog(scenario, args.catalog, args.prices)
         total, counter = len(scenario.steps), itertools.count(1)
 
         def after_step(_step: object, record: dict[str, Any]) -> None:
@@ -40,10 +48,19 @@ def _simulate(args: argparse.Namespace) -> int:
         if args.report:
             from reconciler.insight.commands import simulate_with_report
 
-            result = simulate_with_report(args.scenario, args.report, after_step=after_step)
+            result = simulate_with_report(scenario, args.report, after_step=after_step, cloud=args.cloud)
         else:
-            result = asyncio.run(Simulation(scenario).run(after_step))
+            sim = Simulation(scenario, cloud=cloud_factory(args.cloud))
+            result = asyncio.run(run_simulation(sim, after_step))
     except ScenarioError as err:
+        progress.done()
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_INVALID
+    except Exception as err:  # --catalog live / --prices report one line, as the other commands do
+        from reconciler.insight.errors import InsightError
+
+        if not isinstance(err, InsightError):
+            raise
         progress.done()
         print(f"error: {err}", file=sys.stderr)
         return EXIT_INVALID
@@ -76,6 +93,20 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument("--json", action="store_true", help="print only the result document on stdout")
     simulate.add_argument("--out", metavar="RESULT.json", help="also write the result document to this file")
     simulate.add_argument("--report", metavar="REPORT.html", help="also write a self-contained HTML report")
+    simulate.add_argument(
+        "--cloud",
+        choices=("simulated", "moto"),
+        default="simulated",
+        help="simulated (default) or moto: the real AWS provider (launch templates, CreateFleet, tags, "
+        "termination) against an in-process moto seeded from the scenario",
+    )
+    simulate.add_argument(
+        "--catalog",
+        choices=("live",),
+        help="live: replace the scenario's catalogue with EC2's types and Pricing API / spot history prices "
+        "for its region",
+    )
+    simulate.add_argument("--prices", metavar="FILE", help=PRICES_HELP)
     simulate.add_argument("--verbose", action="store_true",
                           help="list every launch, binding, disruption and blocker (default: large steps summarised)")
     simulate.set_defaults(handler=_simulate)
@@ -92,7 +123,8 @@ def _add_insight_commands(commands: argparse._SubParsersAction) -> None:
     from reconciler.insight import commands as insight
 
     catalog_help = (
-        "instance types and prices: preset (bundled us-east-1 catalogue) or live (EC2 + Pricing API)"
+        "instance types and prices: preset (the bundled catalogue of the nodes' region) or live "
+        "(EC2 + Pricing API + spot price history)"
     )
     snapshot = commands.add_parser(
         "snapshot", help="capture the objects the engine needs from a cluster as a scenario document"
@@ -110,6 +142,7 @@ def _add_insight_commands(commands: argparse._SubParsersAction) -> None:
         help="run a scenario in the simulator and snapshot the cluster it leaves (demos, tests)",
     )
     snapshot.add_argument("--catalog", choices=("preset", "live"), help=catalog_help)
+    snapshot.add_argument("--prices", metavar="FILE", help=PRICES_HELP)
     snapshot.add_argument("-o", "--out", metavar="SNAPSHOT.yaml", help="write here instead of stdout")
     snapshot.set_defaults(handler=insight.guarded(insight.cmd_snapshot))
 
@@ -139,6 +172,7 @@ def _add_insight_commands(commands: argparse._SubParsersAction) -> None:
         help="take the proposed NodePools from a Pulumi stack file (or stack name)",
     )
     plan.add_argument("--catalog", choices=("preset", "live"), help=catalog_help)
+    plan.add_argument("--prices", metavar="FILE", help=PRICES_HELP)
     plan.add_argument(
         "--horizon", default="168h", help="how far ahead to simulate waiting budgets (default 168h)"
     )
@@ -165,6 +199,7 @@ def _add_insight_commands(commands: argparse._SubParsersAction) -> None:
         "--snapshot", metavar="S", help="snapshot or kubectl dump (default: the live cluster)"
     )
     explain.add_argument("--catalog", choices=("preset", "live"), help=catalog_help)
+    explain.add_argument("--prices", metavar="FILE", help=PRICES_HELP)
     explain.add_argument("--json", action="store_true", help="print the explanation as JSON")
     insight.add_live_options(explain)
     insight.add_clock_option(explain)
@@ -175,6 +210,7 @@ def _add_insight_commands(commands: argparse._SubParsersAction) -> None:
         "--snapshot", metavar="S", help="snapshot or kubectl dump (default: the live cluster)"
     )
     status.add_argument("--catalog", choices=("preset", "live"), help=catalog_help)
+    status.add_argument("--prices", metavar="FILE", help=PRICES_HELP)
     status.add_argument("--json", action="store_true", help="print the node table as JSON")
     status.add_argument("--sort", default="pool", choices=("pool", "name", "cpu", "memory", "price", "pods", "type",
                                                           "zone", "gpu"),
@@ -217,11 +253,17 @@ def stop_on_signals() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] == ["run"]:
-        from reconciler.controllers.app import main as run_main
-
+        # The live reconciler stops gracefully on its own handlers (lease release); until they exist, an
+        # interrupt during its imports ends it with one line instead of a traceback.
+        try:
+            from reconciler.controllers.app import main as run_main
+        except KeyboardInterrupt:
+            print("interrupted by SIGINT during start-up", file=sys.stderr)
+            return 130
         return run_main(arguments[1:])
-    args = build_parser().parse_args(arguments)
+    # Before the parser: building it imports the engine, which takes long enough to be interrupted.
     stop_on_signals()
+    args = build_parser().parse_args(arguments)
     try:
         return int(args.handler(args))
     except KeyboardInterrupt:

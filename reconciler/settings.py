@@ -46,6 +46,17 @@ def _parse_bool(text: str, name: str) -> bool:
     raise SettingsError(f"{name}: {text!r} must be true or false")
 
 
+def _parse_positive(text: str, name: str, kind: type[float] | type[int]) -> float:
+    """A positive number (``kind`` int: a whole one), bounded so a typo cannot ask for an absurd rate."""
+    try:
+        value = kind(text.strip())
+    except ValueError:
+        raise SettingsError(f"{name}: {text!r} is not a {'whole ' if kind is int else ''}number") from None
+    if not 0 < value <= 1_000_000:
+        raise SettingsError(f"{name}: {text!r} must be between 0 (excluded) and 1000000")
+    return value
+
+
 def parse_duration(text: str, *, name: str = "duration") -> float:
     """A duration setting in seconds, read by the one Go duration parser (``reconciler.api.durations``).
 
@@ -53,12 +64,9 @@ def parse_duration(text: str, *, name: str = "duration") -> float:
     errors are ``SettingsError`` naming the setting.
     """
     try:
-        seconds = durations.parse_duration(str(text).strip())
+        return durations.parse_length(str(text).strip())
     except durations.DurationError as err:
         raise SettingsError(f"{name}: {err}") from None
-    if seconds < 0:
-        raise SettingsError(f"{name}: {text!r} must not be negative")
-    return seconds
 
 
 def parse_feature_gates(text: str | Mapping[str, Any], *, name: str = "FEATURE_GATES") -> dict[str, bool]:
@@ -108,6 +116,9 @@ class Settings:
     health_probe_port: int = 8081
     leader_elect: bool = True
     rebalance_handling: str = "event"  # one of REBALANCE_HANDLING_MODES
+    # Client-side rate limit of API-server calls (Karpenter's KUBE_CLIENT_QPS / KUBE_CLIENT_BURST).
+    kube_client_qps: float = 200.0
+    kube_client_burst: int = 300
 
     def gate(self, name: str) -> bool:
         return bool(self.feature_gates.get(name, False))
@@ -151,6 +162,10 @@ class Settings:
                 if not text.isdigit() or not 0 <= int(text) <= 65535:
                     raise SettingsError(f"{var}: {env[var]!r} is not a port number (0-65535)")
                 values[attr] = int(text)
+        if env.get("KUBE_CLIENT_QPS"):
+            values["kube_client_qps"] = _parse_positive(env["KUBE_CLIENT_QPS"], "KUBE_CLIENT_QPS", float)
+        if env.get("KUBE_CLIENT_BURST"):
+            values["kube_client_burst"] = int(_parse_positive(env["KUBE_CLIENT_BURST"], "KUBE_CLIENT_BURST", int))
         if env.get("DISABLE_LEADER_ELECTION"):
             values["leader_elect"] = not _parse_bool(env["DISABLE_LEADER_ELECTION"], "DISABLE_LEADER_ELECTION")
         settings = cls(**values)
@@ -184,6 +199,10 @@ class Settings:
                 values["feature_gates"] = parse_feature_gates(value, name=where)
             elif key == "clusterName":
                 values["cluster_name"] = str(value)
+            elif key == "rebalanceHandling":
+                if value not in REBALANCE_HANDLING_MODES:
+                    raise SettingsError(f"{where}: {value!r} must be one of {', '.join(REBALANCE_HANDLING_MODES)}")
+                values["rebalance_handling"] = value
             elif key == "clock":
                 continue  # read by the simulator's clock, not a reconciler setting
             else:

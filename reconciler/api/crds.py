@@ -30,7 +30,7 @@ def _column(name: str, json_path: str, column_type: str = "string", priority: in
 
 NODEPOOL_COLUMNS = [
     _column("NodeClass", ".spec.template.spec.nodeClassRef.name"),
-    _column("Nodes", ".status.resources.nodes"),
+    _column("Nodes", ".status.nodes"),
     _column("Ready", _READY),
     _AGE,
     _column("Weight", ".spec.weight", "integer", priority=1),

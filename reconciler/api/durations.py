@@ -75,6 +75,18 @@ def parse_duration(text: str, *, path: str | None = None) -> float:
     return parse_duration_nanos(text, path=path) / _NANOS_PER_SECOND
 
 
+def parse_length(text: str, *, path: str | None = None) -> float:
+    """A Go duration that is a length of time, in seconds: negative ones are refused (``DurationError``).
+
+    What a manifest's expireAfter, terminationGracePeriod and consolidateAfter hold (their CRD patterns
+    allow no sign), and what every duration setting is.
+    """
+    seconds = parse_duration(text, path=path)
+    if seconds < 0:
+        raise _error(path, f"{text!r} must not be negative")
+    return seconds
+
+
 def parse_nillable_duration(text: str, *, path: str | None = None) -> float | None:
     """Like :func:`parse_duration`, but ``"Never"`` means no duration (``None``)."""
     if text == NEVER:

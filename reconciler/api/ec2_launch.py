@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
@@ -20,10 +20,13 @@ VOLUME_SIZE_PATTERN = (
     r"|(?:[1-9]|[1-4][0-9]|5[0-8])Ti"
     r"|(?:[1-9]|[1-5][0-9]|6[0-4])T)$"
 )
-VolumeSize = matching(
-    VOLUME_SIZE_PATTERN,
-    lambda v: f"volumeSize {v!r} must be a whole number of Gi, G, Ti or T between 1Gi and 64T (e.g. 20Gi)",
-)
+VolumeSize = Annotated[
+    str,
+    *matching(
+        VOLUME_SIZE_PATTERN,
+        lambda v: f"volumeSize {v!r} must be a whole number of Gi, G, Ti or T between 1Gi and 64T (e.g. 20Gi)",
+    ),
+]
 
 
 class BlockDevice(ApiModel):
@@ -93,7 +96,7 @@ BlockDeviceMappings = Annotated[
 ]
 
 EnabledDisabled = Literal["enabled", "disabled"]
-METADATA_OPTIONS_DEFAULT = {
+METADATA_OPTIONS_DEFAULT: dict[str, Any] = {
     "httpEndpoint": "enabled",
     "httpProtocolIPv6": "disabled",
     "httpPutResponseHopLimit": 1,

@@ -39,16 +39,16 @@ SelectorTags = Annotated[
 ]
 
 
-def _ec2_id(prefix: str, what: str) -> Any:
+def _ec2_id(prefix: str, what: str) -> tuple[Any, ...]:
     return matching(f"^{prefix}-[0-9a-z]+$", lambda v: f"{v!r} is not a {what} id ({prefix}-...)")
 
 
-SubnetId = _ec2_id("subnet", "subnet")
-SecurityGroupId = _ec2_id("sg", "security group")
-CapacityReservationId = _ec2_id("cr", "capacity reservation")
-AmiId = _ec2_id("ami", "AMI")
-PlacementGroupId = _ec2_id("pg", "placement group")
-AccountId = matching(r"^[0-9]{12}$", lambda v: f"ownerID {v!r} must be a 12-digit AWS account id")
+SubnetId = Annotated[str, *_ec2_id("subnet", "subnet")]
+SecurityGroupId = Annotated[str, *_ec2_id("sg", "security group")]
+CapacityReservationId = Annotated[str, *_ec2_id("cr", "capacity reservation")]
+AmiId = Annotated[str, *_ec2_id("ami", "AMI")]
+PlacementGroupId = Annotated[str, *_ec2_id("pg", "placement group")]
+AccountId = Annotated[str, *matching(r"^[0-9]{12}$", lambda v: f"ownerID {v!r} must be a 12-digit AWS account id")]
 
 
 def _is_set(term: ApiModel, json_name: str) -> bool:
@@ -68,7 +68,7 @@ def _at_least_one(term: ApiModel, fields: tuple[str, ...]) -> None:
         raise field_error(f"expected at least one of {', '.join(fields)}, got none")
 
 
-def _term_rules(required: tuple[str, ...], exclusive: dict[str, tuple[str, ...]]) -> dict[str, object]:
+def _term_rules(required: tuple[str, ...], exclusive: dict[str, tuple[str, ...]]) -> dict[str, Any]:
     rules = [(" || ".join(f"has(self.{f})" for f in required), f"expected at least one, got none, {list(required)}")]
     for field, others in exclusive.items():
         rules.append(

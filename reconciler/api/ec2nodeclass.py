@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Final, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
@@ -28,7 +28,7 @@ from .errors import field_error
 from .kubelet import KubeletConfiguration
 
 GROUP = "karpenter.k8s.aws"
-API_VERSION = "karpenter.k8s.aws/v1"
+API_VERSION: Final = "karpenter.k8s.aws/v1"
 
 AMIFamily = Literal["AL2", "AL2023", "Bottlerocket", "Custom", "Windows2019", "Windows2022", "Windows2025"]
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, ClassVar, Final, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
@@ -15,7 +15,7 @@ from .errors import field_error
 from .nodepool import ATOMIC, Duration, NillableDuration
 from .requirements import NodeClaimRequirement, NodeClassReference, Taint, duplicate_taint_problem
 
-API_VERSION = "karpenter.sh/v1"
+API_VERSION: Final = "karpenter.sh/v1"
 
 # Condition types a NodeClaim carries (Ready = Launched and Registered and Initialized).
 LAUNCHED = "Launched"

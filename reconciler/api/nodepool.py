@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Final, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
@@ -37,26 +37,39 @@ from .requirements import (
 )
 
 GROUP = "karpenter.sh"
-API_VERSION = "karpenter.sh/v1"
+API_VERSION: Final = "karpenter.sh/v1"
 
-NillableDuration = matching(
-    r"^(([0-9]+(s|m|h))+|Never)$",
-    lambda v: f"{v!r} is not a valid duration: use whole s, m or h units (e.g. 30s, 5m, 720h) or Never",
-)
-Duration = matching(
-    r"^([0-9]+(s|m|h))+$",
-    lambda v: f"{v!r} is not a valid duration: use whole s, m or h units (e.g. 30s, 5m, 24h)",
-)
-BudgetDuration = matching(
-    r"^((([0-9]+(h|m))|([0-9]+h[0-9]+m))(0s)?)$",
-    lambda v: f"budget duration {v!r} must use hours and minutes only (e.g. 30m, 8h, 1h30m)",
-)
-BudgetNodes = matching(
-    r"^((100|[0-9]{1,2})%|[0-9]+)$",
-    lambda v: f"nodes {v!r} must be a node count (e.g. 5) or a percentage from 0% to 100%",
-)
+NillableDuration = Annotated[
+    str,
+    *matching(
+        r"^(([0-9]+(s|m|h))+|Never)$",
+        lambda v: f"{v!r} is not a valid duration: use whole s, m or h units (e.g. 30s, 5m, 720h) or Never",
+    ),
+]
+Duration = Annotated[
+    str,
+    *matching(
+        r"^([0-9]+(s|m|h))+$",
+        lambda v: f"{v!r} is not a valid duration: use whole s, m or h units (e.g. 30s, 5m, 24h)",
+    ),
+]
+BudgetDuration = Annotated[
+    str,
+    *matching(
+        r"^((([0-9]+(h|m))|([0-9]+h[0-9]+m))(0s)?)$",
+        lambda v: f"budget duration {v!r} must use hours and minutes only (e.g. 30m, 8h, 1h30m)",
+    ),
+]
+BudgetNodes = Annotated[
+    str,
+    *matching(
+        r"^((100|[0-9]{1,2})%|[0-9]+)$",
+        lambda v: f"nodes {v!r} must be a node count (e.g. 5) or a percentage from 0% to 100%",
+    ),
+]
 Schedule = Annotated[
-    matching(SCHEDULE_PATTERN, lambda v: cron_problem(v) or f"{v!r} is not a valid schedule"),
+    str,
+    *matching(SCHEDULE_PATTERN, lambda v: cron_problem(v) or f"{v!r} is not a valid schedule"),
     check_with(cron_problem),
 ]
 DisruptionReason = Literal["Underutilized", "Empty", "Drifted"]

@@ -120,15 +120,15 @@ class NodeClaimRequirement(NodeSelectorRequirementWithMinValues):
     ]
 
 
-def _taint_part(what: str) -> Any:
+def _taint_part(what: str) -> tuple[Any, ...]:
     return matching(
         QUALIFIED_NAME_PATTERN,
         lambda v: f"taint {what} {v!r} must be [prefix/]name with alphanumerics, '-', '_' or '.'",
     )
 
 
-TaintKey = Annotated[_taint_part("key"), Field(min_length=1)]
-TaintValue = _taint_part("value")
+TaintKey = Annotated[str, *_taint_part("key"), Field(min_length=1)]
+TaintValue = Annotated[str, *_taint_part("value")]
 
 
 class Taint(ApiModel):
@@ -156,7 +156,8 @@ class NodeClassReference(ApiModel):
     """Reference to the provider node class (group, kind and name are all required)."""
 
     group: Annotated[
-        matching(
+        str,
+        *matching(
             r"^[^/]*$",
             lambda v: f"group {v!r} may not contain '/': give the API group only (e.g. karpenter.k8s.aws)",
         ),

@@ -16,15 +16,25 @@ from typing import Any, Protocol
 from reconciler.model import labels as wk
 from reconciler.model.resources import EMPTY, Resources
 
+# How long an offering that failed to launch (insufficient capacity) or whose spot instance was interrupted
+# stays unavailable: Karpenter's unavailable-offerings TTL (aws/karpenter-provider-aws#1715). Every provider's
+# cache uses it: the AWS one (cloud.aws.ice) and the simulated cloud's.
+UNAVAILABLE_OFFERING_TTL_SECONDS = 180.0
+
 
 @dataclass(slots=True, frozen=True)
 class Offering:
-    """One way to buy an instance type: a capacity type in a zone, at a price."""
+    """One way to buy an instance type: a capacity type in a zone, at a price.
+
+    ``zone_id`` is the zone's account-independent ID (``use1-az1``; "" when the catalogue does not
+    know it); ``price_source`` says where ``price`` came from (see ``cloud/prices.py``)."""
 
     zone: str
     capacity_type: str
     price: float
     available: bool = True
+    zone_id: str = ""
+    price_source: str = ""
 
 
 @dataclass(slots=True)
@@ -53,6 +63,10 @@ class InstanceType:
 
     def available_offerings(self) -> list[Offering]:
         return [o for o in self.offerings if o.available]
+
+    def offering(self, zone: str | None, capacity_type: str | None) -> Offering | None:
+        """The offering a machine of this type in ``zone`` with ``capacity_type`` was launched from."""
+        return next((o for o in self.offerings if o.zone == zone and o.capacity_type == capacity_type), None)
 
     def cheapest_offering(
         self, zones: Sequence[str] | None = None, capacity_types: Sequence[str] | None = None
@@ -133,9 +147,17 @@ class LaunchRequest:
     tags: Mapping[str, str] = field(default_factory=dict)
     excluded_zones: frozenset[str] = frozenset()
     excluded_capacity_types: frozenset[str] = frozenset()
+    zone_ids: Sequence[str] | None = None
+    excluded_zone_ids: frozenset[str] = frozenset()
 
     def allows_zone(self, zone: str) -> bool:
         return zone not in self.excluded_zones and (self.zones is None or zone in self.zones)
+
+    def allows_zone_id(self, zone_id: str) -> bool:
+        """An offering whose zone ID the catalogue does not know ("") is not judged by it."""
+        if not zone_id:
+            return True
+        return zone_id not in self.excluded_zone_ids and (self.zone_ids is None or zone_id in self.zone_ids)
 
     def allows_capacity_type(self, capacity_type: str) -> bool:
         return capacity_type not in self.excluded_capacity_types and (
@@ -143,8 +165,12 @@ class LaunchRequest:
         )
 
     def allows(self, offering: Offering) -> bool:
-        """Whether the claim's zone and capacity-type requirements admit this offering."""
-        return self.allows_zone(offering.zone) and self.allows_capacity_type(offering.capacity_type)
+        """Whether the claim's zone, zone-ID and capacity-type requirements admit this offering."""
+        return (
+            self.allows_zone(offering.zone)
+            and self.allows_zone_id(offering.zone_id)
+            and self.allows_capacity_type(offering.capacity_type)
+        )
 
     @classmethod
     def from_nodeclaim(cls, manifest: Mapping[str, Any]) -> LaunchRequest:
@@ -152,7 +178,9 @@ class LaunchRequest:
         metadata = manifest.get("metadata") or {}
         spec = manifest.get("spec") or {}
         labels = dict(metadata.get("labels") or {})
-        allowed: dict[str, list[str] | None] = {wk.INSTANCE_TYPE: None, wk.CAPACITY_TYPE: None, wk.ZONE: None}
+        allowed: dict[str, list[str] | None] = {
+            wk.INSTANCE_TYPE: None, wk.CAPACITY_TYPE: None, wk.ZONE: None, wk.ZONE_ID: None
+        }
         excluded: dict[str, set[str]] = {key: set() for key in allowed}
         for requirement in spec.get("requirements") or []:
             key = wk.NORMALIZED_LABELS.get(requirement.get("key", ""), requirement.get("key", ""))
@@ -167,9 +195,9 @@ class LaunchRequest:
                 excluded[key].update(values)
             elif operator == "DoesNotExist":
                 allowed[key] = []
-        for key, values in allowed.items():
-            if values is not None:
-                allowed[key] = [v for v in values if v not in excluded[key]]
+        for key, permitted in allowed.items():
+            if permitted is not None:
+                allowed[key] = [v for v in permitted if v not in excluded[key]]
         ref = spec.get("nodeClassRef") or {}
         return cls(
             nodeclaim=str(metadata.get("name", "")),
@@ -184,6 +212,8 @@ class LaunchRequest:
             startup_taints=list(spec.get("startupTaints") or []),
             excluded_zones=frozenset(excluded[wk.ZONE]),
             excluded_capacity_types=frozenset(excluded[wk.CAPACITY_TYPE]),
+            zone_ids=allowed[wk.ZONE_ID],
+            excluded_zone_ids=frozenset(excluded[wk.ZONE_ID]),
         )
 
 
@@ -205,6 +235,7 @@ class Instance:
     allocatable: Resources = EMPTY
     labels: Mapping[str, str] = field(default_factory=dict)
     tags: Mapping[str, str] = field(default_factory=dict)
+    price_source: str = ""
 
 
 class CloudError(Exception):

@@ -10,8 +10,14 @@
   ``disruption`` (decide, validate, execute one command at a time), ``drift``
   (provider drift as a condition), ``expiration``, ``garbage`` (orphaned
   instances, vanished instances), ``status`` (NodePool / EC2NodeClass),
+  ``nodeclass_termination`` (the EC2NodeClass finalizer: launch templates and instance profiles),
   ``podevents`` (``lastPodEventTime``), ``interruption`` (SQS queue and
-  instance-status poller).
+  instance-status poller), ``consolidatable`` (the Consolidatable condition),
+  ``hashes`` (drift-hash stamps; re-stamping adopted NodeClaims),
+  ``registration_health`` (NodePool NodeRegistrationHealthy), ``state_metrics``
+  (node, pod, offering, cost and status-condition metrics from the cache).
+- ``metered``: the cloud provider and the Kubernetes client as Karpenter measures
+  them (cloud-provider and client-go request metrics).
 
 Decisions come from the pure engine (``provisioning``, ``disruption``,
 ``lifecycle.expiration``); actions go through the shared executors in

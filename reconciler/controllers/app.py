@@ -6,13 +6,17 @@ or a value is malformed), Kubernetes configuration from a kubeconfig or the
 pod's service account, the cloud (AWS by default; ``--cloud simulated`` for
 local runs), ``/metrics`` on METRICS_PORT (8080) and ``/healthz`` + ``/readyz``
 on HEALTH_PROBE_PORT (8081). Then it campaigns for the Lease
-LEADER_ELECTION_NAME (``adze-leader-election``) in LEADER_ELECTION_NAMESPACE
-(default: the pod's namespace, else ``kube-system``); only the leader runs the
+LEADER_ELECTION_NAME (default ``karpenter-leader-election``, Karpenter's own, so
+Adze and Karpenter in one namespace never act together: whichever holds it leads,
+the other waits) in LEADER_ELECTION_NAMESPACE (default: SYSTEM_NAMESPACE, the pod's
+namespace, else ``kube-system``); only the leader runs the
 controllers, plus the AWS cloud's periodic loops (prices, instance types,
 launch-template garbage collection; ``controllers.awsrefresh``) and, with
 INTERRUPTION_QUEUE, the interruption consumer. SIGTERM/SIGINT stop the controllers and release the lease so the
 standby takes over at once. Losing the lease ends the process (exit code 1) so
-no two replicas ever act together.
+no two replicas ever act together: at the renew deadline the controllers are cancelled, and the
+leadership gate (``kube.leadership``) refuses every write and every AWS request attempt from then on,
+including the retries and pages of a boto3 call still running in its thread.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import platform
 import signal
 import socket
 import sys
@@ -34,15 +39,17 @@ import structlog
 from reconciler.cloud.types import CloudProvider
 from reconciler.controllers.clouds import StartupError, aws_cloud, close_cloud, simulated_cloud
 from reconciler.controllers.manager import BackgroundLoop, Reconciler
+from reconciler.controllers.metered import MeteredCloud, MeteredKube
 from reconciler.controllers.runtime import Clock, ControllerContext, ControllerLog, SystemClock, Timings
 from reconciler.kube.api import KubeAPI
 from reconciler.kube.leader import LeaderElectionConfig, LeaderElector, LeadershipLost
+from reconciler.kube.leadership import GatedKube
 from reconciler.observability import EventRecorder, HealthChecks, Metrics, ObservabilityServer, configure_logging
 from reconciler.settings import Settings, SettingsError
 
 log = ControllerLog("app")
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
-DEFAULT_LEASE_NAME = "adze-leader-election"
+DEFAULT_LEASE_NAME = "karpenter-leader-election"  # Karpenter's: one leader between the two
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
@@ -84,11 +91,13 @@ class App:
     reconciler: Reconciler | None = None
     elector: LeaderElector | None = None
     server: ObservabilityServer | None = None
+    _kube: KubeAPI | None = field(default=None, repr=False)
 
     async def run(self, stop: asyncio.Event | None = None) -> int:
         """Until ``stop`` is set (then release the lease, exit 0) or leadership is lost (exit 1)."""
         stop = stop or asyncio.Event()
-        self.metrics.build_info.labels(version=_version()).set(1)
+        self.metrics.build_info.labels(**build_labels()).set(1)
+        self._kube = MeteredKube(self.kube, self.metrics.runtime)
         work: asyncio.Task[None] | None = None
         health = HealthChecks(
             liveness={"controllers": lambda: work is None or not work.done()},
@@ -99,7 +108,8 @@ class App:
                                               health_port=self.settings.health_probe_port)
             await self.server.start()
         if self.leader is not None:
-            self.elector = LeaderElector(self.kube, self.leader, clock=self.clock.now)
+            self.metrics.runtime.leader.labels(name=self.leader.name).set(0)
+            self.elector = LeaderElector(self._kube, self.leader, clock=self.clock.now)
             work = asyncio.create_task(self.elector.run(self._lead), name="leader")
             log.info("waiting for leadership", lease=f"{self.leader.namespace}/{self.leader.name}",
                      identity=self.leader.identity)
@@ -139,14 +149,27 @@ class App:
     async def _lead(self) -> None:
         # Every log line of this reconciler's tasks (created below, so they inherit it) names the cluster.
         structlog.contextvars.bind_contextvars(cluster=self.settings.cluster_name)
+        kube: KubeAPI = self._kube or self.kube
+        if self.elector is not None:  # nothing is written or sent to the cloud once leadership may be lost
+            kube = GatedKube(kube, self.elector.gate)
+            guard = getattr(self.cloud, "guard", None)
+            if callable(guard):
+                guard(self.elector.gate.check)
         ctx = ControllerContext(
-            self.kube, self.cloud, self.settings, clock=self.clock, timings=self.timings, metrics=self.metrics,
-            events=EventRecorder(self.kube, component="karpenter", clock=self.clock.now),
+            kube, MeteredCloud(self.cloud, self.metrics), self.settings, clock=self.clock, timings=self.timings,
+            metrics=self.metrics, events=EventRecorder(kube, component="karpenter", clock=self.clock.now),
         )
         loops = self.extra_loops(ctx) if self.extra_loops is not None else {}
         self.reconciler = Reconciler(ctx, seed=self.seed, extra_loops=loops)
         log.info("starting controllers", cluster=self.settings.cluster_name, cloud=getattr(self.cloud, "name", ""))
-        await self.reconciler.run()
+        leading = self.metrics.runtime.leader.labels(name=self.leader.name) if self.leader is not None else None
+        if leading is not None:
+            leading.set(1)
+        try:
+            await self.reconciler.run()
+        finally:
+            if leading is not None:
+                leading.set(0)
 
 
 def _version() -> str:
@@ -156,6 +179,19 @@ def _version() -> str:
         return version("adze")
     except Exception:
         return "unknown"
+
+
+# Go's names for the machine architectures Python reports.
+_GOARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
+
+
+def build_labels(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``karpenter_build_info``'s labels: Adze's version, the runtime in place of Go's version, the
+    architecture by Go's name, and the commit the image was built from (``ADZE_COMMIT``)."""
+    env = os.environ if env is None else env
+    machine = platform.machine().lower()
+    return {"version": _version(), "goversion": f"python{platform.python_version()}",
+            "goarch": _GOARCH.get(machine, machine), "commit": env.get("ADZE_COMMIT", "")}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -201,16 +237,18 @@ async def _run(args: argparse.Namespace, settings: Settings, env: Mapping[str, s
     from reconciler.kube.live import ConfigError, LiveKube
 
     try:
-        kube = await LiveKube.from_environment(args.kubeconfig, args.context)
+        kube = await LiveKube.from_environment(args.kubeconfig, args.context, qps=settings.kube_client_qps,
+                                               burst=settings.kube_client_burst)
     except ConfigError as err:
         raise StartupError(str(err)) from None
     clock = SystemClock()
+    metrics = Metrics()  # one registry: the AWS provider's families are served with the controllers'
     cloud: CloudProvider | None = None
     try:
         cloud = simulated_cloud(args.catalog, clock) if args.cloud == "simulated" else await aws_cloud(
-            settings, env, kube)
+            settings, env, kube, metrics)
         app = App(settings, kube, cloud, leader=leader_config(env) if settings.leader_elect else None, clock=clock,
-                  extra_loops=cloud_loops(settings, cloud, env))
+                  metrics=metrics, extra_loops=cloud_loops(settings, cloud, env))
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):

@@ -1,4 +1,4 @@
-"""The AWS provider's periodic work on the leader: prices, instance types, launch-template GC.
+"""The AWS provider's periodic work on the leader: prices, instance types, launch-template and profile GC.
 
 - On-demand prices (Pricing API ``GetProducts``) and spot prices
   (``DescribeSpotPriceHistory``): at start-up, then every 12 h, Karpenter's
@@ -10,6 +10,8 @@
   ``DescribeInstanceTypeOfferings``): every 12 h after start-up, so the
   provisioning path, which only refreshes them lazily once they are that old,
   never waits on it.
+- Instance profiles: every 30 min (not with ``ISOLATED_VPC``), the managed profiles of EC2NodeClasses
+  that no longer exist and that no instance uses (``InstanceProfileCollector``).
 - Launch templates: every 5 min, this cluster's content-addressed templates
   (``karpenter.k8s.aws/<hash>``) that nothing needs are deleted: those of a
   deleted EC2NodeClass at once, the others once this leader has known them for a
@@ -47,6 +49,7 @@ class RefreshSchedule:
     spot_prices: float = 12 * HOUR
     instance_types: float = 12 * HOUR
     launch_template_gc: float = 5 * 60.0
+    instance_profile_gc: float = 30 * 60.0
     retry_initial: float = DEFAULT_RETRY_INITIAL
 
 
@@ -147,6 +150,29 @@ class LaunchTemplateCollector:
         return {"launch_templates": len(templates), "deleted": len(deleted)}
 
 
+# --- instance profiles -------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class InstanceProfileCollector:
+    """Karpenter's instance-profile garbage collection (every 30 min; not with ISOLATED_VPC, no IAM endpoint):
+    profiles managed for EC2NodeClasses that no longer exist and that no instance of the cluster uses. The
+    finalizer deletes a class's profiles when the class goes; this catches classes deleted while no
+    reconciler ran (the finalizer removed by hand)."""
+
+    ctx: ControllerContext
+    provider: AWSCloudProvider
+
+    async def collect_once(self) -> dict[str, Any]:
+        nodeclasses, _ = await self.ctx.kube.list(EC2NODECLASS)
+        live_uids = {str(n["metadata"].get("uid", "")) for n in nodeclasses}
+        in_use = {r.instance_profile for r in await self.provider.list_records() if r.instance_profile}
+        deleted = await self.provider.nodeclasses.collect_orphaned_profiles(live_uids, in_use)
+        for name in deleted:
+            ControllerLog("instanceprofile.garbagecollection").info("deleted instance profile", name=name)
+        return {"deleted": len(deleted)}
+
+
 # --- the loops ---------------------------------------------------------------------------------
 
 
@@ -192,6 +218,10 @@ def aws_refresh_loops(
             "launchtemplate.garbagecollection", schedule.launch_template_gc, collector.collect_once,
             message="collected launch templates", **options),
     }
+    if not isolated_vpc:
+        loops["instanceprofile.garbagecollection"] = PeriodicTask(
+            "instanceprofile.garbagecollection", schedule.instance_profile_gc,
+            InstanceProfileCollector(ctx, provider).collect_once, message="collected instance profiles", **options)
     disabled = on_demand_refresh_disabled(provider.config.region, isolated_vpc)
     if disabled:
         ControllerLog("pricing.ondemand").info("on-demand price refresh disabled; using the bundled prices",

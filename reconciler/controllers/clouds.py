@@ -16,6 +16,7 @@ from typing import Any
 from reconciler.cloud.types import CloudProvider
 from reconciler.controllers.runtime import Clock, ControllerLog
 from reconciler.kube.api import ApiError, Kind, KubeAPI
+from reconciler.observability import Metrics
 from reconciler.settings import Settings
 
 log = ControllerLog("cloudprovider")
@@ -29,7 +30,7 @@ class StartupError(RuntimeError):
 def simulated_cloud(catalog_path: str | None, clock: Clock) -> CloudProvider:
     """The simulated cloud with a scenario file's ``catalog:`` section, or the aws-us-east-1 preset."""
     from reconciler.cloud.sim.provider import SimulatedCloud
-    from reconciler.sim.catalog import build_catalog
+    from reconciler.sim.catalog import build_catalog, catalog_shaper
     from reconciler.sim.scenario import ScenarioError, load_scenario_file
 
     try:
@@ -39,12 +40,13 @@ def simulated_cloud(catalog_path: str | None, clock: Clock) -> CloudProvider:
             catalog = load_scenario_file(catalog_path).catalog
         else:
             catalog = {"preset": "aws-us-east-1"}
-        return SimulatedCloud(build_catalog(catalog), clock=clock.now)
+        return SimulatedCloud(build_catalog(catalog), clock=clock.now, shaper=catalog_shaper(catalog))
     except ScenarioError as err:
         raise StartupError(f"--catalog {catalog_path}: {err}") from None
 
 
-async def aws_cloud(settings: Settings, env: Mapping[str, str], kube: KubeAPI) -> CloudProvider:
+async def aws_cloud(settings: Settings, env: Mapping[str, str], kube: KubeAPI,
+                    metrics: Metrics | None = None) -> CloudProvider:
     from reconciler.cloud.aws.provider import AWSCloudProvider, AWSProviderConfig
 
     cluster = await discover_cluster(settings, env, kube)
@@ -58,7 +60,7 @@ async def aws_cloud(settings: Settings, env: Mapping[str, str], kube: KubeAPI) -
         )
     except ValueError as err:
         raise StartupError(f"VM_MEMORY_OVERHEAD_PERCENT / RESERVED_ENIS: {err}") from None
-    provider = AWSCloudProvider(config)
+    provider = AWSCloudProvider(config, metrics=metrics)
     try:
         await check_ec2_access(provider)
     except Exception as err:

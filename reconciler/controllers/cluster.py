@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -38,6 +39,16 @@ def _version(manifest: Mapping[str, Any]) -> int | None:
         return None  # opaque versions: accept every write
 
 
+@dataclass(slots=True)
+class PodSchedulingTimes:
+    """When the provisioner first saw a pending pod, first decided about it, first found it a home
+    (Karpenter's ack, decision and scheduling-success times, which its pod metrics read)."""
+
+    acked: datetime
+    decided: datetime | None = None
+    scheduled: datetime | None = None
+
+
 class StateStore:
     def __init__(self) -> None:
         self.state = ClusterState()
@@ -49,6 +60,7 @@ class StateStore:
         self._listeners: list[Listener] = []
         self._nominated: dict[str, datetime] = {}
         self._marked: set[str] = set()
+        self.pod_times: dict[str, PodSchedulingTimes] = {}  # pod key -> times (kept until the pod starts)
 
     # -- feeding -------------------------------------------------------------------------------
 

@@ -2,8 +2,8 @@
 
 One pass: clear disrupted taints a previous (crashed) leader left on nodes that
 no command owns; ``decide`` on a private snapshot (in a worker thread, bounded
-by ``decision_timeout``); for emptiness and consolidation wait the validation
-period and ``validate`` on a fresh snapshot; then ``CommandExecutor.start``
+by ``decision_timeout``); for a validated method (emptiness, consolidation) wait the
+validation period and ``validate`` on a fresh snapshot; then ``CommandExecutor.start``
 (taint, create + launch replacements) and ``advance`` until every replacement is
 initialized and the candidates are deleted, or the command aborts. Commands run
 one at a time; the termination controller drains the deleted candidates.
@@ -16,9 +16,11 @@ from typing import Any
 
 from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.instancetypes import instance_types_by_nodepool
-from reconciler.controllers.runtime import ControllerContext, ControllerLog, NameGenerator, ref
+from reconciler.controllers.provisioner import min_values_relaxed
+from reconciler.controllers.runtime import ControllerContext, ControllerLog, NameGenerator, ref, snake_case
 from reconciler.disruption.controller import decide
-from reconciler.disruption.types import VALIDATED_METHODS, Command, DisruptionDecision
+from reconciler.disruption.methods import method_named
+from reconciler.disruption.types import Command, DisruptionDecision
 from reconciler.disruption.validation import validate
 from reconciler.kube.api import NODECLAIM, ApiError, NotFoundError
 from reconciler.kube.edits import drop_condition, edit_taints
@@ -46,7 +48,8 @@ class DisruptionController:
 
     async def run(self) -> None:
         while True:
-            await self.reconcile_once()
+            async with self.ctx.reconciling():
+                await self.reconcile_once()
             await asyncio.sleep(self.ctx.settings.disruption_poll_period)
 
     async def reconcile_once(self) -> InFlightCommand | None:
@@ -74,18 +77,43 @@ class DisruptionController:
         decision = await asyncio.to_thread(
             decide, state, types, self.ctx.settings, self.ctx.now(),
             name_for=self.names, should_stop=lambda: clock.monotonic() > deadline, first_pools=self._unseen_pools,
+            timer=clock.monotonic,
         )
         self.ctx.metrics.scheduling_duration.labels(controller="disruption").observe(clock.monotonic() - started)
         self._unseen_pools = list(decision.unseen_pools)
+        self._export(decision)
         return decision
 
+    def _export(self, decision: DisruptionDecision) -> None:
+        """What the pass looked at, as Karpenter's disruption metrics report it."""
+        metrics = self.ctx.metrics
+        for run in decision.methods:
+            reason = run.reason.lower()
+            metrics.disruption_eligible_nodes.labels(reason=reason).set(run.eligible)
+            if run.seconds is not None:
+                metrics.disruption_evaluation_duration.labels(
+                    reason=reason, consolidation_type=run.consolidation_type).observe(run.seconds)
+            if run.timed_out and run.consolidation_type in ("multi", "single"):
+                metrics.consolidation_timeouts.labels(consolidation_type=run.consolidation_type).inc()
+        for allowance in decision.budgets:
+            labels = {"nodepool": allowance.nodepool, "reason": allowance.reason}
+            metrics.nodepool_allowed_disruptions.labels(**labels).set(allowance.limit)
+            metrics.nodepool_nodes_consuming_budgets.labels(**labels).set(allowance.disrupting)
+        for move in decision.moves:
+            labels = {"nodepool": move.nodepool, "policy": move.policy}
+            metrics.consolidation_moves.labels(decision=move.decision, **labels).inc()
+            if move.score is not None:
+                metrics.consolidation_score.labels(decision=move.score_decision, **labels).observe(move.score)
+
     async def execute(self, command: Command) -> InFlightCommand | None:
-        if command.method in VALIDATED_METHODS:
+        if method_named(command.method).validated:
             await asyncio.sleep(self.ctx.settings.consolidation_validation_wait)
             state = self.store.snapshot()
             types = await instance_types_by_nodepool(self.ctx.cloud, state)
             result = validate(command, state, types, self.ctx.settings, self.ctx.now())
             if not result.valid or result.command is None:
+                self.ctx.metrics.disruption_failed_validations.labels(
+                    consolidation_type=method_named(command.method).consolidation_type).inc(len(command.candidates))
                 log.info("abandoning disruption command", command=command.describe(), reason=result.reason)
                 message = f"disruption command abandoned after validation: {result.reason}"
                 for candidate in command.candidates:
@@ -116,6 +144,7 @@ class DisruptionController:
             await asyncio.sleep(self.ctx.timings.command_poll)
             flight = await self.executor.advance(flight, self.ctx.now())
         self.store.unmark_for_deletion(c.name for c in command.candidates)
+        self._record_outcome(command, flight)
         if flight.state == "deleting":
             for name in flight.launched:
                 self._replacing[name] = {c.nodeclaim for c in command.candidates if c.nodeclaim}
@@ -164,11 +193,12 @@ class DisruptionController:
 
     async def _record(self, command: Command) -> None:
         metrics = self.ctx.metrics
-        metrics.disruption_decisions.labels(
-            decision=command.action, reason=command.reason, consolidation_type=command.method
-        ).inc()
+        labels = {"decision": command.action, "reason": command.reason.lower(),
+                  "consolidation_type": method_named(command.method).consolidation_type}
+        metrics.disruption_decisions.labels(**labels).inc()
+        for pool in dict.fromkeys(c.pool for c in command.candidates):
+            metrics.disruption_decisions_by_nodepool.labels(nodepool=pool, **labels).inc()
         for candidate in command.candidates:
-            metrics.nodeclaims_disrupted.labels(reason=command.reason, nodepool=candidate.pool).inc()
             why = f"{command.reason}/{command.action}"
             await self.ctx.event(self.store.get("Node", candidate.name), "Normal", "DisruptionTerminating",
                                  f"Disrupting Node: {why}")
@@ -176,7 +206,22 @@ class DisruptionController:
                 await self.ctx.event(self.store.get("NodeClaim", candidate.nodeclaim), "Normal",
                                      "DisruptionTerminating", f"Disrupting NodeClaim: {why}")
         for replacement in command.replacements:
-            metrics.nodeclaims_created.labels(reason=command.reason.lower(), nodepool=replacement.nodepool).inc()
+            metrics.nodeclaims_created.labels(reason=command.reason.lower(), nodepool=replacement.nodepool,
+                                              min_values_relaxed=min_values_relaxed(replacement.manifest)).inc()
+
+    def _record_outcome(self, command: Command, flight: InFlightCommand) -> None:
+        """Candidates deleted count as disrupted (Karpenter counts them when it deletes them); a command that
+        gave up counts its replacements as queue failures."""
+        metrics = self.ctx.metrics
+        if flight.state == "deleting":
+            for candidate in command.candidates:
+                metrics.nodeclaims_disrupted.labels(reason=snake_case(command.reason), nodepool=candidate.pool,
+                                                    capacity_type=candidate.capacity_type).inc()
+        elif flight.state == "aborted" and command.replacements:
+            # Karpenter labels consolidation_type with the decision here too.
+            metrics.disruption_queue_failures.labels(
+                decision=command.action, reason=snake_case(command.reason), consolidation_type=command.action,
+            ).inc(len(command.replacements))
 
     async def _explain(self, decision: DisruptionDecision) -> None:
         """Why each node is left alone, as DisruptionBlocked on its NodeClaim and Node (``<Code>: <message>``,
@@ -209,18 +254,23 @@ class DisruptionController:
                 continue  # being terminated: the taint is the terminator's
             try:
                 await edit_taints(self.ctx.kube, metadata["name"],
-                                  lambda taints: [t for t in taints if t.get("key") != wk.DISRUPTED_TAINT_KEY])
+                                  lambda taints: [t for t in taints if t.get("key") != wk.DISRUPTED_TAINT_KEY],
+                                  current=node)
                 if claim is not None:
-                    await self._clear_reason(claim["metadata"]["name"])
+                    await self._clear_reason(claim)
             except NotFoundError:
+                continue
+            except ApiError as err:  # e.g. still conflicting after the retries: the next pass tries again
+                log.warning("removing stale disrupted taint failed", Node=ref(metadata["name"]), error=str(err))
                 continue
             log.info("removed stale disrupted taint", Node=ref(metadata["name"]))
             cleared.append(metadata["name"])
         return cleared
 
-    async def _clear_reason(self, claim_name: str) -> None:
+    async def _clear_reason(self, claim: dict[str, Any]) -> None:
+        claim_name = claim["metadata"]["name"]
         try:
-            await drop_condition(self.ctx.kube, claim_name, "DisruptionReason")
+            await drop_condition(self.ctx.kube, claim_name, "DisruptionReason", current=claim)
         except NotFoundError:
             return  # the claim is gone: nothing to clear
         except ApiError as err:

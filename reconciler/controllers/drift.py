@@ -71,12 +71,13 @@ class DriftMarker:
         try:
             if reason and not was_drifted:
                 await set_condition(self.ctx.kube, name, condition("Drifted", True, self.ctx.now(), reason=reason,
-                                                                   message=f"instance drifted: {reason}"))
+                                                                   message=f"instance drifted: {reason}"),
+                                    current=claim)
                 log.info("marked nodeclaim as drifted", NodeClaim=ref(name), reason=reason)
                 await self.ctx.event(claim, "Normal", "Drifted", f"instance drifted from its node class: {reason}")
                 return True
             if not reason and was_drifted:
-                await drop_condition(self.ctx.kube, name, "Drifted")
+                await drop_condition(self.ctx.kube, name, "Drifted", current=claim)
                 log.info("nodeclaim is no longer drifted", NodeClaim=ref(name))
                 return True
         except (NotFoundError, ApiError) as err:

@@ -11,6 +11,7 @@ from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wakeup, ref
 from reconciler.kube.api import NODECLAIM, NotFoundError
 from reconciler.lifecycle.expiration import Expiration, expired, next_expiration
+from reconciler.model import labels as wk
 
 log = ControllerLog("nodeclaim.expiration")
 
@@ -28,7 +29,8 @@ class ExpirationController:
 
     async def run(self) -> None:
         while True:
-            await self.reconcile_once()
+            async with self.ctx.reconciling():
+                await self.reconcile_once()
             now = self.ctx.now()
             upcoming = next_expiration(self.store.nodeclaims(), now)
             wait = self.ctx.timings.expiration_max_wait
@@ -50,7 +52,9 @@ class ExpirationController:
                 NodeClaim=ref(item.nodeclaim), NodePool=ref(item.nodepool), Node=ref(item.node),
                 reason="Expired", **{"expired-at": item.expired_at},
             )
-            self.ctx.metrics.nodeclaims_disrupted.labels(reason="Expired", nodepool=item.nodepool).inc()
+            labels = ((claim or {}).get("metadata") or {}).get("labels") or {}
+            self.ctx.metrics.nodeclaims_disrupted.labels(
+                reason="expired", nodepool=item.nodepool, capacity_type=labels.get(wk.CAPACITY_TYPE, "")).inc()
             at = f"{item.expired_at:%Y-%m-%dT%H:%M:%SZ}"
             await self.ctx.event(claim, "Normal", "DisruptionTerminating",
                                  f"Disrupting NodeClaim: Expired (expireAfter elapsed at {at})")

@@ -11,7 +11,9 @@
   a direct lookup confirms it is gone.
 
 Runs every 10 s for the first 20 passes after becoming leader, then every 2 min
-(Karpenter's schedule).
+(Karpenter's schedule). NodeClaims and Nodes come from the informer cache (as Karpenter's
+garbage collection reads them), not from full LISTs: a claim too new for the cache is younger
+than ``gc_min_age``, and so is its instance, which is therefore not collected.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from reconciler.cloud.types import Instance, InstanceNotFoundError
+from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, ref
-from reconciler.kube.api import NODE, NODECLAIM, Manifest, NotFoundError
+from reconciler.kube.api import NODE, NODECLAIM, ApiError, Manifest, NotFoundError
 from reconciler.kube.edits import remove_finalizer
 from reconciler.lifecycle.launch import has_condition
 from reconciler.model import labels as wk
@@ -64,13 +67,15 @@ def orphaned(instances: list[Instance], nodeclaims: list[Manifest], now: datetim
 
 
 class GarbageCollector:
-    def __init__(self, ctx: ControllerContext) -> None:
+    def __init__(self, ctx: ControllerContext, store: StateStore) -> None:
         self.ctx = ctx
+        self.store = store
         self.passes = 0
 
     async def run(self) -> None:
         while True:
-            await self.collect_once()
+            async with self.ctx.reconciling():
+                await self.collect_once()
             timings = self.ctx.timings
             fast = self.passes < timings.gc_fast_passes
             await asyncio.sleep(timings.gc_fast_interval if fast else timings.gc_slow_interval)
@@ -79,7 +84,7 @@ class GarbageCollector:
         self.passes += 1
         result = CollectionResult()
         instances = await self.ctx.cloud.list()
-        nodeclaims, _ = await self.ctx.kube.list(NODECLAIM)
+        nodeclaims = self.store.nodeclaims()  # read after the instances (see the module docstring)
         now = self.ctx.now()
         for instance in orphaned(instances, nodeclaims, now, self.ctx.timings.gc_min_age):
             await self._terminate_orphan(instance, result)
@@ -103,17 +108,21 @@ class GarbageCollector:
             "provider-id": instance.provider_id, "instance-type": instance.instance_type,
             "nodeclaim-tag": instance.nodeclaim or instance.tags.get(NODECLAIM_TAG, ""),
         })
-        nodes, _ = await self.ctx.kube.list(NODE)
-        for node in nodes:
+        for node in self.store.nodes():
             if (node.get("spec") or {}).get("providerID") != instance.provider_id:
                 continue
             name = node["metadata"]["name"]
             await self.ctx.event(node, "Warning", "OrphanedInstance",
                                  f"instance {instance.provider_id} had no NodeClaim and was terminated")
             try:
-                await remove_finalizer(self.ctx.kube, NODE, name, wk.TERMINATION_FINALIZER)
+                # Deleted first: if releasing our finalizer fails (a conflict that outlasts the retries), the
+                # termination controller finalizes the deleting Node on its next pass.
                 await self.ctx.kube.delete(NODE, name)
+                await remove_finalizer(self.ctx.kube, NODE, name, wk.TERMINATION_FINALIZER, current=node)
             except NotFoundError:
+                continue
+            except ApiError as err:
+                log.warning("releasing orphaned node failed; finalized later", Node=ref(name), error=str(err))
                 continue
             result.nodes.append(name)
             log.info("deleted node", Node=ref(name), reason="orphaned instance")
@@ -130,9 +139,13 @@ class GarbageCollector:
             await self.ctx.kube.delete(NODECLAIM, name)
         except NotFoundError:
             return
+        except ApiError as err:
+            log.warning("deleting nodeclaim failed; retrying next pass", NodeClaim=ref(name), error=str(err))
+            return
         result.nodeclaims.append(name)
-        pool = ((claim.get("metadata") or {}).get("labels") or {}).get(wk.NODEPOOL, "")
-        self.ctx.metrics.nodeclaims_disrupted.labels(reason="instance_terminated", nodepool=pool).inc()
+        labels = (claim.get("metadata") or {}).get("labels") or {}
+        self.ctx.metrics.nodeclaims_disrupted.labels(reason="garbage_collected", nodepool=labels.get(wk.NODEPOOL, ""),
+                                                     capacity_type=labels.get(wk.CAPACITY_TYPE, "")).inc()
         log.info("deleting nodeclaim, its instance no longer exists", NodeClaim=ref(name),
                  **{"provider-id": provider_id})
         await self.ctx.event(claim, "Warning", "InstanceTerminated",

@@ -9,9 +9,11 @@ provider's own unavailable-offerings cache, so the next launch avoids it.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from typing import Any
 
 from reconciler.controllers.runtime import ControllerContext, ControllerLog
+from reconciler.kube.api import Manifest
 
 log = ControllerLog("interruption")
 
@@ -26,12 +28,16 @@ class InterruptionLoop:
         self.ctx = ctx
         settings = InterruptionSettings.from_settings(ctx.settings)
         self.settings = settings
+        def cached_nodeclaims() -> Iterable[Manifest] | None:
+            """The leader's informer cache (set once its controllers start), not a LIST per message batch."""
+            return ctx.cache.nodeclaims() if ctx.cache is not None and ctx.cache.synced else None
+
         self.consumer = InterruptionController(
             ctx.kube, cloud.clients.client("sqs"), settings, caller=cloud.caller, unavailable=cloud.unavailable,
-            now=ctx.clock.now,
+            now=ctx.clock.now, metrics=cloud.metrics.interruption, nodeclaims=cached_nodeclaims,
         )
         self.health = HealthPoller(ctx.kube, cloud.clients.ec2, cloud.caller, unavailable=cloud.unavailable,
-                                   now=ctx.clock.now)
+                                   now=ctx.clock.now, metrics=cloud.metrics.interruption, nodeclaims=cached_nodeclaims)
 
     async def run(self) -> None:
         log.info("consuming interruption queue", queue=self.settings.queue_name, rebalance=self.settings.rebalance)

@@ -11,17 +11,19 @@ after launch) is deleted; its termination finalizer then removes any instance.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
 from reconciler.cloud.types import CloudError
 from reconciler.controllers.cluster import StateStore
+from reconciler.controllers.registration_health import RegistrationHealth
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wakeup, ref
 from reconciler.controllers.workers import Workers
 from reconciler.kube.api import NODE, NODECLAIM, ApiError, NotFoundError
+from reconciler.lifecycle.conditions import make
 from reconciler.lifecycle.launch import (
-    condition,
     has_condition,
     initialization_blockers,
     initialize,
@@ -30,16 +32,19 @@ from reconciler.lifecycle.launch import (
     set_condition,
 )
 from reconciler.model import labels as wk
+from reconciler.model.meta import format_time
 
 log = ControllerLog("nodeclaim.lifecycle")
 MAX_LAUNCH_BACKOFF = 60.0
 
 
 class NodeClaimLifecycle:
-    def __init__(self, ctx: ControllerContext, store: StateStore, on_launch_failed: Callable[[], None]) -> None:
+    def __init__(self, ctx: ControllerContext, store: StateStore, on_launch_failed: Callable[[], None],
+                 health: RegistrationHealth | None = None) -> None:
         self.ctx = ctx
         self.store = store
         self.on_launch_failed = on_launch_failed
+        self.health = health or RegistrationHealth(ctx, store)
         self.wake = Wakeup()
         self.workers = Workers("lifecycle", on_done=self.wake.set)
         self._retry_at: dict[str, float] = {}
@@ -67,12 +72,13 @@ class NodeClaimLifecycle:
                 continue
             step = self._next_step(claim, now)
             if step is not None:
-                self.workers.start(name, lambda name=name, step=step: self._locked(name, step))
+                self.workers.start(name, functools.partial(self._locked, name, step))
 
     async def _locked(self, name: str, step: Callable[[str], Any]) -> None:
         async with self.ctx.locks.holding([name]) as held:
             if held:
-                await step(name)
+                async with self.ctx.reconciling():
+                    await step(name)
 
     def _next_step(self, claim: dict[str, Any], now: datetime) -> Callable[[str], Any] | None:
         name = claim["metadata"]["name"]
@@ -121,6 +127,9 @@ class NodeClaimLifecycle:
             await self._launch_failed(name, claim, str(err), now)
             return
         if outcome.instance is None:
+            labels = claim["metadata"].get("labels") or {}
+            self.ctx.metrics.nodeclaims_disrupted.labels(reason=outcome.deleted_for, nodepool=_nodepool(claim),
+                                                         capacity_type=labels.get(wk.CAPACITY_TYPE, "")).inc()
             log.error("failed launching nodeclaim", NodeClaim=ref(name), error=outcome.error)
             await self.ctx.event(claim, "Warning", "InsufficientCapacityError",
                                  f"NodeClaim {name} event: Failed to launch: {outcome.error}")
@@ -156,9 +165,9 @@ class NodeClaimLifecycle:
         self._retry_at[name] = self.ctx.clock.monotonic() + min(MAX_LAUNCH_BACKOFF, 2.0 ** (failures - 1))
         log.error("failed launching nodeclaim", NodeClaim=ref(name), error=error, attempt=failures)
         await self.ctx.event(claim, "Warning", "LaunchFailed", f"Failed to launch: {error}")
-        with contextlib.suppress(NotFoundError):
-            await set_condition(self.ctx.kube, name, condition("Launched", False, now, reason="LaunchFailed",
-                                                               message=error[:1024]))
+        with contextlib.suppress(NotFoundError):  # Karpenter: Launched=Unknown until the launch timeout
+            await set_condition(self.ctx.kube, name, make("Launched", "Unknown", format_time(now),
+                                                          reason="LaunchFailed", message=error[:1024]))
 
     async def _register(self, name: str) -> None:
         claim = await self._fresh(name)
@@ -173,7 +182,9 @@ class NodeClaimLifecycle:
         node_name = node["metadata"]["name"]
         log.info("registered nodeclaim", NodeClaim=ref(name), Node=ref(node_name),
                  **{"provider-id": (claim.get("status") or {}).get("providerID", "")})
-        self.ctx.metrics.nodes_created.labels(nodepool=_nodepool(claim)).inc()
+        self.ctx.metrics.nodes_created.labels(
+            nodepool=_nodepool(claim), zone=((claim["metadata"].get("labels") or {}).get(wk.ZONE, ""))).inc()
+        await self.health.record(claim, healthy=True)
         await self.ctx.event(claim, "Normal", "Registered", f"Status condition transitioned, Type: Registered, "
                                                             f"Status: True, Node: {node_name}")
 
@@ -207,11 +218,14 @@ class NodeClaimLifecycle:
         log.info("deleting nodeclaim", NodeClaim=ref(name), reason=f"{phase}_timeout", detail=message)
         await self.ctx.event(claim, "Warning", "NodeClaimTimeout" if phase == "launch" else "RegistrationTimeout",
                              message)
-        self.ctx.metrics.nodeclaims_disrupted.labels(reason=f"{phase}_timeout", nodepool=_nodepool(claim)).inc()
+        await self.health.record(claim, healthy=False)
         try:
             await self.ctx.kube.delete(NODECLAIM, name)
         except NotFoundError:
             return
+        self.ctx.metrics.nodeclaims_disrupted.labels(
+            reason=f"{phase}_timeout", nodepool=_nodepool(claim),
+            capacity_type=(claim["metadata"].get("labels") or {}).get(wk.CAPACITY_TYPE, "")).inc()
 
 
 def _nodepool(claim: dict[str, Any]) -> str:

@@ -15,20 +15,28 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from reconciler.controllers.cluster import StateStore
+from reconciler.controllers.consolidatable import ConsolidatableMarker
 from reconciler.controllers.disruption import DisruptionController
 from reconciler.controllers.drift import DriftMarker
 from reconciler.controllers.expiration import ExpirationController
 from reconciler.controllers.garbage import GarbageCollector
+from reconciler.controllers.hashes import HashStamper
 from reconciler.controllers.lifecycle import NodeClaimLifecycle
+from reconciler.controllers.nodeclass_termination import NodeClassTermination
 from reconciler.controllers.podevents import PodEventsController
 from reconciler.controllers.provisioner import Provisioner
-from reconciler.controllers.runtime import ControllerContext, ControllerLog, NameGenerator
+from reconciler.controllers.registration_health import RegistrationHealth
+from reconciler.controllers.runtime import CURRENT_CONTROLLER, ControllerContext, ControllerLog, NameGenerator
+from reconciler.controllers.state_metrics import StateMetrics
 from reconciler.controllers.status import StatusController
 from reconciler.controllers.termination import TerminationController
+from reconciler.kube.api import VOLUMEATTACHMENT
 from reconciler.kube.reflector import CLUSTER_STATE_KINDS, Backoff, Reflectors
 
 log = ControllerLog("manager")
 MAX_RESTART_BACKOFF = 30.0
+# What the informers cache: the cluster state, plus VolumeAttachments for the terminator's volume wait.
+WATCHED_KINDS = (*CLUSTER_STATE_KINDS, VOLUMEATTACHMENT)
 
 
 class BackgroundLoop(Protocol):
@@ -48,21 +56,29 @@ class Reconciler:
     ) -> None:
         self.ctx = ctx
         self.store = StateStore()
+        ctx.cache = self.store  # also for the extra loops (the interruption queue reads NodeClaims from it)
         self.names = NameGenerator(
             lambda name: self.store.get("NodeClaim", name) is not None or self.store.get("Node", name) is not None,
             seed=seed,
         )
         self.provisioner = Provisioner(ctx, self.store, self.names)
+        self.registration_health = RegistrationHealth(ctx, self.store)
         self.lifecycle = NodeClaimLifecycle(
-            ctx, self.store, on_launch_failed=lambda: self.provisioner.trigger("launch")
+            ctx, self.store, on_launch_failed=lambda: self.provisioner.trigger("launch"),
+            health=self.registration_health,
         )
         self.termination = TerminationController(ctx, self.store)
         self.disruption = DisruptionController(ctx, self.store, self.names)
         self.expiration = ExpirationController(ctx, self.store)
-        self.garbage = GarbageCollector(ctx)
-        self.status = StatusController(ctx, self.store)
+        self.garbage = GarbageCollector(ctx, self.store)
+        self.status = StatusController(ctx, self.store, self.registration_health)
         self.drift = DriftMarker(ctx, self.store)
         self.podevents = PodEventsController(ctx, self.store)
+        self.nodeclass_termination = NodeClassTermination(ctx, self.store)
+        self.hashes = HashStamper(ctx, self.store)
+        self.consolidatable = ConsolidatableMarker(ctx, self.store)
+        self.state_metrics = StateMetrics(ctx, self.store)
+        self.provisioner.on_decided = self.state_metrics.pods_decided
         self.loops: dict[str, Callable[[], Awaitable[None]]] = {
             "provisioner": self.provisioner.run,
             "nodeclaim.lifecycle": self.lifecycle.run,
@@ -71,25 +87,36 @@ class Reconciler:
             "nodeclaim.garbagecollection": self.garbage.run,
             "nodeclaim.podevents": self.podevents.run,
             "status": self.status.run,
+            "nodeclass.termination": self.nodeclass_termination.run,
+            "nodepool.hash": self.hashes.run,
+            "nodeclaim.consolidation": self.consolidatable.run,
+            "metrics": self.state_metrics.run,
         }
         if disruption:
             self.loops["disruption"] = self.disruption.run
             self.loops["nodeclaim.disruption"] = self.drift.run
         for name, loop in (extra_loops or {}).items():
             self.loops[name] = loop.run
+        # Controllers that work on several objects at once; every other loop does one thing at a time.
+        self.concurrency = {"nodeclaim.lifecycle": self.lifecycle.workers.concurrency,
+                            "nodeclaim.termination": self.termination.workers.concurrency}
         self.ready = asyncio.Event()
 
     async def run(self) -> None:
         reflectors = Reflectors(
-            self.ctx.kube, CLUSTER_STATE_KINDS, on_upsert=self.store.upsert, on_delete=self.store.remove,
+            self.ctx.kube, WATCHED_KINDS, on_upsert=self.store.upsert, on_delete=self.store.remove,
             backoff=Backoff(initial=0.2, maximum=10.0),
         )
         tasks: list[asyncio.Task[None]] = []
+        metrics = self.ctx.metrics
+        unsynced_since = self.ctx.clock.monotonic()
+        metrics.cluster_state_unsynced_time.set_function(
+            lambda: 0.0 if self.store.synced else self.ctx.clock.monotonic() - unsynced_since)
         async with reflectors:
             try:
                 await reflectors.wait_synced(timeout=self.ctx.timings.state_sync_timeout)
                 self.store.synced = True
-                self.ctx.metrics.cluster_state_synced.set(1)
+                metrics.cluster_state_synced.set(1)
                 log.info("cluster state synced", nodes=len(self.store.nodes()),
                          nodeclaims=len(self.store.nodeclaims()), pods=len(self.store.manifests("Pod")))
                 await self.status.nodeclasses_once(force=True)
@@ -103,9 +130,12 @@ class Reconciler:
                     task.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
                 self.ready.clear()
-                self.ctx.metrics.cluster_state_synced.set(0)
+                metrics.cluster_state_synced.set(0)
 
     async def _supervise(self, name: str, loop: Callable[[], Awaitable[None]]) -> None:
+        CURRENT_CONTROLLER.set(name)  # this task's context: the loop and the tasks it starts work for ``name``
+        runtime = self.ctx.metrics.runtime
+        runtime.max_concurrent_reconciles.labels(controller=name).set(self.concurrency.get(name, 1))
         failures = 0
         while True:
             try:
@@ -114,6 +144,8 @@ class Reconciler:
             except asyncio.CancelledError:
                 raise
             except Exception as err:
+                # controller-runtime's "panic": the whole loop failed, not one reconciliation.
+                runtime.reconcile_panics.labels(controller=name).inc()
                 failures += 1
                 delay = min(MAX_RESTART_BACKOFF, 0.5 * 2 ** (failures - 1))
                 log.error("controller failed; restarting", controller=name, error=repr(err), retry_in=delay)

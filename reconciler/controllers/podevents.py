@@ -61,7 +61,8 @@ class PodEventsController:
     async def run(self) -> None:
         while True:
             await self.wake.wait(self.ctx.timings.pod_event_dedupe)
-            await self.flush()
+            async with self.ctx.reconciling():
+                await self.flush()
 
     async def flush(self) -> list[str]:
         """Write the event time on the claims of nodes whose pods changed (deduplicated); returns them."""

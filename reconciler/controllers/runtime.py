@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import random
 import string
 import threading
@@ -16,13 +17,20 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from reconciler.cloud.types import CloudProvider
 from reconciler.kube.api import KubeAPI, Manifest
 from reconciler.observability import EventRecorder, EventType, Metrics, get_logger, log_decision
 from reconciler.provisioning.provisioner import nomination_window
 from reconciler.settings import Settings
+
+if TYPE_CHECKING:
+    from reconciler.controllers.cluster import StateStore
+
+# The controller a task works for (set by the manager for each loop, inherited by the tasks it starts):
+# the ``controller`` label of controller-runtime's and the cloud provider's metrics.
+CURRENT_CONTROLLER: contextvars.ContextVar[str] = contextvars.ContextVar("controller", default="")
 
 
 class Clock(Protocol):
@@ -65,6 +73,7 @@ class Timings:
     registration_timeout: float = 15 * 60
     lifecycle_resync: float = 10.0  # periodic pass that catches timeouts without any event
     termination_requeue: float = 1.0
+    min_drain_time: float = 5.0  # a drain lasts at least this long (pods bound just before the taint go too)
     command_poll: float = 1.0  # how often an in-flight disruption command is advanced
     gc_fast_interval: float = 10.0
     gc_fast_passes: int = 20
@@ -210,6 +219,8 @@ class ControllerContext:
     metrics: Metrics = field(default_factory=Metrics)
     events: EventRecorder | None = None
     locks: KeyedLocks = field(default_factory=KeyedLocks)
+    # The leader's informer cache, once its ``Reconciler`` exists: loops read from it instead of listing.
+    cache: StateStore | None = None
 
     def __post_init__(self) -> None:
         if self.locks.clock is None:
@@ -220,6 +231,27 @@ class ControllerContext:
     def now(self) -> datetime:
         return self.clock.now()
 
+    @contextlib.asynccontextmanager
+    async def reconciling(self) -> AsyncIterator[None]:
+        """One reconciliation of the current controller, as controller-runtime counts and times them."""
+        runtime = self.metrics.runtime
+        controller = CURRENT_CONTROLLER.get()
+        started = time.perf_counter()
+        runtime.active_workers.labels(controller=controller).inc()
+        try:
+            yield
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            runtime.reconcile_total.labels(controller=controller, result="error").inc()
+            runtime.reconcile_errors.labels(controller=controller).inc()
+            raise
+        else:
+            runtime.reconcile_total.labels(controller=controller, result="success").inc()
+        finally:
+            runtime.active_workers.labels(controller=controller).dec()
+            runtime.reconcile_time.labels(controller=controller).observe(time.perf_counter() - started)
+
     async def event(
         self,
         involved: Manifest | None,
@@ -229,11 +261,14 @@ class ControllerContext:
         *,
         dedupe: float | None = None,
         dedupe_key: str | None = None,
+        limiter: Callable[[], bool] | None = None,
     ) -> None:
-        """Record an event; with ``dedupe`` (seconds) a repeat within that period is not written again."""
+        """Record an event; with ``dedupe`` (seconds) a repeat within that period is not written again;
+        ``limiter`` is a rate limit shared with other events of its kind (dropped when it refuses)."""
         if involved is None or self.events is None:
             return
-        await self.events.record(involved, event_type, reason, message, dedupe=dedupe, dedupe_key=dedupe_key)
+        await self.events.record(involved, event_type, reason, message, dedupe=dedupe, dedupe_key=dedupe_key,
+                                 limiter=limiter)
 
 
 class ControllerLog:
@@ -259,6 +294,11 @@ class ControllerLog:
 def ref(name: str) -> dict[str, str]:
     """Karpenter's log shape for an object reference, used as ``NodeClaim=ref(name)``."""
     return {"name": name}
+
+
+def snake_case(text: str) -> str:
+    """``InsufficientCapacity`` -> ``insufficient_capacity``, as Karpenter's metric label values are written."""
+    return "".join(f"_{c.lower()}" if c.isupper() and i else c.lower() for i, c in enumerate(text))
 
 
 def summarize(names: list[str], shown: int = 5) -> str:

@@ -7,10 +7,14 @@ simulated cloud) an existing node class is simply Ready. Refreshed every
 ``nodeclass_refresh`` seconds and whenever its spec changes.
 
 NodePool: ``ValidationSucceeded`` (the manifest passes the API model),
-``NodeClassReady`` (its EC2NodeClass exists and is Ready) and ``Ready`` (both),
-plus ``resources`` (summed capacity of its nodes and in-flight claims, with
-``nodes``) and ``nodes``. A pool that is not Ready is not provisioned from.
-Writes happen only when something changed.
+``NodeClassReady`` (its EC2NodeClass exists and is Ready), ``Ready`` (the root
+over both, ``lifecycle.conditions``) and ``NodeRegistrationHealthy`` (Unknown
+again whenever the pool or its EC2NodeClass changes; True/False from the
+lifecycle's ``RegistrationHealth``), plus ``resources`` (summed capacity of its
+nodes and in-flight claims, with ``nodes``) and ``nodes``. A pool that is not
+Ready is not provisioned from. Writes happen only when something changed, and
+against the pool as stored (resourceVersion-guarded) so a condition another
+controller set meanwhile is kept.
 """
 
 from __future__ import annotations
@@ -21,17 +25,21 @@ from typing import Any
 from reconciler.api.errors import ValidationFailure
 from reconciler.api.objects import parse_object
 from reconciler.controllers.cluster import StateStore
+from reconciler.controllers.registration_health import NODE_REGISTRATION_HEALTHY, RegistrationHealth
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wakeup, ref
 from reconciler.kube.api import EC2NODECLASS, NODEPOOL, ApiError, NotFoundError
+from reconciler.kube.retry import modify
+from reconciler.lifecycle.conditions import NODEPOOL_DEPENDENTS, condition_of, make, with_root
 from reconciler.lifecycle.launch import condition, has_condition, merged_conditions
+from reconciler.model.meta import format_time
 from reconciler.model.quantity import parse_quantity
 
 log = ControllerLog("status")
 
 
-def _condition_view(status: Mapping[str, Any]) -> dict[str, tuple[str, str, str]]:
+def _condition_view(status: Mapping[str, Any]) -> dict[str, tuple[str, str, str, Any]]:
     return {
-        c.get("type", ""): (c.get("status", ""), c.get("reason", ""), c.get("message", ""))
+        c.get("type", ""): (c.get("status", ""), c.get("reason", ""), c.get("message", ""), c.get("observedGeneration"))
         for c in status.get("conditions") or []
     }
 
@@ -47,9 +55,10 @@ def _differs(current: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
 
 
 class StatusController:
-    def __init__(self, ctx: ControllerContext, store: StateStore) -> None:
+    def __init__(self, ctx: ControllerContext, store: StateStore, health: RegistrationHealth | None = None) -> None:
         self.ctx = ctx
         self.store = store
+        self.health = health or RegistrationHealth(ctx, store)
         self.wake = Wakeup()
         self._nodeclass_seen: dict[str, tuple[int, float]] = {}  # name -> (generation, monotonic refresh time)
         store.subscribe(self._on_change)
@@ -60,7 +69,8 @@ class StatusController:
 
     async def run(self) -> None:
         while True:
-            await self.reconcile_once()
+            async with self.ctx.reconciling():
+                await self.reconcile_once()
             await self.wake.wait(self.ctx.timings.status_interval)
 
     async def reconcile_once(self) -> None:
@@ -91,7 +101,7 @@ class StatusController:
                 log.warning("updating EC2NodeClass status failed", EC2NodeClass=ref(name), error=str(err))
                 continue
             self.store.write_through(patched)  # NodePool readiness below must see it
-            ready = next((c for c in desired["conditions"] if c.get("type") == "Ready"), {})
+            ready: dict[str, Any] = next((c for c in desired["conditions"] if c.get("type") == "Ready"), {})
             log.info("updated ec2nodeclass status", EC2NodeClass=ref(name), ready=ready.get("status"),
                      detail=ready.get("message", ""))
             await self.ctx.event(nodeclass, "Normal" if ready.get("status") == "True" else "Warning",
@@ -113,16 +123,24 @@ class StatusController:
     # -- NodePool ------------------------------------------------------------------------------------
 
     async def nodepools_once(self) -> None:
-        state = self.store.state
-        for pool in self.store.manifests("NodePool"):
+        pools = self.store.manifests("NodePool")
+        self._export_metrics(pools)
+        for pool in pools:
             name = pool["metadata"]["name"]
+            self.health.hydrate(pool)
             desired = self.nodepool_status(pool)
-            usage = state.nodepool_usage(name)
-            self._export_metrics(name, pool, usage.to_manifest())
             if not _differs(pool.get("status") or {}, desired):
                 continue
+
+            def edit(current: dict[str, Any]) -> dict[str, Any] | None:
+                wanted = self.nodepool_status(current)
+                if not _differs(current.get("status") or {}, wanted):
+                    return None
+                current["status"] = {**(current.get("status") or {}), **wanted}
+                return current
+
             try:
-                await self.ctx.kube.patch(NODEPOOL, name, {"status": desired}, subresource="status")
+                await modify(self.ctx.kube, NODEPOOL, name, edit, subresource="status")
             except (NotFoundError, ApiError) as err:
                 log.warning("updating NodePool status failed", NodePool=ref(name), error=str(err))
                 continue
@@ -149,36 +167,61 @@ class StatusController:
         nodeclass = self.store.get("EC2NodeClass", ref_name)
         if nodeclass is None:
             class_ready, class_message = False, f"EC2NodeClass {ref_name!r} not found"
+        elif nodeclass["metadata"].get("deletionTimestamp"):
+            class_ready, class_message = False, f"EC2NodeClass {ref_name!r} is being deleted"
         elif not has_condition(nodeclass, "Ready"):
             class_ready, class_message = False, f"EC2NodeClass {ref_name!r} is not Ready"
         else:
             class_ready, class_message = True, ""
         valid = not problems
-        ready_message = problems or class_message
         updates = [
             condition("ValidationSucceeded", valid, now, reason="ValidationSucceeded" if valid else "ValidationFailed",
                       message=problems[:1024]),
             condition("NodeClassReady", class_ready, now,
                       reason="NodeClassReady" if class_ready else "NodeClassNotReady", message=class_message),
-            condition("Ready", valid and class_ready, now, reason="Ready" if valid and class_ready else "NotReady",
-                      message=ready_message[:1024]),
         ]
-        status: dict[str, Any] = {
-            "resources": usage,
-            "nodes": nodes,
-            "conditions": merged_conditions(pool, *updates),
-        }
-        if nodeclass is not None:
-            status["nodeClassObservedGeneration"] = int(nodeclass["metadata"].get("generation") or 0)
+        class_generation = int(nodeclass["metadata"].get("generation") or 0) if nodeclass is not None else None
+        health = self._registration_health(pool, class_generation, format_time(now))
+        if health is not None:
+            updates.append(health)
+        conditions = with_root(merged_conditions(pool, *updates), NODEPOOL_DEPENDENTS, format_time(now))
+        status: dict[str, Any] = {"resources": usage, "nodes": nodes, "conditions": conditions}
+        if class_generation is not None:
+            status["nodeClassObservedGeneration"] = class_generation
         return status
 
-    def _export_metrics(self, name: str, pool: Mapping[str, Any], usage: Mapping[str, str]) -> None:
-        metrics = self.ctx.metrics
-        for resource, value in usage.items():
-            metrics.nodepool_usage.labels(nodepool=name, resource_type=resource).set(_number(value))
-        limits = ((pool.get("spec") or {}).get("limits")) or {}
-        for resource, value in limits.items():
-            metrics.nodepool_limit.labels(nodepool=name, resource_type=resource).set(_number(str(value)))
+    def _registration_health(self, pool: Mapping[str, Any], class_generation: int | None,
+                             stamp: str) -> dict[str, Any] | None:
+        """NodeRegistrationHealthy back to Unknown (the record cleared) when it is missing or the pool or its
+        EC2NodeClass has a new generation since it was set; None keeps the condition as it is."""
+        found = condition_of(pool, NODE_REGISTRATION_HEALTHY)
+        generation = int((pool.get("metadata") or {}).get("generation") or 0)
+        observed_class = (pool.get("status") or {}).get("nodeClassObservedGeneration")
+        changed = (class_generation is not None and observed_class is not None and observed_class != class_generation)
+        if found is not None and not changed and int(found.get("observedGeneration") or 0) == generation:
+            return None
+        self.health.reset(str((pool.get("metadata") or {}).get("uid") or (pool.get("metadata") or {}).get("name")))
+        return {**make(NODE_REGISTRATION_HEALTHY, "Unknown", stamp), "observedGeneration": generation}
+
+    def _export_metrics(self, pools: list[dict[str, Any]]) -> None:
+        """Usage and limits per pool as Karpenter's nodepool metrics controller reports them (resource names
+        snake_case; a deleted pool's series go with it)."""
+        state = self.store.state
+        usage: dict[str, list[tuple[dict[str, str], float]]] = {}
+        limits: dict[str, list[tuple[dict[str, str], float]]] = {}
+        for pool in pools:
+            name = str(pool["metadata"]["name"])
+            usage[name] = [({"nodepool": name, "resource_type": resource_label(k)}, _number(v))
+                           for k, v in state.nodepool_usage(name).to_manifest().items()]
+            limits[name] = [({"nodepool": name, "resource_type": resource_label(k)}, _number(str(v)))
+                            for k, v in (((pool.get("spec") or {}).get("limits")) or {}).items()]
+        self.ctx.metrics.nodepool_usage.replace_all(usage)
+        self.ctx.metrics.nodepool_limit.replace_all(limits)
+
+
+def resource_label(resource: str) -> str:
+    """A resource name as Karpenter's metrics write it: lower case, ``-`` -> ``_`` (``ephemeral_storage``)."""
+    return resource.lower().replace("-", "_")
 
 
 def _number(quantity: str) -> float:

@@ -15,13 +15,14 @@ loses the finalizer.
 from __future__ import annotations
 
 import contextlib
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
+from reconciler.controllers.cache_reads import StoreReads
 from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wakeup, ref
 from reconciler.controllers.workers import Workers
-from reconciler.kube.api import NODE, NODECLAIM, NotFoundError
+from reconciler.kube.api import NODE, NODECLAIM, ApiError, ConflictError, NotFoundError
 from reconciler.kube.edits import remove_finalizer
 from reconciler.lifecycle.termination import TerminationStep, Terminator
 from reconciler.model import labels as wk
@@ -40,7 +41,8 @@ class TerminationController:
     def __init__(self, ctx: ControllerContext, store: StateStore) -> None:
         self.ctx = ctx
         self.store = store
-        self.terminator = Terminator(ctx.kube, ctx.cloud)
+        self.terminator = Terminator(ctx.kube, ctx.cloud, StoreReads(store),
+                                     min_drain=timedelta(seconds=ctx.timings.min_drain_time))
         self.wake = Wakeup()
         self.workers = Workers("termination", on_done=self.wake.set)
         self._retry_at: dict[str, float] = {}
@@ -54,7 +56,8 @@ class TerminationController:
     async def run(self) -> None:
         try:
             while True:
-                busy = await self.reconcile_all()
+                async with self.ctx.reconciling():
+                    busy = await self.reconcile_all()
                 await self.wake.wait(self.ctx.timings.termination_requeue if busy else None)
         finally:
             await self.workers.cancel()
@@ -65,7 +68,10 @@ class TerminationController:
         for node in self.store.nodes():
             if _finalizing(node):
                 active = True
-                await self._node_deleted(node)
+                try:
+                    await self._node_deleted(node)
+                except ApiError as err:  # e.g. still conflicting after the retries: the next pass tries again
+                    log.warning("finalizing deleted node failed", Node=ref(node["metadata"]["name"]), error=str(err))
         for claim in self.store.nodeclaims():
             if not _finalizing(claim):
                 continue
@@ -86,7 +92,7 @@ class TerminationController:
                 with contextlib.suppress(NotFoundError):
                     await self.ctx.kube.delete(NODECLAIM, claim["metadata"]["name"])
             return
-        if await remove_finalizer(self.ctx.kube, NODE, name, wk.TERMINATION_FINALIZER):
+        if await remove_finalizer(self.ctx.kube, NODE, name, wk.TERMINATION_FINALIZER, current=node):
             log.info("deleted node", Node=ref(name))
 
     async def step(self, name: str) -> TerminationStep | None:
@@ -104,7 +110,11 @@ class TerminationController:
             newly_tainted = node is not None and not any(
                 t.get("key") == wk.DISRUPTED_TAINT_KEY for t in (node.get("spec") or {}).get("taints") or []
             )
-            result = await self.terminator.step(claim, now)
+            try:
+                result = await self.terminator.step(claim, now)
+            except ConflictError as err:  # another writer kept winning: the next pass steps it again
+                log.info("termination step conflicted; retrying", NodeClaim=ref(name), error=str(err))
+                return None
             if newly_tainted and node is not None:
                 log.info("tainted node", Node=ref(node["metadata"]["name"]), NodeClaim=ref(name),
                          taint=f"{wk.DISRUPTED_TAINT_KEY}:NoSchedule")
@@ -115,8 +125,10 @@ class TerminationController:
                       now: datetime) -> None:
         name = claim["metadata"]["name"]
         metrics = self.ctx.metrics
+        drain_reason = disruption_reason(claim)
         for key in result.evicted:
-            metrics.eviction_requests.labels(code="200").inc()
+            metrics.pods_eviction_requests.labels(code="200").inc()
+            metrics.pods_drained.labels(reason=drain_reason).inc()
             log.info("evicted pod", Pod=ref(key), NodeClaim=ref(name))
             await self.ctx.event(self.store.get("Pod", key), "Normal", "Evicted", "Evicted pod")
         for key in result.force_deleted:
@@ -124,24 +136,33 @@ class TerminationController:
                      gracePeriodSeconds=result.grace_periods.get(key))
             await self.ctx.event(self.store.get("Pod", key), "Warning", "Disrupted",
                                  "Deleting the pod: the node's terminationGracePeriod has elapsed")
+        if result.awaiting_volumes:
+            log.info("waiting on volume attachments", NodeClaim=ref(name), volumeattachments=result.awaiting_volumes)
+            await self.ctx.event(node or claim, "Warning", "AwaitingVolumeDetachment",
+                                 f"Awaiting deletion of {len(result.awaiting_volumes)} VolumeAttachments bound to node",
+                                 dedupe=self.ctx.timings.event_dedupe)
+        if result.volumes_left_attached:
+            log.info("terminating with volumes attached: the termination grace period has elapsed",
+                     NodeClaim=ref(name), volumeattachments=result.volumes_left_attached)
         refused = [b for b in result.blocked if "eviction of" in b]
         if refused:
-            metrics.eviction_requests.labels(code="429").inc(len(refused))
+            metrics.pods_eviction_requests.labels(code="429").inc(len(refused))
+        labels = (claim.get("metadata") or {}).get("labels") or {}
+        pool = labels.get(wk.NODEPOOL, "")
+        if result.drained and node is not None:
+            metrics.nodes_drained.labels(nodepool=pool).inc()
         if result.finished:
             self._forget(name)
-            labels = (claim.get("metadata") or {}).get("labels") or {}
-            pool = labels.get(wk.NODEPOOL, "")
             metrics.nodeclaims_terminated.labels(
                 nodepool=pool, capacity_type=labels.get(wk.CAPACITY_TYPE, ""), zone=labels.get(wk.ZONE, "")
             ).inc()
-            deleted_at = parse_time(claim["metadata"].get("deletionTimestamp"), path="metadata.deletionTimestamp")
+            deleted_at = _time(claim, "deletionTimestamp")
             if deleted_at is not None:
                 metrics.nodeclaims_termination_duration.labels(nodepool=pool).observe(
                     max(0.0, (now - deleted_at).total_seconds())
                 )
             if node is not None:
-                metrics.nodes_terminated.labels(nodepool=pool).inc()
-                metrics.nodes_drained.labels(nodepool=pool).inc()
+                self._record_node(node, pool, deleted_at, now)
                 log.info("deleted node", Node=ref(node["metadata"]["name"]), NodeClaim=ref(name))
             log.info("deleted nodeclaim", NodeClaim=ref(name),
                      **{"provider-id": (claim.get("status") or {}).get("providerID", "")})
@@ -159,6 +180,32 @@ class TerminationController:
             self._blocked_runs.pop(name, None)
             self._retry_at.pop(name, None)
 
+    def _record_node(self, node: dict[str, Any], pool: str, claim_deleted: datetime | None, now: datetime) -> None:
+        """The Node is gone: counted, and how long it took since its deletion was asked for (the NodeClaim's,
+        when the Node itself was only deleted at the end) and how long it lived."""
+        metrics = self.ctx.metrics
+        node_labels = (node.get("metadata") or {}).get("labels") or {}
+        metrics.nodes_terminated.labels(nodepool=pool, zone=node_labels.get(wk.ZONE, "")).inc()
+        asked = _time(node, "deletionTimestamp") or claim_deleted
+        if asked is not None:
+            metrics.nodes_termination_duration.observe(max(0.0, (now - asked).total_seconds()), {"nodepool": pool})
+        created = _time(node, "creationTimestamp")
+        if created is not None:
+            metrics.nodes_lifetime_duration.labels(nodepool=pool).observe(max(0.0, (now - created).total_seconds()))
+
     def _forget(self, name: str) -> None:
         self._retry_at.pop(name, None)
         self._blocked_runs.pop(name, None)
+
+
+def _time(manifest: dict[str, Any], key: str) -> datetime | None:
+    return parse_time((manifest.get("metadata") or {}).get(key), path=f"metadata.{key}")
+
+
+def disruption_reason(nodeclaim: dict[str, Any]) -> str:
+    """Why the claim's pods are drained (Karpenter's pods_drained_total reason): its DisruptionReason, else a
+    forceful termination (a deletion no disruption method asked for)."""
+    for condition in (nodeclaim.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "DisruptionReason" and condition.get("status") == "True":
+            return str(condition.get("reason") or "")
+    return "Forceful Termination"

@@ -14,6 +14,7 @@ class Workers:
 
     def __init__(self, name: str, concurrency: int = 16, on_done: Callable[[], None] | None = None) -> None:
         self.name = name
+        self.concurrency = concurrency
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._limit = asyncio.Semaphore(concurrency)
         # Changes that arrived while an object was busy were skipped: look again when its work ends.

@@ -43,16 +43,31 @@ class Score:
         return self.value >= 1 / BALANCED_K
 
 
+@dataclass(slots=True, frozen=True)
+class ConsolidationMove:
+    """One consolidation move put to the scorer (Karpenter's consolidation_moves_total / _score)."""
+
+    decision: str  # approved | rejected: the move (moves_total)
+    nodepool: str
+    policy: str
+    score: float | None  # None for pools that are not Balanced (not scored)
+    score_decision: str = ""  # approved | rejected: this pool's score (the score histogram)
+
+
 class BalancedScorer:
-    def __init__(self, totals: dict[str, PoolTotals], balanced_pools: set[str]) -> None:
+    def __init__(self, totals: dict[str, PoolTotals], balanced_pools: set[str],
+                 policies: dict[str, str] | None = None) -> None:
         self.totals = totals
         self.balanced_pools = balanced_pools
+        self.policies = policies or {}
+        self.moves: list[ConsolidationMove] = []
 
     @classmethod
     def build(cls, state: ClusterState, catalog: Catalog, candidates: Iterable[Candidate]) -> BalancedScorer:
-        balanced = {name for name, pool in state.nodepools.items() if settings_of(pool).policy == BALANCED}
+        policies = {name: settings_of(pool).policy for name, pool in state.nodepools.items()}
+        balanced = {name for name, policy in policies.items() if policy == BALANCED}
         if not balanced:
-            return cls({}, set())
+            return cls({}, set(), policies)
         known = {c.name: c.reschedule_cost for c in candidates}
         cost: dict[str, float] = {}
         disruption: dict[str, float] = {}
@@ -66,7 +81,7 @@ class BalancedScorer:
                 node_cost = podutil.reschedule_cost(p for p in node.pods.values() if podutil.is_reschedulable(p))
             disruption[pool] = disruption.get(pool, 0.0) + node_cost
         totals = {pool: PoolTotals(cost.get(pool, 0.0), disruption.get(pool, 0.0)) for pool in balanced}
-        return cls(totals, balanced)
+        return cls(totals, balanced, policies)
 
     def _score(self, pool: str, savings: float, disruption: float) -> Score:
         totals = self.totals.get(pool)
@@ -90,7 +105,18 @@ class BalancedScorer:
         return result
 
     def approves(self, command: Command) -> bool:
-        return all(score.approved for score in self.scores(command).values())
+        """Whether the move passes every Balanced pool it touches; each pool's part is recorded in ``moves``."""
+        scores = self.scores(command)
+        approved = all(score.approved for score in scores.values())
+        for pool in dict.fromkeys(c.pool for c in command.candidates):
+            score = scores.get(pool)
+            # A single-candidate move is judged by its pool's score, a multi-node one as a whole (Karpenter's).
+            verdict = score.approved if score is not None and len(command.candidates) == 1 else approved
+            self.moves.append(ConsolidationMove(
+                "approved" if verdict else "rejected", pool, self.policies.get(pool, ""),
+                score.value if score is not None else None,
+                "approved" if score is not None and score.approved else "rejected"))
+        return approved
 
     def could_pass(self, candidate: Candidate) -> bool:
         """Deleting outright is the best case; if even that fails the threshold, skip the simulation."""

@@ -19,6 +19,8 @@ from typing import Any
 from reconciler.api.cron import cron_problem, window_is_active
 from reconciler.api.durations import DurationError, format_duration_short, parse_duration
 
+# Disruption reasons: budgets select by them, commands and result documents carry them, and each method
+# (``reconciler.disruption.methods``) has one.
 REASON_EMPTY = "Empty"
 REASON_UNDERUTILIZED = "Underutilized"
 REASON_DRIFTED = "Drifted"

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from reconciler.api.durations import DurationError, parse_length
 from reconciler.cloud.types import InstanceType
 from reconciler.disruption import pods as podutil
 from reconciler.disruption.budgets import BudgetAllowance, BudgetError, allowance, parse_budgets
@@ -29,7 +30,6 @@ from reconciler.model import labels as wk
 from reconciler.model.nodepool import NodePool
 from reconciler.model.pod import Pod
 from reconciler.model.state_node import StateNode
-from reconciler.settings import SettingsError, parse_duration
 from reconciler.state import ClusterState
 
 
@@ -49,12 +49,8 @@ class Catalog:
 
     def price(self, pool: str, node: StateNode) -> float:
         instance_type = (self.by_pool.get(pool) or {}).get(node.instance_type)
-        if instance_type is None:
-            return 0.0
-        for offering in instance_type.offerings:
-            if offering.zone == node.zone and offering.capacity_type == node.capacity_type:
-                return offering.price
-        return 0.0
+        offering = instance_type.offering(node.zone, node.capacity_type) if instance_type is not None else None
+        return offering.price if offering is not None else 0.0
 
 
 def explain(node: StateNode, code: str, message: str, method: str = "") -> Explanation:
@@ -113,8 +109,8 @@ def node_blocker(node: StateNode, now: datetime) -> tuple[str, str] | None:
 @functools.lru_cache(maxsize=256)
 def _duration_seconds(raw: str) -> float | None:
     try:
-        return parse_duration(raw)
-    except SettingsError:
+        return parse_length(raw)
+    except DurationError:
         return None
 
 

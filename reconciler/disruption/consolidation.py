@@ -32,7 +32,9 @@ _LAUNCH_ORDER = (wk.CAPACITY_TYPE_RESERVED, wk.CAPACITY_TYPE_SPOT, wk.CAPACITY_T
 
 
 @dataclass(slots=True, frozen=True)
-class Rejection:
+class ConsolidationRefusal:
+    """Why a consolidation of these candidates was not taken (an explanation's code and message)."""
+
     code: str
     message: str
 
@@ -47,11 +49,11 @@ def worst_launch_price(info: TypeInfo, requirements: Requirements, key: Offering
     return math.inf
 
 
-def first_failure(simulation: Simulation) -> Rejection:
+def first_failure(simulation: Simulation) -> ConsolidationRefusal:
     key, reason = sorted(simulation.failures.items())[0]
     more = len(simulation.failures) - 1
     suffix = f" (and {more} more pod(s))" if more else ""
-    return Rejection("Unschedulable", f"would leave pod {key} pending: {reason}{suffix}")
+    return ConsolidationRefusal("Unschedulable", f"would leave pod {key} pending: {reason}{suffix}")
 
 
 class ReplacementBuilder:
@@ -121,13 +123,15 @@ def filter_by_price(
     return kept, None
 
 
-def _not_cheaper(candidates: Sequence[Candidate], infos: Sequence[TypeInfo], requirements: Requirements) -> Rejection:
+def _not_cheaper(
+    candidates: Sequence[Candidate], infos: Sequence[TypeInfo], requirements: Requirements
+) -> ConsolidationRefusal:
     price = sum(c.price for c in candidates)
     key = offering_key(requirements)
     cheapest = min((worst_launch_price(i, requirements, key) for i in infos), default=math.inf)
     detail = f"cheapest replacement costs ${cheapest:.4f}/h in the worst case" if cheapest < math.inf else ""
     detail = detail or "no replacement instance type has an available offering"
-    return Rejection("NotCheaper", f"no replacement is cheaper than the current ${price:.4f}/h ({detail})")
+    return ConsolidationRefusal("NotCheaper", f"no replacement is cheaper than the current ${price:.4f}/h ({detail})")
 
 
 def compute_consolidation(
@@ -137,9 +141,9 @@ def compute_consolidation(
     *,
     method: str,
     reason: str,
-) -> Command | Rejection:
+) -> Command | ConsolidationRefusal:
     if simulation.stopped:
-        return Rejection("Timeout", "the simulation was cut short by the deadline")
+        return ConsolidationRefusal("Timeout", "the simulation was cut short by the deadline")
     if simulation.failures:
         return first_failure(simulation)
     claims = simulation.result.new_claims
@@ -147,7 +151,9 @@ def compute_consolidation(
     if not claims:
         return Command(reason, method, list(candidates), placements=placements)
     if len(claims) > 1:
-        return Rejection("MultipleReplacements", f"its pods would need {len(claims)} new nodes (at most 1 allowed)")
+        return ConsolidationRefusal(
+            "MultipleReplacements", f"its pods would need {len(claims)} new nodes (at most 1 allowed)"
+        )
     claim = claims[0]
     candidate_price = sum(c.price for c in candidates)
     infos = builder.infos(claim)
@@ -157,7 +163,7 @@ def compute_consolidation(
         return _spot_to_spot(candidates, claim, infos, builder, method=method, reason=reason, placements=placements)
     kept, problem = filter_by_price(infos, requirements, candidate_price)
     if problem:
-        return Rejection("MinValues", problem)
+        return ConsolidationRefusal("MinValues", problem)
     if not kept:
         return _not_cheaper(candidates, infos, requirements)
     capacity = requirements.get(wk.CAPACITY_TYPE)
@@ -178,11 +184,11 @@ def _replace(
     method: str,
     reason: str,
     placements: dict[str, str],
-) -> Command | Rejection:
+) -> Command | ConsolidationRefusal:
     if len(candidates) > 1:
         kept = _without_own_types(candidates, kept, requirements)
         if not kept:
-            return Rejection(
+            return ConsolidationRefusal(
                 "SameType",
                 "the only cheaper replacement is a type being removed: deleting fewer nodes does the same",
             )
@@ -221,9 +227,9 @@ def _spot_to_spot(
     method: str,
     reason: str,
     placements: dict[str, str],
-) -> Command | Rejection:
+) -> Command | ConsolidationRefusal:
     if not builder.settings.gate("SpotToSpotConsolidation"):
-        return Rejection(
+        return ConsolidationRefusal(
             "SpotToSpotDisabled",
             "replacing spot with spot needs the SpotToSpotConsolidation feature gate (off)",
         )
@@ -231,12 +237,12 @@ def _spot_to_spot(
     spot_infos = [info for info in infos if info.has_offering(requirements)]
     kept, problem = filter_by_price(spot_infos, requirements, sum(c.price for c in candidates))
     if problem:
-        return Rejection("MinValues", problem)
+        return ConsolidationRefusal("MinValues", problem)
     if not kept:
         return _not_cheaper(candidates, spot_infos, requirements)
     if len(candidates) == 1:
         if len(kept) < SPOT_TO_SPOT_MIN_TYPES:
-            return Rejection(
+            return ConsolidationRefusal(
                 "SpotToSpotOptions",
                 f"spot-to-spot needs {SPOT_TO_SPOT_MIN_TYPES} cheaper spot instance types, found {len(kept)}",
             )

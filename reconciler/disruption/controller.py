@@ -1,18 +1,24 @@
 """One disruption pass, pure: ``decide(state, instance types, settings, now) -> DisruptionDecision``.
 
-Methods run in Karpenter's order — emptiness, drift, multi-node consolidation,
-single-node consolidation — and the first that produces a command ends the
-pass. Every managed node considered and not disrupted gets an explanation.
+The pass tries the methods of ``reconciler.disruption.methods.METHODS`` in
+their order — emptiness, drift, multi-node consolidation, single-node
+consolidation — and the first that produces a command ends it. Each method sees
+the candidates of its disruption class that it should disrupt, within the
+budgets of its reason. Every managed node considered and not disrupted gets an
+explanation.
 
-The caller executes the command: for emptiness and consolidation it first
-waits ``settings.consolidation_validation_wait`` and calls
+The caller executes the command: for a validated method (``Method.validated``:
+emptiness and consolidation) it first waits
+``settings.consolidation_validation_wait`` and calls
 ``reconciler.disruption.validation.validate`` on the fresh snapshot; then it
 taints the candidates ``karpenter.sh/disrupted:NoSchedule``, creates the
 replacements, waits for them to initialize and deletes the candidates.
 
 Time limits: no clock is read here. ``should_stop`` (e.g. a monotonic deadline
 from the live controller) and ``max_simulations`` bound the work; the search
-keeps the best command found so far when either runs out.
+keeps the best command found so far when either runs out. ``timer`` (a monotonic
+clock the caller passes in) only measures each method for the decision's
+``methods`` (Karpenter's evaluation-duration metric); it never changes a result.
 """
 
 from __future__ import annotations
@@ -22,17 +28,11 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
 from reconciler.cloud.types import InstanceType
-from reconciler.disruption.balanced import BalancedScorer
-from reconciler.disruption.budgets import REASON_DRIFTED, REASON_EMPTY, REASON_UNDERUTILIZED
-from reconciler.disruption.candidates import Assessment, Catalog, assess, budget_allowances, explain, node_drift
-from reconciler.disruption.consolidation import ReplacementBuilder
-from reconciler.disruption.drifting import drift
-from reconciler.disruption.emptiness import emptiness
+from reconciler.disruption.candidates import explain
+from reconciler.disruption.methods import METHODS
 from reconciler.disruption.outcome import MethodOutcome
-from reconciler.disruption.pdb import PdbLimits
-from reconciler.disruption.simulation import Simulator
-from reconciler.disruption.types import Candidate, DisruptionDecision, Explanation
-from reconciler.disruption.underutilized import multi_node, single_node
+from reconciler.disruption.pass_context import PassContext
+from reconciler.disruption.types import GRACEFUL, Candidate, DisruptionDecision, Explanation, MethodRun
 from reconciler.settings import Settings
 from reconciler.state import ClusterState
 
@@ -50,80 +50,6 @@ def default_namer(state: ClusterState) -> Callable[[str], str]:
     return name_for
 
 
-class _Pass:
-    """The shared inputs of one pass, built lazily (the scheduler context only when a method needs it)."""
-
-    def __init__(
-        self,
-        state: ClusterState,
-        instance_types_by_nodepool: Mapping[str, Sequence[InstanceType]],
-        settings: Settings,
-        now: datetime,
-        name_for: Callable[[str], str],
-        should_stop: Callable[[], bool] | None,
-        max_simulations: int | None,
-    ) -> None:
-        self.state = state
-        self.types = instance_types_by_nodepool
-        self.settings = settings
-        self.now = now
-        self.name_for = name_for
-        self.should_stop = should_stop
-        self.max_simulations = max_simulations
-        self.catalog = Catalog.of(instance_types_by_nodepool)
-        self.pdbs = PdbLimits.from_manifests(state.pdbs.values(), state.pod_manifests.values())
-        self._simulator: Simulator | None = None
-        self._builder: ReplacementBuilder | None = None
-
-    @property
-    def simulator(self) -> Simulator:
-        if self._simulator is None:
-            self._simulator = Simulator(
-                self.state,
-                self.types,
-                self.settings,
-                self.now,
-                self.pdbs,
-                should_stop=self.should_stop,
-                max_runs=self.max_simulations,
-            )
-        return self._simulator
-
-    @property
-    def simulations(self) -> int:
-        return self._simulator.runs if self._simulator is not None else 0
-
-    @property
-    def builder(self) -> ReplacementBuilder:
-        if self._builder is None:
-            self._builder = ReplacementBuilder(self.state, self.simulator.context, self.settings, self.name_for)
-        return self._builder
-
-    def drift_candidates(self, assessment: Assessment) -> tuple[list[Candidate], list[Explanation]]:
-        """Eventual-class candidates with their drift reason filled in (non-drifted ones left out)."""
-        candidates, explanations = assessment.for_class(eventual=True)
-        drifted = []
-        for candidate in candidates:
-            claim = candidate.node.nodeclaim
-            if claim is None:
-                continue
-            found = node_drift(self.state, candidate.node, candidate.nodepool, self.catalog.types(candidate.pool),
-                               self.now)
-            if found is None:
-                continue
-            condition = claim.conditions.get("Drifted")
-            candidate.drift = found
-            candidate.drift_since = (
-                condition.last_transition_time
-                if condition is not None and condition.is_true and condition.last_transition_time
-                else claim.creation_timestamp
-            )
-            drifted.append(candidate)
-        drifted_names = {c.name for c in drifted}
-        # Only drifted nodes' eligibility problems matter to drift.
-        return drifted, [e for e in explanations if e.node in drifted_names]
-
-
 def decide(
     state: ClusterState,
     instance_types_by_nodepool: Mapping[str, Sequence[InstanceType]],
@@ -134,53 +60,43 @@ def decide(
     should_stop: Callable[[], bool] | None = None,
     max_simulations: int | None = None,
     first_pools: Sequence[str] = (),
+    timer: Callable[[], float] | None = None,
 ) -> DisruptionDecision:
     """Choose at most one disruption command for this pass, explaining every node left alone.
 
     ``first_pools``: NodePools single-node consolidation did not reach last time
     (``DisruptionDecision.unseen_pools``), tried first this time.
     """
-    run = _Pass(
-        state, instance_types_by_nodepool, settings, now, name_for or default_namer(state), should_stop, max_simulations
+    run = PassContext(
+        state, instance_types_by_nodepool, settings, now, name_for or default_namer(state),
+        should_stop=should_stop, max_simulations=max_simulations, first_pools=first_pools,
     )
-    assessment = assess(state, run.catalog, run.pdbs, now)
-    graceful, ineligible = assessment.for_class(eventual=False)
+    ineligible: list[Explanation] = []
     outcomes: list[MethodOutcome] = []
-
-    def finish(outcome: MethodOutcome | None, unseen: Sequence[str] = ()) -> DisruptionDecision:
-        if outcome is not None:
-            outcomes.append(outcome)
-        decision = _decision(graceful, ineligible, outcomes, outcome, unseen)
-        decision.simulations = run.simulations
-        return decision
-
-    empty = emptiness(graceful, budget_allowances(state, REASON_EMPTY, now), now)
-    if empty.command is not None:
-        return finish(empty)
-    outcomes.append(empty)
-
-    drifted, drift_blocked = run.drift_candidates(assessment)
-    ineligible = _merge(ineligible, drift_blocked)
-    if drifted:
-        drifting = drift(drifted, budget_allowances(state, REASON_DRIFTED, now), run.simulator, run.builder)
-        if drifting.command is not None:
-            return finish(drifting)
-        outcomes.append(drifting)
-
-    allowances = budget_allowances(state, REASON_UNDERUTILIZED, now)
-    scorer = BalancedScorer.build(state, run.catalog, graceful)
-    if any(not c.is_empty for c in graceful):
-        multi = multi_node(graceful, allowances, run.simulator, run.builder, scorer, now)
-        if multi.command is not None:
-            return finish(multi)
-        # Single-node sees the same candidates and explains each of them individually.
-        multi.explanations.clear()
-        outcomes.append(multi)
-        single, unseen = single_node(
-            graceful, allowances, run.simulator, run.builder, scorer, now, first_pools=first_pools
-        )
-        return finish(single, unseen)
-    return finish(None)
+    runs: list[MethodRun] = []
+    acted: MethodOutcome | None = None
+    for method in METHODS:
+        # As Karpenter's disrupt(): every method tried is measured and reports its eligible nodes, even none.
+        started = timer() if timer is not None else None
+        of_class, turned_away = run.candidates(method.disruption_class)
+        ineligible = _merge(ineligible, turned_away)
+        candidates = [c for c in of_class if method.should_disrupt(run, c)]
+        allowances = run.allowances(method.reason)
+        outcome = method.compute(run, candidates, allowances) if candidates else None
+        seconds = timer() - started if timer is not None and started is not None else None
+        runs.append(MethodRun(method.name, method.reason, method.consolidation_type,
+                              outcome.eligible if outcome is not None else 0, seconds,
+                              outcome is not None and outcome.timed_out))
+        if outcome is None:
+            continue
+        outcomes.append(outcome)
+        if outcome.command is not None:
+            acted = outcome
+            break
+    decision = _decision(run.candidates(GRACEFUL)[0], ineligible, outcomes, acted)
+    decision.simulations = run.simulations
+    decision.methods, decision.budgets, decision.moves = runs, run.budgets_evaluated(), run.scorer.moves
+    return decision
 
 
 def _merge(first: list[Explanation], more: list[Explanation]) -> list[Explanation]:
@@ -193,7 +109,6 @@ def _decision(
     ineligible: list[Explanation],
     outcomes: Sequence[MethodOutcome],
     acted: MethodOutcome | None,
-    unseen: Sequence[str],
 ) -> DisruptionDecision:
     command = acted.command if acted is not None else None
     chosen = set(command.node_names) if command else set()
@@ -216,5 +131,5 @@ def _decision(
         explanations=[e for e in explanations if e.node not in chosen],
         budget_constrained=any(o.budget_constrained for o in outcomes),
         timed_out=any(o.timed_out for o in outcomes),
-        unseen_pools=list(unseen),
+        unseen_pools=[pool for outcome in outcomes for pool in outcome.unseen_pools],
     )

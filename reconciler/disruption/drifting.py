@@ -3,7 +3,7 @@
 No price check: a drifted node is replaced by whatever its pods need now, with
 any number of new NodeClaims. The candidate is skipped (and the next one tried)
 when its pool's Drifted budget is used up or when one of its running pods would
-find no home.
+find no home. Drift acts at once: it has no validation wait.
 """
 
 from __future__ import annotations
@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
-from reconciler.disruption.budgets import BudgetAllowance
+from reconciler.disruption.budgets import REASON_DRIFTED, BudgetAllowance
 from reconciler.disruption.candidates import explain
-from reconciler.disruption.consolidation import ReplacementBuilder, first_failure
+from reconciler.disruption.consolidation import first_failure
 from reconciler.disruption.outcome import MethodOutcome
-from reconciler.disruption.simulation import SimulationBudgetExceeded, Simulator
-from reconciler.disruption.types import DRIFT, DRIFTED, Candidate, Command
+from reconciler.disruption.pass_context import PassContext
+from reconciler.disruption.simulation import SimulationBudgetExceeded
+from reconciler.disruption.types import DRIFT, Candidate, Command
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -27,13 +28,12 @@ def drift_order(candidates: Sequence[Candidate]) -> list[Candidate]:
 
 
 def drift(
-    candidates: Sequence[Candidate],
-    allowances: Mapping[str, BudgetAllowance],
-    simulator: Simulator,
-    builder: ReplacementBuilder,
+    run: PassContext, candidates: Sequence[Candidate], allowances: Mapping[str, BudgetAllowance]
 ) -> MethodOutcome:
     outcome = MethodOutcome(DRIFT)
+    simulator, builder = run.simulator, run.builder
     ordered = drift_order([c for c in candidates if c.drift is not None and not c.nodepool.is_static])
+    outcome.eligible = len(ordered)
     for index, candidate in enumerate(ordered):
         allowance = allowances.get(candidate.pool)
         if allowance is None or allowance.remaining <= 0:
@@ -58,7 +58,7 @@ def drift(
             continue
         replacements = [builder.replacement(claim) for claim in simulation.result.new_claims]
         placements = {k: v for k, v in simulation.result.existing.items() if k in set(simulation.moving)}
-        outcome.command = builder.named(Command(DRIFTED, DRIFT, [candidate], replacements, placements))
+        outcome.command = builder.named(Command(REASON_DRIFTED, DRIFT, [candidate], replacements, placements))
         for rest in ordered[index + 1 :]:
             outcome.explain(explain(rest.node, "NotEvaluated", "drift replaces one node per pass", DRIFT))
         return outcome

@@ -4,18 +4,28 @@ A node qualifies when its NodePool has consolidation enabled (consolidateAfter
 not ``Never``) and it has been quiet for consolidateAfter. All qualifying nodes
 go in one delete command, as many per pool as its Empty budget allows, most
 expensive first. No simulation is needed: nothing has to be rescheduled.
+
+After the validation wait, ``validate_emptiness`` keeps the candidates that
+are still eligible, still empty, still quiet, not nominated and within the
+Empty budget (the command shrinks); it fails only when none is left.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 
-from reconciler.disruption.budgets import BudgetAllowance
-from reconciler.disruption.candidates import explain
-from reconciler.disruption.outcome import MethodOutcome
+from reconciler.cloud.types import InstanceType
+from reconciler.disruption.budgets import REASON_EMPTY, BudgetAllowance
+from reconciler.disruption.candidates import Catalog, budget_allowances, build_candidates, explain
+from reconciler.disruption.outcome import MethodOutcome, ValidationResult
+from reconciler.disruption.pass_context import PassContext
+from reconciler.disruption.pdb import PdbLimits
 from reconciler.disruption.policy import consolidation_wait, describe_wait, settings_of
-from reconciler.disruption.types import EMPTINESS, EMPTY, Candidate, Command
+from reconciler.disruption.types import EMPTINESS, Candidate, Command
+from reconciler.settings import Settings
+from reconciler.state import ClusterState
 
 
 def consolidation_order(candidates: Sequence[Candidate]) -> list[Candidate]:
@@ -56,12 +66,14 @@ def empty_candidates(candidates: Sequence[Candidate], now: datetime, outcome: Me
 
 
 def emptiness(
-    candidates: Sequence[Candidate], allowances: Mapping[str, BudgetAllowance], now: datetime
+    run: PassContext, candidates: Sequence[Candidate], allowances: Mapping[str, BudgetAllowance]
 ) -> MethodOutcome:
     outcome = MethodOutcome(EMPTINESS)
     remaining = {pool: a.remaining for pool, a in allowances.items()}
     chosen = []
-    for candidate in consolidation_order(empty_candidates(candidates, now, outcome)):
+    eligible = empty_candidates(candidates, run.now, outcome)
+    outcome.eligible = len(eligible)
+    for candidate in consolidation_order(eligible):
         if remaining.get(candidate.pool, 0) <= 0:
             outcome.budget_constrained = True
             allowance = allowances.get(candidate.pool)
@@ -71,5 +83,32 @@ def emptiness(
         remaining[candidate.pool] -= 1
         chosen.append(candidate)
     if chosen:
-        outcome.command = Command(EMPTY, EMPTINESS, chosen)
+        outcome.command = Command(REASON_EMPTY, EMPTINESS, chosen)
     return outcome
+
+
+def validate_emptiness(
+    command: Command,
+    state: ClusterState,
+    instance_types_by_nodepool: Mapping[str, Sequence[InstanceType]],
+    settings: Settings,
+    now: datetime,
+    *,
+    should_stop: Callable[[], bool] | None = None,
+) -> ValidationResult:
+    """The command's candidates that can still go on the fresh snapshot (no simulation: nothing moves)."""
+    pdbs = PdbLimits.from_manifests(state.pdbs.values(), state.pod_manifests.values())
+    current, _ = build_candidates(state, Catalog.of(instance_types_by_nodepool), pdbs, now)
+    still_empty = {c.name: c for c in empty_candidates(current, now, MethodOutcome(EMPTINESS))}
+    remaining = {pool: a.remaining for pool, a in budget_allowances(state, REASON_EMPTY, now).items()}
+    wanted = [c.name for c in command.candidates]
+    kept = []
+    for name in wanted:
+        candidate = still_empty.get(name)
+        if candidate is None or remaining.get(candidate.pool, 0) <= 0:
+            continue
+        remaining[candidate.pool] -= 1
+        kept.append(candidate)
+    if not kept:
+        return ValidationResult(None, f"none of the {len(wanted)} empty node(s) can still be removed")
+    return ValidationResult(replace(command, candidates=kept))

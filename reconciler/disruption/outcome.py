@@ -1,4 +1,4 @@
-"""What one disruption method concluded: at most one command, plus explanations for what it turned down."""
+"""What one disruption method concluded, and what re-checking a command after the validation wait found."""
 
 from __future__ import annotations
 
@@ -14,6 +14,19 @@ class MethodOutcome:
     explanations: list[Explanation] = field(default_factory=list)
     budget_constrained: bool = False
     timed_out: bool = False
+    eligible: int = 0  # candidates that passed the method's filter (Karpenter's eligible nodes)
+    # NodePools the method did not reach before its deadline (single-node): tried first next pass.
+    unseen_pools: list[str] = field(default_factory=list)
 
     def explain(self, explanation: Explanation) -> None:
         self.explanations.append(explanation)
+
+
+@dataclass(slots=True)
+class ValidationResult:
+    command: Command | None  # what to execute (emptiness may have dropped some candidates)
+    reason: str = ""  # why the command was abandoned
+
+    @property
+    def valid(self) -> bool:
+        return self.command is not None

@@ -14,10 +14,10 @@ import functools
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from reconciler.api.durations import format_duration_short
+from reconciler.api.durations import DurationError, format_duration_short, parse_length
+from reconciler.model.node import NodeClaim
 from reconciler.model.nodepool import NodePool
 from reconciler.model.state_node import StateNode
-from reconciler.settings import SettingsError, parse_duration
 
 WHEN_EMPTY = "WhenEmpty"
 WHEN_EMPTY_OR_UNDERUTILIZED = "WhenEmptyOrUnderutilized"
@@ -60,8 +60,8 @@ def _settings(raw: int | float | str | None, policy: str) -> ConsolidationSettin
     if raw is None or str(raw) == "Never":
         return ConsolidationSettings(None, policy)
     try:
-        after = float(raw) if isinstance(raw, int | float) else parse_duration(str(raw))
-    except SettingsError:
+        after = float(raw) if isinstance(raw, int | float) else parse_length(str(raw))
+    except DurationError:
         after = None  # unreadable: treat as disabled rather than guess (fail safe)
     return ConsolidationSettings(after, policy)
 
@@ -78,7 +78,7 @@ def _quiet_since(node: StateNode) -> datetime | None:
     if claim.last_pod_event_time is not None:
         return claim.last_pod_event_time
     initialized = claim.conditions.get("Initialized")
-    if initialized is not None and initialized.last_transition_time is not None:
+    if initialized is not None and initialized.is_true and initialized.last_transition_time is not None:
         return initialized.last_transition_time
     if node.node is not None and node.node.creation_timestamp is not None:
         return node.node.creation_timestamp
@@ -116,3 +116,19 @@ def describe_wait(nodepool: NodePool, settings: ConsolidationSettings, remaining
     after = format_duration_short(settings.consolidate_after or 0)
     left = format_duration_short(round(remaining.total_seconds()))
     return f"consolidateAfter {after} ({nodepool.name}) not yet elapsed since the last pod event, {left} left"
+
+
+def consolidatable(nodepool: NodePool, claim: NodeClaim, now: datetime) -> tuple[bool, datetime | None]:
+    """Karpenter's ``Consolidatable`` condition for a NodeClaim: whether it should be set (True) or absent, and
+    when that answer next changes (None: not by time alone). Absent while consolidation is disabled
+    (``consolidateAfter: Never``) or the claim is not Initialized; set once ``consolidateAfter`` has passed
+    since its last pod event, else since it was initialized."""
+    settings = settings_of(nodepool)
+    initialized = claim.conditions.get("Initialized")
+    if settings.consolidate_after is None or initialized is None or not initialized.is_true:
+        return False, None
+    since = claim.last_pod_event_time or initialized.last_transition_time
+    if since is None:
+        return True, None
+    due = since + timedelta(seconds=settings.consolidate_after)
+    return (True, None) if now >= due else (False, due)

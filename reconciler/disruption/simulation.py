@@ -106,7 +106,7 @@ class Simulator:
             self.context,
             self.now,
             exclude_nodes=removed,
-            refuse_moved_pods=(self.busy_nodes - removed) if consolidation else (),
+            pending_only_nodes=(self.busy_nodes - removed) if consolidation else (),
             scheduling_pods={pod.key for pod in moving} | {pod.key for pod in self.deleting},
             should_stop=self._should_stop,
         )

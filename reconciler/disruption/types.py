@@ -13,19 +13,18 @@ from reconciler.model.pod import Pod
 from reconciler.model.state_node import StateNode
 from reconciler.scheduling.results import ScheduledClaim
 
-# Reasons (result documents, budgets, DisruptionReason condition).
-EMPTY = "Empty"
-UNDERUTILIZED = "Underutilized"
-DRIFTED = "Drifted"
-
-# Methods, in the order a pass tries them.
+# Method names (``Command.method``, explanations, the consolidation_type metric label). What each method
+# is — its reason, class, whether it is validated, its order — is ``reconciler.disruption.methods.METHODS``.
 EMPTINESS = "emptiness"
 DRIFT = "drift"
 MULTI_NODE = "multi-node"
 SINGLE_NODE = "single-node"
-# Commands of these methods wait (consolidation_validation_wait) and are re-validated before they act;
-# drift acts at once. The live controller and the simulator both read this.
-VALIDATED_METHODS = frozenset({EMPTINESS, MULTI_NODE, SINGLE_NODE})
+
+# Disruption classes (Karpenter's Method.Class()): which candidates a method sees. Graceful methods
+# respect every pod blocker; eventual ones (drift) may proceed past PDBs and do-not-disrupt pods when the
+# NodeClaim's terminationGracePeriod bounds the drain.
+GRACEFUL = "graceful"
+EVENTUAL = "eventual"
 
 DELETE = "delete"
 REPLACE = "replace"
@@ -98,7 +97,7 @@ class Replacement:
 
 @dataclass(slots=True)
 class Command:
-    reason: str  # Empty | Underutilized | Drifted
+    reason: str  # the method's reason: Empty | Underutilized | Drifted (budgets.REASON_*)
     method: str  # emptiness | drift | multi-node | single-node
     candidates: list[Candidate]
     replacements: list[Replacement] = field(default_factory=list)
@@ -155,6 +154,18 @@ class Explanation:
 
 
 @dataclass(slots=True)
+class MethodRun:
+    """What one method of a pass looked at (Karpenter's eligible nodes and evaluation time per method)."""
+
+    method: str  # emptiness | drift | multi-node | single-node
+    reason: str  # Empty | Drifted | Underutilized
+    consolidation_type: str  # Karpenter's label value: empty, multi, single, and "" for drift
+    eligible: int
+    seconds: float | None = None  # None when the pass had no timer
+    timed_out: bool = False
+
+
+@dataclass(slots=True)
 class DisruptionDecision:
     command: Command | None
     explanations: list[Explanation] = field(default_factory=list)
@@ -165,6 +176,9 @@ class DisruptionDecision:
     # NodePools single-node consolidation did not reach before its deadline: pass them first next time.
     unseen_pools: list[str] = field(default_factory=list)
     simulations: int = 0  # scheduling simulations this pass ran
+    methods: list[MethodRun] = field(default_factory=list)  # in the order they ran
+    budgets: list[Any] = field(default_factory=list)  # BudgetAllowance of each (pool, reason) evaluated
+    moves: list[Any] = field(default_factory=list)  # balanced.ConsolidationMove put to the scorer
 
     def explanation_for(self, node: str) -> Explanation | None:
         return next((e for e in self.explanations if e.node == node), None)

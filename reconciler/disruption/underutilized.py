@@ -14,22 +14,33 @@ disruption. Budgets (reason Underutilized) are applied up front in that order.
 
 Balanced pools additionally require (savings / pool cost) / (disruption /
 pool disruption) >= 1/2.
+
+After the validation wait, ``validate_consolidation`` requires every candidate
+to still be eligible and within the budget, and a fresh simulation to need the
+same number of new NodeClaims (0 or 1), the planned instance types being a
+subset of the new options (so a replacement cannot have become pricier).
+Anything else aborts the command.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 
-from reconciler.disruption.balanced import BalancedScorer
-from reconciler.disruption.budgets import BudgetAllowance
-from reconciler.disruption.candidates import explain
-from reconciler.disruption.consolidation import Rejection, ReplacementBuilder, compute_consolidation
+from reconciler.cloud.types import InstanceType
+from reconciler.disruption.budgets import REASON_UNDERUTILIZED, BudgetAllowance
+from reconciler.disruption.candidates import Catalog, budget_allowances, build_candidates, explain
+from reconciler.disruption.consolidation import ConsolidationRefusal, compute_consolidation
 from reconciler.disruption.emptiness import consolidation_order
-from reconciler.disruption.outcome import MethodOutcome
+from reconciler.disruption.outcome import MethodOutcome, ValidationResult
+from reconciler.disruption.pass_context import PassContext
+from reconciler.disruption.pdb import PdbLimits
 from reconciler.disruption.policy import WHEN_EMPTY, consolidation_wait, describe_wait, settings_of
 from reconciler.disruption.simulation import SimulationBudgetExceeded, Simulator
-from reconciler.disruption.types import MULTI_NODE, SINGLE_NODE, UNDERUTILIZED, Candidate, Command
+from reconciler.disruption.types import MULTI_NODE, SINGLE_NODE, Candidate, Command
+from reconciler.settings import Settings
+from reconciler.state import ClusterState
 
 MAX_MULTI_NODE_CANDIDATES = 100
 
@@ -80,18 +91,27 @@ def _within_budget(
 
 
 def multi_node(
-    candidates: Sequence[Candidate],
-    allowances: Mapping[str, BudgetAllowance],
-    simulator: Simulator,
-    builder: ReplacementBuilder,
-    scorer: BalancedScorer,
-    now: datetime,
+    run: PassContext, candidates: Sequence[Candidate], allowances: Mapping[str, BudgetAllowance]
 ) -> MethodOutcome:
     outcome = MethodOutcome(MULTI_NODE)
-    ordered = consolidation_order(consolidatable(candidates, now, outcome))
+    found = _multi_node(run, candidates, allowances, outcome)
+    if found is None:
+        # Single-node consolidation, tried next, sees the same candidates and explains each of them.
+        outcome.explanations.clear()
+    else:
+        outcome.command = run.builder.named(found)
+    return outcome
+
+
+def _multi_node(
+    run: PassContext, candidates: Sequence[Candidate], allowances: Mapping[str, BudgetAllowance], outcome: MethodOutcome
+) -> Command | None:
+    ordered = consolidation_order(consolidatable(candidates, run.now, outcome))
+    outcome.eligible = len(ordered)
     allowed = _within_budget(ordered, allowances, outcome)
     if len(allowed) < 2:
-        return outcome
+        return None
+    simulator, builder, scorer = run.simulator, run.builder, run.scorer
     allowed = allowed[:MAX_MULTI_NODE_CANDIDATES]
     low, high = 1, len(allowed) - 1  # prefix lengths 2..len, as indices of the last node
     best: Command | None = None
@@ -109,15 +129,13 @@ def multi_node(
         if simulation.stopped:
             outcome.timed_out = True
             break
-        result = compute_consolidation(prefix, simulation, builder, method=MULTI_NODE, reason=UNDERUTILIZED)
+        result = compute_consolidation(prefix, simulation, builder, method=MULTI_NODE, reason=REASON_UNDERUTILIZED)
         if isinstance(result, Command) and scorer.approves(result):
             best = result
             low = mid + 1
         else:
             high = mid - 1
-    if best is not None:
-        outcome.command = builder.named(best)
-    return outcome
+    return best
 
 
 def interleave_by_pool(ordered: Sequence[Candidate], first_pools: Sequence[str] = ()) -> list[Candidate]:
@@ -126,25 +144,23 @@ def interleave_by_pool(ordered: Sequence[Candidate], first_pools: Sequence[str] 
     for candidate in ordered:
         by_pool.setdefault(candidate.pool, []).append(candidate)
     pools = [p for p in first_pools if p in by_pool] + [p for p in by_pool if p not in first_pools]
-    result = []
+    result: list[Candidate] = []
     for i in range(max((len(v) for v in by_pool.values()), default=0)):
         result.extend(by_pool[pool][i] for pool in pools if i < len(by_pool[pool]))
     return result
 
 
 def single_node(
-    candidates: Sequence[Candidate],
-    allowances: Mapping[str, BudgetAllowance],
-    simulator: Simulator,
-    builder: ReplacementBuilder,
-    scorer: BalancedScorer,
-    now: datetime,
-    *,
-    first_pools: Sequence[str] = (),
-) -> tuple[MethodOutcome, list[str]]:
-    """The outcome, and the pools not reached before the deadline (to try first next time)."""
+    run: PassContext, candidates: Sequence[Candidate], allowances: Mapping[str, BudgetAllowance]
+) -> MethodOutcome:
+    """The first candidate that can go alone; ``unseen_pools``: pools not reached before the deadline (tried
+    first next pass, ``run.first_pools``)."""
     outcome = MethodOutcome(SINGLE_NODE)
-    ordered = interleave_by_pool(consolidation_order(consolidatable(candidates, now, outcome)), first_pools)
+    ordered = interleave_by_pool(consolidation_order(consolidatable(candidates, run.now, outcome)), run.first_pools)
+    outcome.eligible = len(ordered)
+    if not ordered:
+        return outcome
+    simulator, builder, scorer = run.simulator, run.builder, run.scorer
     remaining = {pool: a.remaining for pool, a in allowances.items()}
     unseen = list(dict.fromkeys(c.pool for c in ordered))
     for index, candidate in enumerate(ordered):
@@ -168,9 +184,12 @@ def single_node(
         except SimulationBudgetExceeded:
             outcome.timed_out = True
             _not_evaluated(outcome, ordered[index:], "the consolidation deadline passed before it was evaluated")
-            return outcome, [candidate.pool, *unseen]
-        result = compute_consolidation([candidate], simulation, builder, method=SINGLE_NODE, reason=UNDERUTILIZED)
-        if isinstance(result, Rejection):
+            outcome.unseen_pools = [candidate.pool, *unseen]
+            return outcome
+        result = compute_consolidation(
+            [candidate], simulation, builder, method=SINGLE_NODE, reason=REASON_UNDERUTILIZED
+        )
+        if isinstance(result, ConsolidationRefusal):
             outcome.explain(explain(candidate.node, result.code, result.message, SINGLE_NODE))
             continue
         if not scorer.approves(result):
@@ -178,10 +197,63 @@ def single_node(
             continue
         outcome.command = builder.named(result)
         _not_evaluated(outcome, ordered[index + 1 :], f"single-node consolidation acted on {candidate.name} first")
-        return outcome, []
-    return outcome, []
+        return outcome
+    return outcome
 
 
 def _not_evaluated(outcome: MethodOutcome, rest: Sequence[Candidate], why: str) -> None:
     for candidate in rest:
         outcome.explain(explain(candidate.node, "NotEvaluated", why, outcome.method))
+
+
+def validate_consolidation(
+    command: Command,
+    state: ClusterState,
+    instance_types_by_nodepool: Mapping[str, Sequence[InstanceType]],
+    settings: Settings,
+    now: datetime,
+    *,
+    should_stop: Callable[[], bool] | None = None,
+) -> ValidationResult:
+    """The same command on the fresh snapshot, or why it no longer holds (multi- and single-node)."""
+    pdbs = PdbLimits.from_manifests(state.pdbs.values(), state.pod_manifests.values())
+    current, ineligible = build_candidates(state, Catalog.of(instance_types_by_nodepool), pdbs, now)
+    why_not = {e.node: e.message for e in ineligible}
+    by_name = {c.name: c for c in consolidatable(current, now, MethodOutcome(command.method))}
+    wanted = [c.name for c in command.candidates]
+    for name in wanted:
+        if name not in by_name:
+            return ValidationResult(None, f"candidate {name} changed: {why_not.get(name, 'no longer consolidatable')}")
+    fresh = [by_name[name] for name in wanted]
+    problem = _budget_problem(fresh, budget_allowances(state, REASON_UNDERUTILIZED, now))
+    if problem:
+        return ValidationResult(None, problem)
+    simulator = Simulator(state, instance_types_by_nodepool, settings, now, pdbs, should_stop=should_stop)
+    try:
+        simulation = simulator.run(fresh, consolidation=True)
+    except SimulationBudgetExceeded:
+        return ValidationResult(None, "validation deadline passed")
+    if not simulation.ok:
+        failures = ", ".join(f"{k}: {v}" for k, v in sorted(simulation.failures.items())[:3])
+        return ValidationResult(None, f"pods would no longer reschedule ({failures or 'simulation cut short'})")
+    claims = simulation.result.new_claims
+    if len(claims) != len(command.replacements):
+        return ValidationResult(
+            None, f"the simulation now needs {len(claims)} new node(s) instead of {len(command.replacements)}"
+        )
+    if claims:
+        planned = set(command.replacements[0].instance_type_options)
+        available = set(claims[0].instance_type_names)
+        if not planned <= available:
+            missing = ", ".join(sorted(planned - available)[:5])
+            return ValidationResult(None, f"planned replacement types are no longer suitable ({missing})")
+    return ValidationResult(replace(command, candidates=fresh))
+
+
+def _budget_problem(candidates: Sequence[Candidate], allowances: Mapping[str, BudgetAllowance]) -> str:
+    remaining = {pool: a.remaining for pool, a in allowances.items()}
+    for candidate in candidates:
+        if remaining.get(candidate.pool, 0) <= 0:
+            return f"disrupting {candidate.name} would now exceed NodePool {candidate.pool}'s budget"
+        remaining[candidate.pool] -= 1
+    return ""

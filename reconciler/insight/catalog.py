@@ -7,6 +7,8 @@ every offering with its price), exactly as the simulator would rebuild them.
 
 from __future__ import annotations
 
+import sys
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -14,29 +16,39 @@ from reconciler.cloud.types import InstanceType
 from reconciler.insight.errors import InsightError
 from reconciler.model import labels as wk
 
-PRESET_NAME = "aws-us-east-1"
-PRESET_REGION = "us-east-1"
+PRESET_REGION = "us-east-1"  # the preset of a snapshot that shows no region (no nodes yet)
+PRESET_NAME = f"aws-{PRESET_REGION}"
 # Set by the simulator from the type's own fields; not repeated under ``labels``.
 _DERIVED_LABELS = frozenset({wk.INSTANCE_TYPE, wk.ARCH, wk.OS, wk.REGION})
 
 
-def preset_catalog(zones: Sequence[str]) -> dict[str, Any]:
-    """The bundled real catalogue, restricted to the zones the cluster uses when they are known."""
-    from reconciler.cloud.aws.preset import load_catalog
+def preset_catalog(zones: Sequence[str], region: str | None = None) -> dict[str, Any]:
+    """The bundled catalogue of the cluster's region, restricted to the zones it uses when known.
 
-    known = set(load_catalog(PRESET_REGION).zone_ids)
+    The region is the nodes' ``topology.kubernetes.io/region`` (``region``), else the one their zones
+    belong to; a region without a bundled catalogue, or zones of several regions, is an error rather
+    than a silent fall-back to another region's types, zones and prices."""
+    from reconciler.cloud.aws.preset import load_catalog, regions
+
+    bundled = regions()
+    if not region and zones:
+        owners = {next((r for r in bundled if z.startswith(r) and z[len(r):].isalpha()), z) for z in zones}
+        if len(owners) > 1:
+            raise InsightError(f"nodes run in zones of several regions ({', '.join(sorted(owners))}): "
+                               "give --catalog live or a snapshot of one region")
+        region = owners.pop()
+    region = region or PRESET_REGION
+    if region not in bundled:
+        raise InsightError(
+            f"nodes run in {region}, which has no bundled catalogue (bundled: {', '.join(bundled)}); "
+            "use --catalog live"
+        )
+    known = set(load_catalog(region).zone_ids)
     usable = [zone for zone in zones if zone in known]
-    catalog: dict[str, Any] = {"preset": PRESET_NAME}
+    catalog: dict[str, Any] = {"preset": f"aws-{region}"}
     if usable:
         catalog["zones"] = usable
     return catalog
-
-
-def preset_covers(zones: Sequence[str]) -> bool:
-    from reconciler.cloud.aws.preset import load_catalog
-
-    known = set(load_catalog(PRESET_REGION).zone_ids)
-    return all(zone in known for zone in zones)
 
 
 def catalog_from_instance_types(types: Sequence[InstanceType], region: str) -> dict[str, Any]:
@@ -44,7 +56,11 @@ def catalog_from_instance_types(types: Sequence[InstanceType], region: str) -> d
     entries = []
     for instance_type in sorted(types, key=lambda t: t.name):
         offerings = [
-            {"capacityType": o.capacity_type, "zone": o.zone, "price": o.price, "available": o.available}
+            {
+                "capacityType": o.capacity_type, "zone": o.zone, "price": o.price, "available": o.available,
+                **({"zoneID": o.zone_id} if o.zone_id else {}),
+                **({"priceSource": o.price_source} if o.price_source else {}),
+            }
             for o in sorted(instance_type.offerings, key=lambda o: (o.zone, o.capacity_type))
         ]
         if not offerings:
@@ -66,30 +82,60 @@ def catalog_from_instance_types(types: Sequence[InstanceType], region: str) -> d
     return {"region": region, "instanceTypes": entries}
 
 
-async def fetch_live_instance_types(region: str, endpoint_url: str | None = None) -> list[InstanceType]:
-    """DescribeInstanceTypes/-Offerings plus Pricing API and spot price history, via the AWS adapter."""
+async def fetch_live_instance_types(
+    region: str, endpoint_url: str | None = None, *, credentials: Mapping[str, str] | None = None
+) -> list[InstanceType]:
+    """DescribeInstanceTypes/-Offerings plus Pricing API and spot price history, via the AWS adapter.
+
+    Every offering says where its price came from: the Pricing API and spot history when they
+    answered, else the bundled table the live provider starts from (an estimate outside us-east-1).
+    Zone IDs come from DescribeAvailabilityZones when the credentials allow it."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     from reconciler.cloud.aws.clients import AwsCaller, AwsClients, ClientOptions
     from reconciler.cloud.aws.ice import UnavailableOfferings
-    from reconciler.cloud.aws.preset import PRESETS, load_catalog
-    from reconciler.cloud.aws.pricing import PricingProvider
+    from reconciler.cloud.aws.provider import startup_pricing
     from reconciler.cloud.aws.typeprovider import InstanceTypeProvider
 
-    clients = AwsClients(ClientOptions(region=region, endpoint_url=endpoint_url, max_attempts=3))
+    keys = credentials or {}
+    clients = AwsClients(
+        ClientOptions(
+            region=region, endpoint_url=endpoint_url, max_attempts=3,
+            access_key_id=keys.get("aws_access_key_id"), secret_access_key=keys.get("aws_secret_access_key"),
+        )
+    )
     caller = AwsCaller()
-    bundled = load_catalog(region).on_demand_prices() if region in PRESETS else {}
-    prices = PricingProvider(region, bundled)
+    prices = startup_pricing(region, clock=time.time)
     try:
-        await prices.refresh_on_demand(caller, clients.pricing)
-        await prices.refresh_spot(caller, clients.ec2)
-        provider = InstanceTypeProvider(caller, clients.ec2, prices, UnavailableOfferings(), region=region)
+        for refresh in (
+            lambda: prices.refresh_on_demand(caller, clients.pricing),
+            lambda: prices.refresh_spot(caller, clients.ec2),
+        ):
+            try:
+                await refresh()
+            except (BotoCoreError, ClientError) as err:  # the other source and the bundled table still price
+                print(f"warning: --catalog live: {err}; using the bundled prices for what it would have priced",
+                      file=sys.stderr)
+        provider = InstanceTypeProvider(
+            caller, clients.ec2, prices, UnavailableOfferings(), region=region,
+            zone_ids=await _zone_ids(caller, clients.ec2),
+        )
         return await provider.list(None)
     except (BotoCoreError, ClientError) as err:
-        message = f"--catalog live: cannot read instance types and prices in {region}: {err}"
+        message = f"--catalog live: cannot read instance types in {region}: {err}"
         raise InsightError(message) from None
     finally:
         caller.close()
+
+
+async def _zone_ids(caller: Any, ec2: Any) -> dict[str, str]:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        answer = await caller.call(ec2.describe_availability_zones)
+    except (BotoCoreError, ClientError):
+        return {}  # zone-id selectors then judge nothing here; the live controller reads them from subnets
+    return {str(z["ZoneName"]): str(z.get("ZoneId") or "") for z in answer.get("AvailabilityZones") or []}
 
 
 def with_catalog(document: Mapping[str, Any], catalog: Mapping[str, Any]) -> dict[str, Any]:

@@ -70,7 +70,8 @@ class TimeAxis:
 
     def lanes(self) -> tuple[list[int], int]:
         """Each point's index among the points at the same instant, and the most at any instant."""
-        lane, seen = [], {}
+        lane: list[int] = []
+        seen: dict[float, int] = {}
         for value in self.seconds:
             lane.append(seen.get(value, 0))
             seen[value] = seen.get(value, 0) + 1

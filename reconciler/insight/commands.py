@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import sys
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reconciler import yamlio
 from reconciler.insight.catalog import catalog_from_instance_types, fetch_live_instance_types, preset_catalog
@@ -22,6 +24,9 @@ from reconciler.insight.errors import InsightError
 from reconciler.insight.progress import Progress
 from reconciler.insight.snapshot import collect_live, observed_region, observed_zones, sanitize_objects
 from reconciler.insight.sources import Snapshot, load_nodepools_files, load_snapshot, load_stack_file
+
+if TYPE_CHECKING:
+    from reconciler.sim.scenario import Scenario
 
 EXIT_OK, EXIT_UNAVAILABLE, EXIT_INVALID, EXIT_PENDING, EXIT_UNSETTLED = 0, 1, 2, 3, 4
 
@@ -59,7 +64,7 @@ def resolve_catalog(option: str | None, objects: list[dict[str, Any]]) -> dict[s
     if option in (None, ""):
         return None
     if option == "preset":
-        return preset_catalog(observed_zones(objects))
+        return preset_catalog(observed_zones(objects), observed_region(objects))
     if option == "live":
         region = observed_region(objects)
         if not region:
@@ -101,6 +106,45 @@ def snapshot_doc(
     return snapshot_document(objects, taken_at=taken_at, name=name, catalog=catalog, source=source)
 
 
+def with_price_file(catalog: Mapping[str, Any], path: str | None) -> dict[str, Any]:
+    """``--prices FILE``: the catalogue section with the file's prices over its own (bundled or live)."""
+    if not path:
+        return dict(catalog)
+    from reconciler.cloud.pricefile import PriceFileError, load_price_file
+
+    try:
+        return {**catalog, "prices": load_price_file(path)}
+    except PriceFileError as err:
+        raise InsightError(f"--prices {err}") from None
+
+
+def scenario_with_catalog(scenario: Scenario, option: str | None, prices: str | None) -> Scenario:
+    """``simulate --catalog live`` / ``--prices``: the scenario with EC2's types and prices for its region
+    (restricted to its zones), and/or a user price file over them."""
+    from reconciler.sim.catalog import preset_region
+
+    catalog: dict[str, Any] = dict(scenario.catalog)
+    if option == "live":
+        region = preset_region(catalog) or str(catalog.get("region") or "")
+        if not region:
+            raise InsightError("--catalog live: the scenario's catalog names no region (catalog.region or preset)")
+        zones = set(catalog.get("zones") or ())
+        types = asyncio.run(fetch_live_instance_types(region))
+        if zones:
+            types = [
+                dataclasses.replace(t, offerings=tuple(o for o in t.offerings if o.zone in zones)) for t in types
+            ]
+        catalog = catalog_from_instance_types(types, region)
+    elif option not in (None, ""):
+        raise InsightError(f"--catalog: {option!r} must be live")
+    catalog = with_price_file(catalog, prices)
+    rebuilt = dataclasses.replace(scenario, catalog=catalog)
+    from reconciler.sim.catalog import build_catalog
+
+    build_catalog(rebuilt.catalog)  # a price file matching nothing is reported now, in one line
+    return rebuilt
+
+
 def get_snapshot(args: argparse.Namespace) -> Snapshot:
     """``--snapshot FILE`` (a snapshot or kubectl dump) or, without it, the live cluster."""
     if getattr(args, "snapshot", None):
@@ -110,6 +154,10 @@ def get_snapshot(args: argparse.Namespace) -> Snapshot:
             snapshot = load_snapshot(args.snapshot, catalog=catalog)
     else:
         snapshot = live_snapshot(args)
+    if getattr(args, "prices", None):
+        document = {**snapshot.document, "catalog": with_price_file(snapshot.document["catalog"], args.prices)}
+        snapshot = Snapshot(document, snapshot.source, snapshot.dropped)
+        snapshot.scenario()  # validates the prices against the catalogue
     if getattr(args, "clock", None):
         snapshot = snapshot.at(args.clock)
     return snapshot
@@ -133,13 +181,17 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     else:
         snapshot = live_snapshot(args)
         document = snapshot.document
-    region = observed_region(snapshot.objects)
-    if region and region != "us-east-1" and "preset" in document.get("catalog", {}):
-        print(
-            f"warning: nodes run in {region}; the bundled preset prices us-east-1 only "
-            "(use --catalog live for real prices)",
-            file=sys.stderr,
-        )
+    if args.prices:
+        document = {**document, "catalog": with_price_file(document.get("catalog") or {}, args.prices)}
+        Snapshot(document, snapshot.source).scenario()
+    preset = document.get("catalog", {}).get("preset")
+    if preset:
+        from reconciler.cloud.aws.preset import load_catalog
+
+        bundled = load_catalog(str(preset).removeprefix("aws-"))
+        if bundled.prices_estimated:
+            print(f"warning: {bundled.on_demand_source}; use --catalog live or --prices FILE for real prices",
+                  file=sys.stderr)
     if snapshot.dropped:
         dropped = ", ".join(f"{count} {kind}" for kind, count in snapshot.dropped.items())
         print(f"snapshot: left out {dropped}", file=sys.stderr)
@@ -172,7 +224,9 @@ def _proposed(args: argparse.Namespace) -> Any:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from reconciler.insight.plan import compute_plan
-    from reconciler.insight.plan_render import render_html, render_markdown, render_text, verdict
+    from reconciler.insight.plan_html import render_plan_html
+    from reconciler.insight.plan_render import render_markdown, render_text, verdict
+    from reconciler.model.meta import format_time
     from reconciler.settings import SettingsError, parse_duration
 
     try:
@@ -184,12 +238,20 @@ def cmd_plan(args: argparse.Namespace) -> int:
     progress.update("reading the snapshot", force=True)
     snapshot = get_snapshot(args)
     try:
+        snapshot.clock + horizon
+    except OverflowError:
+        progress.done()
+        raise InsightError(
+            f"--horizon: {args.horizon} from the snapshot's clock {format_time(snapshot.clock)} runs past "
+            "9999-12-31T23:59:59Z, the last time a timestamp can hold"
+        ) from None
+    try:
         plan = asyncio.run(compute_plan(snapshot, proposed, horizon=horizon, baseline=args.baseline,
                                         frames=bool(args.report), progress=progress.update))
     finally:
         progress.done()
     if args.report:
-        Path(args.report).write_text(render_html(plan))
+        Path(args.report).write_text(render_plan_html(plan))
     if args.json:
         sys.stdout.write(json.dumps(plan.as_dict(), indent=2) + "\n")
     elif args.markdown:
@@ -248,6 +310,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         progress.done()
     frame = sim.frames[-1]
     if args.json:
+        from reconciler.insight.frames import price_sources, unpriced
         from reconciler.insight.status import SORT_KEYS
 
         rows = sorted((r for r in frame.nodes if node_filter.keeps(r)), key=SORT_KEYS[args.sort])
@@ -256,6 +319,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             "costPerHour": round(sum(r.price for r in rows), 6),
             "pendingPods": frame.pending,
             "nodes": [row.as_dict() for row in rows],
+            "priceSources": price_sources(rows),
+            "unpricedNodes": unpriced(rows),
         }
         sys.stdout.write(json.dumps(document, indent=2) + "\n")
     else:
@@ -272,7 +337,7 @@ def _watch_status(args: argparse.Namespace, render: Any) -> int:
     if args.interval <= 0:
         raise InsightError(f"--interval: {args.interval} must be a positive number of seconds")
     first, _ = sanitize_objects(asyncio.run(_live_objects(args.kubeconfig, args.context)))
-    catalog = resolve_catalog(args.catalog or "preset", first) or {}
+    catalog = with_price_file(resolve_catalog(args.catalog or "preset", first) or {}, getattr(args, "prices", None))
     source = args.context or "the current kubeconfig context"
     title = f"{source} (live, every {args.interval:g}s; Ctrl-C to stop)"
     watch(
@@ -288,14 +353,17 @@ def _watch_status(args: argparse.Namespace, render: Any) -> int:
     return EXIT_OK
 
 
-def simulate_with_report(scenario_path: str, report_path: str, *, after_step: Any = None) -> dict[str, Any]:
+def simulate_with_report(
+    scenario: Scenario, report_path: str, *, after_step: Any = None, cloud: str = "simulated"
+) -> dict[str, Any]:
     """Run a scenario exactly as ``simulate`` does, and also write the HTML report."""
     from reconciler.insight.frames import RecordingSimulation
     from reconciler.insight.html import render_report
-    from reconciler.sim.scenario import load_scenario_file
+    from reconciler.sim.runner import cloud_factory, run_simulation
 
-    sim = RecordingSimulation(load_scenario_file(scenario_path))
-    result = asyncio.run(sim.run(after_step))
+    scenario_path = scenario.source or scenario.name
+    sim = RecordingSimulation(scenario, cloud=cloud_factory(cloud))
+    result = asyncio.run(run_simulation(sim, after_step))
     pending = result["steps"][-1]["pending"] if result["steps"] else sim.cluster.pending_reasons()
     html = render_report(
         f"Simulation: {result['scenario']}",

@@ -101,8 +101,7 @@ def split_reason(reason: str) -> list[str]:
 async def _loaded(sim: RecordingSimulation) -> tuple[ClusterState, Any]:
     await sim.load()
     state = sim.cluster.state()
-    types = await sim.cloud.instance_types(None)
-    return state, engine.types_by_nodepool(state, types)
+    return state, await engine.types_by_nodepool(state, sim.cloud)
 
 
 def _namer() -> Any:
@@ -238,12 +237,20 @@ async def explain_node(sim: RecordingSimulation, name: str) -> Explanation:
     return Explanation(subject, verdict, reasons, facts)
 
 
+def _priced(sim: RecordingSimulation, node: StateNode, capacity_type: str) -> str:
+    """"at $x/h [source]", or that no offering prices the node (never a made-up $0)."""
+    price = sim.cloud.price_of(node.instance_type, node.zone, capacity_type)
+    if price is None:
+        return "unpriced (no such offering in the catalogue)"
+    source = sim.cloud.price_source_of(node.instance_type, node.zone, capacity_type)
+    return f"at {money(price, month=False, source=source or None)}"
+
+
 def node_facts(sim: RecordingSimulation, node: StateNode) -> list[str]:
     capacity_type = capacity_type_of(node.labels)  # a managed node group's own label too
-    price = sim.cloud.price_of(node.instance_type, node.zone, capacity_type) or 0.0
     facts = [
-        f"{node.instance_type or '?'} {capacity_type or '?'} in {node.zone or '?'} at "
-        f"{money(price, month=False)}, NodePool {node.nodepool or '(none)'}",
+        f"{node.instance_type or '?'} {capacity_type or '?'} in {node.zone or '?'} "
+        f"{_priced(sim, node, capacity_type)}, NodePool {node.nodepool or '(none)'}",
         f"requests {_describe(node.pod_requests)} of allocatable {_describe(node.allocatable)}",
         f"{len(node.reschedulable_pods())} pod(s) that would move, {len(node.pods)} in total",
     ]
@@ -276,7 +283,7 @@ def _what_if_removed(state: ClusterState, types: Any, sim: RecordingSimulation, 
         lines.append(f"if removed, pod {key} would not fit anywhere: {reason}")
     if failed:
         return lines
-    price = sim.cloud.price_of(node.instance_type, node.zone, node.capacity_type) or 0.0
+    price = sim.cloud.price_of(node.instance_type, node.zone, capacity_type_of(node.labels))
     if not result.new_claims:
         lines.append(
             f"if removed, all {len(pods)} pod(s) fit on other nodes "
@@ -285,7 +292,11 @@ def _what_if_removed(state: ClusterState, types: Any, sim: RecordingSimulation, 
         return lines
     cheapest = sum(claim.cheapest_price() for claim in result.new_claims)
     options = ", ".join(result.new_claims[0].instance_type_names[:3])
-    if cheapest >= price:
+    if price is None:
+        lines.append(
+            f"a replacement ({options}) would cost {money(cheapest, month=False)}; this node has no price to compare"
+        )
+    elif cheapest >= price:
         lines.append(
             f"replacement not cheaper: the pods need {len(result.new_claims)} new node(s), cheapest "
             f"{money(cheapest, month=False)} ({options}) vs {money(price, month=False)} now (difference "

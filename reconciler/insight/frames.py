@@ -9,15 +9,17 @@ next step from what happened), recording them the way ``run()`` does.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from reconciler.cloud import pricesource
 from reconciler.model.labels import ARCH, capacity_type_of
+from reconciler.model.meta import format_time
 from reconciler.model.resources import CPU, MEMORY
 from reconciler.model.state_node import StateNode
-from reconciler.sim.runner import Simulation, new_step_record
+from reconciler.sim.runner import CloudFactory, Simulation, new_step_record
 from reconciler.sim.scenario import STEP_KINDS, Scenario, Step
 
 
@@ -39,10 +41,16 @@ class NodeRow:
     accelerator: str = ""  # extended resource of its accelerators (nvidia.com/gpu, aws.amazon.com/neuron, ...)
     accelerators_requested: int = 0
     accelerators_allocatable: int = 0
+    price_source: str = ""  # where ``price`` comes from; "" = no offering priced it (price 0, shown as unknown)
 
     @property
     def managed(self) -> bool:
         return bool(self.nodepool)
+
+    @property
+    def priced(self) -> bool:
+        """Whether some offering priced the node (a 0 without a source is "no price", not free)."""
+        return bool(self.price_source) or self.price > 0
 
     @property
     def cpu_fraction(self) -> float:
@@ -70,7 +78,18 @@ class NodeRow:
             "accelerator": self.accelerator or None,
             "acceleratorsRequested": self.accelerators_requested,
             "acceleratorsAllocatable": self.accelerators_allocatable,
+            "priceSource": self.price_source or None,
         }
+
+
+def price_sources(rows: Sequence[NodeRow]) -> list[str]:
+    """Where the prices of these rows come from (distinct, estimates last)."""
+    return pricesource.legend(row.price_source for row in rows)
+
+
+def unpriced(rows: Sequence[NodeRow]) -> list[str]:
+    """Managed nodes no offering prices (their 0 is not a price)."""
+    return [row.name for row in rows if row.managed and not row.priced]
 
 
 @dataclass(slots=True, frozen=True)
@@ -120,7 +139,8 @@ def _accelerator(node: StateNode) -> tuple[str, int, int]:
 
 def _row(sim: Simulation, node: StateNode) -> NodeRow:
     capacity_type = capacity_type_of(node.labels)  # a managed node group's own label too
-    price = sim.cloud.price_of(node.instance_type, node.zone, capacity_type) or 0.0
+    price = sim.cloud.price_of(node.instance_type, node.zone, capacity_type)
+    source = sim.cloud.price_source_of(node.instance_type, node.zone, capacity_type) if price is not None else ""
     accelerator, accelerators_requested, accelerators_allocatable = _accelerator(node)
     return NodeRow(
         name=node.name,
@@ -128,7 +148,8 @@ def _row(sim: Simulation, node: StateNode) -> NodeRow:
         instance_type=node.instance_type,
         zone=node.zone,
         capacity_type=capacity_type,
-        price=price,
+        price=price or 0.0,
+        price_source=source,
         cpu_requested=node.pod_requests.amount(CPU),
         cpu_allocatable=node.allocatable.amount(CPU),
         memory_requested=node.pod_requests.amount(MEMORY),
@@ -152,13 +173,15 @@ StepHandler = Callable[[Step, dict[str, Any]], Awaitable[None]]
 
 
 class RecordingSimulation(Simulation):
-    def __init__(self, scenario: Scenario, *, frames: bool = True, explain_every_pass: bool = True) -> None:
+    def __init__(self, scenario: Scenario, *, frames: bool = True, explain_every_pass: bool = True,
+                 cloud: CloudFactory | None = None) -> None:
         """``frames``: False records only the start frame (no per-step node tables: faster when no report
         is drawn). ``explain_every_pass``: False records DisruptionBlocked events only for a disrupt step's
-        command-less passes (what ``plan`` reads), not for each of the passes that acted."""
-        super().__init__(scenario)
+        command-less passes (what ``plan`` reads), not for each of the passes that acted. ``cloud``: as for
+        ``Simulation``."""
+        super().__init__(scenario, cloud=cloud)
         self._every_step = frames
-        self.explain_every_pass = explain_every_pass
+        self.env.explain_every_pass = explain_every_pass
         self.frames: list[Frame] = []
         self.records: list[dict[str, Any]] = []
         for kind in STEP_KINDS:
@@ -181,8 +204,8 @@ class RecordingSimulation(Simulation):
         """Run one step as ``Simulation.run`` would and return its result record."""
         step = Step(kind, args, path or f"steps[{len(self.records)}]")
         record = new_step_record(kind, self.now)
-        await getattr(self, f"_step_{kind}")(step, record)
-        record["clock"] = self.now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        await self.execute(step, record)
+        record["clock"] = format_time(self.now)
         record["pending"] = self.cluster.pending_reasons()
         self.records.append(record)
         return record

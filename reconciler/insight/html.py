@@ -16,7 +16,7 @@ from itertools import pairwise
 from typing import Any
 
 from reconciler.insight import charts
-from reconciler.insight.frames import Frame, NodeRow
+from reconciler.insight.frames import Frame, NodeRow, price_sources
 from reconciler.insight.money import dollars, money, per_month
 
 CAPACITY_ORDER = ("spot", "on-demand", "reserved", "unknown")
@@ -184,7 +184,8 @@ def node_table(rows: Sequence[NodeRow], table_id: str = "nodes") -> str:
             f"<tr {attributes}><td>{escape(row.name)}</td>"
             f"<td>{escape(_pool(row))}</td><td>{escape(row.instance_type or '-')}</td>"
             f'<td><span class="tag {escape(capacity)}">{escape(capacity)}</span></td>'
-            f'<td>{escape(row.zone or "-")}</td><td class="num">{escape(money(row.price, month=False))}</td>'
+            f'<td>{escape(row.zone or "-")}</td><td class="num" title="{escape(row.price_source)}">'
+            f'{escape(money(row.price, month=False)) if row.priced else "unpriced"}</td>'
             f"<td>{_meter(row.cpu_fraction, 'cpu')}</td><td>{_meter(row.memory_fraction, 'memory')}</td>"
             f'<td class="num">{row.pods}</td><td>{escape(accelerators)}</td></tr>'
         )
@@ -205,6 +206,7 @@ def node_table(rows: Sequence[NodeRow], table_id: str = "nodes") -> str:
         f"<tbody>{_group_rows(rows, len(columns))}{''.join(body)}</tbody>"
         f'<tfoot><tr><th colspan="5">{len(rows)} nodes</th><th class="num">{escape(money(total))}</th>'
         f'<th colspan="{len(columns) - 6}"></th></tr></tfoot></table>'
+        + "".join(f'<p class="prices">prices: {escape(source)}</p>' for source in price_sources(rows))
     )
 
 
@@ -220,7 +222,7 @@ def node_diff(before: Sequence[NodeRow], after: Sequence[NodeRow]) -> str:
             f'<tr class="{change}" data-node="{escape(name)}"><td>{change}</td><td>{escape(name)}</td>'
             f"<td>{escape(_pool(row))}</td><td>{escape(row.instance_type or '-')}</td>"
             f"<td>{escape(row.capacity_type or '-')}</td><td>{escape(row.zone or '-')}</td>"
-            f'<td class="num">{escape(money(row.price, month=False))}</td></tr>'
+            f'<td class="num">{escape(money(row.price, month=False)) if row.priced else "unpriced"}</td></tr>'
         )
     kept = len(set(was) & set(now))
     cost_before, cost_after = sum(r.price for r in before), sum(r.price for r in after)

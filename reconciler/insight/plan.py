@@ -25,7 +25,15 @@ from typing import Any
 
 from reconciler.disruption.drift import drift_reason
 from reconciler.insight.catalog import narrowed_catalog
-from reconciler.insight.frames import Frame, RecordingSimulation, node_mix, node_rows, pool_shares
+from reconciler.insight.frames import (
+    Frame,
+    RecordingSimulation,
+    node_mix,
+    node_rows,
+    pool_shares,
+    price_sources,
+    unpriced,
+)
 from reconciler.insight.plan_impact import evictions_by_workload
 from reconciler.insight.proposal import (
     PoolChange,
@@ -49,6 +57,8 @@ class CostSummary:
     node_mix: list[dict[str, Any]]
     pending: dict[str, str]
     by_pool: dict[str, dict[str, Any]] = field(default_factory=dict)  # frames.pool_shares
+    price_sources: list[str] = field(default_factory=list)  # where the prices of its nodes come from
+    unpriced: list[str] = field(default_factory=list)  # managed nodes without a price (not in the cost)
 
     def as_dict(self, baseline: CostSummary | None = None) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -58,6 +68,8 @@ class CostSummary:
             "nodeMix": self.node_mix,
             "pendingPods": len(self.pending),
             "byNodePool": self.by_pool,
+            "priceSources": self.price_sources,
+            "unpricedNodes": self.unpriced,
         }
         if baseline is not None:
             data["deltaPerHour"] = round(self.cost_per_hour - baseline.cost_per_hour, 6)
@@ -105,6 +117,15 @@ class PlanResult:
     def duration(self) -> timedelta:
         return self.settled_at - self.start
 
+    @property
+    def price_sources(self) -> list[str]:
+        """Where every cost of the plan comes from (current, proposed and fresh-provision nodes)."""
+        from reconciler.cloud import pricesource
+
+        return pricesource.legend(
+            [*self.current.price_sources, *self.proposed.price_sources, *self.floor.price_sources]
+        )
+
     def as_dict(self) -> dict[str, Any]:
         seconds = int(self.duration.total_seconds())
         return {
@@ -136,6 +157,7 @@ class PlanResult:
             "unschedulable": {"new": self.newly_pending, "stillPending": self.still_pending},
             "floorUnschedulable": self.floor.pending,
             "steps": len(self.records),
+            "priceSources": self.price_sources,
         }
 
 
@@ -144,7 +166,7 @@ def _summary(sim: RecordingSimulation) -> CostSummary:
     rows = [row for row in node_rows(sim) if row.ready]
     return CostSummary(
         final["costPerHour"], len(final["nodes"]), node_mix(rows), sim.cluster.pending_reasons(),
-        pool_shares(rows),
+        pool_shares(rows), price_sources(rows), unpriced(rows),
     )
 
 

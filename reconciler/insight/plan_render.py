@@ -19,7 +19,7 @@ from reconciler.insight.proposal import PoolChange
 from reconciler.insight.stability import stamp
 from reconciler.insight.timeline import ASSUMPTIONS
 
-__all__ = ["headline", "render_html", "render_markdown", "render_text", "risk_lines", "verdict"]
+__all__ = ["headline", "render_markdown", "render_text", "risk_lines", "verdict"]
 
 MAX_LISTED = 25  # rows per list in text and Markdown before "... N more"
 
@@ -202,7 +202,17 @@ def render_text(plan: PlanResult) -> str:
             shown_items, more = _limited(sorted(pending.items()))
             lines += [f"  {key}: {reason}" for key, reason in shown_items]
             lines += [f"  ... {more} more"] if more else []
+    lines += ["", *price_lines(plan)]
     return "\n".join(lines) + "\n"
+
+
+def price_lines(plan: PlanResult) -> list[str]:
+    """Where the costs come from, and nodes left out of them for want of a price."""
+    lines = [f"prices: {source}" for source in plan.price_sources]
+    missing = sorted(set(plan.current.unpriced) | set(plan.proposed.unpriced))
+    if missing:
+        lines.append(f"unpriced: {', '.join(missing)} (no offering in the catalogue; not in the costs)")
+    return lines
 
 
 def _baseline_churn(plan: PlanResult) -> str:
@@ -274,6 +284,7 @@ def render_markdown(plan: PlanResult) -> str:
         "<sub>Computed offline by `python -m reconciler plan` with Adze's provisioning and disruption "
         f"engine on a cluster snapshot; {price_note(plan)}.</sub>"
     )
+    lines += [f"<sub>{_md_escape(line)}</sub>" for line in price_lines(plan)]
     return "\n".join(lines) + "\n"
 
 
@@ -292,9 +303,3 @@ def _details(
     out += [line for line in after if line is not None]
     out += ["", "</details>", ""]
     return out
-
-
-def render_html(plan: PlanResult) -> str:
-    from reconciler.insight.plan_html import render_plan_html
-
-    return render_plan_html(plan)

@@ -198,7 +198,8 @@ def requirement_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> tuple
                 text += f" [{', '.join(str(v) for v in sorted(values, key=str))}]"
             if entry.get("minValues") is not None:
                 text += f" minValues {entry['minValues']}"
-            written.setdefault(wk.NORMALIZED_LABELS.get(entry["key"], entry["key"]), []).append(text)
+            key = str(entry["key"])
+            written.setdefault(wk.NORMALIZED_LABELS.get(key, key), []).append(text)
         return {key: " and ".join(sorted(texts)) for key, texts in written.items()}
 
     before, after = by_key(old), by_key(new)

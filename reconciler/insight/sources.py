@@ -22,7 +22,10 @@ import yaml
 from reconciler import yamlio
 from reconciler.insight.catalog import preset_catalog
 from reconciler.insight.errors import InsightError
-from reconciler.insight.snapshot import observed_zones, sanitize_objects
+from reconciler.insight.snapshot import observed_region, observed_zones, sanitize_objects
+from reconciler.model.adoption import adopt_nodeclaims
+from reconciler.model.meta import ManifestError
+from reconciler.model.shape import check_document_bounds, check_manifest_shape
 from reconciler.sim.scenario import DEFAULT_CLOCK, CheckedObjects, Scenario, ScenarioError, parse_scenario
 
 NODEPOOL_KEY = ("karpenter.sh/v1", "NodePool")
@@ -89,32 +92,41 @@ class Snapshot:
 def _read_yaml_documents(path: str | Path) -> list[Any]:
     file = Path(path)
     try:
-        text = file.read_text()
+        text = file.read_text(encoding="utf-8")
     except OSError as err:
         raise InsightError(f"{path}: cannot read ({err.strerror or err})") from None
-    if text.lstrip()[:1] in ("{", "["):
-        # `kubectl get -o json` dumps and `snapshot -o x.json`: JSON is YAML, but json parses it ~10x faster.
-        try:
-            document = json.loads(text)
-        except ValueError:
-            pass  # flow-style YAML after all; the YAML parser reports what is wrong
-        else:
-            return [] if document is None else [document]
+    except UnicodeDecodeError as err:
+        raise InsightError(f"{path}: not UTF-8 text (byte {err.start}: {err.reason})") from None
     try:
+        if text.lstrip()[:1] in ("{", "["):
+            # `kubectl get -o json` dumps and `snapshot -o x.json`: JSON is YAML, but json parses it ~10x faster.
+            try:
+                document = json.loads(text)
+            except ValueError:
+                pass  # flow-style YAML after all; the YAML parser reports what is wrong
+            else:
+                return [] if document is None else [document]
         return [doc for doc in yamlio.safe_load_all(text) if doc is not None]
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise InsightError(f"{path}: {getattr(err, 'problem', None) or 'invalid YAML'}{where}") from None
+    except RecursionError:
+        raise InsightError(f"{path}: nested too deeply to read") from None
 
 
-def _manifests(documents: list[Any], path: str) -> list[dict[str, Any]]:
-    """Flatten ``kind: List`` documents and single manifests into one list of manifests."""
+def _manifests(documents: list[Any], path: str, *, check_shapes: bool = False) -> list[dict[str, Any]]:
+    """Flatten ``kind: List`` documents and single manifests into one list of manifests (bounded in depth and
+    size; ``check_shapes``: the fields the engine reads have their types, checked before anything reads them)."""
     manifests: list[dict[str, Any]] = []
     for doc_index, document in enumerate(documents):
         where = f"{path}: document {doc_index + 1}"
         if not isinstance(document, Mapping):
             raise InsightError(f"{where}: expected a Kubernetes object or List")
+        try:
+            check_document_bounds(document, where)
+        except ManifestError as err:
+            raise InsightError(str(err)) from None
         items = document.get("items") if str(document.get("kind", "")).endswith("List") else [document]
         if not isinstance(items, list):
             raise InsightError(f"{where}.items: expected a list of objects")
@@ -124,6 +136,11 @@ def _manifests(documents: list[Any], path: str) -> list[dict[str, Any]]:
                 raise InsightError(f"{item_where}: expected an object with apiVersion and kind")
             if not isinstance(item.get("metadata"), Mapping) or not item["metadata"].get("name"):
                 raise InsightError(f"{item_where}.metadata.name: required")
+            if check_shapes:
+                try:
+                    check_manifest_shape(item, item_where)
+                except ManifestError as err:
+                    raise InsightError(str(err)) from None
             manifests.append(dict(item))
     return manifests
 
@@ -145,16 +162,26 @@ def load_snapshot(path: str | Path, *, catalog: Mapping[str, Any] | None = None)
             document["catalog"] = dict(catalog)
         snapshot = Snapshot(document, source)
     else:
-        objects, dropped = sanitize_objects(_manifests(documents, source))
+        manifests = _manifests(documents, source, check_shapes=True)
+        try:
+            objects, dropped = sanitize_objects(manifests)
+        except (TypeError, AttributeError, ValueError, KeyError) as err:
+            # A shape the checks above do not cover: still one line naming the file, never a traceback.
+            raise InsightError(f"{source}: malformed object ({type(err).__name__}: {err})") from None
         stem = Path(path).stem
         document = {
             "name": stem,
             "settings": {"clock": _stamp(latest_timestamp(objects))},
-            "catalog": dict(catalog) if catalog is not None else preset_catalog(observed_zones(objects)),
+            "catalog": dict(catalog)
+            if catalog is not None
+            else preset_catalog(observed_zones(objects), observed_region(objects)),
             "objects": objects,
             "steps": [],
         }
         snapshot = Snapshot(document, source, dropped)
+    # Claims Karpenter stamped are re-stamped against the cluster's own NodePools, as Adze's controller does on
+    # taking over, so a proposal's template change drifts them.
+    adopt_nodeclaims(snapshot.document.setdefault("objects", []))
     snapshot.scenario()  # validate now: a bad snapshot is reported before any work starts
     return snapshot
 
@@ -263,7 +290,8 @@ def load_nodepools_file(path: str | Path, *, require_nodepool: bool = True) -> P
 
     source = str(path)
     manifests = _manifests(_read_yaml_documents(path), source)
-    pools, classes = [], []
+    pools: list[Any] = []
+    classes: list[Any] = []
     for index, manifest in enumerate(manifests):
         key = (manifest.get("apiVersion"), manifest.get("kind"))
         name = manifest["metadata"]["name"]

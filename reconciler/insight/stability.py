@@ -122,9 +122,9 @@ def explanations_of(record: Mapping[str, Any], state: ClusterState) -> Disruptio
 
 
 async def _decision(sim: RecordingSimulation) -> DisruptionDecision:
-    types = await sim.cloud.instance_types(None)
     state = sim.cluster.state()
-    return decide(state, engine.types_by_nodepool(state, types), sim.settings, sim.now)
+    types = await engine.types_by_nodepool(state, sim.cloud)
+    return decide(state, types, sim.settings, sim.now)
 
 
 def _track_blockers(

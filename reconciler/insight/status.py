@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import IO
 
-from reconciler.insight.frames import Frame, NodeRow
+from reconciler.insight.frames import Frame, NodeRow, price_sources, unpriced
 from reconciler.insight.money import money
 
 BAR_WIDTH = 20
@@ -142,13 +142,30 @@ def render_status(
             f"{row.name:<{name_width}}  cpu {paint.meter(row.cpu_fraction)}  "
             f"{row.pods:>3} pods  {row.instance_type or '-':<{type_width}}  "
             f"{paint(f'{capacity:<9}', CAPACITY_COLORS.get(capacity, DIM))}  "
-            f"{row.zone or '-':<11}  {money(row.price, month=False)}  gpu {_gpu(row):<{gpu_width}}  "
+            f"{row.zone or '-':<11}  {_price(row)}  gpu {_gpu(row):<{gpu_width}}  "
             f"{row.nodepool or '(unmanaged)':<{pool_width}}  {state}"
         )
         lines.append(f"{'':<{name_width}}  mem {paint.meter(row.memory_fraction)}")
     if not rows:
         lines.append("(no nodes)" if not everything else "(no node matches the filter)")
+    lines.extend(price_lines(rows))
     return "\n".join(lines) + "\n"
+
+
+def _price(row: NodeRow) -> str:
+    """The node's $/h; a node no offering prices says so instead of showing $0.0000."""
+    if not row.priced:
+        return "$?/h (unpriced)" if row.instance_type else "-"
+    return money(row.price, month=False)
+
+
+def price_lines(rows: Sequence[NodeRow]) -> list[str]:
+    """Where every figure comes from, and which nodes have no price (left out of the totals)."""
+    lines = [f"prices: {source}" for source in price_sources(rows)]
+    missing = unpriced(rows)
+    if missing:
+        lines.append(f"unpriced: {', '.join(missing)} (no offering in the catalogue; not in the totals)")
+    return lines
 
 
 def _capacity_summary(rows: Sequence[NodeRow], paint: _Paint) -> str:

@@ -16,7 +16,7 @@ a budget window allows it), an initialized time and a finish time, writes them i
 
 Durations are estimates, named here and printed with the plan: from launch to an initialized Node
 (EC2 boot, kubelet registration, initialization) and each drain taking its pods' full termination grace
-period (the upper bound: most pods exit sooner).
+period (the upper bound: most pods exit sooner), at least the drain's 5 s minimum.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from typing import Any
 
 from reconciler.disruption.budgets import UNLIMITED, BudgetError, allowance, parse_budgets
 from reconciler.kube.api import POD
+from reconciler.lifecycle.drain import MIN_DRAIN_TIME
 from reconciler.model.meta import format_time
 from reconciler.sim.runner import Simulation
 
@@ -59,6 +60,9 @@ class Timeline:
         self.sim = sim
         self.deadline = deadline
         self.commands: list[TimedCommand] = []
+        # Drains are timed here (at least the 5 s minimum); the simulator carries commands out at once, so the
+        # next pass starts when the live controller would start the next command, not after this one's drain.
+        sim.cluster.terminator.min_drain = timedelta(0)
 
     def after_pass(self, record: dict[str, Any], first_item: int, first_event: int) -> None:
         items = record["disrupted"][first_item:]
@@ -67,7 +71,8 @@ class Timeline:
         pool, reason = str(items[0].get("nodepool") or ""), str(items[0]["reason"])
         start = self._earliest_start(pool, reason, len(items))
         ready = start + (LAUNCH_TO_INITIALIZED if any(item.get("replacements") for item in items) else timedelta())
-        finished = ready + timedelta(seconds=self._drain_seconds(record["events"][first_event:]))
+        drain = max(timedelta(seconds=self._drain_seconds(record["events"][first_event:])), MIN_DRAIN_TIME)
+        finished = ready + drain
         for item in items:
             item["startedAt"], item["readyAt"], item["finishedAt"] = (
                 format_time(start), format_time(ready), format_time(finished)

@@ -10,7 +10,6 @@ message contains can crash the loop.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -19,13 +18,12 @@ from typing import Any
 
 from reconciler.cloud.aws.clients import AwsCaller
 from reconciler.cloud.aws.ice import UnavailableOfferings
-from reconciler.cloud.aws.instances import parse_provider_id
-from reconciler.interruption import metrics
-from reconciler.interruption.actions import REBALANCE_EVENT, Action, ActionKind, decide
+from reconciler.cloud.aws.metrics import AWSMetrics
+from reconciler.interruption.actions import REBALANCE_EVENT, decide
+from reconciler.interruption.execution import NodeClaimSource, execute, nodeclaims_by_instance
 from reconciler.interruption.messages import MessageParseError, parse
-from reconciler.kube.api import NODECLAIM, KubeAPI, Manifest, NotFoundError
-from reconciler.kube.edits import edit_node
-from reconciler.model import labels as wk
+from reconciler.interruption.metrics import InterruptionMetrics
+from reconciler.kube.api import KubeAPI
 from reconciler.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -47,84 +45,6 @@ class InterruptionSettings:
         return cls(queue_name=settings.interruption_queue, rebalance=settings.rebalance_handling)
 
 
-async def nodeclaims_by_instance(kube: KubeAPI) -> dict[str, dict[str, Any]]:
-    """NodeClaims keyed by the EC2 instance ID in their ``status.providerID``."""
-    claims, _ = await kube.list(NODECLAIM)
-    index = {}
-    for claim in claims:
-        provider_id = (claim.get("status") or {}).get("providerID")
-        if not provider_id:
-            continue
-        try:
-            index[parse_provider_id(str(provider_id))[1]] = claim
-        except ValueError:
-            continue
-    return index
-
-
-async def execute(
-    kube: KubeAPI, action: Action, now: datetime, unavailable: UnavailableOfferings | None = None
-) -> None:
-    """Carry out one action through the Kubernetes API (idempotent: a vanished object is fine)."""
-    metrics.actions_performed.labels(action_type=action.kind.value).inc()
-    if action.unavailable_offering and unavailable is not None:
-        unavailable.mark_unavailable(*action.unavailable_offering, reason=action.reason)
-    if action.unavailable_reservation and unavailable is not None:
-        unavailable.mark_reservation_unavailable(action.unavailable_reservation)
-    if action.reason and action.nodeclaim:
-        await record_event(kube, action, now)
-    if action.kind is ActionKind.NO_OP:
-        return
-    try:
-        if action.kind is ActionKind.CORDON_DRAIN and action.node:
-            await _cordon(kube, action.node)
-        if action.forceful:
-            stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
-            await kube.patch(
-                NODECLAIM,
-                action.nodeclaim,
-                {"metadata": {"annotations": {wk.NODECLAIM_TERMINATION_TIMESTAMP: stamp}}},
-            )
-        await kube.delete(NODECLAIM, action.nodeclaim)
-    except NotFoundError:
-        return
-
-
-async def _cordon(kube: KubeAPI, node_name: str) -> None:
-    def edit(node: Manifest) -> Manifest:
-        spec = node.setdefault("spec", {})
-        taints = list(spec.get("taints") or [])
-        if not any(t.get("key") == wk.DISRUPTED_TAINT_KEY for t in taints):
-            taints.append({"key": wk.DISRUPTED_TAINT_KEY, "effect": "NoSchedule"})
-        spec.update(unschedulable=True, taints=taints)
-        return node
-
-    with contextlib.suppress(NotFoundError):
-        await edit_node(kube, node_name, edit)
-
-
-async def record_event(kube: KubeAPI, action: Action, now: datetime) -> None:
-    """A Kubernetes Event on the NodeClaim (best effort: events must never block handling)."""
-    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
-    event = {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"generateName": f"{action.nodeclaim}.", "namespace": "default"},
-        "involvedObject": {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "name": action.nodeclaim},
-        "reason": action.reason,
-        "message": action.message,
-        "type": "Warning" if action.kind is not ActionKind.NO_OP else "Normal",
-        "source": {"component": "karpenter"},
-        "firstTimestamp": stamp,
-        "lastTimestamp": stamp,
-        "count": 1,
-    }
-    try:
-        await kube.create(event)
-    except Exception as err:
-        log.debug("could not record event %s: %s", action.reason, err)
-
-
 class InterruptionController:
     def __init__(
         self,
@@ -135,9 +55,13 @@ class InterruptionController:
         caller: AwsCaller | None = None,
         unavailable: UnavailableOfferings | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        metrics: InterruptionMetrics | None = None,
+        nodeclaims: NodeClaimSource | None = None,
     ) -> None:
         self.kube = kube
         self.sqs = sqs
+        self.nodeclaims = nodeclaims
+        self.metrics = metrics or AWSMetrics.of(None).interruption
         self.settings = settings
         self.caller = caller or AwsCaller(max_concurrency=4)
         self.unavailable = unavailable
@@ -165,7 +89,7 @@ class InterruptionController:
         received = answer.get("Messages") or []
         if not received:
             return 0
-        index = await nodeclaims_by_instance(self.kube)
+        index = await nodeclaims_by_instance(self.kube, self.nodeclaims)
         results = await asyncio.gather(*(self._handle(m, index) for m in received), return_exceptions=True)
         done = [m for m, ok in zip(received, results, strict=True) if ok is True]
         if done:
@@ -176,28 +100,27 @@ class InterruptionController:
         """True when the message should be deleted (handled, or unparseable)."""
         try:
             message = parse(sqs_message.get("Body") or "")
-        except MessageParseError as err:
-            metrics.received_messages.labels(message_type="malformed").inc()
+        except MessageParseError as err:  # not counted as received, as in Karpenter
             log.warning("deleting malformed interruption message %s: %s", sqs_message.get("MessageId"), err)
             return True
-        metrics.received_messages.labels(message_type=message.metric_label).inc()
+        self.metrics.received_messages.labels(message_type=message.metric_label).inc()
         now = self._now()
-        if message.time is not None:
-            metrics.message_queue_duration.observe(max((now - message.time).total_seconds(), 0.0))
         try:
             for action in decide(message, index, self.settings.rebalance):
-                await execute(self.kube, action, now, self.unavailable)
+                await execute(self.kube, action, now, self.unavailable, self.metrics)
         except Exception as err:
             log.warning(
                 "handling interruption message %s failed, will retry: %s", sqs_message.get("MessageId"), err
             )
             return False
+        if message.time is not None:
+            self.metrics.message_queue_duration.observe(max((self._now() - message.time).total_seconds(), 0.0))
         return True
 
     async def _delete(self, url: str, messages: list[Mapping[str, Any]]) -> None:
         entries = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)]
         answer = await self.caller.call(self.sqs.delete_message_batch, QueueUrl=url, Entries=entries)
-        metrics.deleted_messages.inc(len(answer.get("Successful") or []))
+        self.metrics.deleted_messages.inc(len(answer.get("Successful") or []))
 
     async def run(self, stop: asyncio.Event) -> None:
         """Poll until ``stop`` is set; AWS errors back off briefly and never end the loop."""

@@ -17,9 +17,10 @@ from typing import Any
 
 from reconciler.cloud.aws.clients import AwsCaller, error_code
 from reconciler.cloud.aws.ice import UnavailableOfferings
-from reconciler.interruption import metrics
+from reconciler.cloud.aws.metrics import AWSMetrics
 from reconciler.interruption.actions import Action, ActionKind
-from reconciler.interruption.controller import execute, nodeclaims_by_instance
+from reconciler.interruption.execution import NodeClaimSource, execute, nodeclaims_by_instance
+from reconciler.interruption.metrics import InterruptionMetrics
 from reconciler.kube.api import KubeAPI
 
 IMPAIRED_GRACE = timedelta(seconds=120)
@@ -110,9 +111,13 @@ class HealthPoller:
         *,
         unavailable: UnavailableOfferings | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        metrics: InterruptionMetrics | None = None,
+        nodeclaims: NodeClaimSource | None = None,
     ) -> None:
         self.kube = kube
+        self.nodeclaims = nodeclaims
         self.ec2 = ec2
+        self.metrics = metrics or AWSMetrics.of(None).interruption
         self.caller = caller
         self.unavailable = unavailable
         self.tracker = ImpairmentTracker()
@@ -140,8 +145,8 @@ class HealthPoller:
         if not unhealthy:
             return []
         for item in unhealthy:
-            metrics.instance_status_unhealthy.labels(category=item.category).inc()
-        actions = actions_for(unhealthy, await nodeclaims_by_instance(self.kube))
+            self.metrics.instance_status_unhealthy.labels(category=item.category).inc()
+        actions = actions_for(unhealthy, await nodeclaims_by_instance(self.kube, self.nodeclaims))
         for action in actions:
-            await execute(self.kube, action, now, self.unavailable)
+            await execute(self.kube, action, now, self.unavailable, self.metrics)
         return actions

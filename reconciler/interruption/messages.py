@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypedDict
 
 from reconciler.model.meta import parse_time_or_none
 
@@ -43,6 +43,15 @@ _INSTANCE_ID = re.compile(r"^i-[0-9a-f]{8,17}$")
 
 class MessageParseError(ValueError):
     pass
+
+
+class _Envelope(TypedDict):
+    """The envelope fields every ``Message`` carries."""
+
+    event_id: str
+    time: datetime | None
+    source: str
+    detail_type: str
 
 
 @dataclass(slots=True, frozen=True)
@@ -82,7 +91,7 @@ def _parse(body: str | bytes) -> Message:
         envelope.get("source"),
         envelope.get("detail-type"),
     )
-    base = {
+    base: _Envelope = {
         "event_id": _text(envelope.get("id")),
         # The envelope time only feeds a latency metric: an odd one is dropped, not an error.
         "time": parse_time_or_none(envelope.get("time")),
@@ -116,7 +125,32 @@ def _parse(body: str | bytes) -> Message:
     return Message(Kind.NO_OP, (instance_id,), **base)
 
 
-def _health(detail: Mapping[str, Any], base: dict[str, Any]) -> Message:
+def eventbridge_event(kind: Kind, instance_id: str, when: datetime, event_id: str = "") -> dict[str, Any]:
+    """The EventBridge event the queue carries when ``instance_id`` meets ``kind`` (the inverse of ``parse``;
+    the simulator delivers its interruptions through it)."""
+    triple, detail = {
+        Kind.SPOT_INTERRUPTION: (SPOT_INTERRUPTION, {"instance-id": instance_id, "instance-action": "terminate"}),
+        Kind.REBALANCE_RECOMMENDATION: (REBALANCE, {"instance-id": instance_id}),
+        Kind.INSTANCE_STOPPED: (STATE_CHANGE, {"instance-id": instance_id, "state": "stopping"}),
+        Kind.INSTANCE_TERMINATED: (STATE_CHANGE, {"instance-id": instance_id, "state": "terminated"}),
+        Kind.SCHEDULED_CHANGE: (
+            HEALTH,
+            {"service": "EC2", "eventTypeCategory": "scheduledChange",
+             "affectedEntities": [{"entityValue": instance_id}]},
+        ),
+        Kind.CAPACITY_RESERVATION_INTERRUPTION: (CAPACITY_RESERVATION, {"instance-id": instance_id}),
+    }[kind]
+    return {
+        "version": "0",
+        "id": event_id or f"{kind.value}-{instance_id}",
+        "source": triple[0],
+        "detail-type": triple[1],
+        "time": when.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "detail": detail,
+    }
+
+
+def _health(detail: Mapping[str, Any], base: _Envelope) -> Message:
     if detail.get("service") != "EC2" or detail.get("eventTypeCategory") != "scheduledChange":
         return Message(Kind.NO_OP, **base)
     entities = detail.get("affectedEntities")

@@ -1,30 +1,23 @@
-"""Interruption metrics under Karpenter's names."""
+"""Interruption metrics under Karpenter's names (part of the AWS provider's group, ``AWSMetrics.interruption``)."""
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+from reconciler.observability.metric_types import DURATION_BUCKETS, MetricFactory
 
-received_messages = Counter(
-    "karpenter_interruption_received_messages_total",
-    "Messages received from the interruption queue, by kind (malformed bodies count as 'malformed').",
-    ["message_type"],
-)
-deleted_messages = Counter(
-    "karpenter_interruption_deleted_messages_total",
-    "Messages deleted from the interruption queue.",
-)
-message_queue_duration = Histogram(
-    "karpenter_interruption_message_queue_duration_seconds",
-    "Time from the event to its handling.",
-    buckets=(1, 5, 10, 20, 30, 60, 120, 300),
-)
-actions_performed = Counter(
-    "karpenter_interruption_actions_performed_total",
-    "Actions taken on interruption messages.",
-    ["action_type"],
-)
-instance_status_unhealthy = Counter(
-    "karpenter_interruption_instance_status_unhealthy_total",
-    "Unhealthy instances found by the DescribeInstanceStatus poller, by category.",
-    ["category"],
-)
+
+class InterruptionMetrics:
+    def __init__(self, f: MetricFactory) -> None:
+        self.received_messages = f.counter(
+            "karpenter_interruption_received_messages_total", "Count of messages received from the SQS queue. Broken "
+            "down by message type and whether the message was actionable.", ["message_type"])
+        self.deleted_messages = f.counter("karpenter_interruption_deleted_messages_total",
+                                          "Count of messages deleted from the SQS queue.")
+        self.message_queue_duration = f.histogram(
+            "karpenter_interruption_message_queue_duration_seconds",
+            "Amount of time an interruption message is on the queue before it is processed by karpenter.",
+            buckets=DURATION_BUCKETS)
+        self.instance_status_unhealthy = f.counter(
+            "karpenter_interruption_instance_status_unhealthy_total", "Count of unique unhealthy instance statuses "
+            "detected from EC2 DescribeInstanceStatus. Broken down by status check category.", ["category"])
+        self.actions_performed = f.counter("adze_interruption_actions_performed_total",
+                                           "Actions taken on interruption messages.", ["action_type"])

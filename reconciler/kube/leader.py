@@ -10,6 +10,11 @@ clock), never from the holder's timestamps, so clock skew between replicas canno
 leaders. Updates carry the read ``resourceVersion``: two candidates racing for an expired
 lease cannot both win. On shutdown the leader releases the lease (empty holder) so a
 standby takes over at once instead of waiting for expiry.
+
+``gate`` (``reconciler.kube.leadership``) is open from each successful renewal until its renew
+deadline: the leader's writes and cloud calls check it before they start, so none starts once a
+standby may be about to take over (see that module for why the lease duration's margin covers a call
+already on its way).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from reconciler.kube.api import LEASE, ApiError, ConflictError, KubeAPI, Manifest, NotFoundError
+from reconciler.kube.leadership import LeadershipGate
 from reconciler.kube.semantics import format_micro_time
 
 log = logging.getLogger(__name__)
@@ -89,6 +95,7 @@ class LeaderElector:
         self._last_renewal: datetime | None = None
         self.is_leader = False
         self.observed_holder = ""
+        self.gate = LeadershipGate(clock)
 
     async def run(self, lead: Callable[[], Awaitable[None]]) -> None:
         """Block until elected, then run ``lead()`` while renewing.
@@ -109,6 +116,7 @@ class LeaderElector:
                     renewer.result()  # raises LeadershipLost
                 await work
             finally:
+                self.gate.close()
                 for task in (work, renewer):
                     task.cancel()
                 await asyncio.gather(work, renewer, return_exceptions=True)
@@ -143,6 +151,7 @@ class LeaderElector:
             taken = self.observed_holder not in ("", self.config.identity)
             if taken or self._clock() - self._last_renewal >= deadline:
                 self.is_leader = False
+                self.gate.close()
                 raise LeadershipLost(
                     f"lease {self.config.namespace}/{self.config.name} is held by {self.observed_holder}"
                     if taken
@@ -166,6 +175,7 @@ class LeaderElector:
         mine = holder == self.config.identity
         if holder and not mine and not self._expired(spec, now):
             self.is_leader = False
+            self.gate.close()
             return False
         transitions = int(spec.get("leaseTransitions") or 0)
         updated = dict(lease)
@@ -189,6 +199,7 @@ class LeaderElector:
         """Give the lease up (empty holder) if we hold it, so a standby need not wait for expiry.
 
         Bounded by the renew deadline: when the API server does not answer, the lease expires by itself."""
+        self.gate.close()
         if not self.is_leader:
             return
         self.is_leader = False
@@ -242,6 +253,7 @@ class LeaderElector:
         self._observe(stored.get("spec") or {}, now)
         self._last_renewal = now
         self.is_leader = True
+        self.gate.renewed(now, self.config.renew_deadline)
         return True
 
     def _observe(self, spec: Mapping[str, Any], now: datetime) -> None:

@@ -9,6 +9,13 @@ the client's ``ApiClient`` only as an authenticated HTTP transport (``param_seri
 exactly as the server sent them. The typed ``LeaseLock`` (broken in 37.0.x: ``pretty=True``
 fails validation) is not used: leader election lives in ``reconciler.kube.leader`` over this
 port.
+
+Like client-go, every request first takes a token from a client-side bucket (KUBE_CLIENT_QPS /
+KUBE_CLIENT_BURST, Karpenter's 200 / 300), and an answer that says "come back later" (429 or 5xx
+with ``Retry-After``) is retried after that long, at most 10 times. Two exceptions: Lease calls skip
+the bucket (controller-runtime's leader election has a client of its own, so a busy controller never
+delays a renewal), and an eviction's 429 is not retried here: it is a PodDisruptionBudget's verdict,
+which the terminator's eviction backoff handles without blocking its step.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ import asyncio
 import contextlib
 import json
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import aiohttp
@@ -25,6 +32,7 @@ from kubernetes.aio import config as kube_config
 from kubernetes.aio.client import ApiClient, Configuration
 
 from reconciler.kube.api import (
+    LEASE,
     POD,
     ApiError,
     ConflictError,
@@ -36,12 +44,15 @@ from reconciler.kube.api import (
     WatchEvent,
     kind_of,
 )
+from reconciler.kube.ratelimit import MAX_RETRY_AFTER_ATTEMPTS, TokenBucket, retry_after_delay
 from reconciler.kube.semantics import check_grace_period, collection_path, object_path
 
 MERGE_PATCH = "application/merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 DEFAULT_FIELD_MANAGER = "karpenter"
 LIST_PAGE_SIZE = 500
+DEFAULT_QPS = 200.0  # Karpenter's KUBE_CLIENT_QPS
+DEFAULT_BURST = 300  # Karpenter's KUBE_CLIENT_BURST
 
 
 class ConfigError(RuntimeError):
@@ -80,11 +91,18 @@ class LiveKube:
         watch_timeout: float = 290.0,
         request_timeout: float = 30.0,
         field_manager: str = DEFAULT_FIELD_MANAGER,
+        qps: float = DEFAULT_QPS,
+        burst: int = DEFAULT_BURST,
+        limiter: TokenBucket | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._client = api_client
         self._watch_timeout = watch_timeout
         self._request_timeout = request_timeout
         self._field_manager = field_manager
+        self._limiter = limiter or TokenBucket(qps, burst)
+        self._sleep = sleep
+        self.retried_after = 0  # requests answered "come back later" and sent again
         self._background: list[asyncio.Task[None]] = []
 
     # --- construction ------------------------------------------------------------------------
@@ -153,12 +171,21 @@ class LiveKube:
         body: Any = None,
         content_type: str = "application/json",
         timeout: aiohttp.ClientTimeout | None = None,
+        limited: bool = True,
+        retry_after: bool = True,
     ) -> Any:
-        response = await self._open(method, path, query=query, body=body, content_type=content_type, timeout=timeout)
-        data = await response.read()
-        if not 200 <= response.status < 300:
-            raise error_from_response(response.status, data)
-        return json.loads(data) if data else None
+        for attempt in range(MAX_RETRY_AFTER_ATTEMPTS + 1):
+            response = await self._open(method, path, query=query, body=body, content_type=content_type,
+                                        timeout=timeout, limited=limited)
+            data = await response.read()
+            if 200 <= response.status < 300:
+                return json.loads(data) if data else None
+            delay = retry_after_delay(response.status, response.headers) if retry_after else None
+            if delay is None or attempt == MAX_RETRY_AFTER_ATTEMPTS:
+                raise error_from_response(response.status, data)
+            self.retried_after += 1
+            await self._sleep(delay)
+        raise AssertionError("unreachable")
 
     async def _open(
         self,
@@ -169,7 +196,10 @@ class LiveKube:
         body: Any = None,
         content_type: str = "application/json",
         timeout: aiohttp.ClientTimeout | None = None,
+        limited: bool = True,
     ) -> Any:
+        if limited:
+            await self._limiter.acquire()
         params = [(key, value) for key, value in (query or {}).items() if value not in (None, "")]
         method, url, headers, body, _ = await self._client.param_serialize(
             method,
@@ -193,7 +223,7 @@ class LiveKube:
     # --- KubeAPI -----------------------------------------------------------------------------
 
     async def get(self, kind: Kind, name: str, namespace: str | None = None) -> Manifest:
-        return _typed(kind, await self._send("GET", object_path(kind, name, namespace)))
+        return _typed(kind, await self._send("GET", object_path(kind, name, namespace), limited=kind != LEASE))
 
     async def list(
         self,
@@ -268,13 +298,14 @@ class LiveKube:
     async def create(self, manifest: Manifest) -> Manifest:
         kind = kind_of(manifest)
         namespace = (manifest.get("metadata") or {}).get("namespace")
-        return _typed(kind, await self._send("POST", collection_path(kind, namespace), body=manifest))
+        return _typed(kind, await self._send("POST", collection_path(kind, namespace), body=manifest,
+                                             limited=kind != LEASE))
 
     async def replace(self, manifest: Manifest, *, subresource: str | None = None) -> Manifest:
         kind = kind_of(manifest)
         metadata = manifest.get("metadata") or {}
         path = object_path(kind, str(metadata.get("name", "")), metadata.get("namespace"), subresource)
-        return _typed(kind, await self._send("PUT", path, body=manifest))
+        return _typed(kind, await self._send("PUT", path, body=manifest, limited=kind != LEASE))
 
     async def patch(
         self,
@@ -310,7 +341,9 @@ class LiveKube:
 
     async def evict(self, name: str, namespace: str) -> None:
         body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
-        await self._send("POST", object_path(POD, name, namespace, "eviction"), body=body)
+        # A 429 here is a disruption budget's "not now": the caller backs off (see the module docstring).
+        await self._send("POST", object_path(POD, name, namespace, "eviction"), body=body,
+                         retry_after=False)
 
 
 def delete_options(*, uid: str | None = None, grace_period_seconds: int | None = None) -> Manifest | None:

@@ -38,18 +38,29 @@ async def modify(
     *,
     subresource: str | None = None,
     attempts: int = 5,
+    current: Manifest | None = None,
 ) -> Manifest:
     """Read the object, let ``mutate`` change a copy (return it, or ``None`` for "no change"), and
     write back only the difference as a merge patch guarded by the read resourceVersion; on a
-    409 the whole read-mutate-write runs again. Returns the stored object."""
+    409 the whole read-mutate-write runs again. Returns the stored object.
+
+    ``current`` is a copy the caller already holds (the informer's): the first attempt patches
+    against it without a GET, as controller-runtime patches its cached object with optimistic
+    locking; only a 409 (the copy was stale) makes it read the object from the API server. A copy
+    without a resourceVersion cannot guard a write and is read again."""
+    held = current if current is not None and (current.get("metadata") or {}).get("resourceVersion") else None
 
     async def once() -> Manifest:
-        current = await kube.get(kind, name, namespace)
-        desired = mutate(clone(current))
-        if desired is None or desired == current:
-            return current
-        patch = merge_patch_diff(current, desired)
-        patch.setdefault("metadata", {})["resourceVersion"] = current["metadata"]["resourceVersion"]
+        nonlocal held
+        if held is not None:
+            base, held = held, None
+        else:
+            base = await kube.get(kind, name, namespace)
+        desired = mutate(clone(base))
+        if desired is None or desired == base:
+            return base
+        patch = merge_patch_diff(base, desired)
+        patch.setdefault("metadata", {})["resourceVersion"] = base["metadata"]["resourceVersion"]
         return await kube.patch(kind, name, patch, namespace, subresource)
 
     return await retry_on_conflict(once, attempts=attempts)

@@ -79,13 +79,15 @@ def object_path(kind: Kind, name: str, namespace: str | None = None, subresource
 
 
 def format_time(moment: datetime) -> str:
-    """RFC 3339 with second precision, as metav1.Time serialises."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """RFC 3339 with second precision, as metav1.Time serialises (a four-digit year, unlike glibc's %Y)."""
+    moment = moment.astimezone(UTC)
+    return f"{moment.year:04d}-{moment:%m-%dT%H:%M:%S}Z"
 
 
 def format_micro_time(moment: datetime) -> str:
     """RFC 3339 with microseconds, as metav1.MicroTime serialises (Lease and events.k8s.io times)."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    moment = moment.astimezone(UTC)
+    return f"{moment.year:04d}-{moment:%m-%dT%H:%M:%S.%f}Z"
 
 
 def parse_time(text: str) -> datetime:
@@ -176,7 +178,9 @@ class Requirement:
 
 def _split_terms(text: str) -> list[str]:
     """Split on commas that are not inside ``in (a, b)`` parentheses."""
-    terms, depth, current = [], 0, []
+    terms: list[str] = []
+    current: list[str] = []
+    depth = 0
     for char in text:
         if char == "(":
             depth += 1

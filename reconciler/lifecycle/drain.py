@@ -27,12 +27,12 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
 
+from reconciler.api.durations import DurationError, parse_length
 from reconciler.disruption import pods as podutil
 from reconciler.disruption.pdb import PdbLimits
 from reconciler.disruption.pods import PodFacts, PodLike, facts
 from reconciler.model import labels as wk
 from reconciler.model.meta import parse_time_or_none
-from reconciler.settings import SettingsError, parse_duration
 
 Manifest = Mapping[str, Any]
 
@@ -79,8 +79,8 @@ def termination_deadline(nodeclaim: Manifest | None) -> datetime | None:
     if deleted is None or not grace:
         return None
     try:
-        return deleted + timedelta(seconds=parse_duration(str(grace), name="spec.terminationGracePeriod"))
-    except SettingsError:
+        return deleted + timedelta(seconds=parse_length(str(grace), path="spec.terminationGracePeriod"))
+    except DurationError:
         return None
 
 
@@ -125,8 +125,8 @@ def plan_drain(
         if not tier:
             continue
         plan.tier = TIER_NAMES[index]
-        for pod in tier:
-            _plan_eviction(pod, pdbs, now, plan, budget_left)
+        for evictee in tier:
+            _plan_eviction(evictee, pdbs, now, plan, budget_left)
         break
     return plan
 
@@ -182,11 +182,46 @@ def eviction_backoff(attempt: int) -> float:
     return min(EVICTION_BACKOFF_MAX_SECONDS, EVICTION_BACKOFF_MIN_SECONDS * 2 ** max(0, attempt))
 
 
-def drain_finished(plan: DrainPlan, drain_started: datetime, now: datetime) -> bool:
+def drain_finished(
+    plan: DrainPlan, drain_started: datetime, now: datetime, minimum: timedelta = MIN_DRAIN_TIME
+) -> bool:
     """The drain step is over: nothing left to wait for and the minimum drain time has passed."""
-    return plan.complete and now - drain_started >= MIN_DRAIN_TIME
+    return plan.complete and now - drain_started >= minimum
 
 
 def wait_for_volumes(deadline: datetime | None, now: datetime) -> bool:
-    """Whether to keep waiting for VolumeAttachments to detach (not once the deadline has passed)."""
-    return deadline is None or now <= deadline
+    """Whether to keep waiting for VolumeAttachments to detach: not once the terminationGracePeriod deadline
+    is reached (Karpenter: the grace period has elapsed when now is not before the deadline)."""
+    return deadline is None or now < deadline
+
+
+def undrained_claims(pods: Iterable[Manifest], now: datetime) -> set[str]:
+    """``namespace/claim`` of the PersistentVolumeClaims (ephemeral volumes' included) of pods on the node
+    that the drain leaves alone: their volumes stay attached while the node runs, so they never block."""
+    claims: set[str] = set()
+    for pod in pods:
+        if podutil.is_drainable(pod, now):
+            continue
+        metadata = pod.get("metadata") or {}
+        namespace = str(metadata.get("namespace") or "default")
+        for volume in (pod.get("spec") or {}).get("volumes") or []:
+            claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
+            if not claim and volume.get("ephemeral") is not None:
+                claim = f"{metadata.get('name', '')}-{volume.get('name', '')}"  # the ephemeral volume's PVC
+            if claim:
+                claims.add(f"{namespace}/{claim}")
+    return claims
+
+
+def blocking_volume_attachments(attachments: Iterable[Manifest], undrained_volumes: Iterable[str]) -> list[str]:
+    """Names of the node's VolumeAttachments the instance deletion waits for: those of a PersistentVolume,
+    except the volumes (PV names) of pods the drain leaves alone (``undrained_claims``, resolved to PVs)."""
+    exempt = set(undrained_volumes)
+    blocking = []
+    for attachment in attachments:
+        source = (attachment.get("spec") or {}).get("source") or {}
+        volume = source.get("persistentVolumeName")
+        if not volume or volume in exempt:
+            continue
+        blocking.append(str((attachment.get("metadata") or {}).get("name", "")))
+    return sorted(blocking)

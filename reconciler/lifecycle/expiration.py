@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from reconciler.api.durations import DurationError, parse_length
 from reconciler.model import labels as wk
 from reconciler.model.meta import parse_time_or_none
-from reconciler.settings import SettingsError, parse_duration
 
 Manifest = Mapping[str, Any]
 
@@ -38,8 +38,8 @@ def expiration_time(nodeclaim: Manifest) -> datetime | None:
     if created is None or raw is None or str(raw) == "Never":
         return None
     try:
-        return created + timedelta(seconds=parse_duration(str(raw), name="spec.expireAfter"))
-    except SettingsError:
+        return created + timedelta(seconds=parse_length(str(raw), path="spec.expireAfter"))
+    except DurationError:
         return None
 
 

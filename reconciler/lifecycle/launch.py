@@ -23,6 +23,7 @@ from reconciler.cloud.types import (
 from reconciler.kube.api import EC2NODECLASS, NODE, NODECLAIM, KubeAPI, Manifest, NotFoundError
 from reconciler.kube.edits import add_finalizer, edit_node, remove_finalizer
 from reconciler.kube.retry import modify
+from reconciler.lifecycle.conditions import NODECLAIM_DEPENDENTS, with_root
 from reconciler.model import labels as wk
 from reconciler.model.meta import format_time
 
@@ -61,6 +62,8 @@ class LaunchOutcome:
     instance: Instance | None = None
     error: str = ""
     unavailable_offerings: list[tuple[str, str, str]] = field(default_factory=list)
+    # Why the claim was deleted instead of launched, as Karpenter's disruption metric names it.
+    deleted_for: str = ""
 
 
 async def launch(kube: KubeAPI, cloud: CloudProvider, nodeclaim: Manifest, now: datetime) -> LaunchOutcome:
@@ -75,7 +78,7 @@ async def launch(kube: KubeAPI, cloud: CloudProvider, nodeclaim: Manifest, now: 
         return LaunchOutcome(name, instance=await cloud.get(status["providerID"]))
     if wk.TERMINATION_FINALIZER not in ((nodeclaim.get("metadata") or {}).get("finalizers") or []):
         # Own the claim before any instance exists, so deleting it can never leak one.
-        await add_finalizer(kube, NODECLAIM, name, wk.TERMINATION_FINALIZER)
+        await add_finalizer(kube, NODECLAIM, name, wk.TERMINATION_FINALIZER, current=nodeclaim)
     nodeclass = await _nodeclass(kube, nodeclaim)
     request = LaunchRequest.from_nodeclaim(nodeclaim)
     try:
@@ -83,20 +86,22 @@ async def launch(kube: KubeAPI, cloud: CloudProvider, nodeclaim: Manifest, now: 
     except (InsufficientCapacityError, NodeClassNotReadyError) as err:
         await _delete_unlaunched(kube, name)
         offerings = list(getattr(err, "offerings", []))
-        return LaunchOutcome(name, error=str(err), unavailable_offerings=offerings)
+        deleted_for = "insufficient_capacity" if isinstance(err, InsufficientCapacityError) else "nodeclass_not_ready"
+        return LaunchOutcome(name, error=str(err), unavailable_offerings=offerings, deleted_for=deleted_for)
     labels = {
         wk.INSTANCE_TYPE: instance.instance_type,
         wk.ZONE: instance.zone,
         wk.CAPACITY_TYPE: instance.capacity_type,
     }
-    for key in (wk.ARCH, wk.OS, wk.REGION):
+    for key in (wk.ARCH, wk.OS, wk.REGION, wk.ZONE_ID, wk.WINDOWS_BUILD):
         if key in instance.labels:
             labels[key] = instance.labels[key]
-    await kube.patch(NODECLAIM, name, {"metadata": {"labels": labels}})
+    labelled = await kube.patch(NODECLAIM, name, {"metadata": {"labels": labels}})
     await set_condition(
         kube,
         name,
         condition("Launched", True, now),
+        current=labelled,
         providerID=instance.provider_id,
         imageID=instance.image_id,
         capacity=instance.capacity.to_manifest(),
@@ -105,15 +110,20 @@ async def launch(kube: KubeAPI, cloud: CloudProvider, nodeclaim: Manifest, now: 
     return LaunchOutcome(name, instance=instance)
 
 
-async def set_condition(kube: KubeAPI, nodeclaim_name: str, update: dict[str, Any], **status: Any) -> None:
-    """Set one NodeClaim condition (and other status fields) against the current claim, guarded by its
-    resourceVersion, so a condition another writer set meanwhile is kept."""
-    def edit(current: Manifest) -> Manifest:
-        current["status"] = {**(current.get("status") or {}), "conditions": merged_conditions(current, update),
-                             **status}
-        return current
+async def set_condition(
+    kube: KubeAPI, nodeclaim_name: str, update: dict[str, Any], *, current: Manifest | None = None, **status: Any
+) -> None:
+    """Set one NodeClaim condition (and other status fields) against the claim, guarded by its
+    resourceVersion, so a condition another writer set meanwhile is kept. The root ``Ready`` condition
+    (Launched, Registered, Initialized) is recomputed with it. ``current``: a copy already at hand (saves
+    the read; a stale one costs a 409 and a read)."""
+    def edit(claim: Manifest) -> Manifest:
+        conditions = with_root(merged_conditions(claim, update), NODECLAIM_DEPENDENTS,
+                               str(update.get("lastTransitionTime") or ""))
+        claim["status"] = {**(claim.get("status") or {}), "conditions": conditions, **status}
+        return claim
 
-    await modify(kube, NODECLAIM, nodeclaim_name, edit, subresource="status")
+    await modify(kube, NODECLAIM, nodeclaim_name, edit, subresource="status", current=current)
 
 
 async def _nodeclass(kube: KubeAPI, nodeclaim: Manifest) -> Manifest | None:
@@ -188,9 +198,10 @@ async def register(kube: KubeAPI, nodeclaim: Manifest, node: Manifest, now: date
         return current
 
     node_meta = node.get("metadata") or {}
-    await edit_node(kube, node_meta["name"], edit)
-    await kube.patch(NODECLAIM, claim_meta["name"], {"metadata": {"labels": {wk.REGISTERED: "true"}}})
-    await set_condition(kube, claim_meta["name"], condition("Registered", True, now), nodeName=node_meta["name"])
+    await edit_node(kube, node_meta["name"], edit, current=node)
+    labelled = await kube.patch(NODECLAIM, claim_meta["name"], {"metadata": {"labels": {wk.REGISTERED: "true"}}})
+    await set_condition(kube, claim_meta["name"], condition("Registered", True, now), current=labelled,
+                        nodeName=node_meta["name"])
 
 
 def initialization_blockers(nodeclaim: Manifest, node: Manifest) -> list[str]:
@@ -218,6 +229,6 @@ async def initialize(kube: KubeAPI, nodeclaim: Manifest, node: Manifest, now: da
         return False
     name = nodeclaim["metadata"]["name"]
     await kube.patch(NODE, node["metadata"]["name"], {"metadata": {"labels": {wk.INITIALIZED: "true"}}})
-    await kube.patch(NODECLAIM, name, {"metadata": {"labels": {wk.INITIALIZED: "true"}}})
-    await set_condition(kube, name, condition("Initialized", True, now))
+    labelled = await kube.patch(NODECLAIM, name, {"metadata": {"labels": {wk.INITIALIZED: "true"}}})
+    await set_condition(kube, name, condition("Initialized", True, now), current=labelled)
     return True

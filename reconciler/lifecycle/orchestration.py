@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from reconciler.cloud.types import CloudProvider
-from reconciler.kube.api import NODECLAIM, KubeAPI, NotFoundError
+from reconciler.kube.api import NODECLAIM, ApiError, KubeAPI, NotFoundError
 from reconciler.kube.edits import drop_condition, edit_taints
 from reconciler.lifecycle.launch import condition, has_condition, launch, set_condition
 from reconciler.lifecycle.termination import DISRUPTED_TAINT
@@ -48,17 +48,21 @@ class CommandExecutor:
             replacements=[r.name for r in command.replacements],
             started=now,
         )
-        for node_name, claim_name in flight.candidates:
-            await self._taint(node_name, add=True)
-            if claim_name:
-                try:
-                    await set_condition(
-                        self._kube, claim_name,
-                        condition("DisruptionReason", True, now, reason=command.reason,
-                                  message=f"disrupted by {command.method}"),
-                    )
-                except NotFoundError:
-                    continue
+        try:
+            for node_name, claim_name in flight.candidates:
+                await self._taint(node_name, add=True)
+                if claim_name:
+                    try:
+                        await set_condition(
+                            self._kube, claim_name,
+                            condition("DisruptionReason", True, now, reason=command.reason,
+                                      message=f"disrupted by {command.method}"),
+                        )
+                    except NotFoundError:
+                        continue
+        except ApiError as err:  # e.g. a conflict that outlasted the retries: undo; the next pass decides anew
+            await self.abort(flight, f"could not mark the candidates: {err.message}")
+            return flight
         for replacement in command.replacements:
             await self._kube.create(replacement.manifest)
             outcome = await launch(self._kube, self._cloud, await self._kube.get(NODECLAIM, replacement.name), now)
@@ -92,13 +96,17 @@ class CommandExecutor:
         return flight
 
     async def abort(self, flight: InFlightCommand, message: str) -> None:
-        """Undo: untaint candidates, clear their DisruptionReason, remove replacements that were made."""
+        """Undo: untaint candidates, clear their DisruptionReason, remove replacements that were made.
+
+        Best effort: what an API error leaves behind (a taint, the condition) the disruption loop's stale-taint
+        pass removes later."""
         flight.state = "aborted"
         flight.message = message
         for node_name, claim_name in flight.candidates:
-            await self._taint(node_name, add=False)
+            with contextlib.suppress(ApiError):
+                await self._taint(node_name, add=False)
             if claim_name:
-                with contextlib.suppress(NotFoundError):
+                with contextlib.suppress(ApiError):
                     await drop_condition(self._kube, claim_name, "DisruptionReason")
         for name in flight.launched:
             try:

@@ -1,12 +1,16 @@
-"""NodeClaim termination: taint, drain through the Eviction API, delete the instance, release finalizers.
+"""NodeClaim termination: taint, drain through the Eviction API, wait for volumes, delete the instance, release.
 
-Pods whose own terminationGracePeriodSeconds would outlast the NodeClaim's
-terminationGracePeriod deadline are deleted with ``gracePeriodSeconds`` = the time
-left, so they are gone before the instance is.
+As Karpenter's termination controller: the drain evicts in tiers and lasts at least
+``MIN_DRAIN_TIME`` (5 s, from when this terminator first saw the node tainted) so a pod bound just
+before the taint landed is drained too; then the instance deletion waits until the VolumeAttachments
+of drained pods are gone (their volumes can attach elsewhere) unless the terminationGracePeriod
+deadline has passed. Pods whose own terminationGracePeriodSeconds would outlast that deadline are
+deleted with ``gracePeriodSeconds`` = the time left, so they are gone before the instance is.
 
-``Terminator.step`` does as much as it can right now and returns; callers (the
-live finalizer controller, the simulator) call it again later. Every step is
-idempotent, so a crash at any point is resumed by the next leader.
+``Terminator.step`` does as much as it can right now and returns; callers (the live finalizer
+controller, the simulator) call it again later (``TerminationStep.drain_ends_at`` says when the
+minimum drain time is over). Every step is idempotent, so a crash at any point is resumed by the
+next leader (which starts the minimum drain time anew: a longer drain, never a shorter one).
 """
 
 from __future__ import annotations
@@ -14,23 +18,31 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from reconciler.cloud.types import CloudProvider, InstanceNotFoundError
 from reconciler.disruption.pdb import PdbLimits
-from reconciler.kube.api import (
-    NODE,
-    NODECLAIM,
-    PDB,
-    POD,
-    KubeAPI,
-    Manifest,
-    NotFoundError,
-    TooManyRequestsError,
-)
+from reconciler.kube.api import NODE, NODECLAIM, POD, KubeAPI, Manifest, NotFoundError, TooManyRequestsError
 from reconciler.kube.edits import edit_node, remove_finalizer
-from reconciler.lifecycle.drain import DrainPlan, plan_drain, termination_deadline
+from reconciler.lifecycle.conditions import (
+    DRAINED,
+    INSTANCE_TERMINATING,
+    VOLUMES_DETACHED,
+    condition_of,
+    mark_termination,
+)
+from reconciler.lifecycle.drain import (
+    MIN_DRAIN_TIME,
+    DrainPlan,
+    blocking_volume_attachments,
+    drain_finished,
+    plan_drain,
+    termination_deadline,
+    undrained_claims,
+    wait_for_volumes,
+)
+from reconciler.lifecycle.reads import ApiReads, TerminationReads
 from reconciler.model import labels as wk
 
 DISRUPTED_TAINT = {"key": wk.DISRUPTED_TAINT_KEY, "effect": "NoSchedule"}
@@ -45,7 +57,14 @@ class TerminationStep:
     blocked: list[str] = field(default_factory=list)
     # Pods not drained (they tolerate the disrupted taint) that die with the Node, as pod GC would delete them.
     deleted_with_node: list[str] = field(default_factory=list)
+    # Nothing left to evict, but the minimum drain time runs until then: come back at that time.
+    drain_ends_at: datetime | None = None
+    # VolumeAttachments of drained pods the instance deletion waits for (names).
+    awaiting_volumes: list[str] = field(default_factory=list)
+    # VolumeAttachments still there when the terminationGracePeriod deadline passed: not waited for.
+    volumes_left_attached: list[str] = field(default_factory=list)
     instance_deleted: bool = False
+    drained: bool = False  # this step found the node drained
     finished: bool = False
 
     @property
@@ -54,37 +73,94 @@ class TerminationStep:
 
 
 class Terminator:
-    def __init__(self, kube: KubeAPI, cloud: CloudProvider) -> None:
+    """``reads`` says where the node's pods, budgets and volume attachments come from: the API server by
+    default, the informer cache in the live controller. ``min_drain`` is Karpenter's 5 s (tests shrink it)."""
+
+    def __init__(
+        self, kube: KubeAPI, cloud: CloudProvider, reads: TerminationReads | None = None, *,
+        min_drain: timedelta = MIN_DRAIN_TIME,
+    ) -> None:
         self._kube = kube
         self._cloud = cloud
+        self._reads: TerminationReads = reads or ApiReads(kube)
+        self.min_drain = min_drain
+        self._drain_started: dict[str, datetime] = {}  # NodeClaim uid -> when its drain began
 
     async def step(self, nodeclaim: Manifest, now: datetime) -> TerminationStep:
         name = nodeclaim["metadata"]["name"]
         result = TerminationStep(name)
-        node = await self._node_for(nodeclaim)
+        node = await self._reads.node_of(nodeclaim)
         if node is not None and await self._machine_is_gone(nodeclaim, node):
             # Nothing runs there any more: draining would wait on pods that are already dead (a PDB could
             # hold them "Running" forever). As Karpenter (and the node lifecycle controller): a NotReady
             # node whose instance the cloud no longer knows is released without a drain.
             pass
         elif node is not None:
-            await self._taint(node)
-            on_node, _ = await self._kube.list(POD, field_selector=f"spec.nodeName={node['metadata']['name']}")
-            pdbs, _ = await self._kube.list(PDB)
-            # A PDB without status counts the healthy pods of its namespace itself.
-            namespaces = {(p.get("metadata") or {}).get("namespace") for p in pdbs}
-            pods = [p for ns in sorted(n for n in namespaces if n) for p in (await self._kube.list(POD, ns))[0]]
-            limits = PdbLimits.from_manifests(pdbs, pods)
-            plan = plan_drain(on_node, limits, now, deadline=termination_deadline(nodeclaim))
-            await self._execute_drain(plan, result)
-            if not plan.complete:
+            node = await self._taint(node)
+            if not await self._drain(nodeclaim, node, now, result):
+                await mark_termination(self._kube, nodeclaim, DRAINED, "Unknown", now, "Draining", only_if_absent=True)
                 return result
+            if (condition_of(nodeclaim, DRAINED) or {}).get("status") != "True":
+                await mark_termination(self._kube, nodeclaim, DRAINED, "True", now)
+                result.drained = True  # counted once, when the condition turns True
+            if not await self._volumes_detached(nodeclaim, node, now, result):
+                await mark_termination(self._kube, nodeclaim, VOLUMES_DETACHED, "Unknown", now,
+                                       "AwaitingVolumeDetachment")
+                return result
+            if result.volumes_left_attached:
+                await mark_termination(self._kube, nodeclaim, VOLUMES_DETACHED, "False", now,
+                                       "TerminationGracePeriodElapsed")
+            else:
+                await mark_termination(self._kube, nodeclaim, VOLUMES_DETACHED, "True", now)
         await self._delete_instance(nodeclaim, result)
+        if result.instance_deleted:
+            await mark_termination(self._kube, nodeclaim, INSTANCE_TERMINATING, "True", now)
         if node is not None:
             result.deleted_with_node = await self._release_node(node)
-        await self._release(NODECLAIM, name, None)
+        await self._release(NODECLAIM, name, None, current=None)  # its conditions were just written
+        self._drain_started.pop(_uid(nodeclaim), None)
         result.finished = True
         return result
+
+    async def _drain(self, nodeclaim: Manifest, node: Manifest, now: datetime, result: TerminationStep) -> bool:
+        """Evict what can go now; True once nothing is left to wait for and the minimum drain time is over."""
+        started = self._drain_started.setdefault(_uid(nodeclaim), now)
+        on_node = await self._reads.pods_on(node["metadata"]["name"])
+        pdbs, pods = await self._reads.disruption_budgets()
+        plan = plan_drain(on_node, PdbLimits.from_manifests(pdbs, pods), now, deadline=termination_deadline(nodeclaim))
+        await self._execute_drain(plan, result)
+        if not plan.complete:
+            return False
+        if not drain_finished(plan, started, now, self.min_drain):
+            result.drain_ends_at = started + self.min_drain
+            return False
+        return True
+
+    async def _volumes_detached(
+        self, nodeclaim: Manifest, node: Manifest, now: datetime, result: TerminationStep
+    ) -> bool:
+        """True when no VolumeAttachment of a drained pod is left on the node, or the deadline has passed.
+
+        Volumes of pods the drain leaves alone (they tolerate the disrupted taint, static pods...) never
+        detach while the node runs, so they are not waited for; neither are attachments without a PV."""
+        node_name = node["metadata"]["name"]
+        attachments = await self._reads.volume_attachments_on(node_name)
+        if not attachments:
+            return True
+        exempt = []
+        for key in sorted(undrained_claims(await self._reads.pods_on(node_name), now)):
+            namespace, _, claim = key.partition("/")
+            volume = await self._reads.volume_of_claim(namespace, claim)
+            if volume:
+                exempt.append(volume)
+        blocking = blocking_volume_attachments(attachments, exempt)
+        if not blocking:
+            return True
+        if wait_for_volumes(termination_deadline(nodeclaim), now):
+            result.awaiting_volumes = blocking
+            return False
+        result.volumes_left_attached = blocking
+        return True
 
     async def _machine_is_gone(self, nodeclaim: Manifest, node: Manifest) -> bool:
         if _node_ready(node):
@@ -98,25 +174,13 @@ class Terminator:
             return True
         return False
 
-    async def _node_for(self, nodeclaim: Manifest) -> Manifest | None:
-        status = nodeclaim.get("status") or {}
-        if status.get("nodeName"):
-            try:
-                return await self._kube.get(NODE, status["nodeName"])
-            except NotFoundError:
-                return None
-        provider_id = status.get("providerID")
-        if not provider_id:
-            return None
-        nodes, _ = await self._kube.list(NODE)
-        return next((n for n in nodes if (n.get("spec") or {}).get("providerID") == provider_id), None)
-
-    async def _taint(self, node: Manifest) -> None:
+    async def _taint(self, node: Manifest) -> Manifest:
+        """Taint disrupted and label exclude-from-load-balancers; returns the node as it now is."""
         taints = (node.get("spec") or {}).get("taints") or []
         labels = (node.get("metadata") or {}).get("labels") or {}
         tainted = any(t.get("key") == wk.DISRUPTED_TAINT_KEY for t in taints)
         if tainted and labels.get(wk.EXCLUDE_FROM_LB) == "karpenter":
-            return
+            return node
 
         def edit(current: Manifest) -> Manifest:
             spec = current.setdefault("spec", {})
@@ -126,8 +190,10 @@ class Terminator:
                                              wk.EXCLUDE_FROM_LB: "karpenter"}
             return current
 
-        with contextlib.suppress(NotFoundError):
-            await edit_node(self._kube, node["metadata"]["name"], edit)
+        try:
+            return await edit_node(self._kube, node["metadata"]["name"], edit, current=node)
+        except NotFoundError:
+            return node
 
     async def _execute_drain(self, plan: DrainPlan, result: TerminationStep) -> None:
         for key in plan.evict:
@@ -163,7 +229,7 @@ class Terminator:
     async def _release_node(self, node: Manifest) -> list[str]:
         """The instance is gone: its pods die with it (returned), the Node object goes."""
         name = node["metadata"]["name"]
-        pods, _ = await self._kube.list(POD, field_selector=f"spec.nodeName={name}")
+        pods = await self._reads.pods_on(name)
         deleted = []
         for pod in pods:
             if (pod.get("spec") or {}).get("nodeName") == name:
@@ -173,12 +239,12 @@ class Terminator:
                 except NotFoundError:
                     continue
                 deleted.append(f"{namespace}/{pod['metadata']['name']}")
-        await self._release(NODE, name, None)
+        await self._release(NODE, name, None, current=node)
         return deleted
 
-    async def _release(self, kind: Any, name: str, namespace: str | None) -> None:
+    async def _release(self, kind: Any, name: str, namespace: str | None, *, current: Manifest | None) -> None:
         """Remove our finalizer (others' stay) and make sure deletion was requested."""
-        await remove_finalizer(self._kube, kind, name, wk.TERMINATION_FINALIZER, namespace)
+        await remove_finalizer(self._kube, kind, name, wk.TERMINATION_FINALIZER, namespace, current=current)
         with contextlib.suppress(NotFoundError):
             await self._kube.delete(kind, name, namespace)
 
@@ -188,6 +254,11 @@ def _node_ready(node: Manifest) -> bool:
         if isinstance(condition, Mapping) and condition.get("type") == "Ready":
             return condition.get("status") == "True"
     return True  # no condition reported: treat as Ready (never skip a drain on missing data)
+
+
+def _uid(nodeclaim: Manifest) -> str:
+    metadata = nodeclaim.get("metadata") or {}
+    return str(metadata.get("uid") or metadata.get("name", ""))
 
 
 def deletion_requested(manifest: Mapping[str, Any]) -> bool:

@@ -7,8 +7,12 @@
   that need no AWS lookup, plus the resolved AMI family (aws.md §6). Selector terms are left
   out: their effect is checked against the resolved AMIs, subnets and security groups.
 
-Hashes are Adze's own (canonical JSON, SHA-256) with ``adze-*`` versions, so claims stamped by
-upstream Karpenter (``v3`` / ``v6``) are never compared with them.
+Hashes are Adze's own (canonical JSON, SHA-256) with ``adze-*`` versions, so a stamp of another
+algorithm is never compared with them. Adopting such a claim (one Karpenter created, ``v3`` / ``v4``)
+works as Karpenter's own hash controllers handle a hash-version change: ``restamp`` gives it the
+current version and the current hash of its NodePool / EC2NodeClass, unless it is already Drifted (then
+only the version, so it stays drifted) — from then on a template change drifts it like any claim. The
+live controller (``controllers.hashes``) and the simulator's snapshot loading both call it.
 
 Both are memoized: the disruption engine asks for them for every drifted candidate on every
 pass. NodePools are immutable values, so they are cached per object; EC2NodeClass manifests are
@@ -26,11 +30,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
+from reconciler.api.durations import DurationError, parse_duration
 from reconciler.api.ec2_launch import METADATA_OPTIONS_DEFAULT
 from reconciler.api.ec2_selectors import ALIAS_FAMILIES
 from reconciler.model import labels as wk
 from reconciler.model.nodepool import NodePool
-from reconciler.settings import SettingsError, parse_duration
 
 NODEPOOL_HASH_VERSION = "adze-v1"
 
@@ -106,7 +110,7 @@ def _duration(text: str | None) -> float | str | None:
         return text
     try:
         return parse_duration(text)
-    except SettingsError:
+    except DurationError:
         return text
 
 
@@ -189,3 +193,28 @@ def nodeclass_hash_annotations(nodeclass: Mapping[str, Any]) -> dict[str, str]:
         NODECLASS_HASH_ANNOTATION: nodeclass_hash(nodeclass),
         NODECLASS_HASH_VERSION_ANNOTATION: NODECLASS_HASH_VERSION,
     }
+
+
+def restamp(
+    annotations: Mapping[str, str],
+    nodepool: NodePool | Mapping[str, Any] | None,
+    nodeclass: Mapping[str, Any] | None,
+    *,
+    drifted: bool,
+) -> dict[str, str]:
+    """The annotations to set on a NodeClaim whose hash stamps are of another version (empty when none are):
+    Karpenter's ``nodepool.hash`` / ``nodeclass.hash`` controllers' re-stamping, with Adze's hashes."""
+    update: dict[str, str] = {}
+    stamps = (
+        (wk.NODEPOOL_HASH, wk.NODEPOOL_HASH_VERSION, NODEPOOL_HASH_VERSION, nodepool,
+         lambda: nodepool_hash(nodepool)),  # type: ignore[arg-type]
+        (NODECLASS_HASH_ANNOTATION, NODECLASS_HASH_VERSION_ANNOTATION, NODECLASS_HASH_VERSION, nodeclass,
+         lambda: nodeclass_hash(nodeclass)),  # type: ignore[arg-type]
+    )
+    for key, version_key, version, owner, current in stamps:
+        if owner is None or annotations.get(version_key) == version:
+            continue
+        update[version_key] = version
+        if not drifted:  # a drifted claim keeps its old hash, so it stays drifted under the new version
+            update[key] = current()
+    return update

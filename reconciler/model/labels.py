@@ -27,6 +27,8 @@ NODEPOOL_HASH_VERSION = "karpenter.sh/nodepool-hash-version"
 NODECLAIM_TERMINATION_TIMESTAMP = "karpenter.sh/nodeclaim-termination-timestamp"
 MIN_VALUES_RELAXED = "karpenter.sh/nodeclaim-min-values-relaxed"
 TERMINATION_FINALIZER = "karpenter.sh/termination"
+# The EC2NodeClass's: held until no NodeClaim uses the class and its launch templates and profiles are gone.
+NODECLASS_TERMINATION_FINALIZER = "karpenter.k8s.aws/termination"
 DISRUPTED_TAINT_KEY = "karpenter.sh/disrupted"
 UNREGISTERED_TAINT_KEY = "karpenter.sh/unregistered"
 POD_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"

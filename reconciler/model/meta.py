@@ -50,7 +50,10 @@ def parse_time_or_none(value: Any) -> datetime | None:
 
 
 def format_time(value: datetime) -> str:
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """RFC 3339 at second precision. The year is always four digits (strftime's %Y drops the zeros of
+    years before 1000 on glibc, which no RFC 3339 parser takes back)."""
+    moment = value.astimezone(UTC)
+    return f"{moment.year:04d}-{moment:%m-%dT%H:%M:%S}Z"
 
 
 @dataclass(slots=True, frozen=True)

@@ -371,6 +371,7 @@ class Requirements(Mapping[str, Requirement]):
     def intersects(self, incoming: Requirements) -> str | None:
         """None when every key both sides define has a common value (undefined keys pass)."""
         mine, theirs = self._items, incoming._items
+        pairs: Iterator[tuple[Requirement | None, Requirement | None]]
         if len(mine) > len(theirs):
             pairs = ((mine.get(key), req) for key, req in theirs.items())
         else:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from reconciler.model import labels as wk
 from reconciler.model.node import Node, NodeClaim
@@ -17,9 +17,6 @@ from reconciler.model.pod import HostPort, Pod
 from reconciler.model.requirements import Requirement, Requirements
 from reconciler.model.resources import EMPTY, Resources
 from reconciler.model.taints import Taint, is_ephemeral
-
-if TYPE_CHECKING:
-    from reconciler.cloud.types import InstanceType, Offering
 
 
 @dataclass(slots=True)
@@ -191,21 +188,6 @@ class StateNode:
 
     def is_empty(self) -> bool:
         return not self.reschedulable_pods()
-
-    # -- prices --------------------------------------------------------------------------------
-    def offering(self, instance_types: Sequence[InstanceType]) -> Offering | None:
-        """The offering this node was launched from (by type, zone and capacity type), if known."""
-        for instance_type in instance_types:
-            if instance_type.name != self.instance_type:
-                continue
-            for offering in instance_type.offerings:
-                if offering.zone == self.zone and offering.capacity_type == self.capacity_type:
-                    return offering
-        return None
-
-    def price(self, instance_types: Sequence[InstanceType]) -> float:
-        offering = self.offering(instance_types)
-        return offering.price if offering else 0.0
 
 
 def build_state_node(

@@ -1,7 +1,8 @@
 """Metrics, health endpoints, structured logs and Kubernetes events for the live reconciler.
 
-- ``Metrics``: a Prometheus registry with Karpenter's metric names and labels where the meaning
-  is the same (so existing dashboards keep working); our own additions use the ``adze_`` prefix.
+- ``Metrics``: one Prometheus registry with Karpenter's metric names, label names and label values
+  (so its dashboards keep working), the provider's families and the process collectors; our own
+  additions use the ``adze_`` prefix.
 - ``ObservabilityServer``: ``/metrics`` on the metrics port (8080) and ``/healthz`` + ``/readyz``
   on the health-probe port (8081), as the Karpenter chart wires its probes.
 - ``configure_logging`` / ``log_decision``: one JSON object per line with Karpenter's keys
@@ -13,7 +14,8 @@
 from reconciler.observability.events import EventRecorder, EventType
 from reconciler.observability.health import Check, HealthChecks, ObservabilityServer
 from reconciler.observability.logs import configure_logging, get_logger, log_decision
-from reconciler.observability.metrics import DURATION_BUCKETS, Metrics
+from reconciler.observability.metric_types import DURATION_BUCKETS
+from reconciler.observability.metrics import Metrics
 
 __all__ = [
     "DURATION_BUCKETS",

@@ -78,7 +78,10 @@ class EventRecorder:
         *,
         dedupe: float | None = None,
         dedupe_key: str | None = None,
+        limiter: Callable[[], bool] | None = None,
     ) -> None:
+        """``limiter``: a rate limit shared by a family of events (e.g. a ``TokenBucket.try_accept`` for every
+        pod's Nominated event, as Karpenter's): an event it refuses is dropped, not remembered as sent."""
         now = self._clock()
         metadata = involved.get("metadata") or {}
         subject = (str(involved.get("kind", "")), str(metadata.get("namespace") or ""), str(metadata.get("name", "")))
@@ -87,6 +90,9 @@ class EventRecorder:
         sent_key = (*identity, message if dedupe_key is None else f"key:{dedupe_key}") if dedupe else None
         if sent_key is not None and self._sent_within(sent_key, now, timedelta(seconds=dedupe or 0.0)):
             self.deduplicated += 1
+            return
+        if limiter is not None and not limiter():
+            self.dropped += 1
             return
         try:
             existing = self._aggregates.get(key)

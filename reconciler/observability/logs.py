@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from datetime import datetime, timedelta
 from typing import IO, Any
 
 import structlog
 
 
-def _karpenter_keys(logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
+def _karpenter_keys(logger: Any, method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     """Rename structlog's keys to the ones Karpenter's zap logger writes."""
     event["message"] = event.pop("event", "")
     event["level"] = str(event.get("level", method)).upper()
@@ -22,7 +22,7 @@ def _karpenter_keys(logger: Any, method: str, event: dict[str, Any]) -> dict[str
     return event
 
 
-def _logger_name(logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
+def _logger_name(logger: Any, method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     record = event.get("_record")
     name = record.name if record is not None else getattr(logger, "name", None)
     if name:

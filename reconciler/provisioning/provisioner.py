@@ -31,6 +31,8 @@ class ProvisioningPlan:
     nodeclaims: list[PlannedNodeClaim] = field(default_factory=list)
     existing: dict[str, str] = field(default_factory=dict)  # pod key -> node (or in-flight NodeClaim) name
     pending: dict[str, str] = field(default_factory=dict)  # pod key -> why it stays pending
+    ignored: tuple[str, ...] = ()  # pods the provisioner does not take on (validation, DRA, not for Karpenter)
+    unschedulable: tuple[str, ...] = ()  # pods it took on and could not place
     events: list[dict[str, str]] = field(default_factory=list)
     result: SchedulingResult | None = None
 
@@ -94,6 +96,8 @@ def plan(
         nodeclaims=nodeclaims,
         existing=dict(result.existing),
         pending={key: reason for key, reason in sorted(reasons.items()) if key in pending_keys},
+        ignored=tuple(sorted({*ignored, *silent})),
+        unschedulable=tuple(sorted(result.errors)),
         events=events,
         result=result,
     )

@@ -10,7 +10,7 @@ they need?":
     context = SchedulingContext.build(state, instance_types_by_nodepool, settings)  # once per snapshot
     result = simulate(state, instance_types_by_nodepool, settings, now,
                       remove={"node-a", "node-b"},          # node or NodeClaim names treated as gone
-                      refuse_moved_pods=busy_node_names,    # nodes inside consolidateAfter (take pending pods only)
+                      pending_only_nodes=busy_node_names,   # nodes inside consolidateAfter (take pending pods only)
                       context=context)
     result.errors          # pod key -> reason, for pods that would not fit anywhere
     result.existing        # pod key -> remaining node it would land on
@@ -25,7 +25,7 @@ nodes already marked for deletion; pass ``pods=`` to choose them yourself. The
 removed nodes' pods do not count for topology spread / affinity while they
 move. Nodes marked for deletion in the state are never placement targets.
 
-Lower level: ``Scheduler(context, now, exclude_nodes=..., refuse_moved_pods=...,
+Lower level: ``Scheduler(context, now, exclude_nodes=..., pending_only_nodes=...,
 scheduling_pods=...).solve(pods)`` returns the same ``SchedulingResult``.
 """
 

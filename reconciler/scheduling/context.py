@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 from reconciler.cloud.types import InstanceType
@@ -24,7 +25,8 @@ from reconciler.model.taints import PREFER_NO_SCHEDULE, Taint
 from reconciler.scheduling.existing import SlotBase
 from reconciler.scheduling.instancetypes import TypeIndex, TypeInfo
 from reconciler.scheduling.templates import ClaimTemplate, build_template
-from reconciler.scheduling.topology import CountedPod, NodeDomains, Topology
+from reconciler.scheduling.topology import Topology
+from reconciler.scheduling.topology_counts import CountedPod, NodeDomains
 from reconciler.settings import Settings
 from reconciler.state import ClusterState
 
@@ -210,7 +212,7 @@ def _counted_pods(state: ClusterState) -> tuple[dict[str, list[CountedPod]], lis
     for name in state.bound_node_names():
         node = nodes.get(name)
         if node is not None:
-            pods, pod_namespaces = node.memo("scheduling.counted_pods", lambda node=node: _node_counted_pods(node))
+            pods, pod_namespaces = node.memo("scheduling.counted_pods", partial(_node_counted_pods, node))
             by_node[name] = pods
             counted.extend(pods)
             namespaces.update(pod_namespaces)

@@ -14,7 +14,7 @@ from reconciler.scheduling.templates import daemon_pod_fits_node
 from reconciler.scheduling.topology import Topology, TopologyError
 
 
-class Rejection:
+class PlacementRefusal:
     """Why a candidate refused a pod; ``monotone`` rejections stay true as the candidate fills up.
 
     The detail may be an exception whose message is only rendered when read.
@@ -51,40 +51,40 @@ class _Fits:
         labels_key: frozenset[tuple[str, str]],
         topology: Topology,
         pod_volumes: dict[str, set[str]],
-    ) -> Requirements | Rejection:
+    ) -> Requirements | PlacementRefusal:
         for taint in self.taints:
             if not any(t.tolerates(taint) for t in sp.tolerations):
-                return Rejection(f"node {self.name} has taint {taint} the pod does not tolerate")
+                return PlacementRefusal(f"node {self.name} has taint {taint} the pod does not tolerate")
         for driver, claims in pod_volumes.items():
             limit = self.state.volume_limits.get(driver)
             if limit is not None and len(self.volume_usage.get(driver, set()) | claims) > limit:
-                return Rejection(f"node {self.name} would exceed its {limit} {driver} volume attachments")
+                return PlacementRefusal(f"node {self.name} would exceed its {limit} {driver} volume attachments")
         for port in sp.pod.host_ports:
             for owner, used in self.host_ports:
                 if owner != sp.key and port.conflicts(used):
-                    return Rejection(f"node {self.name} already uses host port {used}")
+                    return PlacementRefusal(f"node {self.name} already uses host port {used}")
         remaining = self.remaining
         for name, value in cls.requests.items():
             if value > remaining.get(name, 0):
-                return Rejection(f"node {self.name} lacks {name}")
+                return PlacementRefusal(f"node {self.name} lacks {name}")
         error = self.requirements.compatible(cls.requirements)
         if error is not None:
-            return Rejection(f"node {self.name}: {error}")
+            return PlacementRefusal(f"node {self.name}: {error}")
         base = self.requirements.merge(cls.requirements)
-        last: Rejection = Rejection(f"node {self.name} does not match")
+        last: PlacementRefusal = PlacementRefusal(f"node {self.name} does not match")
         alternatives = sp.volume_alternatives or (None,)
         for alternative in alternatives:
             requirements = base
             if alternative is not None:
                 error = requirements.compatible(alternative)
                 if error is not None:
-                    last = Rejection(f"node {self.name}: incompatible volume requirements, {error}")
+                    last = PlacementRefusal(f"node {self.name}: incompatible volume requirements, {error}")
                     continue
                 requirements = requirements.merge(alternative)
             try:
                 narrowed = topology.add_requirements(sp, labels_key, cls.strict_requirements, requirements)
             except TopologyError as err:
-                last = Rejection(err, err.monotone and len(alternatives) == 1, prefix=f"node {self.name}: ")
+                last = PlacementRefusal(err, err.monotone and len(alternatives) == 1, prefix=f"node {self.name}: ")
                 continue
             return narrowed
         return last

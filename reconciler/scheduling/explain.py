@@ -6,21 +6,20 @@ Computed only for pods that end unscheduled, from the record of their last
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
 
 from reconciler.model.quantity import format_quantity
 from reconciler.model.requirements import ALLOW_UNDEFINED_WELL_KNOWN
 from reconciler.scheduling.instancetypes import TypeInfo
 from reconciler.scheduling.podinfo import SchedulingPod
+from reconciler.scheduling.results import Attempt
 from reconciler.scheduling.templates import ClaimTemplate
-
-if TYPE_CHECKING:
-    from reconciler.scheduling.scheduler import Attempt, Scheduler
 
 GENERIC_INSTANCE_TYPE_FAILURES = ("no instance type matched", "no instance type has room")
 
 
-def explain(scheduler: Scheduler, attempt: Attempt | None) -> str:
+def explain(attempt: Attempt | None, templates: Sequence[ClaimTemplate], skipped_pools: Mapping[str, str]) -> str:
+    """Why a pod is pending, from its last attempt, the run's NodePool templates and the pools left out."""
     if attempt is None:
         return "not attempted: the scheduling run stopped before reaching this pod"
     parts: list[str] = []
@@ -29,16 +28,15 @@ def explain(scheduler: Scheduler, attempt: Attempt | None) -> str:
         parts.append(f"did not fit existing nodes ({shown})")
     if attempt.inflight:
         parts.append(f"did not fit {attempt.inflight} NodeClaim(s) planned in this run")
-    context = scheduler.context
-    templates = {t.name: t for t in context.templates}
+    by_name = {t.name: t for t in templates}
     for name, reason in attempt.templates.items():
-        template = templates.get(name)
+        template = by_name.get(name)
         if template is not None and attempt.pod is not None and reason in GENERIC_INSTANCE_TYPE_FAILURES:
             reason = diagnose_instance_types(template, attempt.pod)
         parts.append(f"NodePool {name}: {reason}" if name else reason)
-    for name, reason in sorted(context.skipped_pools.items()):
+    for name, reason in sorted(skipped_pools.items()):
         parts.append(reason if reason.startswith("NodePool") else f"NodePool {name}: {reason}")
-    if not context.templates and not context.skipped_pools:
+    if not templates and not skipped_pools:
         parts.append("no NodePool exists")
     return "; ".join(parts) or "no placement found"
 

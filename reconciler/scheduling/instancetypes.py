@@ -18,8 +18,19 @@ from reconciler.model import labels as wk
 from reconciler.model.requirements import Requirement, Requirements
 from reconciler.model.resources import Resources
 
-# The part of a claim's requirements that selects offerings: (zone, capacity type).
-OfferingKey = tuple[Requirement | None, Requirement | None]
+# The part of a claim's requirements that selects offerings: (zone, capacity type, zone ID).
+OfferingKey = tuple[Requirement | None, Requirement | None, Requirement | None]
+
+
+def offering_allowed(
+    offering: Offering, zones: Requirement | None, capacity_types: Requirement | None, zone_ids: Requirement | None
+) -> bool:
+    """An offering without a known zone ID ("", custom catalogues) is not judged by the zone-ID requirement."""
+    return (
+        (zones is None or zones.has(offering.zone))
+        and (capacity_types is None or capacity_types.has(offering.capacity_type))
+        and (zone_ids is None or not offering.zone_id or zone_ids.has(offering.zone_id))
+    )
 
 
 @dataclass(slots=True, eq=False)
@@ -50,16 +61,10 @@ class TypeInfo:
         return True
 
     def offerings_for(self, requirements: Requirements) -> list[Offering]:
-        zones = requirements.get(wk.ZONE)
-        capacity_types = requirements.get(wk.CAPACITY_TYPE)
-        key = (zones, capacity_types)
+        key = offering_key(requirements)
         found = self._allowed.get(key)
         if found is None:
-            found = self._allowed[key] = tuple(
-                o for o in self.offerings
-                if (zones is None or zones.has(o.zone))
-                and (capacity_types is None or capacity_types.has(o.capacity_type))
-            )
+            found = self._allowed[key] = tuple(o for o in self.offerings if offering_allowed(o, *key))
         return list(found)
 
     def highest_prices(
@@ -80,12 +85,11 @@ class TypeInfo:
         return found
 
     def has_offering(self, requirements: Requirements) -> bool:
-        zones = requirements.get(wk.ZONE)
-        capacity_types = requirements.get(wk.CAPACITY_TYPE)
-        if zones is None and capacity_types is None:
+        zones, capacity_types, zone_ids = offering_key(requirements)
+        if zones is None and capacity_types is None and zone_ids is None:
             return bool(self.offerings)
-        for o in self.offerings:
-            if (zones is None or zones.has(o.zone)) and (capacity_types is None or capacity_types.has(o.capacity_type)):
+        for o in self.offerings:  # noqa: SIM110 - explicit loop, hot path
+            if offering_allowed(o, zones, capacity_types, zone_ids):
                 return True
         return False
 
@@ -95,34 +99,39 @@ class TypeInfo:
 
 
 def offering_key(requirements: Requirements) -> OfferingKey:
-    """The part of ``requirements`` that selects offerings: zone and capacity type."""
-    return requirements.get(wk.ZONE), requirements.get(wk.CAPACITY_TYPE)
+    """The part of ``requirements`` that selects offerings: zone, capacity type and zone ID."""
+    return requirements.get(wk.ZONE), requirements.get(wk.CAPACITY_TYPE), requirements.get(wk.ZONE_ID)
 
 
 # Well-known keys an instance type resolves itself; when its labels lack one, it has no value for it
 # (``DoesNotExist``), as Karpenter's AWS provider declares, so ``Exists``/``In``/``Gt``/``Lt`` on that
-# key exclude it. Zone and capacity type come from offerings, the NodePool key from the pool, and the
-# zone ID only where the catalogue knows it.
+# key exclude it. Zone, zone ID and capacity type come from offerings (the zone ID only where the
+# catalogue knows it), the NodePool key from the pool.
 RESOLVED_BY_TYPE = wk.WELL_KNOWN_LABELS - {wk.NODEPOOL, wk.ZONE, wk.CAPACITY_TYPE, wk.ZONE_ID}
 
 
 def type_requirements(instance_type: InstanceType) -> Requirements:
     """Labels as single-value requirements, ``DoesNotExist`` for the type's missing well-known keys,
-    plus zone and capacity type from available offerings."""
+    plus zone, zone ID (when every available offering knows it) and capacity type from available offerings."""
     available = [o for o in instance_type.offerings if o.available]
     labels = dict(instance_type.labels)
     labels.setdefault(wk.INSTANCE_TYPE, instance_type.name)
     labels.setdefault(wk.ARCH, instance_type.arch)
+    zone_ids = frozenset(o.zone_id for o in available)
     return _requirements_for(
         tuple(sorted(labels.items())),
         frozenset(o.zone for o in available),
         frozenset(o.capacity_type for o in available),
+        zone_ids if zone_ids and "" not in zone_ids else None,
     )
 
 
 @functools.lru_cache(maxsize=16_384)
 def _requirements_for(
-    labels: tuple[tuple[str, str], ...], zones: frozenset[str], capacity_types: frozenset[str]
+    labels: tuple[tuple[str, str], ...],
+    zones: frozenset[str],
+    capacity_types: frozenset[str],
+    zone_ids: frozenset[str] | None,
 ) -> Requirements:
     # Requirements are immutable, so one instance per distinct type shape is shared across
     # scheduling contexts (catalogues are re-read every pass; building these dominated).
@@ -131,6 +140,8 @@ def _requirements_for(
     requirements.extend(Requirement(key, False, frozenset()) for key in RESOLVED_BY_TYPE - defined)
     requirements.append(Requirement(wk.ZONE, False, zones))
     requirements.append(Requirement(wk.CAPACITY_TYPE, False, capacity_types))
+    if zone_ids is not None:
+        requirements.append(Requirement(wk.ZONE_ID, False, zone_ids))
     return Requirements.of(*requirements)
 
 

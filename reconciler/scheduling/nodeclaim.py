@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from reconciler.model import labels as wk
 from reconciler.model.pod import HostPort
 from reconciler.model.requirements import ALLOW_UNDEFINED_WELL_KNOWN, Requirement, Requirements
-from reconciler.scheduling.existing import Rejection
+from reconciler.scheduling.existing import PlacementRefusal
 
 if TYPE_CHECKING:
     from reconciler.scheduling.context import Eligible
@@ -80,49 +80,49 @@ class NewNodeClaim:
         topology: Topology,
         *,
         relax_min_values: bool = False,
-    ) -> Acceptance | Rejection:
+    ) -> Acceptance | PlacementRefusal:
         for taint in self.template.taints:
             if not any(t.tolerates(taint) for t in sp.tolerations):
-                return Rejection(f"did not tolerate taint {taint}")
+                return PlacementRefusal(f"did not tolerate taint {taint}")
         total = dict(self.requests)
         upper = self.upper
         for name, value in cls.requests.items():
             value += total.get(name, 0)
             total[name] = value
             if value > upper.get(name, 0):
-                return Rejection("no instance type has room")
+                return PlacementRefusal("no instance type has room")
         error = self.requirements.compatible(cls.requirements, ALLOW_UNDEFINED_WELL_KNOWN)
         if error is not None:
-            return Rejection(f"incompatible requirements, {error}")
+            return PlacementRefusal(f"incompatible requirements, {error}")
         pod_ports: Sequence[HostPort] = sp.pod.host_ports
         for port in pod_ports:
             for owner, used in self.ports:
                 if owner != sp.key and port.conflicts(used):
-                    return Rejection(f"host port {port} conflicts with pod {owner}")
+                    return PlacementRefusal(f"host port {port} conflicts with pod {owner}")
         if self.ports:  # every pod's ports must also clear the chosen type's DaemonSet ports
             pod_ports = [*(port for _, port in self.ports), *pod_ports]
         base = self.requirements.merge(cls.requirements)
         alternatives = sp.volume_alternatives or (None,)
         topology_bound = len(alternatives) > 1
-        last: Rejection = Rejection("no instance type matched")
+        last: PlacementRefusal = PlacementRefusal("no instance type matched")
         for alternative in alternatives:
             requirements = base
             if alternative is not None:
                 error = requirements.compatible(alternative, ALLOW_UNDEFINED_WELL_KNOWN)
                 if error is not None:
-                    last = Rejection(f"incompatible volume requirements, {error}", monotone=not topology_bound)
+                    last = PlacementRefusal(f"incompatible volume requirements, {error}", monotone=not topology_bound)
                     continue
                 requirements = requirements.merge(alternative)
             try:
                 narrowed = topology.add_requirements(sp, labels_key, cls.strict_requirements, requirements)
             except TopologyError as err:
-                last = Rejection(err, err.monotone and len(alternatives) == 1)
+                last = PlacementRefusal(err, err.monotone and len(alternatives) == 1)
                 continue
             if narrowed is not requirements:
                 topology_bound = True
             missing = self.template.out_of_domain(narrowed)
             if missing is not None:
-                last = Rejection(missing, monotone=not topology_bound)
+                last = PlacementRefusal(missing, monotone=not topology_bound)
                 continue
             if narrowed.has_min_values():
                 options = self.filter_options(narrowed, total, pod_ports)
@@ -134,12 +134,12 @@ class NewNodeClaim:
                     return Acceptance(narrowed, total, options, min_values_relaxed=True)
                 if options and not shortfall:
                     return Acceptance(narrowed, total, options)
-                last = Rejection(_min_values_message(shortfall) if shortfall else "no instance type matched",
+                last = PlacementRefusal(_min_values_message(shortfall) if shortfall else "no instance type matched",
                                  monotone=not topology_bound)
                 continue
             if self._first_fit(narrowed, total, pod_ports) is not None:
                 return Acceptance(narrowed, total, None)
-            last = Rejection("no instance type matched", monotone=not topology_bound)
+            last = PlacementRefusal("no instance type matched", monotone=not topology_bound)
         return last
 
     def add(self, sp: SchedulingPod, labels_key: frozenset[tuple[str, str]], accepted: Acceptance,

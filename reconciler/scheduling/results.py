@@ -13,13 +13,23 @@ from reconciler.model.requirements import ALLOW_UNDEFINED_WELL_KNOWN, Requiremen
 from reconciler.model.resources import Resources
 from reconciler.model.taints import Taint
 from reconciler.scheduling.instancetypes import TypeInfo, min_values_shortfall
+from reconciler.scheduling.podinfo import SchedulingPod
 
 if TYPE_CHECKING:
     from reconciler.scheduling.context import SchedulingContext
     from reconciler.scheduling.nodeclaim import NewNodeClaim
-    from reconciler.scheduling.scheduler import Attempt, Scheduler
 
 _SIMULATION_KEYS = frozenset({wk.REGISTERED, wk.INITIALIZED})
+
+
+@dataclass(slots=True)
+class Attempt:
+    """Why the last try of a pod failed, per candidate kind (kept to explain pending pods)."""
+
+    pod: SchedulingPod | None = None
+    existing: list[str] = field(default_factory=list)
+    inflight: int = 0
+    templates: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -75,10 +85,15 @@ class SchedulingResult:
         return not any(key in self.errors for key in keys)
 
     @classmethod
-    def assemble(cls, scheduler: Scheduler, claims: list[ScheduledClaim], existing: dict[str, str],
-                 unscheduled: set[str], attempts: dict[str, Attempt]) -> SchedulingResult:
-        from reconciler.scheduling.explain import explain
-
+    def assemble(
+        cls,
+        claims: list[ScheduledClaim],
+        existing: dict[str, str],
+        pending: dict[str, str],
+        skipped_pools: dict[str, str],
+    ) -> SchedulingResult:
+        """The result from a run's values: finalized claims, placements on existing nodes, why each pod left
+        unscheduled is pending, and NodePools left out (no compatible instance types)."""
         errors: dict[str, str] = {}
         kept: list[ScheduledClaim] = []
         for claim in claims:
@@ -87,15 +102,15 @@ class SchedulingResult:
                 continue
             for pod in claim.pods:
                 errors[pod.key] = claim.error
-        for key in sorted(unscheduled):
-            errors[key] = explain(scheduler, attempts.get(key))
+        for key in sorted(pending):
+            errors[key] = pending[key]
         events = [
             {"object": f"Pod/{key}", "reason": "FailedScheduling", "message": reason}
             for key, reason in sorted(errors.items())
         ]
         events.extend(
             {"object": f"NodePool/{name}", "reason": "NoCompatibleInstanceTypes", "message": reason}
-            for name, reason in sorted(scheduler.context.skipped_pools.items())
+            for name, reason in sorted(skipped_pools.items())
         )
         return cls(kept, existing, errors, events)
 
@@ -123,9 +138,10 @@ def finalize_claim(claim: NewNodeClaim, context: SchedulingContext) -> Scheduled
     overhead = claim.daemon_overhead(kept)
     requests = Resources(claim.requests) + overhead
     capacity_types = sorted(set().union(*(e.capacity_types for e in options)))
+    type_key = final.get(wk.INSTANCE_TYPE)
     type_requirement = Requirement(
         wk.INSTANCE_TYPE, False, frozenset(info.name for info in kept),
-        min_values=(final.get(wk.INSTANCE_TYPE).min_values if final.get(wk.INSTANCE_TYPE) else None),
+        min_values=type_key.min_values if type_key else None,
     )
     pinned = [type_requirement]
     if capacity_types:

@@ -13,35 +13,24 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 
 from reconciler.model.nodepool import NODES
 from reconciler.model.pod import Pod
 from reconciler.model.resources import CPU, MEMORY
 from reconciler.scheduling.context import SchedulingContext
-from reconciler.scheduling.existing import ExistingSlot, Rejection, SlotBase
-from reconciler.scheduling.explain import GENERIC_INSTANCE_TYPE_FAILURES
+from reconciler.scheduling.existing import ExistingSlot, PlacementRefusal, SlotBase
+from reconciler.scheduling.explain import GENERIC_INSTANCE_TYPE_FAILURES, explain
 from reconciler.scheduling.limits import describe_remaining, limits_message, remaining_limits, subtract_max, within
 from reconciler.scheduling.nodeclaim import ClaimOrder, NewNodeClaim
 from reconciler.scheduling.podinfo import PodClass, SchedulingPod
-from reconciler.scheduling.results import SchedulingResult, finalize_claim
+from reconciler.scheduling.results import Attempt, SchedulingResult, finalize_claim
 from reconciler.scheduling.templates import ClaimTemplate
 from reconciler.scheduling.topology import TopologyError
 from reconciler.scheduling.topology_group import ANTI_AFFINITY, TopologyGroup
 from reconciler.scheduling.volumes import volume_requirements
 
 _EPOCH = datetime.min
-
-
-@dataclass(slots=True)
-class Attempt:
-    """Why the last try of a pod failed, per candidate kind (kept to explain pending pods)."""
-
-    pod: SchedulingPod | None = None
-    existing: list[str] = field(default_factory=list)
-    inflight: int = 0
-    templates: dict[str, str] = field(default_factory=dict)
 
 
 class Scheduler:
@@ -51,12 +40,12 @@ class Scheduler:
         now: datetime,
         *,
         exclude_nodes: Collection[str] = (),
-        refuse_moved_pods: Collection[str] = (),
+        pending_only_nodes: Collection[str] = (),
         scheduling_pods: Collection[str] = (),
         should_stop: Callable[[], bool] | None = None,
         memoize: bool = True,
     ) -> None:
-        """``exclude_nodes``: nodes treated as gone (disruption candidates); ``refuse_moved_pods``: nodes that
+        """``exclude_nodes``: nodes treated as gone (disruption candidates); ``pending_only_nodes``: nodes that
         only take pending pods (inside consolidateAfter); ``scheduling_pods``: keys of the pods this run places
         (they are not counted by topology where they currently run). ``memoize=False`` turns off the
         "this candidate already refused this kind of pod" shortcuts (for tests proving they change nothing)."""
@@ -67,7 +56,7 @@ class Scheduler:
         self.relax_min_values = self.settings.min_values_policy == "BestEffort"
         self._should_stop = should_stop
         self._memoize = memoize
-        self._refuse_moved = set(refuse_moved_pods)
+        self._pending_only = set(pending_only_nodes)
         excluded = set(exclude_nodes)
         bases = [slot for slot in context.slot_bases() if slot.name not in excluded] if excluded else \
             context.slot_bases()
@@ -119,10 +108,12 @@ class Scheduler:
                 errors.pop(sp.key, None)
                 if attempt is not None:
                     placed_existing[sp.key] = attempt
-        unscheduled = {key for key in errors} | {sp.key for sp in queue if sp.key not in errors}
-        ordered = sorted(self.new_claims, key=lambda c: c.number)
-        claims = [finalize_claim(claim, self.context) for claim in ordered]
-        return SchedulingResult.assemble(self, claims, placed_existing, unscheduled, errors)
+        unscheduled = {key for key in errors} | {left.key for left in queue if left.key not in errors}
+        by_number = sorted(self.new_claims, key=lambda c: c.number)
+        claims = [finalize_claim(claim, self.context) for claim in by_number]
+        context = self.context
+        pending = {key: explain(errors.get(key), context.templates, context.skipped_pools) for key in unscheduled}
+        return SchedulingResult.assemble(claims, placed_existing, pending, context.skipped_pools)
 
     def _assign_class(self, sp: SchedulingPod) -> None:
         key = sp.class_key()
@@ -153,7 +144,7 @@ class Scheduler:
         pending = sp.pod.node_name == "" or sp.pod.node_name in self._deleting
         rejected = cls.rejected_by if self._memoize else set()
         blockers = self._blockers(sp, cls, labels_key) if self._memoize else {}
-        refuse_moved, placed = self._refuse_moved, self._placed
+        refuse_moved, placed = self._pending_only, self._placed
         for base in self._bases:
             if base in rejected or (blockers and _refused(blockers, base)):
                 # Skipped by a memoized refusal; the explanation still names the node and why.
@@ -165,25 +156,25 @@ class Scheduler:
                 continue
             slot = placed.get(base, base)
             result = slot.can_add(sp, cls, labels_key, self.topology, pod_volumes)
-            if isinstance(result, Rejection):
+            if isinstance(result, PlacementRefusal):
                 self._remember(result, base, rejected, blockers)
                 self._refusals[id(cls), id(base)] = result.message
                 if len(attempt.existing) < 3:
                     attempt.existing.append(result.message)
                 continue
-            if slot is base:
+            if not isinstance(slot, ExistingSlot):
                 slot = placed[base] = ExistingSlot.of(base)
             slot.add(sp, cls, labels_key, result, self.topology, pod_volumes)
             return slot.name
         for claim in self._claim_order:
             if claim in rejected or (blockers and _refused(blockers, claim)):
                 continue
-            result = claim.can_add(sp, cls, labels_key, self.topology)
-            if isinstance(result, Rejection):
-                self._remember(result, claim, rejected, blockers)
+            accepted = claim.can_add(sp, cls, labels_key, self.topology)
+            if isinstance(accepted, PlacementRefusal):
+                self._remember(accepted, claim, rejected, blockers)
                 attempt.inflight += 1
                 continue
-            claim.add(sp, labels_key, result, self.topology)
+            claim.add(sp, labels_key, accepted, self.topology)
             self._claim_order.grew(claim)
             return None
         refused_by_pool = cls.template_rejections
@@ -192,7 +183,7 @@ class Scheduler:
                 attempt.templates[template.name] = refused_by_pool[template.name]
                 continue
             outcome = self._new_claim(template, sp, cls, labels_key)
-            if isinstance(outcome, Rejection):
+            if isinstance(outcome, PlacementRefusal):
                 attempt.templates[template.name] = outcome.message
                 if outcome.monotone and self._memoize:
                     # A fresh claim only gets harder to satisfy (limits shrink): skip this pool for the class.
@@ -222,7 +213,7 @@ class Scheduler:
         return blockers
 
     @staticmethod
-    def _remember(result: Rejection, candidate: object, rejected: set[object],
+    def _remember(result: PlacementRefusal, candidate: object, rejected: set[object],
                   blockers: dict[TopologyGroup, tuple]) -> None:
         if result.monotone:
             rejected.add(candidate)
@@ -232,22 +223,22 @@ class Scheduler:
                 result.detail.group.remember_refusal(key, candidate)
 
     def _new_claim(self, template: ClaimTemplate, sp: SchedulingPod, cls: PodClass,
-                   labels_key: frozenset[tuple[str, str]]) -> NewNodeClaim | Rejection:
+                   labels_key: frozenset[tuple[str, str]]) -> NewNodeClaim | PlacementRefusal:
         options = template.types_by_size
         remaining = self.remaining.get(template.name)
         if remaining is not None:
             if NODES in remaining and remaining[NODES] <= 0:
-                return Rejection(f"limits.nodes {template.nodepool.limits[NODES] // 1000} reached")
+                return PlacementRefusal(f"limits.nodes {template.nodepool.limits[NODES] // 1000} reached")
             if not all(name == NODES or template.max_capacity.get(name, 0) <= left
                        for name, left in remaining.items()):
                 options = [t for t in options if within(t.capacity, remaining)]
             if not options:
-                return Rejection(limits_message(template, remaining))
+                return PlacementRefusal(limits_message(template, remaining))
         claim = NewNodeClaim(template, options, self._claim_number + 1)
         result = claim.can_add(sp, cls, labels_key, self.topology, relax_min_values=self.relax_min_values)
-        if isinstance(result, Rejection):
+        if isinstance(result, PlacementRefusal):
             if len(options) < len(template.types_by_size) and result.message in GENERIC_INSTANCE_TYPE_FAILURES:
-                return Rejection(
+                return PlacementRefusal(
                     f"no instance type fits among the {len(options)} of {len(template.types_by_size)} that stay "
                     f"within the NodePool's remaining limits ({describe_remaining(template, remaining or {})})",
                     result.monotone,

@@ -32,7 +32,7 @@ def simulate(
     remove: Collection[str] = (),
     pods: Sequence[Pod] | None = None,
     include_pending: bool = True,
-    refuse_moved_pods: Collection[str] = (),
+    pending_only_nodes: Collection[str] = (),
     context: SchedulingContext | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> SchedulingResult:
@@ -52,7 +52,7 @@ def simulate(
         pods = [*(state.pending_pods() if include_pending else []), *pods_to_move(state, excluded)]
     moving = {pod.key for pod in pods if pod.node_name}
     scheduler = Scheduler(
-        context, now, exclude_nodes=excluded, refuse_moved_pods=refuse_moved_pods, scheduling_pods=moving,
+        context, now, exclude_nodes=excluded, pending_only_nodes=pending_only_nodes, scheduling_pods=moving,
         should_stop=should_stop,
     )
     return scheduler.solve(pods)

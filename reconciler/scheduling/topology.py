@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 
 from reconciler.model import labels as wk
 from reconciler.model.pod import Pod, PodAffinityTerm, TopologySpreadConstraint
@@ -19,7 +18,7 @@ from reconciler.model.requirements import Requirement, Requirements
 from reconciler.model.selectors import LabelExpression
 from reconciler.model.taints import Taint
 from reconciler.scheduling.podinfo import IGNORE, SchedulingPod
-from reconciler.scheduling.topology_counts import BaseCounts, Change, PodsByNamespace
+from reconciler.scheduling.topology_counts import BaseCounts, Change, CountedPod, NodeDomains, PodsByNamespace
 from reconciler.scheduling.topology_group import (
     AFFINITY,
     ANTI_AFFINITY,
@@ -48,21 +47,6 @@ class TopologyError(Exception):
     def __str__(self) -> str:
         return (f"unsatisfiable {self.group.describe()}; the pod allows {self.pod_domains}, "
                 f"the node {self.node_domains}")
-
-
-@dataclass(slots=True)
-class CountedPod:
-    """A bound pod as topology counting sees it."""
-
-    pod: Pod
-    node_labels: Mapping[str, str]
-    node_taints: tuple[Taint, ...]
-    node_requirements: Requirements
-    node_name: str
-
-
-# An active node as topology sees it: name, hostname, labels, taints, requirements.
-NodeDomains = tuple[str, str, Mapping[str, str], tuple[Taint, ...], Requirements]
 
 
 class Topology:
@@ -168,18 +152,18 @@ class Topology:
             if gone:
                 touched.setdefault(identity, set()).update(gone)
         for identity, domains in touched.items():
-            group = new.inverse.get(identity)
-            if group is None:
+            changed = new.inverse.get(identity)
+            if changed is None:
                 continue
             for domain in domains:
-                if group.domains.get(domain, 0) > 0:
+                if changed.domains.get(domain, 0) > 0:
                     continue
-                if domain in new._sources[identity] or (group.key == wk.HOSTNAME and domain in new._hostname_set):
-                    group.domains[domain] = 0
-                    group.empty.add(domain)
+                if domain in new._sources[identity] or (changed.key == wk.HOSTNAME and domain in new._hostname_set):
+                    changed.domains[domain] = 0
+                    changed.empty.add(domain)
                 else:
-                    group.domains.pop(domain, None)
-                    group.empty.discard(domain)
+                    changed.domains.pop(domain, None)
+                    changed.empty.discard(domain)
         if lost & new.inverse.keys():
             return new if new._recount_creators() else None
         if (joined or lost) and not new._settle_creators(joined, position):

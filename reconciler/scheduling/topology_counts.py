@@ -9,15 +9,29 @@ run's excluded nodes and uncounted (moving) pods; ``count_directly`` is the plai
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from reconciler.model import labels as wk
+from reconciler.model.pod import Pod
+from reconciler.model.requirements import Requirements
+from reconciler.model.taints import Taint
 from reconciler.scheduling.topology_group import TopologyGroup
 
-if TYPE_CHECKING:
-    from reconciler.scheduling.topology import CountedPod, NodeDomains
+
+@dataclass(slots=True)
+class CountedPod:
+    """A bound pod as topology counting sees it."""
+
+    pod: Pod
+    node_labels: Mapping[str, str]
+    node_taints: tuple[Taint, ...]
+    node_requirements: Requirements
+    node_name: str
+
+
+# An active node as topology sees it: name, hostname, labels, taints, requirements.
+NodeDomains = tuple[str, str, Mapping[str, str], tuple[Taint, ...], Requirements]
 
 
 class PodsByNamespace:

@@ -60,7 +60,9 @@ def volume_requirements(pod: Pod, state: ClusterState) -> tuple[Requirements, ..
         options = _claim_alternatives(state, f"{pod.namespace}/{volume.claim_name}", pod)
         if not options:
             continue
-        merged = [_merge(a, o) for a in alternatives for o in options if a is None or a.intersects(o) is None]
+        merged: list[Requirements | None] = [
+            _merge(a, o) for a in alternatives for o in options if a is None or a.intersects(o) is None
+        ]
         alternatives = merged or [_merge(a, o) for a in alternatives for o in options]
     if alternatives == [None]:
         return None

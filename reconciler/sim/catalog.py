@@ -4,16 +4,43 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from reconciler.cloud import pricesource
 from reconciler.cloud.types import InstanceType, Offering
 from reconciler.model import labels as wk
 from reconciler.model.resources import Resources
 from reconciler.sim.scenario import ScenarioError
 
-PRESETS = ("aws-us-east-1",)
+if TYPE_CHECKING:
+    from reconciler.cloud.aws.preset import PresetShaper
+
+PRESET_PREFIX = "aws-"
 _TYPE_KEYS = {"name", "arch", "os", "capacity", "labels", "overhead", "offerings"}
-_CATALOG_KEYS = {"preset", "zones", "region", "overhead", "instanceTypes"}
+_CATALOG_KEYS = {"preset", "zones", "region", "overhead", "instanceTypes", "prices"}
+_OFFERING_KEYS = {"capacityType", "zone", "price", "available", "zoneID", "priceSource"}
+
+
+def presets() -> tuple[str, ...]:
+    """``aws-<region>`` for every region with a bundled catalogue."""
+    from reconciler.cloud.aws.preset import regions
+
+    return tuple(f"{PRESET_PREFIX}{region}" for region in regions())
+
+
+def preset_region(catalog: Mapping[str, Any]) -> str | None:
+    """The region of ``catalog.preset`` (validated), or None without a preset."""
+    preset = catalog.get("preset")
+    if preset is None:
+        return None
+    known = presets()
+    if not isinstance(preset, str) or preset not in known:
+        raise ScenarioError(f"catalog.preset: {preset!r} is not a known preset (known: aws-<region> for "
+                            f"{', '.join(p.removeprefix(PRESET_PREFIX) for p in known)})")
+    region = preset.removeprefix(PRESET_PREFIX)
+    if catalog.get("region") not in (None, "", region):
+        raise ScenarioError(f"catalog.region: {catalog['region']!r} differs from the preset's region {region}")
+    return region
 
 
 def build_catalog(catalog: Mapping[str, Any]) -> list[InstanceType]:
@@ -22,36 +49,61 @@ def build_catalog(catalog: Mapping[str, Any]) -> list[InstanceType]:
             raise ScenarioError(f"catalog.{key}: unknown key (expected one of {', '.join(sorted(_CATALOG_KEYS))})")
     if catalog.get("region") is not None and not isinstance(catalog["region"], str):
         raise ScenarioError("catalog.region: expected a region name")
-    region = str(catalog.get("region") or "")
     zones = catalog.get("zones")
     if zones is not None and (not isinstance(zones, list) or not all(isinstance(z, str) for z in zones)):
         raise ScenarioError("catalog.zones: expected a list of zone names")
     default_overhead = _resources(catalog.get("overhead"), "catalog.overhead") if "overhead" in catalog else None
     types: dict[str, InstanceType] = {}
-    preset = catalog.get("preset")
-    if preset is not None:
-        if not isinstance(preset, str) or preset not in PRESETS:
-            raise ScenarioError(f"catalog.preset: {preset!r} is not a known preset (known: {', '.join(PRESETS)})")
+    region = preset_region(catalog)
+    if region is not None:
         from reconciler.cloud.aws.preset import PresetError, load_preset
 
         try:
-            for instance_type in load_preset(region=region or "us-east-1", zones=zones):
+            for instance_type in load_preset(region=region, zones=zones):
                 types[instance_type.name] = instance_type
         except PresetError as err:
             raise ScenarioError(f"catalog.{'zones' if str(err).startswith('zones') else 'region'}: {err}") from None
+    region = region or str(catalog.get("region") or "")
+    zone_ids = _bundled_zone_ids(region)
     raw_types = catalog.get("instanceTypes") or []
     if not isinstance(raw_types, list):
         raise ScenarioError("catalog.instanceTypes: expected a list")
     for index, raw in enumerate(raw_types):
-        instance_type = _instance_type(raw, f"catalog.instanceTypes[{index}]", region, default_overhead)
+        instance_type = _instance_type(raw, f"catalog.instanceTypes[{index}]", region, default_overhead, zone_ids)
         types[instance_type.name] = instance_type
     if not types:
         raise ScenarioError("catalog: no instance types (give preset: aws-us-east-1 or instanceTypes)")
+    if catalog.get("prices") is not None:
+        from reconciler.cloud.pricefile import PriceFileError, apply_overrides, overrides_from_catalog
+
+        try:
+            return apply_overrides(list(types.values()), overrides_from_catalog(catalog["prices"]))
+        except PriceFileError as err:
+            raise ScenarioError(f"catalog.prices: {err}") from None
     return list(types.values())
 
 
+def catalog_shaper(catalog: Mapping[str, Any]) -> PresetShaper | None:
+    """What rebuilds the preset types per EC2NodeClass (None for a catalogue without a preset)."""
+    region = preset_region(catalog)
+    if region is None:
+        return None
+    from reconciler.cloud.aws.preset import PresetShaper
+
+    written = {str(raw.get("name")) for raw in catalog.get("instanceTypes") or [] if isinstance(raw, Mapping)}
+    return PresetShaper(region, catalog.get("zones"), exclude=written)
+
+
+def _bundled_zone_ids(region: str) -> dict[str, str]:
+    """Zone IDs of a real AWS region (from its bundled catalogue), so ``zone-id`` selectors work on
+    hand-written catalogues of real zones too; empty for made-up regions."""
+    from reconciler.cloud.aws.preset import PRESETS, load_catalog
+
+    return dict(load_catalog(region).zone_ids) if region in PRESETS else {}
+
+
 def _instance_type(
-    raw: Any, path: str, region: str, default_overhead: Resources | None
+    raw: Any, path: str, region: str, default_overhead: Resources | None, zone_ids: Mapping[str, str]
 ) -> InstanceType:
     if not isinstance(raw, Mapping):
         raise ScenarioError(f"{path}: expected a map")
@@ -86,11 +138,11 @@ def _instance_type(
     if region:
         labels[wk.REGION] = region
     labels.update({str(k): str(v) for k, v in extra_labels.items()})
-    offerings = _offerings(raw.get("offerings"), f"{path}.offerings")
+    offerings = _offerings(raw.get("offerings"), f"{path}.offerings", zone_ids)
     return InstanceType(name=name, capacity=capacity, overhead=overhead, offerings=offerings, labels=labels)
 
 
-def _offerings(raw: Any, path: str) -> tuple[Offering, ...]:
+def _offerings(raw: Any, path: str, zone_ids: Mapping[str, str]) -> tuple[Offering, ...]:
     if not isinstance(raw, list) or not raw:
         raise ScenarioError(f"{path}: required, a list of {{capacityType, zone, price}}")
     offerings = []
@@ -99,7 +151,7 @@ def _offerings(raw: Any, path: str) -> tuple[Offering, ...]:
         where = f"{path}[{index}]"
         if not isinstance(item, Mapping):
             raise ScenarioError(f"{where}: expected a map")
-        unknown = set(item) - {"capacityType", "zone", "price", "available"}
+        unknown = set(item) - _OFFERING_KEYS
         if unknown:
             raise ScenarioError(f"{where}.{sorted(unknown)[0]}: unknown key")
         capacity_type = item.get("capacityType")
@@ -118,7 +170,15 @@ def _offerings(raw: Any, path: str) -> tuple[Offering, ...]:
         if (capacity_type, zone) in seen:
             raise ScenarioError(f"{where}: duplicate offering {capacity_type} in {zone}")
         seen.add((capacity_type, zone))
-        offerings.append(Offering(zone=zone, capacity_type=capacity_type, price=float(price), available=available))
+        zone_id = item.get("zoneID", zone_ids.get(zone, ""))
+        source = item.get("priceSource", pricesource.SCENARIO)
+        for key, value in (("zoneID", zone_id), ("priceSource", source)):
+            if not isinstance(value, str):
+                raise ScenarioError(f"{where}.{key}: expected a string")
+        offerings.append(
+            Offering(zone=zone, capacity_type=capacity_type, price=float(price), available=available,
+                     zone_id=zone_id, price_source=source)
+        )
     return tuple(offerings)
 
 

@@ -1,16 +1,19 @@
 """The simulated cluster's moving parts: provisioning passes, kube-scheduler binding, kubelets, terminations.
 
 ``SimulatedCluster`` calls Adze's real engine (``provisioning``, ``disruption``)
-and lifecycle executors (``lifecycle``) and plays kube-scheduler and the kubelet
-around them.
+and lifecycle executors (``lifecycle``) and plays kube-controller-manager's
+workload controllers, kube-scheduler and the kubelet around them. It works on
+a ``SimEnvironment`` (API server, cloud, settings, clock); the runner calls it
+and the step functions (``sim.disruption_steps``), which call it in turn.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from reconciler.cloud import pricesource
 from reconciler.disruption.pods import pod_key
 from reconciler.kube.api import KINDS_BY_NAME, NODE, NODECLAIM, POD, Kind, Manifest, NotFoundError, WatchEvent
 from reconciler.lifecycle.launch import has_condition, initialize, launch, node_for_instance, register
@@ -18,12 +21,16 @@ from reconciler.lifecycle.termination import Terminator
 from reconciler.model import labels as wk
 from reconciler.model.meta import ManifestError
 from reconciler.sim import engine
+from reconciler.sim.environment import SimEnvironment
 from reconciler.sim.scenario import ScenarioError
-from reconciler.sim.workloads import OWNER_ANNOTATION, create_with_status, running_status, unschedulable_status
+from reconciler.sim.workloads import (
+    OWNER_ANNOTATION,
+    WorkloadControllers,
+    create_with_status,
+    running_status,
+    unschedulable_status,
+)
 from reconciler.state import ClusterState
-
-if TYPE_CHECKING:
-    from reconciler.sim.runner import Simulation
 
 # Re-planning after insufficient capacity at launch is bounded, like Karpenter's next batches.
 MAX_LAUNCH_RETRIES = 3
@@ -36,17 +43,19 @@ def is_terminal(pod: Mapping[str, Any]) -> bool:
 
 
 class SimulatedCluster:
-    def __init__(self, sim: Simulation) -> None:
-        self.sim = sim
+    def __init__(self, env: SimEnvironment) -> None:
+        self.env = env
         self.reasons: dict[str, str] = {}
         self.booting: dict[str, str] = {}  # nodeclaim -> provider id, launched with `launch: pending`
         self.nominated: dict[str, str] = {}  # pod key -> the launching claim it waits for
-        self.terminator = Terminator(sim.kube, sim.cloud)
+        self.terminator = Terminator(env.kube, env.cloud)
+        self._drain_ends: dict[str, datetime] = {}  # deleting NodeClaim -> when its minimum drain time is over
         # Unowned pods deleted with a grace period: recreated (pending) once they are really gone.
         self._awaiting_removal: dict[str, Manifest] = {}
         # Kept current from every write, as the live reflectors keep it: no rebuild per decision.
         self._state = ClusterState()
-        sim.kube.subscribe(self._observe, copy=False)  # the state only reads what it is given
+        env.kube.subscribe(self._observe, copy=False)  # the state only reads what it is given
+        self.workloads = WorkloadControllers(env.kube, self.manifests, env.clock, self.daemon_pod_fits)
 
     def _observe(self, kind: Kind, event: WatchEvent) -> None:
         try:
@@ -84,7 +93,7 @@ class SimulatedCluster:
         }
         if kind_name in by_kind:
             return list(by_kind[kind_name].values())
-        return self.sim.kube.objects(KINDS_BY_NAME[kind_name])
+        return self.env.kube.objects(KINDS_BY_NAME[kind_name])
 
     # -- provisioning ---------------------------------------------------------------------------
     async def provision(self, record: dict[str, Any], *, launch_ready: bool) -> None:
@@ -102,14 +111,14 @@ class SimulatedCluster:
                 break
 
     async def _plan(self) -> Any:
-        types = await self.sim.cloud.instance_types(None)
-        return engine.plan(self.state(), types, self.sim.settings, self.sim.now, self.sim.names)
+        types = await engine.types_by_nodepool(self.state(), self.env.cloud)
+        return engine.plan(self.state(), types, self.env.settings, self.env.now, self.env.names)
 
     async def _launch_planned(self, planned: Any, record: dict[str, Any], *, launch_ready: bool) -> str | None:
         manifest = planned.manifest()
-        await self.sim.kube.create(manifest)
-        claim = self.sim.kube.peek(NODECLAIM, manifest["metadata"]["name"])
-        outcome = await launch(self.sim.kube, self.sim.cloud, claim, self.sim.now)
+        await self.env.kube.create(manifest)
+        claim = self._stored(NODECLAIM, manifest["metadata"]["name"])
+        outcome = await launch(self.env.kube, self.env.cloud, claim, self.env.now)
         if outcome.instance is None:
             record["events"].append(
                 {"object": f"NodeClaim/{outcome.nodeclaim}", "reason": "InsufficientCapacityError",
@@ -126,6 +135,7 @@ class SimulatedCluster:
                 "zone": instance.zone,
                 "capacityType": instance.capacity_type,
                 "price": instance.price,
+                "priceSource": instance.price_source or None,
                 "instanceTypeOptions": list(planned.instance_type_options),
                 "pods": list(planned.pods),
             }
@@ -144,24 +154,30 @@ class SimulatedCluster:
 
     async def boot(self, nodeclaim_name: str) -> None:
         """The simulated kubelet joins, Adze registers and initializes the claim (startup agents done)."""
-        claim = self.sim.kube.peek(NODECLAIM, nodeclaim_name)
+        claim = self.env.kube.peek(NODECLAIM, nodeclaim_name)
         if claim is None:
             return
-        instance = await self.sim.cloud.get(claim["status"]["providerID"])
-        node = node_for_instance(claim, instance, self.sim.now)
-        await self.sim.kube.create(node)
-        await register(self.sim.kube, claim, self.sim.kube.peek(NODE, nodeclaim_name), self.sim.now)
+        instance = await self.env.cloud.get(claim["status"]["providerID"])
+        node = node_for_instance(claim, instance, self.env.now)
+        await self.env.kube.create(node)
+        await register(self.env.kube, claim, self._stored(NODE, nodeclaim_name), self.env.now)
         # The agents that own startup taints (e.g. a CNI) remove them once they run.
         startup = {(t.get("key"), t.get("effect")) for t in (claim.get("spec") or {}).get("startupTaints") or []}
-        current = self.sim.kube.peek(NODE, nodeclaim_name)
+        current = self._stored(NODE, nodeclaim_name)
         if startup:
             taints = [t for t in current["spec"].get("taints") or [] if (t.get("key"), t.get("effect")) not in startup]
-            await self.sim.kube.patch(NODE, nodeclaim_name, {"spec": {"taints": taints}})
+            await self.env.kube.patch(NODE, nodeclaim_name, {"spec": {"taints": taints}})
         await initialize(
-            self.sim.kube, self.sim.kube.peek(NODECLAIM, nodeclaim_name),
-            self.sim.kube.peek(NODE, nodeclaim_name), self.sim.now,
+            self.env.kube, self._stored(NODECLAIM, nodeclaim_name), self._stored(NODE, nodeclaim_name), self.env.now
         )
-        await self.sim.workloads.reconcile()  # DaemonSet pods for the new node
+        await self.workloads.reconcile()  # DaemonSet pods for the new node
+
+    def _stored(self, kind: Kind, name: str) -> Manifest:
+        """An object the simulation has just written (it exists unless something is badly wrong)."""
+        found = self.env.kube.peek(kind, name)
+        if found is None:
+            raise LookupError(f"{kind.kind} {name} vanished from the simulated API server")
+        return found
 
     async def boot_pending_nodes(self, record: dict[str, Any]) -> None:
         for name in list(self.booting):
@@ -175,25 +191,25 @@ class SimulatedCluster:
         """kube-scheduler binds pods where Adze planned them, once the target Node exists; a pod planned
         onto a claim that is still launching stays pending, nominated for it."""
         for key, node_name in placements.items():
-            if self.sim.kube.peek(NODE, node_name) is None:
+            if self.env.kube.peek(NODE, node_name) is None:
                 self.nominated[key] = node_name
                 self.reasons[key] = f"nominated for NodeClaim {node_name}, which is still launching"
                 continue
             self.nominated.pop(key, None)
             namespace, _, name = key.partition("/")
             try:
-                pod = await self.sim.kube.get(POD, name, namespace)
+                pod = await self.env.kube.get(POD, name, namespace)
             except NotFoundError:
                 continue
             if (pod.get("spec") or {}).get("nodeName"):
                 continue
-            await self.sim.kube.patch(POD, name, {"spec": {"nodeName": node_name}}, namespace)
-            await self.sim.kube.patch(POD, name, {"status": running_status(self.sim.now)}, namespace,
+            await self.env.kube.patch(POD, name, {"spec": {"nodeName": node_name}}, namespace)
+            await self.env.kube.patch(POD, name, {"status": running_status(self.env.now)}, namespace,
                                       subresource="status")
             record["bound"][key] = node_name
             self.reasons.pop(key, None)
         if placements:
-            await engine.record_pod_events(self.sim.kube, self._state, placements.values(), self.sim.now)
+            await engine.record_pod_events(self.env.kube, self._state, placements.values(), self.env.now)
 
     async def settle(self, record: dict[str, Any]) -> None:
         """Let terminations progress; pods they displace are rebound on existing capacity.
@@ -204,38 +220,23 @@ class SimulatedCluster:
         await self.progress_terminations(record)
 
     async def _plan_existing_only(self) -> dict[str, str]:
-        types = await self.sim.cloud.instance_types(None)
-        return engine.bindable(self.state(), types, self.sim.settings, self.sim.now)
+        types = await engine.types_by_nodepool(self.state(), self.env.cloud)
+        return engine.bindable(self.state(), types, self.env.settings, self.env.now)
 
     # -- disruption and termination -------------------------------------------------------------
-    async def disrupt_once(self, record: dict[str, Any]) -> bool:
-        from reconciler.sim import disruption_steps
-
-        return await disruption_steps.disrupt_once(self, record)
-
-    async def expire(self, record: dict[str, Any]) -> None:
-        from reconciler.sim import disruption_steps
-
-        await disruption_steps.expire(self, record)
-
-    async def interrupt(self, node_name: str, kind: str, record: dict[str, Any], *, path: str) -> None:
-        from reconciler.sim import disruption_steps
-
-        await disruption_steps.interrupt(self, node_name, kind, record, path=path)
-
     async def delete_capacity(self, kind: Kind, name: str, record: dict[str, Any]) -> None:
         """A user deleted a Node or NodeClaim: Adze's termination finalizer drains it first."""
         claim_name = name
         if kind == NODE:
-            node = self.sim.kube.peek(NODE, name)
+            node = self.env.kube.peek(NODE, name)
             if node is None:
                 raise NotFoundError(f"node {name}")
-            claim_name = engine.nodeclaim_for_node(self.sim.kube, node) or ""
+            claim_name = engine.nodeclaim_for_node(self.env.kube, node) or ""
             if not claim_name:
-                await self.sim.kube.delete(NODE, name)
+                await self.env.kube.delete(NODE, name)
                 return
-        await self.sim.kube.delete(NODECLAIM, claim_name)
-        await self.progress_terminations(record)
+        await self.env.kube.delete(NODECLAIM, claim_name)
+        await self.drain_out(record)
 
     async def progress_terminations(self, record: dict[str, Any]) -> None:
         """Drive every deleting NodeClaim's termination as far as it can go now."""
@@ -246,13 +247,33 @@ class SimulatedCluster:
     async def finish_terminations(self, record: dict[str, Any]) -> None:
         """Drive deleting NodeClaims to the end, as a ``disrupt`` step promises: when only pods that are
         already terminating hold a node, their grace periods elapse in simulated time (the kubelet then
-        removes them) and the drain goes on."""
+        removes them) and the drain goes on; so does the drain's minimum duration (5 s)."""
         for _ in range(MAX_GRACE_WAITS):
             await self.progress_terminations(record)
-            until = self._grace_ends_on_deleting_nodes()
-            if until is None or until <= self.sim.now:
+            waits = [t for t in (self._grace_ends_on_deleting_nodes(), self._drain_ends_on_deleting_nodes())
+                     if t is not None]
+            until = min(waits) if waits else None
+            if until is None or until <= self.env.now:
                 return
-            self.sim.advance((until - self.sim.now).total_seconds())
+            self.env.advance((until - self.env.now).total_seconds())
+
+    async def drain_out(self, record: dict[str, Any]) -> None:
+        """Drive terminations as far as they go now, letting simulated time run on only for the drain's
+        minimum duration (a node drained within a step is gone at its end, 5 s later on the clock)."""
+        for _ in range(MAX_GRACE_WAITS):
+            await self.progress_terminations(record)
+            until = self._drain_ends_on_deleting_nodes()
+            if until is None or until <= self.env.now:
+                return
+            self.env.advance((until - self.env.now).total_seconds())
+
+    def _drain_ends_on_deleting_nodes(self) -> datetime | None:
+        """When the first drain of a still deleting NodeClaim reaches its minimum duration."""
+        deleting = {
+            c["metadata"]["name"] for c in self.manifests("NodeClaim") if c["metadata"].get("deletionTimestamp")
+        }
+        ends = [when for name, when in self._drain_ends.items() if name in deleting]
+        return min(ends) if ends else None
 
     def _grace_ends_on_deleting_nodes(self) -> datetime | None:
         """When the first terminating pod on a deleting NodeClaim's node is due to be gone."""
@@ -275,7 +296,11 @@ class SimulatedCluster:
             # The state replaces manifests and never edits them, so these stay as they are now.
             before = dict(self._state.pod_manifests)  # by "namespace/name" (every stored pod has a namespace)
             for claim in deleting:
-                result = await self.terminator.step(claim, self.sim.now)
+                result = await self.terminator.step(claim, self.env.now)
+                if result.drain_ends_at is not None:
+                    self._drain_ends[claim["metadata"]["name"]] = result.drain_ends_at
+                else:
+                    self._drain_ends.pop(claim["metadata"]["name"], None)
                 await self._recreate_unowned(before, result.evicted + result.force_deleted + result.deleted_with_node)
                 displaced = displaced or bool(result.evicted or result.force_deleted or result.finished)
                 for key in result.evicted:
@@ -292,7 +317,7 @@ class SimulatedCluster:
                     record["events"].append({"object": f"NodeClaim/{claim['metadata']['name']}",
                                              "reason": "TerminationBlocked", "message": message})
                 progressed = progressed or result.progressed
-            await self.sim.workloads.reconcile()
+            await self.workloads.reconcile()
             if displaced and self.pending_pods():
                 await self._bind(await self._plan_existing_only(), record)
             if not progressed:
@@ -315,14 +340,14 @@ class SimulatedCluster:
                 "metadata": {k: v for k, v in metadata.items()
                              if k in ("name", "namespace", "labels", "annotations", "ownerReferences")},
                 "spec": {k: v for k, v in (pod.get("spec") or {}).items() if k != "nodeName"},
-                "status": unschedulable_status(self.sim.now),
+                "status": unschedulable_status(self.env.now),
             }
-            await create_with_status(self.sim.kube, fresh)
+            await create_with_status(self.env.kube, fresh)
 
     async def _exists(self, kind: Kind, name: str, namespace: str | None) -> bool:
         """Through the API (not ``peek``): a read lets the store finish graceful deletions that are due."""
         try:
-            await self.sim.kube.get(kind, name, namespace)
+            await self.env.kube.get(kind, name, namespace)
         except NotFoundError:
             return False
         return True
@@ -336,11 +361,12 @@ class SimulatedCluster:
                 pods_by_node.setdefault(node_name, []).append(pod_key(pod))
         nodes = []
         total = 0.0
-        for node in sorted(self.sim.kube.objects(NODE), key=lambda n: n["metadata"]["name"]):
+        for node in sorted(self.env.kube.objects(NODE), key=lambda n: n["metadata"]["name"]):
             labels = node["metadata"].get("labels") or {}
-            price = self.sim.cloud.price_of(
-                labels.get(wk.INSTANCE_TYPE, ""), labels.get(wk.ZONE, ""), labels.get(wk.CAPACITY_TYPE, "")
-            ) or 0.0
+            offering = (labels.get(wk.INSTANCE_TYPE, ""), labels.get(wk.ZONE, ""), labels.get(wk.CAPACITY_TYPE, ""))
+            price = self.env.cloud.price_of(*offering)
+            source = self.env.cloud.price_source_of(*offering) if price is not None else ""
+            price = price or 0.0  # the format's rule for nodes without a known offering; priceSource is null
             total += price
             nodes.append(
                 {
@@ -350,15 +376,20 @@ class SimulatedCluster:
                     "zone": labels.get(wk.ZONE),
                     "capacityType": labels.get(wk.CAPACITY_TYPE),
                     "price": price,
+                    "priceSource": source or None,
                     "pods": sorted(pods_by_node.get(node["metadata"]["name"], [])),
                     "managed": wk.NODEPOOL in labels,
                 }
             )
-        return {
+        final: dict[str, Any] = {
             "nodes": nodes,
             "pending": sorted(pod_key(p) for p in self.pending_pods()),
             "costPerHour": round(total, 6),
         }
+        sources = pricesource.legend(node["priceSource"] for node in nodes)
+        if sources:  # optional key (scenario-format: new keys only): where costPerHour's prices come from
+            final["priceSources"] = sources
+        return final
 
 
 def _owned_by_daemonset(pod: Mapping[str, Any] | None) -> bool:

@@ -1,53 +1,54 @@
-"""The simulator's ``disrupt``, ``expire`` and ``interrupt`` steps.
+"""The simulator's ``disrupt``, ``expire`` and ``interrupt`` steps, called by the runner.
 
 Decisions come from Adze's pure disruption engine; execution goes through the
-same ``CommandExecutor`` and ``Terminator`` the live controllers use. The
-simulator adds the validation wait to its virtual clock and plays the kubelet
-for replacements.
+same ``CommandExecutor`` and ``Terminator`` the live controllers use, and an
+interruption through the live interruption path (message parsed, decided,
+executed). The simulator adds the validation wait to its virtual clock and
+plays the kubelet for replacements.
 """
 
 from __future__ import annotations
 
 import contextlib
-from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+import json
+from typing import Any
 
+from reconciler.cloud.aws.instances import parse_provider_id
 from reconciler.cloud.types import InstanceNotFoundError
 from reconciler.disruption.controller import decide
-from reconciler.disruption.types import VALIDATED_METHODS
+from reconciler.disruption.methods import method_named
 from reconciler.disruption.validation import validate
 from reconciler.interruption import actions
 from reconciler.interruption.actions import ActionKind
-from reconciler.interruption.messages import Kind, Message
-from reconciler.kube.api import NODE, NODECLAIM
+from reconciler.interruption.execution import execute, nodeclaims_by_instance
+from reconciler.interruption.messages import Kind, MessageParseError, eventbridge_event, parse
+from reconciler.kube.api import NODE, NODECLAIM, Manifest
 from reconciler.lifecycle.expiration import expired
 from reconciler.lifecycle.orchestration import CommandExecutor
 from reconciler.model import labels as wk
 from reconciler.sim import engine
+from reconciler.sim.cluster import SimulatedCluster
 from reconciler.sim.scenario import ScenarioError
 
-if TYPE_CHECKING:
-    from reconciler.sim.cluster import SimulatedCluster
-
-
-# How long an interrupted spot offering stays unavailable (the live provider's unavailable-offerings TTL).
-UNAVAILABLE_AFTER_INTERRUPTION = timedelta(minutes=3)
+# Result-document reasons of forceful deletions (scenario-format.md); Karpenter's own reasons go in events.
+EXPIRED = "Expired"
+INTERRUPTED = "Interrupted"
 
 
 async def _decide(cluster: SimulatedCluster) -> Any:
-    sim = cluster.sim
-    types = await sim.cloud.instance_types(None)
+    env = cluster.env
     state = cluster.state()
-    return decide(state, engine.types_by_nodepool(state, types), sim.settings, sim.now, name_for=sim.names)
+    types = await engine.types_by_nodepool(state, env.cloud)
+    return decide(state, types, env.settings, env.now, name_for=env.names)
 
 
 async def disrupt_once(cluster: SimulatedCluster, record: dict[str, Any]) -> bool:
     """One disruption pass; True when a command was carried out (so ``until: stable`` goes on)."""
-    sim = cluster.sim
+    env = cluster.env
     decision = await _decide(cluster)
     # Every pass's explanations belong to the result document; a caller reading only the final,
     # command-less pass (plan) keeps memory flat over thousands of passes without them.
-    explained = decision.command is None or getattr(sim, "explain_every_pass", True)
+    explained = decision.command is None or env.explain_every_pass
     for explanation in decision.explanations if explained else ():
         record["events"].append(
             {"object": f"Node/{explanation.node}", "reason": "DisruptionBlocked",
@@ -57,12 +58,12 @@ async def disrupt_once(cluster: SimulatedCluster, record: dict[str, Any]) -> boo
     command = decision.command
     if command is None:
         return False
-    if command.method in VALIDATED_METHODS:
-        sim.advance(sim.settings.consolidation_validation_wait)
+    if method_named(command.method).validated:
+        env.advance(env.settings.consolidation_validation_wait)
         await cluster.settle(record)
-        types = await sim.cloud.instance_types(None)
         state = cluster.state()
-        checked = validate(command, state, engine.types_by_nodepool(state, types), sim.settings, sim.now)
+        types = await engine.types_by_nodepool(state, env.cloud)
+        checked = validate(command, state, types, env.settings, env.now)
         if not checked.valid or checked.command is None:
             record["events"].append(
                 {"object": f"Node/{command.candidates[0].name}", "reason": "DisruptionAborted",
@@ -70,8 +71,8 @@ async def disrupt_once(cluster: SimulatedCluster, record: dict[str, Any]) -> boo
             )
             return False
         command = checked.command
-    executor = CommandExecutor(sim.kube, sim.cloud)
-    flight = await executor.start(command, sim.now)
+    executor = CommandExecutor(env.kube, env.cloud)
+    flight = await executor.start(command, env.now)
     if flight.state == "aborted":
         record["events"].append(
             {"object": f"Node/{command.candidates[0].name}", "reason": "DisruptionAborted", "message": flight.message}
@@ -79,7 +80,7 @@ async def disrupt_once(cluster: SimulatedCluster, record: dict[str, Any]) -> boo
         return False
     for name in flight.launched:
         await cluster.boot(name)
-    flight = await executor.advance(flight, sim.now)
+    flight = await executor.advance(flight, env.now)
     for candidate in command.candidates:
         record["disrupted"].append(
             {
@@ -94,7 +95,7 @@ async def disrupt_once(cluster: SimulatedCluster, record: dict[str, Any]) -> boo
             }
         )
     for replacement, name in zip(command.replacements, flight.launched, strict=False):
-        claim = sim.kube.peek(NODECLAIM, name) or {}
+        claim = env.kube.peek(NODECLAIM, name) or {}
         labels = (claim.get("metadata") or {}).get("labels") or {}
         record["launched"].append(
             {
@@ -104,9 +105,12 @@ async def disrupt_once(cluster: SimulatedCluster, record: dict[str, Any]) -> boo
                 "instanceType": labels.get(wk.INSTANCE_TYPE),
                 "zone": labels.get(wk.ZONE),
                 "capacityType": labels.get(wk.CAPACITY_TYPE),
-                "price": sim.cloud.price_of(
+                "price": env.cloud.price_of(
                     labels.get(wk.INSTANCE_TYPE, ""), labels.get(wk.ZONE, ""), labels.get(wk.CAPACITY_TYPE, "")
                 ),
+                "priceSource": env.cloud.price_source_of(
+                    labels.get(wk.INSTANCE_TYPE, ""), labels.get(wk.ZONE, ""), labels.get(wk.CAPACITY_TYPE, "")
+                ) or None,
                 "instanceTypeOptions": list(replacement.instance_type_options),
                 "pods": list(replacement.pods),
             }
@@ -115,81 +119,89 @@ async def disrupt_once(cluster: SimulatedCluster, record: dict[str, Any]) -> boo
     return True
 
 
-async def _delete_and_reschedule(
-    cluster: SimulatedCluster, claims: list[str], reason: str, record: dict[str, Any]
-) -> None:
-    """Forceful deletion (expiration, interruption): no pre-spun replacement; the provisioner reacts."""
-    sim = cluster.sim
-    for claim_name in claims:
-        claim = sim.kube.peek(NODECLAIM, claim_name)
-        if claim is None or claim["metadata"].get("deletionTimestamp"):
-            continue
-        node_name = (claim.get("status") or {}).get("nodeName") or claim_name
-        await sim.kube.delete(NODECLAIM, claim_name)
-        record["disrupted"].append(
-            {"node": node_name, "nodeclaim": claim_name, "reason": reason, "method": reason.lower(),
-             "action": "delete", "replacements": [], "savingsPerHour": 0.0}
-        )
+def _record_deleted(record: dict[str, Any], claim: Manifest, reason: str) -> None:
+    name = claim["metadata"]["name"]
+    node_name = (claim.get("status") or {}).get("nodeName") or name
+    record["disrupted"].append(
+        {"node": node_name, "nodeclaim": name, "reason": reason, "method": reason.lower(),
+         "action": "delete", "replacements": [], "savingsPerHour": 0.0}
+    )
+
+
+async def _reschedule(cluster: SimulatedCluster, reason: str, record: dict[str, Any]) -> None:
+    """After a forceful deletion (expiration, interruption) there is no pre-spun replacement: the provisioner
+    reacts to the pods the termination displaces."""
     before = {item["nodeclaim"] for item in record["launched"]}
     await cluster.provision(record, launch_ready=True)
     launched = [item["nodeclaim"] for item in record["launched"] if item["nodeclaim"] not in before]
     for item in record["disrupted"]:
         if item["reason"] == reason and not item["replacements"]:
             item["replacements"] = launched
-    await cluster.progress_terminations(record)
-    sim.advance(0)
+    await cluster.drain_out(record)
+    cluster.env.advance(0)
     await cluster.settle(record)
 
 
 async def expire(cluster: SimulatedCluster, record: dict[str, Any]) -> None:
-    sim = cluster.sim
-    claims = [item.nodeclaim for item in expired(sim.kube.objects(NODECLAIM), sim.now)]
-    await _delete_and_reschedule(cluster, claims, "Expired", record)
+    env = cluster.env
+    for item in expired(env.kube.objects(NODECLAIM), env.now):
+        claim = env.kube.peek(NODECLAIM, item.nodeclaim)
+        if claim is None or claim["metadata"].get("deletionTimestamp"):
+            continue
+        await env.kube.delete(NODECLAIM, item.nodeclaim)
+        _record_deleted(record, claim, EXPIRED)
+    await _reschedule(cluster, EXPIRED, record)
 
 
 async def interrupt(cluster: SimulatedCluster, node_name: str, kind: str, record: dict[str, Any], *, path: str) -> None:
-    sim = cluster.sim
-    node = sim.kube.peek(NODE, node_name)
+    """The message the queue would carry for the node's instance, through the live controller's path: parsed,
+    decided (``interruption.actions.decide``) and carried out (``interruption.execution.execute``)."""
+    env = cluster.env
+    node = env.kube.peek(NODE, node_name)
     if node is None:
         raise ScenarioError(f"{path}: no node named {node_name!r}")
-    claim = engine.nodeclaim_for_node(sim.kube, node)
+    claim_name = engine.nodeclaim_for_node(env.kube, node) or ""
+    claim = env.kube.peek(NODECLAIM, claim_name) if claim_name else None
     if claim is None:
-        record["events"].append(
-            {"object": f"Node/{node_name}", "reason": "InterruptionIgnored",
-             "message": f"{kind}: the node is not managed by Adze (no NodeClaim)"}
-        )
+        _ignored(record, node_name, f"{kind}: the node is not managed by Adze (no NodeClaim)")
         return
-    # The live controller's decision, from the message the queue would carry for this instance.
-    nodeclaim = sim.kube.peek(NODECLAIM, claim) or {}
-    provider_id = str((nodeclaim.get("status") or {}).get("providerID") or "")
-    instance_id = provider_id.rsplit("/", 1)[-1] or claim
-    [action] = actions.decide(Message(Kind(kind), (instance_id,), detail_type=kind), {instance_id: nodeclaim},
-                              rebalance=sim.settings.rebalance_handling)
-    record["events"].append({"object": f"Node/{node_name}", "reason": action.reason, "message": action.message})
-    if action.kind is ActionKind.NO_OP:
+    try:
+        _, instance_id = parse_provider_id(str((claim.get("status") or {}).get("providerID") or ""))
+        message = parse(json.dumps(eventbridge_event(Kind(kind), instance_id, env.now)))
+    except (ValueError, MessageParseError) as err:  # the queue never carries such a message
+        _ignored(record, node_name, f"{kind}: {err}")
         return
-    if action.unavailable_offering is not None:
-        capacity_type, instance_type, zone = action.unavailable_offering
-        with contextlib.suppress(KeyError):
-            sim.cloud.mark_unavailable(instance_type, zone, capacity_type,
-                                       until=sim.now + UNAVAILABLE_AFTER_INTERRUPTION)
-    if kind == "instance_terminated":
-        await _machine_died(cluster, node, claim)
-    # Delete (or, for a rebalance under "drain", cordon and drain): the termination drains either way.
-    await _delete_and_reschedule(cluster, [claim], "Interrupted", record)
+    index = await nodeclaims_by_instance(env.kube)
+    for action in actions.decide(message, index, rebalance=env.settings.rebalance_handling):
+        record["events"].append({"object": f"Node/{node_name}", "reason": action.reason, "message": action.message})
+        if message.kind is Kind.INSTANCE_TERMINATED:
+            # EC2 terminated it, whatever the controller decides (even "already being deleted": a drain held
+            # by a PDB then finds the machine gone and releases the node).
+            await _machine_died(cluster, node, claim_name)
+        await execute(env.kube, action, env.now, env.cloud.unavailable)
+        if action.kind is not ActionKind.NO_OP:
+            _record_deleted(record, claim, INTERRUPTED)
+    if any(item["reason"] == INTERRUPTED for item in record["disrupted"]):
+        await _reschedule(cluster, INTERRUPTED, record)
+    elif message.kind is Kind.INSTANCE_TERMINATED:
+        await cluster.settle(record)  # the deletion already under way goes on, without a drain now
+
+
+def _ignored(record: dict[str, Any], node_name: str, why: str) -> None:
+    record["events"].append({"object": f"Node/{node_name}", "reason": "InterruptionIgnored", "message": why})
 
 
 async def _machine_died(cluster: SimulatedCluster, node: Any, claim_name: str) -> None:
     """EC2 already terminated the instance: it is gone from the cloud and its kubelet stops reporting."""
-    sim = cluster.sim
-    claim = sim.kube.peek(NODECLAIM, claim_name)
+    env = cluster.env
+    claim = env.kube.peek(NODECLAIM, claim_name)
     provider_id = ((claim or {}).get("status") or {}).get("providerID")
     if provider_id:
         with contextlib.suppress(InstanceNotFoundError):
-            await sim.cloud.delete(provider_id)
+            await env.cloud.delete(provider_id)
     conditions = [c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") != "Ready"]
     conditions.append({"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
                        "message": "Kubelet stopped posting node status."})
-    await sim.kube.patch(NODE, node["metadata"]["name"], {"status": {"conditions": conditions}},
+    await env.kube.patch(NODE, node["metadata"]["name"], {"status": {"conditions": conditions}},
                          subresource="status")
 

@@ -33,23 +33,33 @@ _DAEMONSET_AUTO_TOLERATIONS = tuple(
 )
 
 
-def types_by_nodepool(state: ClusterState, types: Sequence[InstanceType]) -> dict[str, Sequence[InstanceType]]:
-    """The simulated cloud offers the same catalogue to every NodePool (its node class is not consulted)."""
-    return {name: types for name in state.nodepools}
+async def types_by_nodepool(state: ClusterState, cloud: Any) -> dict[str, Sequence[InstanceType]]:
+    """Each NodePool's instance types as the cloud offers them to its EC2NodeClass (asked once per
+    NodeClass, as the live controller does). A pool whose NodeClass is not in the cluster still gets
+    the catalogue's defaults: the scenario format keeps such pools usable in simulation."""
+    by_nodeclass: dict[str, Sequence[InstanceType]] = {}
+    result: dict[str, Sequence[InstanceType]] = {}
+    for name, pool in state.nodepools.items():
+        nodeclass = state.nodeclass(pool)
+        key = "" if nodeclass is None else str((nodeclass.get("metadata") or {}).get("name", ""))
+        if key not in by_nodeclass:
+            by_nodeclass[key] = await cloud.instance_types(nodeclass)
+        result[name] = by_nodeclass[key]
+    return result
 
 
 def plan(
     state: ClusterState,
-    types: Sequence[InstanceType],
+    types: Mapping[str, Sequence[InstanceType]],
     settings: Settings,
     now: datetime,
     name_for: Callable[[str], str],
 ) -> ProvisioningPlan:
-    return plan_provisioning(state, types_by_nodepool(state, types), settings, now, name_for)
+    return plan_provisioning(state, types, settings, now, name_for)
 
 
 def bindable(
-    state: ClusterState, types: Sequence[InstanceType], settings: Settings, now: datetime
+    state: ClusterState, types: Mapping[str, Sequence[InstanceType]], settings: Settings, now: datetime
 ) -> dict[str, str]:
     """Where kube-scheduler would bind pending pods right now: existing capacity only."""
     def no_new_names(nodepool: str) -> str:

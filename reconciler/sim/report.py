@@ -8,6 +8,7 @@ import sys
 from collections import Counter
 from typing import Any
 
+from reconciler.cloud import pricesource
 from reconciler.insight.money import money
 
 STEP_LIMIT = 20  # items listed per step before the rest is summarised (simulate without --verbose)
@@ -41,6 +42,18 @@ def _pods_summary(pods: list[str], limit: int = 4) -> str:
 
 def _options_summary(options: list[str], limit: int = 3) -> str:
     return ", ".join(options[:limit]) + (" ..." if len(options) > limit else "")
+
+
+def _price(item: dict[str, Any]) -> str:
+    """A node's $/h, or "unknown" when no offering priced it (never a made-up $0.0000)."""
+    if item.get("price") is None or ("priceSource" in item and not item["priceSource"]):
+        return "unknown"
+    return money(item["price"], month=False)
+
+
+def price_source_lines(sources: list[str]) -> list[str]:
+    """One "prices:" line per distinct source, estimates last (where every figure above comes from)."""
+    return [f"prices: {source}" for source in sources]
 
 
 def _counts(items: list[dict[str, Any]], *keys: str) -> str:
@@ -105,7 +118,7 @@ def render_text(result: dict[str, Any], *, verbose: bool = False) -> str:
     rows = [
         [
             node["name"], node.get("nodepool") or "-", node.get("instanceType") or "-", node.get("zone") or "-",
-            node.get("capacityType") or "-", money(node["price"], month=False), str(len(node["pods"])),
+            node.get("capacityType") or "-", _price(node), str(len(node["pods"])),
         ]
         for node in nodes
     ]
@@ -113,6 +126,11 @@ def render_text(result: dict[str, Any], *, verbose: bool = False) -> str:
     lines += [f"  ... {more} more (--verbose lists all)"] if more else []
     lines.append(f"pending pods: {len(final['pending'])}")
     lines.append(f"cost: {money(final['costPerHour'])}")
+    unpriced = [n["name"] for n in final["nodes"] if "priceSource" in n and not n["priceSource"] and n.get("managed")]
+    if unpriced:
+        lines.append(f"unpriced: {', '.join(unpriced)} (no offering in the catalogue; not counted in the cost)")
+    launched_sources = [i.get("priceSource") or "" for step in result["steps"] for i in step["launched"]]
+    lines.extend(price_source_lines(pricesource.legend([*final.get("priceSources", []), *launched_sources])))
     return "\n".join(lines) + "\n"
 
 
@@ -125,7 +143,7 @@ def _launched_lines(launched: list[dict[str, Any]], verbose: bool) -> list[str]:
     rows = [
         [
             item["nodeclaim"], item["nodepool"], item["instanceType"], item["zone"], item["capacityType"],
-            money(item["price"] or 0.0, month=False), str(len(item["pods"])),
+            _price(item), str(len(item["pods"])),
             _options_summary(item["instanceTypeOptions"]),
         ]
         for item in shown

@@ -13,7 +13,7 @@ import asyncio
 import random
 import string
 from collections.abc import Callable, Mapping
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,16 +22,22 @@ from reconciler.cloud.types import Instance
 from reconciler.kube.api import KINDS_BY_NAME, NODE, NODECLAIM, Kind, Manifest, NotFoundError, kind_of
 from reconciler.kube.memory import MemoryKube
 from reconciler.model import labels as wk
+from reconciler.model.adoption import adopt_nodeclaims
 from reconciler.model.meta import format_time
 from reconciler.model.resources import Resources
-from reconciler.sim.catalog import build_catalog
+from reconciler.sim import disruption_steps
+from reconciler.sim.catalog import build_catalog, catalog_shaper
 from reconciler.sim.cluster import SimulatedCluster
+from reconciler.sim.environment import SimEnvironment
 from reconciler.sim.scenario import Scenario, ScenarioError, Step, load_scenario_file
 from reconciler.sim.workloads import WorkloadControllers, create_with_status, expand_pod_replicas, simulated_scale
 
 __all__ = ["ScenarioError", "Simulation", "run_scenario", "run_scenario_file"]
 
 MAX_STABLE_PASSES = 100
+CLOUDS = ("simulated", "moto")
+# Builds the cloud a simulation runs against, given the simulation (its clock, scenario).
+CloudFactory = Callable[["Simulation"], Any]
 
 
 class NameGenerator:
@@ -66,21 +72,35 @@ def new_step_record(kind: str, clock: datetime) -> dict[str, Any]:
 
 
 class Simulation:
-    def __init__(self, scenario: Scenario) -> None:
+    def __init__(self, scenario: Scenario, *, cloud: CloudFactory | None = None) -> None:
+        """``cloud`` builds another cloud than the simulated one (``moto_cloud``: the real AWS provider on
+        moto); it must also answer ``price_of``, ``price_source_of``, ``mark_unavailable`` and
+        ``register_existing`` as ``SimulatedCloud`` does."""
         self.scenario = scenario
         self.settings = scenario.settings
-        self.now = scenario.clock
-        self.kube = MemoryKube(clock=lambda: self.now, seed=0)
+        self.kube = MemoryKube(clock=lambda: self.env.now, seed=0)
         self.kube.set_scale_lookup(simulated_scale(self.kube))
-        self.cloud = SimulatedCloud(build_catalog(scenario.catalog), clock=lambda: self.now)
-        self.names = NameGenerator(scenario.name)
-        self.cluster = SimulatedCluster(self)
-        self.workloads = WorkloadControllers(
-            self.kube, self.snapshot, lambda: self.now, self.cluster.daemon_pod_fits
+        self.cloud: Any = (
+            cloud(self)
+            if cloud is not None
+            else SimulatedCloud(
+                build_catalog(scenario.catalog), clock=lambda: self.now, shaper=catalog_shaper(scenario.catalog)
+            )
         )
+        self.names = NameGenerator(scenario.name)
+        self.env = SimEnvironment(self.kube, self.cloud, self.settings, self.names, scenario.clock)
+        self.cluster = SimulatedCluster(self.env)
         # Called after each disruption pass that acted, with the step record and the indexes of the pass's first
         # ``disrupted`` item and event (``plan`` times each command from them); None in ``simulate``.
         self.after_disruption_pass: Callable[[dict[str, Any], int, int], None] | None = None
+
+    @property
+    def now(self) -> datetime:
+        return self.env.now
+
+    @property
+    def workloads(self) -> WorkloadControllers:
+        return self.cluster.workloads
 
     # -- helpers used by the step handlers ------------------------------------------------------
     def snapshot(self, kind_name: str) -> list[Manifest]:
@@ -88,7 +108,7 @@ class Simulation:
         return self.cluster.manifests(kind_name)
 
     def advance(self, seconds: float) -> None:
-        self.now = self.now + timedelta(seconds=seconds)
+        self.env.advance(seconds)
 
     async def load(self) -> None:
         expanded: list[Manifest] = []
@@ -102,6 +122,7 @@ class Simulation:
                 self.names.reserve(manifest["metadata"]["name"])
             if manifest.get("kind") == "Node":
                 self._adopt_instance(manifest, f"objects[{index}]")
+        adopt_nodeclaims(expanded)  # NodeClaims stamped by Karpenter's hash versions, re-stamped as Adze would
         try:
             self.kube.load(expanded, share=True)  # the scenario's objects are never changed afterwards
         except ScenarioError:
@@ -120,7 +141,11 @@ class Simulation:
         zone = labels.get(wk.ZONE, "")
         capacity_type = wk.capacity_type_of(labels) or wk.CAPACITY_TYPE_ON_DEMAND
         price = self.cloud.price_of(instance_type, zone, capacity_type) or 0.0
-        capacity = Resources.from_manifest((node.get("status") or {}).get("capacity"), path=f"{path}.status.capacity")
+        reported = (node.get("status") or {}).get("capacity")
+        try:
+            capacity = Resources.from_manifest(reported, path=f"{path}.status.capacity")
+        except ValueError as err:  # the message starts with the key path
+            raise ScenarioError(str(err)) from None
         self.cloud.register_existing(
             Instance(
                 provider_id=provider_id,
@@ -141,13 +166,23 @@ class Simulation:
         steps = []
         for step in self.scenario.steps:
             record = new_step_record(step.kind, self.now)
-            await getattr(self, f"_step_{step.kind}")(step, record)
+            await self.execute(step, record)
             record["clock"] = format_time(self.now)
             record["pending"] = self.cluster.pending_reasons()
             steps.append(record)
             if after_step is not None:
                 after_step(step, record)
         return {"scenario": self.scenario.name, "steps": steps, "final": self.cluster.final_summary()}
+
+    async def execute(self, step: Step, record: dict[str, Any]) -> None:
+        """Run one step's handler; a clock pushed past what a timestamp holds is the scenario's error."""
+        try:
+            await getattr(self, f"_step_{step.kind}")(step, record)
+        except OverflowError:
+            raise ScenarioError(
+                f"{step.path}.{step.kind}: the simulated clock would leave the years 0001-9999 a timestamp can hold "
+                f"(settings.clock is {format_time(self.scenario.clock)})"
+            ) from None
 
     async def _step_provision(self, step: Step, record: dict[str, Any]) -> None:
         await self.cluster.provision(record, launch_ready=step.args.get("launch", "ready") == "ready")
@@ -159,14 +194,14 @@ class Simulation:
             # held back, so the step keeps only the last pass's (never "disrupted" and "blocked" at once).
             record["events"] = [e for e in record["events"] if e.get("reason") != "DisruptionBlocked"]
             first_item, first_event = len(record["disrupted"]), len(record["events"])
-            acted = await self.cluster.disrupt_once(record)
+            acted = await disruption_steps.disrupt_once(self.cluster, record)
             if not acted:
                 break
             if self.after_disruption_pass is not None:
                 self.after_disruption_pass(record, first_item, first_event)
 
     async def _step_expire(self, step: Step, record: dict[str, Any]) -> None:
-        await self.cluster.expire(record)
+        await disruption_steps.expire(self.cluster, record)
 
     async def _step_advance(self, step: Step, record: dict[str, Any]) -> None:
         self.advance(step.args)
@@ -212,8 +247,8 @@ class Simulation:
         await self.cluster.settle(record)
 
     async def _step_interrupt(self, step: Step, record: dict[str, Any]) -> None:
-        await self.cluster.interrupt(step.args["node"], step.args.get("kind", "spot_interrupted"), record,
-                                     path=f"{step.path}.interrupt.node")
+        await disruption_steps.interrupt(self.cluster, step.args["node"], step.args.get("kind", "spot_interrupted"),
+                                         record, path=f"{step.path}.interrupt.node")
 
     async def _step_unavailable(self, step: Step, record: dict[str, Any]) -> None:
         for index, offering in enumerate(step.args):
@@ -241,10 +276,38 @@ def _kind_for_reference(ref: Mapping[str, Any], path: str) -> Kind:
     return kind
 
 
-def run_scenario(scenario: Scenario) -> dict[str, Any]:
-    return asyncio.run(Simulation(scenario).run())
+def moto_cloud(sim: Simulation) -> Any:
+    """The real AWS provider against an in-process moto seeded from the scenario (``--cloud moto``)."""
+    from reconciler.sim.moto_cloud import MotoSimulatedCloud
+
+    return MotoSimulatedCloud(sim.scenario.catalog, sim.scenario.objects, lambda: sim.now)
 
 
-def run_scenario_file(path: str | Path) -> dict[str, Any]:
-    return run_scenario(load_scenario_file(path))
+def cloud_factory(name: str) -> CloudFactory | None:
+    if name not in CLOUDS:
+        raise ScenarioError(f"--cloud: {name!r} must be one of {', '.join(CLOUDS)}")
+    return moto_cloud if name == "moto" else None
+
+
+async def run_simulation(
+    sim: Simulation, after_step: Callable[[Step, dict[str, Any]], None] | None = None
+) -> dict[str, Any]:
+    """Run ``sim`` to the end and release its cloud (the moto server) whatever happens."""
+    try:
+        check = getattr(sim.cloud, "check_types", None)
+        if check is not None:
+            await check()
+        return await sim.run(after_step)
+    finally:
+        close = getattr(sim.cloud, "close", None)
+        if close is not None:
+            close()
+
+
+def run_scenario(scenario: Scenario, *, cloud: str = "simulated") -> dict[str, Any]:
+    return asyncio.run(run_simulation(Simulation(scenario, cloud=cloud_factory(cloud))))
+
+
+def run_scenario_file(path: str | Path, *, cloud: str = "simulated") -> dict[str, Any]:
+    return run_scenario(load_scenario_file(path), cloud=cloud)
 

@@ -19,7 +19,7 @@ from reconciler import yamlio
 from reconciler.api import ValidationFailure, is_karpenter_manifest, parse_object
 from reconciler.model.meta import ManifestError
 from reconciler.model.pod import Pod
-from reconciler.model.shape import check_document_bounds, check_manifest_shape
+from reconciler.model.shape import MAX_REPLICAS, check_document_bounds, check_manifest_shape
 from reconciler.settings import Settings, SettingsError, parse_duration
 
 STEP_KINDS = ("provision", "disrupt", "expire", "advance", "apply", "delete", "interrupt", "unavailable")
@@ -31,6 +31,9 @@ INTERRUPTION_KINDS = (
     "scheduled_change",
 )
 DEFAULT_CLOCK = datetime(2026, 1, 1, tzinfo=UTC)
+# Pods the scenario's workloads and Pods may declare at any one time (DaemonSet pods aside, counted as they
+# are made): as many as one workload may have. Simulating 100,000 pods already takes minutes.
+MAX_TOTAL_PODS = MAX_REPLICAS
 
 
 class ScenarioError(ValueError):
@@ -138,7 +141,47 @@ def parse_scenario(
     if not isinstance(raw_steps, list):
         raise ScenarioError("steps: expected a list")
     steps = [_parse_step(raw, f"steps[{index}]") for index, raw in enumerate(raw_steps)]
+    _check_total_pods(objects, steps)
     return Scenario(name, settings, clock, catalog, [dict(o) for o in objects], steps, source)
+
+
+def _declared_pods(manifest: Mapping[str, Any]) -> int:
+    """Pods a validated manifest stands for: a Pod (or its top-level replicas), a workload's replicas."""
+    kind = manifest.get("kind")
+    if kind == "Pod":
+        return int(manifest.get("replicas", 1))
+    spec = manifest.get("spec") or {}
+    field_name = {"Deployment": "replicas", "ReplicaSet": "replicas", "StatefulSet": "replicas",
+                  "Job": "parallelism"}.get(str(kind))
+    if field_name is None:
+        return 0
+    count = spec.get(field_name)
+    return 1 if count is None else int(count)
+
+
+def _check_total_pods(objects: list[Any], steps: list[Step]) -> None:
+    """The pods declared at any time (objects, then each apply/delete) stay within ``MAX_TOTAL_PODS``."""
+    def key(kind: Any, namespace: Any, name: Any) -> tuple[str, str, str]:
+        return str(kind), str(namespace or "default"), str(name)
+
+    declared = {key(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]): _declared_pods(o)
+                for o in objects}
+    _check_total(sum(declared.values()), "objects")
+    for step in steps:
+        if step.kind == "apply":
+            for manifest in step.args:
+                declared[key(manifest["kind"], manifest["metadata"].get("namespace"), manifest["metadata"]["name"])] \
+                    = _declared_pods(manifest)
+            _check_total(sum(declared.values()), f"{step.path}.apply")
+        elif step.kind == "delete":
+            for ref in step.args:
+                declared.pop(key(ref["kind"], ref.get("namespace"), ref["name"]), None)
+
+
+def _check_total(total: int, where: str) -> None:
+    if total > MAX_TOTAL_PODS:
+        raise ScenarioError(f"{where}: {total:,} pods declared at once (Pods and workload replicas); "
+                            f"a scenario may hold at most {MAX_TOTAL_PODS:,}")
 
 
 def _parse_clock(value: Any) -> datetime:
@@ -168,8 +211,11 @@ def check_manifest(manifest: Any, path: str) -> None:
         raise ScenarioError(f"{path}.metadata.name: {metadata['name']!r} is not a valid Kubernetes name "
                             "(lowercase letters, digits, '-' and '.', starting and ending with a letter or digit)")
     replicas = manifest.get("replicas")
-    if replicas is not None and (manifest.get("kind") != "Pod" or not isinstance(replicas, int) or replicas < 0):
+    if replicas is not None and (manifest.get("kind") != "Pod" or not isinstance(replicas, int) or replicas < 0
+                                 or isinstance(replicas, bool)):
         raise ScenarioError(f"{path}.replicas: only a Pod may carry top-level replicas, a non-negative integer")
+    if isinstance(replicas, int) and replicas > MAX_REPLICAS:
+        raise ScenarioError(f"{path}.replicas: {replicas} is above the maximum {MAX_REPLICAS}")
     try:
         check_manifest_shape(manifest, path)
     except ManifestError as err:

@@ -20,6 +20,7 @@ from typing import Any
 from reconciler.kube.api import POD, Kind, KubeAPI, Manifest, NotFoundError, WatchEvent, kind_of
 from reconciler.kube.memory import MemoryKube
 from reconciler.model.meta import format_time
+from reconciler.sim.scenario import MAX_TOTAL_PODS, ScenarioError
 
 OWNER_ANNOTATION = "sim.adze.dev/owner"
 TEMPLATE_HASH_ANNOTATION = "sim.adze.dev/template-hash"
@@ -246,16 +247,27 @@ class WorkloadControllers:
         """``occupied``: the nodes the DaemonSet's pods are bound to."""
         template = (daemonset.get("spec") or {}).get("template") or {}
         namespace = (daemonset.get("metadata") or {}).get("namespace", "default")
+        taken: set[str] | None = None  # pod names of the namespace, read when a pod is first needed
+        pod_total = 0
         for node in nodes:
             node_name = node["metadata"]["name"]
             if node_name in occupied or (node.get("metadata") or {}).get("deletionTimestamp"):
                 continue
             if not self._daemon_fits(template, node):
                 continue
-            pod = pending_pod(
-                template, name=f"{daemonset['metadata']['name']}-{node_name}", namespace=namespace,
-                now=self._clock(), owner=daemonset,
-            )
+            if taken is None:
+                every_pod = self._snapshot("Pod")
+                pod_total = len(every_pod)
+                taken = {p["metadata"]["name"] for p in every_pod
+                         if (p.get("metadata") or {}).get("namespace", "default") == namespace}
+            if pod_total >= MAX_TOTAL_PODS:
+                owner = daemonset["metadata"]["name"]
+                raise ScenarioError(f"objects: DaemonSet {namespace}/{owner}: its pods would take the cluster past "
+                                    f"{MAX_TOTAL_PODS:,} pods, the most a scenario may hold")
+            pod_total += 1
+            name = _free_name(f"{daemonset['metadata']['name']}-{node_name}", taken)
+            taken.add(name)
+            pod = pending_pod(template, name=name, namespace=namespace, now=self._clock(), owner=daemonset)
             pod["spec"]["nodeName"] = node_name
             pod["status"] = running_status(self._clock())
             await create_with_status(self._kube, pod)
@@ -275,6 +287,16 @@ def running_status(now: datetime) -> dict[str, Any]:
             {"type": "Ready", "status": "True", "lastTransitionTime": stamp},
         ],
     }
+
+
+def _free_name(name: str, taken: set[str]) -> str:
+    """``name``, or ``name-2``, ``name-3``... when a pod already has it (an unowned pod, or a snapshot's
+    DaemonSet pod that moved or lost its owner): the real controller never collides, it uses generateName."""
+    candidate, suffix = name, 1
+    while candidate in taken:
+        suffix += 1
+        candidate = f"{name}-{suffix}"
+    return candidate
 
 
 def _pod_index(pod: Mapping[str, Any]) -> int:
@@ -311,7 +333,8 @@ class _Changes:
         self._owners, self._nodes, self._daemonsets = set(), set(), set()
         self.indexed = True
 
-    def take(self) -> tuple[set[str], set[str], bool]:
+    def take(self) -> tuple[set[str], set[str], set[str]]:
+        """The owners, nodes and DaemonSets changed since the last ``take`` (and forgets them)."""
         found = (self._owners, self._nodes, self._daemonsets)
         self._owners, self._nodes, self._daemonsets = set(), set(), set()
         return found

@@ -13,6 +13,7 @@ from reconciler.api.durations import (
     format_duration_short,
     parse_duration,
     parse_duration_nanos,
+    parse_length,
     parse_nillable_duration,
 )
 
@@ -169,3 +170,40 @@ def test_windows_are_evaluated_in_utc() -> None:
     assert not window_is_active("0 9 * * *", timedelta(hours=8), datetime(2024, 1, 1, 17, 0, tzinfo=UTC))
     # Naive times are taken as UTC.
     assert window_is_active("0 9 * * *", timedelta(hours=1), datetime(2024, 1, 1, 9, 30))
+
+
+def test_lengths_of_time_refuse_negatives_and_name_the_field() -> None:
+    assert parse_length("1h30m") == 5400.0 and parse_length("0") == 0.0
+    with pytest.raises(DurationError, match=r"spec.expireAfter: '-1h' must not be negative"):
+        parse_length("-1h", path="spec.expireAfter")
+
+
+def test_manifest_fields_are_read_as_go_durations() -> None:
+    """expireAfter, terminationGracePeriod and consolidateAfter go through the Go parser, no settings leniency:
+    a padded value the API server would refuse is unreadable (fail safe), a negative one likewise."""
+    from reconciler.disruption.policy import settings_of
+    from reconciler.lifecycle.drain import termination_deadline
+    from reconciler.lifecycle.expiration import expiration_time
+    from reconciler.model.nodepool import NodePool
+
+    created = "2026-01-01T00:00:00Z"
+
+    def claim(**spec: str) -> dict:
+        meta = {"name": "c", "creationTimestamp": created, "deletionTimestamp": created}
+        return {"metadata": meta, "spec": spec}
+
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    assert expiration_time(claim(expireAfter="1.5h")) == start + timedelta(minutes=90)
+    assert termination_deadline(claim(terminationGracePeriod="90s")) == start + timedelta(seconds=90)
+    for unreadable in (" 1h", "-1h", "1 h"):
+        assert expiration_time(claim(expireAfter=unreadable)) is None
+        assert termination_deadline(claim(terminationGracePeriod=unreadable)) is None
+
+    def pool(after: str) -> NodePool:
+        return NodePool.from_manifest(
+            {"metadata": {"name": "p"}, "spec": {"disruption": {"consolidateAfter": after}, "template": {"spec": {}}}}
+        )
+
+    assert settings_of(pool("90m")).consolidate_after == 5400.0
+    assert settings_of(pool("-5m")).consolidate_after is None
+    assert settings_of(pool(" 5m")).consolidate_after is None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from pulumi_harness import ProgramRun, RunCache, run_stack
+from pulumi_harness import DEPLOYER_ROLE, PREVIEW_ROLE, ProgramRun, RunCache, run_stack
 
 _CACHE = RunCache()
 
@@ -22,7 +22,7 @@ def dev() -> ProgramRun:
 
 @pytest.fixture(scope="session")
 def staging() -> ProgramRun:
-    """IRSA, existing VPC and subnets, KMS key created for the queue, arm64 system nodes, deployer role."""
+    """IRSA, own VPC over three zones with one NAT gateway, KMS key created for the queue, arm64 system nodes."""
     return _CACHE.get("staging", lambda: run_stack("staging"))
 
 
@@ -30,6 +30,13 @@ def staging() -> ProgramRun:
 def prod() -> ProgramRun:
     """Protected cluster, three zones with a NAT each, business-hours budgets, GPU pool."""
     return _CACHE.get("prod", lambda: run_stack("prod"))
+
+
+@pytest.fixture(scope="session")
+def prod_with_ci_roles() -> ProgramRun:
+    """Prod with the CI roles of its account: a deployer (cluster admin) and a preview role (view only)."""
+    return _CACHE.get("prod+ci", lambda: run_stack(
+        "prod", **{"adze:deployerRoleArn": DEPLOYER_ROLE, "adze:previewRoleArn": PREVIEW_ROLE}))
 
 
 @pytest.fixture(scope="session", params=["dev", "staging", "prod"])

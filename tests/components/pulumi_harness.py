@@ -34,6 +34,16 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = REPO_ROOT / "__main__.py"
 ACCOUNT_ID = "123456789012"
 PROJECT = "adze"
+DEPLOYER_CALLER = f"arn:aws:sts::{ACCOUNT_ID}:assumed-role/deployer/ci"
+# CI roles of the mocked account, as a stack would name them.
+DEPLOYER_ROLE = f"arn:aws:iam::{ACCOUNT_ID}:role/adze-prod-k8s-admin"
+PREVIEW_ROLE = f"arn:aws:iam::{ACCOUNT_ID}:role/ci/adze-prod-preview"
+# An existing VPC the mocked account has (``aws.ec2.get_vpc`` / ``get_subnet``), for network.mode: existing.
+EXISTING_VPC = "vpc-0b5e1e9d7c3a2f100"
+EXISTING_SUBNETS = {
+    **{f"subnet-0b5e1e9d7c3a2f1{i}{zone}": (EXISTING_VPC, zone) for i in (0, 1) for zone in "abc"},
+    "subnet-0f00000000000000a": ("vpc-0f000000000000000", "a"),  # another VPC's
+}
 
 _references_as_urns = threading.local()
 _get_resource_module = rpc.get_resource_module
@@ -111,6 +121,31 @@ class ProgramRun:
                 stack.extend(found.all_dependencies())
         return False
 
+    def deletion_order(self) -> list[Registration]:
+        """An order ``pulumi destroy`` may delete in: a resource goes only after everything that depends on it
+        (explicitly, through an input, as a child of it, or through it as provider)."""
+        known = {r.urn for r in self.registrations}
+        edges: dict[str, set[str]] = {}
+        for registration in self.registrations:
+            dependencies = set(registration.all_dependencies())
+            if registration.parent:
+                dependencies.add(registration.parent)
+            if registration.provider:
+                dependencies.add(registration.provider.rsplit("::", 1)[0])
+            edges[registration.urn] = dependencies & known
+        dependents: dict[str, set[str]] = {urn: set() for urn in edges}
+        for urn, dependencies in edges.items():
+            for dependency in dependencies:
+                dependents[dependency].add(urn)
+        order: list[str] = []
+        remaining = set(edges)
+        while remaining:
+            ready = sorted(urn for urn in remaining if not (dependents[urn] & remaining))
+            assert ready, "dependency cycle"
+            order += ready
+            remaining -= set(ready)
+        return [self.by_urn(urn) for urn in order]
+
     def k8s_objects(self, kind: str) -> Iterator[Registration]:
         for registration in self.registrations:
             if registration.inputs.get("kind") == kind:
@@ -120,8 +155,9 @@ class ProgramRun:
 class AdzeMocks(Mocks):
     """Outputs shaped like the real providers' (camelCase), derived from inputs where AWS would."""
 
-    def __init__(self, region: str) -> None:
+    def __init__(self, region: str, caller_arn: str = DEPLOYER_CALLER) -> None:
         self.region = region
+        self.caller_arn = caller_arn
         self.monitor: RecordingMonitor | None = None
         self._count = 0
 
@@ -192,7 +228,25 @@ class AdzeMocks(Mocks):
             "oidcIssuer": issuer,
         }
 
-    def call(self, args: MockCallArgs) -> dict[str, Any]:
+    def _vpc(self, args: MockCallArgs) -> Any:
+        vpc_id = args.args.get("id")
+        if vpc_id != EXISTING_VPC and vpc_id not in {v for v, _ in EXISTING_SUBNETS.values()}:
+            return {}, [("id", "no matching EC2 VPC found")]
+        return {"id": vpc_id, "cidrBlock": "10.70.0.0/16",
+                "arn": f"arn:aws:ec2:{self.region}:{ACCOUNT_ID}:vpc/{vpc_id}"}
+
+    def _subnet(self, args: MockCallArgs) -> Any:
+        subnet_id = args.args.get("id")
+        if subnet_id not in EXISTING_SUBNETS:
+            return {}, [("id", "no matching EC2 Subnet found")]
+        vpc_id, zone = EXISTING_SUBNETS[subnet_id]
+        return {"id": subnet_id, "vpcId": vpc_id, "availabilityZone": f"{self.region}{zone}"}
+
+    def call(self, args: MockCallArgs) -> Any:
+        if args.token == "aws:ec2/getVpc:getVpc":
+            return self._vpc(args)
+        if args.token == "aws:ec2/getSubnet:getSubnet":
+            return self._subnet(args)
         results: dict[str, Callable[[], dict[str, Any]]] = {
             "aws:index/getPartition:getPartition": lambda: {
                 "id": "aws",
@@ -210,7 +264,7 @@ class AdzeMocks(Mocks):
             "aws:index/getCallerIdentity:getCallerIdentity": lambda: {
                 "id": ACCOUNT_ID,
                 "accountId": ACCOUNT_ID,
-                "arn": f"arn:aws:sts::{ACCOUNT_ID}:assumed-role/deployer/ci",
+                "arn": self.caller_arn,
                 "userId": "AROAEXAMPLE:ci",
             },
             "aws:index/getAvailabilityZones:getAvailabilityZones": lambda: {
@@ -286,30 +340,30 @@ def _wire(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def run_program(config: Mapping[str, Any], *, stack: str = "test") -> ProgramRun:
+def run_program(config: Mapping[str, Any], *, stack: str = "test", caller_arn: str = DEPLOYER_CALLER) -> ProgramRun:
     """Run ``__main__.py`` with ``config`` (fully qualified keys, Pulumi.yaml defaults applied first)."""
-    run, error = _execute(config, stack)
+    run, error = _execute(config, stack, caller_arn)
     if error is not None:
         raise error
     return run
 
 
 def run_failing_program(
-    config: Mapping[str, Any], *, stack: str = "test"
+    config: Mapping[str, Any], *, stack: str = "test", caller_arn: str = DEPLOYER_CALLER
 ) -> tuple[BaseException, ProgramRun]:
     """Run a program that must fail; returns the error and whatever was registered before it."""
-    run, error = _execute(config, stack)
+    run, error = _execute(config, stack, caller_arn)
     assert error is not None, "the program was expected to fail"
     return error, run
 
 
-def _execute(config: Mapping[str, Any], stack: str) -> tuple[ProgramRun, BaseException | None]:
+def _execute(config: Mapping[str, Any], stack: str, caller_arn: str) -> tuple[ProgramRun, BaseException | None]:
     merged = {**pulumi_yaml_defaults(), **config}
     region = str(merged.get("aws:region", "us-west-2"))
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     runtime_settings.ROOT.set(None)
-    mocks = AdzeMocks(region)
+    mocks = AdzeMocks(region, caller_arn)
     monitor = RecordingMonitor(mocks)
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
     pulumi.runtime.set_all_config({key: _wire(value) for key, value in merged.items()})
@@ -349,9 +403,9 @@ def _execute(config: Mapping[str, Any], stack: str) -> tuple[ProgramRun, BaseExc
     return run, error
 
 
-def run_stack(stack: str, **overrides: Any) -> ProgramRun:
+def run_stack(stack: str, *, caller_arn: str = DEPLOYER_CALLER, **overrides: Any) -> ProgramRun:
     """Run with an example stack file, optionally overriding keys (``{"adze:identityMode": "irsa"}``)."""
-    return run_program({**stack_file_config(stack), **overrides}, stack=stack)
+    return run_program({**stack_file_config(stack), **overrides}, stack=stack, caller_arn=caller_arn)
 
 
 @dataclass(slots=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from pulumi.runtime import rpc
-from pulumi_harness import ProgramRun, run_stack
+from pulumi_harness import DEPLOYER_ROLE, ProgramRun, run_stack
 
 from components.common import CRITICAL_ADDONS_TAINT, SYSTEM_NODE_LABEL
 
@@ -20,7 +20,8 @@ def test_cluster_uses_api_auth_private_nodes_and_no_default_node_group(any_stack
     assert cluster["privateSubnetIds"]
 
 
-def test_cluster_settings_come_from_stack_config(prod: ProgramRun, dev: ProgramRun) -> None:
+def test_cluster_settings_come_from_stack_config(prod: ProgramRun, dev: ProgramRun,
+                                                 prod_with_ci_roles: ProgramRun) -> None:
     cluster = prod.one("eks:index:Cluster")
     assert cluster.inputs["name"] == "adze-prod"
     assert cluster.inputs["version"] == "1.33"
@@ -33,9 +34,8 @@ def test_cluster_settings_come_from_stack_config(prod: ProgramRun, dev: ProgramR
         "scheduler",
     ]
     assert cluster.inputs["deletionProtection"] is True and cluster.protect
-    assert cluster.inputs["providerCredentialOpts"] == {
-        "roleArn": "arn:aws:iam::444455556666:role/adze-prod-k8s-admin"
-    }
+    assert "providerCredentialOpts" not in cluster.inputs  # no deployer role: the caller's own credentials
+    assert prod_with_ci_roles.one("eks:index:Cluster").inputs["providerCredentialOpts"] == {"roleArn": DEPLOYER_ROLE}
     dev_cluster = dev.one("eks:index:Cluster")
     assert not dev_cluster.protect and dev_cluster.inputs["deletionProtection"] is False
     assert "providerCredentialOpts" not in dev_cluster.inputs
@@ -107,15 +107,16 @@ def test_metrics_server_can_be_turned_off() -> None:
 
 
 def test_deployer_role_gets_cluster_admin_and_the_provider_waits_for_it(
-    prod: ProgramRun, dev: ProgramRun
+    prod_with_ci_roles: ProgramRun, dev: ProgramRun
 ) -> None:
-    entry = next(e for e in prod.of_type("aws:eks/accessEntry:AccessEntry") if e.name.endswith("-deployer"))
-    assert entry.inputs["principalArn"] == "arn:aws:iam::444455556666:role/adze-prod-k8s-admin"
+    run = prod_with_ci_roles
+    entry = next(e for e in run.of_type("aws:eks/accessEntry:AccessEntry") if e.name.endswith("-deployer"))
+    assert entry.inputs["principalArn"] == DEPLOYER_ROLE
     assert entry.inputs["type"] == "STANDARD"
-    admin = prod.one("aws:eks/accessPolicyAssociation:AccessPolicyAssociation")
+    admin = run.one("aws:eks/accessPolicyAssociation:AccessPolicyAssociation", "-deployer-admin")
     assert admin.inputs["policyArn"] == "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
     assert admin.inputs["accessScope"] == {"type": "cluster"}
-    provider = prod.one("pulumi:providers:kubernetes")
+    provider = run.one("pulumi:providers:kubernetes")
     assert admin.urn in provider.dependencies
     assert not dev.of_type("aws:eks/accessPolicyAssociation:AccessPolicyAssociation")
 

@@ -382,12 +382,21 @@ def test_node_class_defaults_come_from_the_stack() -> None:
     assert node_class.uses_stack_role and "role" not in node_class.spec
 
     custom = base()
-    custom["nodeClasses"][0].update(
-        instanceProfile="existing-profile", subnetSelectorTerms=[{"id": "subnet-1"}]
-    )
+    custom["nodeClasses"][0].update(subnetSelectorTerms=[{"id": "subnet-1"}])
     node_class = load_stack_config(custom).node_classes[0]
-    assert not node_class.uses_stack_role
     assert node_class.spec["subnetSelectorTerms"] == [{"id": "subnet-1"}]
+
+
+@pytest.mark.parametrize("field", ["role", "instanceProfile"])
+def test_a_node_class_cannot_bring_its_own_role_or_profile(field: str) -> None:
+    """The controller may pass only the stack's node role to EC2 (iam:PassRole); another would fail every launch."""
+    custom = base()
+    custom["nodeClasses"][0][field] = "KarpenterNodeRole-legacy"
+    with pytest.raises(ConfigError) as raised:
+        load_stack_config(custom)
+    assert [(p.path, "iam:PassRole" in p.message) for p in raised.value.problems] == [
+        (f"adze:nodeClasses[0].{field}", True)
+    ]
 
 
 @pytest.mark.parametrize("stack", ["dev", "staging", "prod"])

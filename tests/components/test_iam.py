@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pulumi_harness import ACCOUNT_ID, ProgramRun, Registration
+from pulumi_harness import ACCOUNT_ID, ProgramRun, Registration, run_stack
 
 from components.common import SERVICE_ACCOUNT_NAME
 
@@ -134,3 +134,11 @@ def test_spot_service_linked_role_is_optional(dev: ProgramRun, prod: ProgramRun)
 def test_every_controller_policy_fits_iam_limits(any_stack: ProgramRun) -> None:
     for name, doc in policy_documents(any_stack).items():
         assert len(json.dumps(doc, separators=(",", ":"))) < 6144, name
+
+
+def test_node_class_ssm_parameters_are_readable_by_the_controller() -> None:
+    classes = [{"name": "default", "amiFamily": "AL2023", "amiSelectorTerms": [{"ssmParameter": "/team/eks/ami"}]}]
+    run = run_stack("dev", **{"adze:nodeClasses": classes})
+    ssm = next(s for s in policy_documents(run)["resource-discovery"]["Statement"] if s["Sid"] == "AllowSSMReadActions")
+    assert ssm["Resource"] == ["arn:aws:ssm:us-west-2::parameter/aws/service/*",
+                               "arn:aws:ssm:us-west-2:123456789012:parameter/team/eks/ami"]

@@ -6,7 +6,7 @@ import ipaddress
 import itertools
 
 import pytest
-from pulumi_harness import ProgramRun, run_stack
+from pulumi_harness import EXISTING_VPC, ProgramRun, run_stack
 
 from components.network import INTERNAL_ELB_TAG, PUBLIC_ELB_TAG, plan_subnets
 
@@ -78,21 +78,31 @@ def test_one_nat_gateway_per_zone_in_prod(prod: ProgramRun) -> None:
     assert len(prod.of_type("aws:ec2/eip:Eip")) == 3
 
 
-def test_existing_subnets_are_tagged_not_created(staging: ProgramRun) -> None:
-    assert not staging.of_type("aws:ec2/vpc:Vpc")
-    assert not staging.of_type("aws:ec2/subnet:Subnet")
-    tags = staging.of_type("aws:ec2/tag:Tag")
+EXISTING_NETWORK = {
+    "mode": "existing",
+    "vpcId": EXISTING_VPC,
+    "privateSubnetIds": [f"subnet-0b5e1e9d7c3a2f10{zone}" for zone in "abc"],
+    "publicSubnetIds": [f"subnet-0b5e1e9d7c3a2f11{zone}" for zone in "abc"],
+    "tagElbRoles": False,
+}
+
+
+def test_existing_subnets_are_tagged_not_created() -> None:
+    run = run_stack("staging", **{"adze:network": EXISTING_NETWORK})
+    assert not run.of_type("aws:ec2/vpc:Vpc")
+    assert not run.of_type("aws:ec2/subnet:Subnet")
+    tags = run.of_type("aws:ec2/tag:Tag")
     subnet_tags = {
         (t.inputs["resourceId"], t.inputs["key"], t.inputs["value"])
         for t in tags
         if t.inputs["resourceId"].startswith("subnet-")
     }
     assert subnet_tags == {
-        (f"subnet-0a1b2c3d4e5f6000{i}", DISCOVERY, "adze-staging") for i in (1, 2, 3)
+        (subnet, DISCOVERY, "adze-staging") for subnet in EXISTING_NETWORK["privateSubnetIds"]
     }  # tagElbRoles is false: public subnets and ELB roles are left alone
-    cluster = staging.one("eks:index:Cluster")
-    assert cluster.inputs["vpcId"] == "vpc-0a1b2c3d4e5f60718"
-    assert cluster.inputs["privateSubnetIds"] == [f"subnet-0a1b2c3d4e5f6000{i}" for i in (1, 2, 3)]
+    cluster = run.one("eks:index:Cluster")
+    assert cluster.inputs["vpcId"] == EXISTING_VPC
+    assert cluster.inputs["privateSubnetIds"] == EXISTING_NETWORK["privateSubnetIds"]
 
 
 def test_two_stacks_in_one_account_get_distinct_names(dev: ProgramRun, prod: ProgramRun) -> None:
@@ -110,8 +120,8 @@ def test_two_stacks_in_one_account_get_distinct_names(dev: ProgramRun, prod: Pro
 def test_existing_subnets_can_be_left_untagged() -> None:
     network = {
         "mode": "existing",
-        "vpcId": "vpc-0a1b2c3d4e5f60718",
-        "privateSubnetIds": ["subnet-0a1b2c3d4e5f60001", "subnet-0a1b2c3d4e5f60002"],
+        "vpcId": EXISTING_VPC,
+        "privateSubnetIds": ["subnet-0b5e1e9d7c3a2f10a", "subnet-0b5e1e9d7c3a2f10b"],
         "tagDiscovery": False,
     }
     node_classes = [

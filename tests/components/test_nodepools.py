@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 from pulumi_harness import ProgramRun, Registration
 
 from components.nodepools import DELETE_TIMEOUT, DELETION_PROPAGATION_ANNOTATION
@@ -18,26 +16,7 @@ def node_classes(run: ProgramRun) -> dict[str, Registration]:
 
 
 def deletion_order(run: ProgramRun) -> list[str]:
-    """The order ``pulumi destroy`` may delete in: a resource goes only after everything that depends on it."""
-    edges: dict[str, set[str]] = {}
-    for registration in run.registrations:
-        dependencies = set(registration.all_dependencies())
-        if registration.parent:
-            dependencies.add(registration.parent)
-        if registration.provider:
-            dependencies.add(registration.provider.rsplit("::", 1)[0])
-        edges[registration.urn] = {d for d in dependencies if d in {r.urn for r in run.registrations}}
-    dependents: dict[str, set[str]] = defaultdict(set)
-    for urn, dependencies in edges.items():
-        for dependency in dependencies:
-            dependents[dependency].add(urn)
-    order, remaining = [], set(edges)
-    while remaining:
-        ready = sorted(urn for urn in remaining if not (dependents[urn] & remaining))
-        assert ready, "dependency cycle"
-        order += ready
-        remaining -= set(ready)
-    return order
+    return [r.urn for r in run.deletion_order()]
 
 
 def test_node_classes_get_the_stack_role_and_discovery_selectors(dev: ProgramRun) -> None:

@@ -60,6 +60,7 @@ def test_controller_permissions_are_split_into_five_policies_with_upstream_sids(
     assert sids["iam-integration"] == [
         "AllowPassingInstanceRole",
         "AllowScopedInstanceProfileCreationActions",
+        "AllowScopedInstanceProfileTagOnCreation",
         "AllowScopedInstanceProfileTagActions",
         "AllowScopedInstanceProfileActions",
     ]

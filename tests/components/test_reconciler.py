@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
 from pulumi_harness import REPO_ROOT, ProgramRun, Registration, run_stack
 
 from components.common import LEADER_ELECTION_LEASE, SERVICE_ACCOUNT_NAME, SYSTEM_NODE_LABEL
-from components.image import image_source_files, source_tag
 from components.rbac import cluster_role_rules, leader_election_rules, writes_outside_own_api
 from reconciler.api.crds import generate_crds
 
@@ -220,7 +218,7 @@ def test_image_is_built_from_the_repository_and_pushed_to_an_immutable_scanned_r
     assert image["dockerfile"] == {"location": str(REPO_ROOT / "reconciler" / "Dockerfile")}
     assert image["platforms"] == ["linux/amd64"]
     repository_name = dev.one("aws:ecr/repository:Repository").id.removesuffix("-id")
-    # The tag names the sources (see test_source_tag_...); immutable tags need a new tag per content.
+    # The tag names the build context and platform (tests/components/test_build_context.py).
     [tag] = image["tags"]
     repository, _, version = tag.partition(":")
     assert repository == f"123456789012.dkr.ecr.us-west-2.amazonaws.com/{repository_name}"
@@ -242,27 +240,6 @@ def test_a_configured_image_skips_the_build() -> None:
     # kube-system exists already: the stack neither creates nor deletes it.
     assert not run.of_type("kubernetes:core/v1:Namespace")
     assert deployment(run).inputs["metadata"]["namespace"] == "kube-system"
-
-
-def test_source_tag_changes_with_content_and_names(tmp_path: Path) -> None:
-    (tmp_path / "reconciler").mkdir()
-    (tmp_path / "pyproject.toml").write_text("[project]\nname='x'\n")
-    module = tmp_path / "reconciler" / "a.py"
-    module.write_text("A = 1\n")
-    (tmp_path / "reconciler" / "__pycache__").mkdir()
-    (tmp_path / "reconciler" / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"junk")
-    first = source_tag(tmp_path)
-    assert [p.name for p in image_source_files(tmp_path)] == ["pyproject.toml", "a.py"]
-    module.write_text("A = 2\n")
-    second = source_tag(tmp_path)
-    module.rename(tmp_path / "reconciler" / "b.py")
-    third = source_tag(tmp_path)
-    assert len({first, second, third}) == 3
-    module = tmp_path / "reconciler" / "b.py"
-    module.write_text("A = 1\n")
-    assert source_tag(tmp_path) != first  # same content, different path
-    (tmp_path / "reconciler" / "b.py").rename(tmp_path / "reconciler" / "a.py")
-    assert source_tag(tmp_path) == first  # deterministic
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])

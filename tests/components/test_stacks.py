@@ -20,10 +20,11 @@ EXPECTED = {
         "kubernetes:karpenter.sh/v1:NodePool": 1,
     },
     "staging": {
-        "aws:ec2/subnet:Subnet": 0,  # existing network
-        "aws:ec2/natGateway:NatGateway": 0,
-        "aws:ec2/tag:Tag": 4,  # 3 private subnets + the cluster security group
-        "aws:eks/accessEntry:AccessEntry": 2,  # nodes + deployer
+        "aws:ec2/subnet:Subnet": 6,  # 3 zones x (public, private)
+        "aws:ec2/natGateway:NatGateway": 1,  # natGateways: single
+        "aws:ec2/routeTable:RouteTable": 4,
+        "aws:ec2/tag:Tag": 1,  # the cluster security group
+        "aws:eks/accessEntry:AccessEntry": 1,  # nodes (CI roles are per account: docs/deploying.md)
         "aws:kms/key:Key": 1,
         "aws:eks/podIdentityAssociation:PodIdentityAssociation": 0,  # irsa
         "kubernetes:karpenter.sh/v1:NodePool": 1,
@@ -32,7 +33,7 @@ EXPECTED = {
         "aws:ec2/subnet:Subnet": 6,
         "aws:ec2/natGateway:NatGateway": 3,  # one per zone
         "aws:ec2/routeTable:RouteTable": 4,
-        "aws:eks/accessEntry:AccessEntry": 2,
+        "aws:eks/accessEntry:AccessEntry": 1,
         "aws:iam/serviceLinkedRole:ServiceLinkedRole": 0,
         "kubernetes:karpenter.sh/v1:NodePool": 2,
         "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass": 2,

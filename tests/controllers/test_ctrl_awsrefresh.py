@@ -269,6 +269,37 @@ async def test_unneeded_launch_templates_are_deleted_and_needed_ones_stay(
     assert remaining() == {"team-template", other_cluster}  # "used" went idle too
 
 
+async def test_profiles_of_node_classes_that_are_gone_are_collected_unless_an_instance_uses_them(
+    ctx: ControllerContext, provider: AWSCloudProvider
+) -> None:
+    kube = ctx.kube
+    assert isinstance(kube, MemoryKube)
+    kube.load([{**manifest("EC2NodeClass", "live"), "metadata": {"name": "live", "uid": "uid-live"}}])
+    iam, ec2 = provider.clients.iam, provider.clients.ec2
+    iam.create_role(RoleName=f"{provider.cluster}-node", AssumeRolePolicyDocument="{}")
+
+    def profile(uid: str) -> str:
+        name = f"{provider.cluster}_{uid}"
+        iam.create_instance_profile(InstanceProfileName=name, Path=f"/karpenter/{REGION}/{provider.cluster}/{uid}/")
+        iam.add_role_to_instance_profile(InstanceProfileName=name, RoleName=f"{provider.cluster}-node")
+        return name
+
+    live, gone, used = profile("uid-live"), profile("uid-gone"), profile("uid-used")
+    outside = f"{provider.cluster}_elsewhere"
+    iam.create_instance_profile(InstanceProfileName=outside, Path="/team/")
+    ec2.run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1, InstanceType="m5.large",
+                      IamInstanceProfile={"Name": used}, TagSpecifications=owned.tag_specifications(
+                          ["instance"], owned.launch_tags(provider.cluster, "pool", "gone-class")))
+
+    gc = aws_refresh_loops(ctx, provider, sleep=Sleeps(1))["instanceprofile.garbagecollection"]
+    with capture_logs() as logs:
+        assert await gc.run_once() == 30 * 60
+    assert [line["name"] for line in logs if line["event"] == "deleted instance profile"] == [gone]
+    names = {p["InstanceProfileName"] for p in iam.list_instance_profiles()["InstanceProfiles"]}
+    assert {live, used, outside} <= names and gone not in names
+    assert "instanceprofile.garbagecollection" not in aws_refresh_loops(ctx, provider, isolated_vpc=True)
+
+
 def test_template_verdicts_spare_launching_node_classes_and_wait_a_grace_period() -> None:
     verdicts = unneeded_launch_templates(
         {"karpenter.k8s.aws/a": "default", "karpenter.k8s.aws/b": "busy", "karpenter.k8s.aws/c": "gone",
@@ -292,7 +323,8 @@ def test_the_live_reconciler_schedules_the_aws_loops_for_the_aws_cloud_only(
     build = cloud_loops(settings, provider, {})
     assert build is not None
     reconciler = Reconciler(ctx, extra_loops=build(ctx))
-    expected = {"pricing.ondemand", "pricing.spot", "instancetype.refresh", "launchtemplate.garbagecollection"}
+    expected = {"pricing.ondemand", "pricing.spot", "instancetype.refresh", "launchtemplate.garbagecollection",
+                "instanceprofile.garbagecollection"}
     assert expected <= set(reconciler.loops) and "interruption" not in reconciler.loops
 
     isolated = cloud_loops(settings, provider, {"ISOLATED_VPC": "true"})

@@ -108,6 +108,7 @@ async def _crash_and_recover(at: int, first_of: str = "") -> str:
 NAMED_POINTS = ("create NodeClaim", "cloud create", "patch Node/", "delete NodeClaim", "evict", "cloud delete")
 
 
+@pytest.mark.slow  # kill and restart loop
 async def test_kill_at_seeded_points_then_restart_converges(crash_points: list[int]) -> None:
     died = await asyncio.gather(
         *(_crash_and_recover(at) for at in crash_points),

@@ -90,7 +90,9 @@ async def test_a_claim_that_cannot_launch_is_retried_with_backoff_then_deleted_a
     await run_pass(lifecycle)
     claim = await steps.kube.get(NODECLAIM, "default-abcde")
     launched = next(c for c in claim["status"]["conditions"] if c["type"] == "Launched")
-    assert launched["status"] == "False" and "RequestLimitExceeded" in launched["message"]
+    # Karpenter's: Launched stays Unknown (LaunchFailed) until the launch timeout deletes the claim.
+    assert (launched["status"], launched["reason"]) == ("Unknown", "LaunchFailed")
+    assert "RequestLimitExceeded" in launched["message"]
     assert len(steps.events("LaunchFailed")) == 1
     await run_pass(lifecycle)  # inside the backoff: no second attempt
     assert len(steps.events("LaunchFailed")) == 1
@@ -115,5 +117,5 @@ async def test_a_launched_claim_whose_node_never_registers_is_deleted_after_the_
     await run_pass(lifecycle)
     assert (await steps.kube.get(NODECLAIM, "default-abcde"))["metadata"].get("deletionTimestamp")
     assert steps.events("RegistrationTimeout")
-    assert steps.metrics.sample("karpenter_nodeclaims_disrupted_total",
-                                {"reason": "registration_timeout", "nodepool": "default"}) == 1.0
+    labels = {"reason": "registration_timeout", "nodepool": "default", "capacity_type": "on-demand"}
+    assert steps.metrics.sample("karpenter_nodeclaims_disrupted_total", labels) == 1.0

@@ -100,6 +100,8 @@ async def test_a_drain_that_runs_before_the_provisioner_still_gets_one_replaceme
     assert not second.nodeclaims and not third.nodeclaims
     assert sorted(third.existing) == ["default/web-new-0", "default/web-new-1", "default/web-new-2"]
     assert set(third.existing.values()) == {replacements[0]["metadata"]["name"]}
+    steps.clock.advance(1)  # the drain's minimum duration
+    await run.drain()
     assert "interrupted" not in {c["metadata"]["name"] for c in steps.kube.objects(NODECLAIM)}  # drained and gone
 
 

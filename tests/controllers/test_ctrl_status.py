@@ -26,9 +26,13 @@ async def test_nodepool_without_its_nodeclass_is_not_ready_and_says_why() -> Non
     status = StatusController(steps.context(), steps.store)
     await status.reconcile_once()
     pool = await steps.kube.get(NODEPOOL, "default")
-    assert conditions(pool) == {"ValidationSucceeded": "True", "NodeClassReady": "False", "Ready": "False"}
+    assert conditions(pool) == {"ValidationSucceeded": "True", "NodeClassReady": "False", "Ready": "False",
+                                "NodeRegistrationHealthy": "Unknown"}
     ready = next(c for c in pool["status"]["conditions"] if c["type"] == "Ready")
-    assert "EC2NodeClass 'default' not found" in ready["message"]
+    # Karpenter's root condition: which dependents are unhealthy; the dependent says why.
+    assert (ready["reason"], ready["message"]) == ("UnhealthyDependents", "NodeClassReady=False")
+    nodeclass_ready = next(c for c in pool["status"]["conditions"] if c["type"] == "NodeClassReady")
+    assert "EC2NodeClass 'default' not found" in nodeclass_ready["message"]
     assert steps.events("NotReady")
 
 

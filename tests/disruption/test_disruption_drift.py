@@ -4,8 +4,11 @@ import copy
 import subprocess
 import sys
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
+import pytest
+import yaml
 from disruption_factories import NOW, ts
 
 from reconciler.cloud.types import InstanceType, Offering
@@ -273,3 +276,50 @@ def test_hashes_are_pinned_across_releases() -> None:
     upgrade, so it must show up here (and come with a hash-version bump) rather than in production."""
     assert nodepool_hash(nodepool()) == "fd2c08080bc9e9c5"
     assert nodeclass_hash(nodeclass()) == "bb6a548151df5c36"
+
+
+# Karpenter's own example manifests (../shared/data/karpenter-examples/v1): what each hashes to today. A
+# NodePool's name is not hashed, so pools with the same template share a hash.
+PINNED_EXAMPLE_HASHES = [
+    ("general-purpose.yaml", "NodePool", "f3f5e7af98657d57"),
+    ("general-purpose.yaml", "EC2NodeClass", "a4a542aafbabae37"),
+    ("max-node-lifetime.yaml", "NodePool", "f6d5b2f86c7f1fad"),  # expireAfter 168h, terminationGracePeriod 24h
+    ("windows-2022.yaml", "NodePool", "67e4f879095d0148"),
+    ("windows-2022.yaml", "EC2NodeClass", "cc323f965caf578b"),
+    ("bottlerocket.yaml", "EC2NodeClass", "2578165d7137e140"),
+    ("multiple-ebs.yaml", "EC2NodeClass", "79ae7091b57870eb"),  # several blockDeviceMappings
+    ("al2023-custom-userdata.yaml", "EC2NodeClass", "3de12825159d69b8"),  # userData
+    ("instance-store-ephemeral-storage.yaml", "EC2NodeClass", "fd86fe5fb591ea9b"),  # instanceStorePolicy
+]
+
+
+@pytest.mark.parametrize(("example", "kind", "pinned"), PINNED_EXAMPLE_HASHES)
+def test_hashes_of_karpenters_examples_are_pinned(shared_dir: Path, example: str, kind: str, pinned: str) -> None:
+    [document] = [
+        d for d in yaml.safe_load_all((shared_dir / "data/karpenter-examples/v1" / example).read_text())
+        if d and d.get("kind") == kind
+    ]
+    assert (nodepool_hash if kind == "NodePool" else nodeclass_hash)(document) == pinned
+
+
+def test_hashes_of_hand_made_pools_and_classes_are_pinned() -> None:
+    """Edge cases the examples lack: startupTaints, terminationGracePeriod, expireAfter Never, durations that
+    are equal lengths of time, a defaulted expireAfter, kubelet-free classes with non-default options."""
+    pool = nodepool()
+    spec = pool["spec"]["template"]["spec"]
+    spec.update(startupTaints=[{"key": "cni", "effect": "NoSchedule"}], terminationGracePeriod="1h")
+    assert nodepool_hash(pool) == "02edae10cac2b960"
+    spec["terminationGracePeriod"] = "60m"  # the same length of time hashes the same
+    assert nodepool_hash(pool) == "02edae10cac2b960"
+    spec["expireAfter"] = "Never"
+    assert nodepool_hash(pool) == "0a1e8d06a12e0118"
+    bare = nodepool()
+    del bare["spec"]["template"]["spec"]["expireAfter"]  # the 720h default hashes like the explicit value
+    assert nodepool_hash(bare) == nodepool_hash(nodepool()) == "fd2c08080bc9e9c5"
+    klass = nodeclass()
+    klass["spec"].update(
+        metadataOptions={"httpTokens": "optional", "httpPutResponseHopLimit": 2},
+        detailedMonitoring=True,
+        associatePublicIPAddress=False,
+    )
+    assert nodeclass_hash(klass) == "6b2499b73d0de0af"

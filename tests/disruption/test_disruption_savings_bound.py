@@ -8,13 +8,14 @@ from disruption_factories import LARGE, MEDIUM, NOW, SMALL, TYPES, cluster, node
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from reconciler.disruption.budgets import REASON_UNDERUTILIZED
 from reconciler.disruption.candidates import Catalog, assess
-from reconciler.disruption.consolidation import Rejection, ReplacementBuilder, compute_consolidation
+from reconciler.disruption.consolidation import ConsolidationRefusal, ReplacementBuilder, compute_consolidation
 from reconciler.disruption.controller import default_namer
 from reconciler.disruption.outcome import MethodOutcome
 from reconciler.disruption.pdb import PdbLimits
 from reconciler.disruption.simulation import Simulator
-from reconciler.disruption.types import MULTI_NODE, SINGLE_NODE, UNDERUTILIZED, Candidate
+from reconciler.disruption.types import MULTI_NODE, SINGLE_NODE, Candidate
 from reconciler.disruption.underutilized import consolidatable
 from reconciler.settings import Settings
 from reconciler.state import ClusterState
@@ -157,7 +158,7 @@ def test_the_bound_never_rejects_what_the_simulation_would_accept(objects: list[
         proof = simulator.savings_bound.rejection(group)
         simulation = simulator.run(group, consolidation=True)
         method = SINGLE_NODE if len(group) == 1 else MULTI_NODE
-        result = compute_consolidation(group, simulation, builder, method=method, reason=UNDERUTILIZED)
+        result = compute_consolidation(group, simulation, builder, method=method, reason=REASON_UNDERUTILIZED)
         event(f"{method}: bound {proof[0] if proof else 'silent'}")
         if proof is not None:
-            assert isinstance(result, Rejection), ([c.name for c in group], proof, result)
+            assert isinstance(result, ConsolidationRefusal), ([c.name for c in group], proof, result)

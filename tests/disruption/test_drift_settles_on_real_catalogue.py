@@ -21,9 +21,11 @@ from reconciler.sim.runner import run_scenario
 from reconciler.sim.scenario import parse_scenario
 
 _DATA = resources.files("reconciler.cloud").joinpath("data")
+_FACTS = json.loads(_DATA.joinpath("aws-instance-types.json").read_text())["types"]
 CATALOGUE = {
     **json.loads(_DATA.joinpath("aws-us-east-1-supplement.json").read_text())["types"],
-    **json.loads(_DATA.joinpath("aws-us-east-1.json").read_text())["types"],
+    **{name: {**_FACTS[name], **offered}
+       for name, offered in json.loads(_DATA.joinpath("aws-us-east-1.json").read_text())["types"].items()},
 }
 AWS = "karpenter.k8s.aws/"
 

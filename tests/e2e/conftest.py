@@ -19,6 +19,14 @@ from reconciler.cloud.aws.offline import OfflineAWS, start_offline_aws  # noqa: 
 _clusters = itertools.count(1)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test here starts processes or servers (the ``slow`` set: ``pytest -m "not slow"`` skips them)."""
+    here = Path(__file__).resolve().parent
+    for item in items:
+        if here in item.path.resolve().parents:
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def moto_server() -> Iterator[OfflineAWS]:
     environment = start_offline_aws(cluster="e2e-seed")

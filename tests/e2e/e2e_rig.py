@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import io
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +25,8 @@ from reconciler.cloud.aws.offline import OfflineAWS
 from reconciler.cloud.aws.provider import AWSCloudProvider, AWSProviderConfig
 from reconciler.controllers.app import App
 from reconciler.controllers.interruption import InterruptionLoop
-from reconciler.controllers.runtime import SystemClock
+from reconciler.controllers.manager import BackgroundLoop
+from reconciler.controllers.runtime import ControllerContext, SystemClock
 from reconciler.kube.leader import LeaderElectionConfig
 from reconciler.kube.live import LiveKube
 from reconciler.model import labels as wk
@@ -35,7 +36,7 @@ from reconciler.sim.workloads import create_with_status
 FAMILIES = ("c5.*", "m5.*")
 
 
-def aws_provider(aws: OfflineAWS) -> AWSCloudProvider:
+def aws_provider(aws: OfflineAWS, metrics: Metrics | None = None) -> AWSCloudProvider:
     provider = AWSCloudProvider(AWSProviderConfig(
         cluster=aws.cluster_info(),
         region=aws.region,
@@ -45,7 +46,7 @@ def aws_provider(aws: OfflineAWS) -> AWSCloudProvider:
         secret_access_key="testing",
         retry_mode="standard",
         max_attempts=5,
-    ))
+    ), metrics=metrics)
     provider.pricing.set_spot_prices(aws.spot_prices())
     return provider
 
@@ -98,19 +99,27 @@ class E2E:
         self.cluster = FakeCluster(kube, self.observer, self.clock.now)
 
     def replica(self, *, lease: LeaderElectionConfig | None = None, switch: CrashSwitch | None = None,
-                seed: int = 1, serve: bool = False, interruption_queue: str = "") -> Replica:
-        kube = LiveKube.for_url(self.server.url, token="t", watch_timeout=5)
-        cloud = aws_provider(self.aws)
+                seed: int = 1, serve: bool = False, interruption_queue: str = "", token: str = "t",
+                extra_loops: Callable[[ControllerContext, AWSCloudProvider], dict[str, BackgroundLoop]] | None = None,
+                ) -> Replica:
+        kube = LiveKube.for_url(self.server.url, token=token, watch_timeout=5)
+        metrics = Metrics()  # one registry per process, the provider's families on it (as ``run`` builds it)
+        cloud = aws_provider(self.aws, metrics)
         settings = fast_settings(cluster_name=self.aws.cluster, metrics_port=0, health_probe_port=0,
                                  interruption_queue=interruption_queue)
+
+        def loops(ctx: ControllerContext) -> dict[str, BackgroundLoop]:
+            found: dict[str, BackgroundLoop] = dict(extra_loops(ctx, cloud)) if extra_loops else {}
+            if interruption_queue:
+                found["interruption"] = InterruptionLoop(ctx, cloud)
+            return found
+
         app = App(
             settings,
             CrashingKube(kube, switch) if switch else kube,  # type: ignore[arg-type]
             CrashingCloud(cloud, switch) if switch else cloud,  # type: ignore[arg-type]
-            leader=lease, timings=fast_timings(gc_min_age=2.0), clock=self.clock, metrics=Metrics(),
-            serve=serve, seed=seed,
-            extra_loops=(lambda ctx: {"interruption": InterruptionLoop(ctx, cloud)})
-            if interruption_queue else None,
+            leader=lease, timings=fast_timings(gc_min_age=2.0), clock=self.clock, metrics=metrics,
+            serve=serve, seed=seed, extra_loops=loops if interruption_queue or extra_loops else None,
         )
         replica = Replica(app, kube, cloud, switch=switch)
         self.replicas.append(replica)

@@ -11,13 +11,17 @@ from __future__ import annotations
 import asyncio
 import urllib.request
 
-from ctrl_cluster import CrashSwitch, packed
+from ctrl_cluster import CrashSwitch, hourly_cost
 from ctrl_harness import wait_for
-from e2e_rig import e2e
+from e2e_rig import E2E, Replica, e2e
+from metrics_scrape import scraping
+from observability.karpenter_reference import ELSEWHERE
+from support.printer_columns import printed
 
 from reconciler.cloud.aws.offline import OfflineAWS
-from reconciler.kube.api import DEPLOYMENT, LEASE, NODECLAIM, POD
+from reconciler.kube.api import DEPLOYMENT, LEASE, NODECLAIM, NODEPOOL, POD
 from reconciler.kube.leader import LeaderElectionConfig
+from reconciler.sim.workloads import create_with_status
 
 WORKSHOP_SEQUENCE = [
     "found provisionable pod(s)",
@@ -42,45 +46,89 @@ def _get(url: str) -> tuple[int, str]:
         return response.status, response.read().decode()
 
 
+def node_agent() -> dict[str, object]:
+    """A DaemonSet with requests and limits (so node metrics have DaemonSet and limit series)."""
+    resources = {"requests": {"cpu": "50m", "memory": "32Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}}
+    return {
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "node-agent", "namespace": "kube-system"},
+        "spec": {"selector": {"matchLabels": {"app": "node-agent"}}, "template": {
+            "metadata": {"labels": {"app": "node-agent"}},
+            "spec": {"containers": [{"name": "agent", "image": "agent", "resources": resources}]}}},
+    }
+
+
 async def test_deployment_scale_up_then_down_over_http_and_moto(aws: OfflineAWS) -> None:
     async with e2e(aws, replicas=10) as rig:
+        await create_with_status(rig.server.kube, node_agent())
+        await rig.server.kube.patch(NODEPOOL, "default", {"spec": {"limits": {"cpu": "1000"}}})
         replica = rig.launch(rig.replica(lease=short_lease("a"), serve=True))
-        assert await wait_for(lambda: rig.converged(instances=2), timeout=40), await rig.inventory()
-        pods = rig.server.kube.objects(POD)
-        assert len(pods) == 10 and all(p["spec"].get("nodeName") for p in pods)
-        messages = [line["message"] for line in rig.log_lines()]
-        positions = [messages.index(step) for step in WORKSHOP_SEQUENCE]
-        assert positions == sorted(positions)
-        launched = next(line for line in rig.log_lines() if line["message"] == "launched nodeclaim")
-        assert launched["provider-id"].startswith("aws:///us-east-1") and launched["instance-type"].startswith("c5.")
-
-        server = replica.app.server
-        assert server is not None
-        status, body = await asyncio.to_thread(_get, f"http://127.0.0.1:{server.health_port}/healthz")
-        assert status == 200
-        status, body = await asyncio.to_thread(_get, f"http://127.0.0.1:{server.metrics_port}/metrics")
-        assert 'karpenter_nodeclaims_created_total{nodepool="default",reason="provisioned"} 2.0' in body
-        lease = rig.server.kube.peek(LEASE, "adze-leader-election", "kube-system")
-        assert lease is not None and lease["spec"]["holderIdentity"] == "a"
-
-        first = {i["InstanceId"] for i in rig.ec2_instances()}
-        await rig.server.kube.patch(DEPLOYMENT, "inflate", {"spec": {"replicas": 2}}, "default")
-
-        # 0.17 $/h is the cheapest home for two 1.5-CPU pods (a c5.xlarge or two c5.large): whatever the
-        # c5.2xlarge they run on, they must move.
-        assert await wait_for(lambda: packed(rig.server.kube, rig.observer, 2, 0.17), timeout=40), \
-            await rig.inventory()
-        evictions = [r for r in rig.server.requests if r.method == "POST" and r.path.endswith("/eviction")]
-        assert evictions, "consolidation must move pods through the Eviction API"
-        states = {i["InstanceId"]: i["State"]["Name"] for i in rig.ec2_instances()}
-        assert all(states[i] in ("shutting-down", "terminated") for i in first)
-        running = {i for i, state in states.items() if state == "running"}
-        assert {p.rsplit("/", 1)[1] for p in (await rig.inventory()).instances} == running
+        assert await wait_for(lambda: _async(replica.app.server is not None and replica.app.server.metrics_port),
+                              timeout=10)
+        async with scraping(f"http://127.0.0.1:{replica.app.server.metrics_port}/metrics") as scraper:
+            await _scale_up_then_down(rig, replica)
+        # Every metric /metrics serves had samples during the run (gauges of passing states while they lasted),
+        # but those whose event this scenario does not cause, which their own tests exercise.
+        assert scraper.scrapes >= 5  # several scrapes across the run (it takes ~7 s on a loaded machine)
+        assert set(ELSEWHERE) <= scraper.served, set(ELSEWHERE) - scraper.served
+        never = scraper.served - scraper.sampled - set(ELSEWHERE)
+        assert not never, f"served without samples: {sorted(never)}"
+        _check_label_values(scraper.last)
 
         replica.task.cancel()  # graceful shutdown: the lease is released for the standby
         await asyncio.gather(replica.task, return_exceptions=True)
         lease = rig.server.kube.peek(LEASE, "adze-leader-election", "kube-system")
         assert not lease["spec"].get("holderIdentity")
+
+
+def _check_label_values(text: str) -> None:
+    """Some of Karpenter's label values, as its dashboards and alerts filter on them."""
+    assert 'karpenter_voluntary_disruption_eligible_nodes{reason="underutilized"}' in text
+    assert 'reason="underutilized"' in text and 'reason="Underutilized"' in text  # decisions / budgets
+    assert 'karpenter_nodepools_allowed_disruptions{nodepool="default",reason="Underutilized"}' in text
+    assert 'controller_runtime_reconcile_total{controller="provisioner",result="success"}' in text
+    assert 'leader_election_master_status{name="adze-leader-election"} 1.0' in text
+    assert 'karpenter_nodes_allocatable{arch="amd64",capacity_reservation_id=""' in text
+
+
+async def _scale_up_then_down(rig: E2E, replica: Replica) -> None:
+    """Ten pods on two nodes, then two pods: consolidation moves them, through evictions, onto cheaper capacity."""
+    assert await wait_for(lambda: rig.converged(instances=2), timeout=40), await rig.inventory()
+    pods = [p for p in rig.server.kube.objects(POD) if p["metadata"]["namespace"] == "default"]
+    assert len(pods) == 10 and all(p["spec"].get("nodeName") for p in pods)
+    messages = [line["message"] for line in rig.log_lines()]
+    positions = [messages.index(step) for step in WORKSHOP_SEQUENCE]
+    assert positions == sorted(positions)
+    launched = next(line for line in rig.log_lines() if line["message"] == "launched nodeclaim")
+    assert launched["provider-id"].startswith("aws:///us-east-1") and launched["instance-type"].startswith("c5.")
+
+    server = replica.app.server
+    assert server is not None
+    status, body = await asyncio.to_thread(_get, f"http://127.0.0.1:{server.health_port}/healthz")
+    assert status == 200
+    status, body = await asyncio.to_thread(_get, f"http://127.0.0.1:{server.metrics_port}/metrics")
+    assert 'karpenter_nodeclaims_created_total{min_values_relaxed="false",nodepool="default",' \
+           'reason="provisioned"} 2.0' in body
+    # `kubectl get nodeclaims` / `nodepools` as the CRD's printer columns show the live objects.
+    for claim in rig.server.kube.objects(NODECLAIM):
+        row = printed("NodeClaim", claim)
+        assert row["READY"] == "True" and row["NODE"] and row["TYPE"].startswith("c5."), row
+    assert printed("NodePool", rig.server.kube.objects(NODEPOOL)[0])["NODES"] == "2"
+    lease = rig.server.kube.peek(LEASE, "adze-leader-election", "kube-system")
+    assert lease is not None and lease["spec"]["holderIdentity"] == "a"
+
+    first = {i["InstanceId"] for i in rig.ec2_instances()}
+    await rig.server.kube.patch(DEPLOYMENT, "inflate", {"spec": {"replicas": 2}}, "default")
+
+    # 0.17 $/h is the cheapest home for two 1.5-CPU pods (a c5.xlarge or two c5.large): whatever the
+    # c5.2xlarge they run on, they must move.
+    assert await wait_for(lambda: _consolidated(rig, pods=2, cost=0.17), timeout=40), await rig.inventory()
+    evictions = [r for r in rig.server.requests if r.method == "POST" and r.path.endswith("/eviction")]
+    assert evictions, "consolidation must move pods through the Eviction API"
+    states = {i["InstanceId"]: i["State"]["Name"] for i in rig.ec2_instances()}
+    assert all(states[i] in ("shutting-down", "terminated") for i in first)
+    running = {i for i, state in states.items() if state == "running"}
+    assert {p.rsplit("/", 1)[1] for p in (await rig.inventory()).instances} == running
 
 
 async def test_leader_killed_right_after_launching_is_replaced_without_leaks_or_duplicates(aws: OfflineAWS) -> None:
@@ -103,6 +151,12 @@ async def test_leader_killed_right_after_launching_is_replaced_without_leaks_or_
         assert len(all_instances) == 1, [(i["InstanceId"], i["State"]["Name"]) for i in all_instances]
         assert (await rig.inventory()).instances == {claim_provider_id(rig)}
         assert standby.task is not None and not standby.task.done()
+
+
+async def _consolidated(rig: E2E, pods: int, cost: float) -> bool:
+    """Converged, ``pods`` workload pods running (the DaemonSet's aside), no more than ``cost`` $/h."""
+    workload = [p for p in rig.server.kube.objects(POD) if p["metadata"]["namespace"] == "default"]
+    return (await rig.converged()) and len(workload) == pods and hourly_cost(rig.server.kube) <= cost
 
 
 def _holder(rig: object) -> str:

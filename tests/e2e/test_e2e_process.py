@@ -18,6 +18,7 @@ from typing import Any
 
 from dev_cluster import start_dev_cluster
 
+from reconciler.controllers.app import DEFAULT_LEASE_NAME
 from reconciler.kube.api import LEASE, NODECLAIM
 
 SEQUENCE = [
@@ -79,6 +80,6 @@ async def test_run_process_shows_the_workshop_log_sequence_and_stops_cleanly(tmp
     assert facts["registered nodeclaim"]["Node"] == {"name": claim["status"]["nodeName"]}
     controller_lines = [line for line in lines if line.get("controller") not in (None, "app")]
     assert controller_lines and all(line.get("cluster") == "adze-process" for line in controller_lines)
-    lease = dev.server.kube.peek(LEASE, "adze-leader-election", "kube-system")
+    lease = dev.server.kube.peek(LEASE, DEFAULT_LEASE_NAME, "kube-system")  # Karpenter's, the default
     assert lease is not None and not lease["spec"].get("holderIdentity")
     assert not dev.server.violations, dev.server.violations

@@ -64,3 +64,42 @@ def mutate(document: Any, rng: random.Random) -> tuple[Any, str]:
     value = copy.deepcopy(rng.choice(ODD_VALUES))
     parent[path[-1]] = value
     return mutated, f"{value!r:.40} at {path}"
+
+
+def mutate_many(document: Any, rng: random.Random, most: int = 3) -> tuple[Any, str]:
+    """One to ``most`` mutations on top of each other (a path may vanish under a later one)."""
+    descriptions = []
+    for _ in range(rng.randint(1, most)):
+        if not any(p for p in paths(document)):
+            break
+        document, what = mutate(document, rng)
+        descriptions.append(what)
+        if what.startswith("deep nesting"):
+            break  # copying or walking it again would only exhaust this process's stack
+    return document, "; ".join(descriptions)
+
+
+def garbage(valid: bytes, rng: random.Random) -> list[tuple[str, bytes]]:
+    """Bytes that are not the input a loader expects, derived from a valid file where that helps."""
+    cut = rng.randrange(1, max(2, len(valid)))
+    middle = len(valid) // 2
+    return [
+        ("empty", b""),
+        ("random-16", rng.randbytes(16)),
+        ("random-4k", rng.randbytes(4096)),
+        ("truncated", valid[:cut]),
+        ("random-tail", valid + rng.randbytes(64)),
+        ("nul-inside", valid[:middle] + b"\x00" + valid[middle:]),
+        ("not-utf8-inside", valid[:middle] + b"\xff\xfe\xc3(" + valid[middle:]),
+        ("utf16", b"\xff\xfe" + valid.decode("utf-8", "replace").encode("utf-16-le")),
+        ("bom", b"\xef\xbb\xbf" + valid),
+        ("control-chars", valid[:middle] + bytes(range(1, 9)) + valid[middle:]),
+        ("tab-indent", valid.replace(b"\n  ", b"\n\t")),
+        ("one-long-line", b"a" * 1_000_000),
+        ("deep-json", b"[" * 100_000 + b"]" * 100_000),
+        ("deep-flow-yaml", b"a: " + b"{b: " * 2_000 + b"1" + b"}" * 2_000),
+        ("yaml-tags", b"!!python/object/apply:os.system ['true']\n"),
+        ("many-documents", b"---\n" * 10_000),
+        ("scalar", b"just a string\n"),
+        ("list", b"- 1\n- 2\n"),
+    ]

@@ -1,14 +1,15 @@
-"""Malformed input never raises a traceback (issue 19): seeded mutations of the shipped, valid inputs --
-scenario files, API objects in them, stack config, SQS bodies, the live controller's environment -- each
-end in a one-line error that names what is wrong, or (when the mutation happens to stay valid) run.
-More than 2,000 inputs per CI run; ADZE_FUZZ_SCALE multiplies the counts for a longer run."""
+"""Malformed input never raises a traceback (issue 19): seeded mutations (one to three at a time) of the
+shipped, valid inputs -- scenario files, API objects in them, stack config, SQS bodies, the live
+controller's environment -- each end in a one-line error that names what is wrong, or (when the mutation
+happens to stay valid) run. Snapshots, kubectl dumps, --nodepools and stack files through the commands
+that read them, and binary garbage: test_fuzz_cluster_inputs.py. More than 2,000 inputs per CI run;
+ADZE_FUZZ_SCALE multiplies the counts for a longer run."""
 
 from __future__ import annotations
 
 import json
 import os
 import random
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,8 @@ from typing import Any
 
 import pytest
 import yaml
-from malformed import ODD_VALUES, deep, mutate
+from fuzz_support import REPO, SCALE, one_line_path_error, scenario_seeds
+from malformed import ODD_VALUES, deep, mutate_many
 
 from components.config import ConfigError, load_stack_config
 from reconciler.interruption.messages import MessageParseError, parse
@@ -24,38 +26,20 @@ from reconciler.settings import Settings, SettingsError
 from reconciler.sim.runner import run_scenario
 from reconciler.sim.scenario import ScenarioError, parse_scenario
 
-REPO = Path(__file__).resolve().parents[2]
-SHARED = REPO.parent / "shared"
-SCALE = int(os.environ.get("ADZE_FUZZ_SCALE", "1"))
-# "objects[3].spec.containers[0].resources.requests.cpu: ..." / "catalog.zones: ..." / "(document): ..."
-PATH_PREFIX = re.compile(r"^[(A-Za-z][\w.\[\]()/:-]*: \S")
-
-
-def _scenario_seeds() -> list[tuple[str, dict[str, Any]]]:
-    files = [*sorted((SHARED / "scenarios").glob("*.yaml")), *sorted((REPO / "examples").glob("*.yaml")),
-             *sorted((REPO / "tests" / "sim" / "regressions").glob("*.yaml"))]
-    seeds = [(f.name, yaml.safe_load(f.read_text())) for f in files]
-    return [(name, doc) for name, doc in seeds if isinstance(doc, dict) and "steps" in doc]
-
-
-def _one_line_path_error(message: str) -> None:
-    assert "\n" not in message, message
-    assert "Traceback" not in message, message
-    assert PATH_PREFIX.match(message), f"error does not start with the path it is about: {message!r}"
-
 
 @pytest.mark.parametrize("chunk", range(8))
 def test_mutated_scenarios_run_or_fail_with_one_path_named_line(chunk: int) -> None:
-    seeds = _scenario_seeds()
-    assert len(seeds) >= 5
+    seeds = scenario_seeds()
+    kinds = {o.get("kind") for _, d in seeds for o in d.get("objects") or []}
+    assert len(seeds) >= 10 and {"DaemonSet", "Node", "NodeClaim", "PodDisruptionBudget"} <= kinds
     rng = random.Random(1000 + chunk)
     for index in range(200 * SCALE):
         name, document = seeds[index % len(seeds)]
-        mutated, what = mutate(document, rng)
+        mutated, what = mutate_many(document, rng)
         try:
             result = run_scenario(parse_scenario(mutated))
         except ScenarioError as err:
-            _one_line_path_error(str(err))
+            one_line_path_error(str(err))
             continue
         except Exception as err:  # the assertion this test exists for
             pytest.fail(f"{name} with {what}: {type(err).__name__}: {err}")
@@ -113,7 +97,7 @@ def test_mutated_sqs_bodies_are_parse_errors_or_messages() -> None:
     ]
     rng = random.Random(7)
     for index in range(400 * SCALE):
-        mutated, what = mutate(bodies[index % len(bodies)], rng)
+        mutated, what = mutate_many(bodies[index % len(bodies)], rng)
         try:
             body = json.dumps(mutated, default=str)
         except RecursionError:
@@ -142,18 +126,20 @@ def test_mutated_stack_config_fails_with_config_paths() -> None:
     assert len(configs) == 3
     rng = random.Random(11)
     for index in range(300 * SCALE):
-        mutated, what = mutate(configs[index % len(configs)], rng)
+        mutated, what = mutate_many(configs[index % len(configs)], rng)
         try:
             load_stack_config(mutated)
         except ConfigError as err:
-            assert all(problem.path.startswith("adze:") for problem in err.problems), (what, err.problems)
+            for problem in err.problems:  # each problem is one line that starts with its config key
+                assert problem.path.startswith("adze:") and "\n" not in str(problem), (what, str(problem))
+                assert str(problem).startswith(problem.path), (what, str(problem))
         except Exception as err:
             pytest.fail(f"stack config with {what}: {type(err).__name__}: {err}")
 
 
 ENV_KEYS = ["LOG_LEVEL", "METRICS_PORT", "HEALTH_PROBE_PORT", "AWS_REGION", "CLUSTER_NAME",
             "DISABLE_LEADER_ELECTION", "BATCH_IDLE_DURATION", "BATCH_MAX_DURATION", "FEATURE_GATES",
-            "PREFERENCE_POLICY", "MIN_VALUES_POLICY", "REBALANCE_HANDLING"]
+            "PREFERENCE_POLICY", "MIN_VALUES_POLICY", "REBALANCE_HANDLING", "KUBE_CLIENT_QPS", "KUBE_CLIENT_BURST"]
 
 
 def test_mutated_environment_settings_fail_naming_the_variable() -> None:

@@ -32,7 +32,7 @@ RANDOM_SCENARIOS = 8
 def random_scenarios(count: int) -> list[dict[str, Any]]:
     """The first scenarios the invariant campaign's generator draws (derandomized: stable across runs)."""
     from hypothesis import HealthCheck, given, settings
-    from invariant_harness import scenarios
+    from invariant_scenarios import scenarios
 
     drawn: list[dict[str, Any]] = []
 

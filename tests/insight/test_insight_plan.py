@@ -316,3 +316,27 @@ def test_fresh_provision_dearer_than_the_settled_cluster_is_called_out(cluster_s
     )
     for rendered in (render_text(dearer), render_markdown(dearer)):
         assert "a fresh provision places every pod in one batch and costs $0.2500/h ($182.50/month) more" in rendered
+
+
+def test_a_karpenter_cluster_drifts_on_a_template_change_as_after_adze_adopts_it(
+        capsys: Any, cluster_snapshot: Path, tmp_path: Path) -> None:
+    """NodeClaims stamped by Karpenter (hash versions v3 / v4) are re-stamped against the snapshot's own NodePools
+    as Adze's controller does on taking over, so a template change drifts them and no change drifts nothing."""
+    document = yaml.safe_load(cluster_snapshot.read_text())
+    karpenter = {"karpenter.sh/nodepool-hash": "6821555240594823858", "karpenter.sh/nodepool-hash-version": "v3",
+                 "karpenter.k8s.aws/ec2nodeclass-hash": "12693305387582539540",
+                 "karpenter.k8s.aws/ec2nodeclass-hash-version": "v4"}
+    claims = [o for o in document["objects"] if o["kind"] == "NodeClaim"]
+    assert claims
+    for claim in claims:
+        claim["metadata"]["annotations"] = {**(claim["metadata"].get("annotations") or {}), **karpenter}
+    snapshot = tmp_path / "karpenter-cluster.yaml"
+    snapshot.write_text(yaml.safe_dump(document, sort_keys=False))
+
+    relabeled = plan_json(capsys, snapshot, "--nodepools", str(EXAMPLES / "relabel-general.yaml"))
+    general = sorted(o["metadata"]["name"] for o in document["objects"]
+                     if o["kind"] == "Node" and o["metadata"]["labels"]["karpenter.sh/nodepool"] == "general")
+    assert sorted(d["node"] for d in relabeled["drift"]) == general
+    assert {d["driftReason"] for d in relabeled["drift"]} == {"NodePoolDrifted"}
+    unchanged = plan_json(capsys, snapshot, "--nodepools", str(write_yaml(tmp_path, "same.yaml", example_pools())))
+    assert unchanged["drift"] == []

@@ -9,11 +9,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from insight_support import example_cluster, run_cli, write_snapshot
 
 from reconciler.cloud.aws.preset import load_preset
 from reconciler.insight.catalog import catalog_from_instance_types, preset_catalog
+from reconciler.insight.errors import InsightError
 from reconciler.insight.frames import Frame, NodeRow, node_mix
 from reconciler.insight.status import NodeFilter, bar, render_status, use_color
 from reconciler.sim.catalog import build_catalog
@@ -155,9 +157,16 @@ def test_live_catalog_section_rebuilds_the_same_instance_types() -> None:
         assert sorted(copy.offerings, key=str) == sorted(original.offerings, key=str)
 
 
-def test_preset_catalog_keeps_only_known_zones() -> None:
-    assert preset_catalog(["us-east-1a", "eu-west-1a"]) == {
+def test_preset_catalog_is_the_nodes_region_and_keeps_only_its_zones() -> None:
+    assert preset_catalog(["us-east-1a", "us-east-1-bos-1a"], "us-east-1") == {
         "preset": "aws-us-east-1",
         "zones": ["us-east-1a"],
     }
-    assert preset_catalog([]) == {"preset": "aws-us-east-1"}
+    assert preset_catalog(["eu-west-1b", "eu-west-1c"]) == {
+        "preset": "aws-eu-west-1", "zones": ["eu-west-1b", "eu-west-1c"]
+    }
+    assert preset_catalog([]) == {"preset": "aws-us-east-1"}  # no nodes: nothing says otherwise
+    with pytest.raises(InsightError, match="several regions"):
+        preset_catalog(["us-east-1a", "eu-west-1a"])
+    with pytest.raises(InsightError, match="mars-north-1, which has no bundled catalogue"):
+        preset_catalog(["mars-north-1a"], "mars-north-1")

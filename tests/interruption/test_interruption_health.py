@@ -8,10 +8,12 @@ import boto3
 from botocore.stub import Stubber
 
 from reconciler.cloud.aws.clients import AwsCaller
+from reconciler.cloud.aws.metrics import AWSMetrics
 from reconciler.interruption.actions import ActionKind
 from reconciler.interruption.health import HealthPoller, ImpairmentTracker, Unhealthy, classify
 from reconciler.kube.api import NODECLAIM
 from reconciler.kube.memory import MemoryKube
+from reconciler.observability import Metrics
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -81,13 +83,20 @@ async def test_poll_deletes_forcefully_for_impaired_and_gracefully_for_events() 
     kube = MemoryKube()
     kube.load([claim("impaired", impaired), claim("retiring", retiring)])
     now = [T0]
-    poller = HealthPoller(kube, ec2, AwsCaller(2), now=lambda: now[0])
+    metrics = Metrics()
+    poller = HealthPoller(kube, ec2, AwsCaller(2), now=lambda: now[0], metrics=AWSMetrics.of(metrics).interruption)
     first = await poller.poll_once()
     assert [(a.nodeclaim, a.kind) for a in first] == [("retiring", ActionKind.CORDON_DRAIN)]
     assert (await kube.get(NODECLAIM, "retiring"))["metadata"].get("deletionTimestamp")
     now[0] = T0 + timedelta(minutes=3)
     second = await poller.poll_once()
     assert [(a.nodeclaim, a.forceful) for a in second] == [("impaired", True)]
+    # Karpenter's counter by status-check category; Adze's own count of what was done about them.
+    unhealthy = "karpenter_interruption_instance_status_unhealthy_total"
+    assert metrics.sample(unhealthy, {"category": "instance_status"}) == 1
+    assert metrics.sample(unhealthy, {"category": "event_status"}) == 2
+    assert metrics.sample("adze_interruption_actions_performed_total", {"action_type": "cordon-drain"}) == 1
+    assert metrics.sample("adze_interruption_actions_performed_total", {"action_type": "delete-nodeclaim"}) == 1
     impaired_claim = await kube.get(NODECLAIM, "impaired")
     assert (
         impaired_claim["metadata"]["annotations"]["karpenter.sh/nodeclaim-termination-timestamp"]

@@ -186,3 +186,15 @@ def test_an_unexpected_failure_inside_the_parser_is_a_parse_error(monkeypatch: p
     monkeypatch.setattr(messages, "_instance_id", broken)
     with pytest.raises(MessageParseError, match="OverflowError"):
         parse(envelope("aws.ec2", "EC2 Spot Instance Interruption Warning", {"instance-id": INSTANCE}))
+
+
+@pytest.mark.parametrize("kind", [k for k in Kind if k is not Kind.NO_OP])
+def test_envelope_is_what_parse_reads_back(kind: Kind) -> None:
+    from datetime import UTC, datetime
+
+    from reconciler.interruption.messages import eventbridge_event as event_for
+
+    when = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+    message = parse(json.dumps(event_for(kind, INSTANCE, when)))
+    assert (message.kind, message.instance_ids, message.time) == (kind, (INSTANCE,), when)
+    assert message.source in ("aws.ec2", "aws.health") and message.detail_type

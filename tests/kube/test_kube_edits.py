@@ -65,12 +65,11 @@ async def test_registration_keeps_a_taint_and_a_finalizer_added_meanwhile() -> N
     async def lifecycle_controller() -> None:
         await _add(kube, "n1", taint=not_ready, finalizer="example.com/protect")
 
-    racing = RacingKube(kube, NODE, "n1", lifecycle_controller)
-    stale_node = await kube.get(NODE, "n1")
-    await register(racing, nodeclaim("c1"), stale_node, NOW)  # type: ignore[arg-type]
+    stale_node = await kube.get(NODE, "n1")  # the copy registration is handed (e.g. the informer's)
+    await lifecycle_controller()
+    await register(kube, nodeclaim("c1"), stale_node, NOW)
 
     stored = await kube.get(NODE, "n1")
-    assert racing.raced
     keys = [t["key"] for t in stored["spec"]["taints"]]
     assert keys == ["node.kubernetes.io/not-ready", "team"]  # unregistered taint gone, the other kept
     assert stored["metadata"]["finalizers"] == ["example.com/protect", wk.TERMINATION_FINALIZER]
@@ -97,4 +96,4 @@ async def test_a_condition_set_meanwhile_by_another_controller_stays() -> None:
 
     await set_condition(RacingKube(kube, NODECLAIM, "c1", other), "c1", condition("Registered", True, NOW))  # type: ignore[arg-type]
     types = [c["type"] for c in (await kube.get(NODECLAIM, "c1"))["status"]["conditions"]]
-    assert sorted(types) == ["Initialized", "Registered"]
+    assert {"Initialized", "Registered"} <= set(types)  # (plus Ready and its other dependents, as Unknown)

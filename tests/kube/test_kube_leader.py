@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from support.fake_apiserver import FakeApiServer
 
-from reconciler.kube.api import LEASE, ApiError
+from reconciler.kube.api import LEASE, NODE, ApiError
 from reconciler.kube.leader import LeaderElectionConfig, LeaderElector, LeadershipLost
 from reconciler.kube.live import LiveKube
 from reconciler.kube.memory import MemoryKube
@@ -221,3 +221,31 @@ async def test_two_replicas_over_http_handover_and_takeover(server: FakeApiServe
     finally:
         for client in clients:
             await client.close()
+
+
+async def test_the_gate_is_open_from_each_renewal_until_its_renew_deadline_by_the_clock() -> None:
+    """Issue 16: the gate reads the clock itself, so a stalled event loop whose renewer has not yet noticed the
+    deadline cannot let a write through after it; losing or releasing the lease closes it at once."""
+    from reconciler.kube.leadership import GatedKube, NotLeading
+
+    kube, clock = MemoryKube(), Clock()
+    a = elector(kube, "a", clock)
+    gated = GatedKube(kube, a.gate)
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}}
+    assert not a.gate.is_open()
+    with pytest.raises(NotLeading):
+        await gated.create(node)
+    assert await a.try_acquire_or_renew()
+    await gated.create(node)
+    clock.advance(9.9)
+    await gated.patch(NODE, "n1", {"metadata": {"labels": {"a": "b"}}})
+    clock.advance(0.1)  # the renew deadline (10 s) since the last successful renewal: closed, nothing renewed it
+    for write in (gated.patch(NODE, "n1", {"metadata": {"labels": {"c": "d"}}}), gated.delete(NODE, "n1"),
+                  gated.evict("p", "default")):
+        with pytest.raises(NotLeading):
+            await write
+    assert (await gated.get(NODE, "n1"))["metadata"]["labels"] == {"a": "b"}, "reads still work"
+    assert await a.try_acquire_or_renew()  # a late renewal still won (nobody took over): open again
+    await gated.patch(NODE, "n1", {"metadata": {"labels": {"c": "d"}}})
+    await a.release()
+    assert not a.gate.is_open()

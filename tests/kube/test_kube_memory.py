@@ -268,6 +268,46 @@ async def test_eviction_with_percentages_and_unhealthy_pods() -> None:
         await kube.evict("gone", "apps")
 
 
+def owned(name: str, owner: str) -> dict:
+    manifest = pod(name)
+    manifest["metadata"]["ownerReferences"] = [
+        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": owner, "uid": f"uid-{owner}", "controller": True}
+    ]
+    return manifest
+
+
+def replicaset(name: str, replicas: int) -> dict:
+    return {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": name, "namespace": "apps"},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "web"}}}}
+
+
+async def test_a_budget_over_pods_without_a_controller_allows_nothing() -> None:
+    """maxUnavailable and percentages scale with the controllers' desired replicas; a selected pod without
+    a controller makes that count unknowable and the disruption controller fails safe. (Counting such pods
+    as themselves would shrink the budget's base with every eviction.)"""
+    for budget in ({"maxUnavailable": 1}, {"maxUnavailable": "50%"}, {"minAvailable": "50%"}):
+        kube = MemoryKube()
+        kube.load([pod("a"), pod("b"), pod("c"), pdb("web", **budget)])
+        with pytest.raises(TooManyRequestsError, match="found no controller ref for pod"):
+            await kube.evict("a", "apps")
+    kube = MemoryKube()
+    kube.load([pod("a"), pod("b"), pod("c"), pdb("web", minAvailable=2)])
+    await kube.evict("a", "apps")  # an integer minAvailable counts the pods themselves: no scale needed
+
+
+async def test_a_budget_counts_from_the_controllers_scale() -> None:
+    kube = MemoryKube()
+    kube.load([owned("a", "web-rs"), owned("b", "web-rs"), owned("c", "web-rs"), replicaset("web-rs", 3),
+               pdb("web", maxUnavailable=1)])
+    await kube.evict("a", "apps")  # 3 expected, 2 desired, 3 healthy
+    with pytest.raises(TooManyRequestsError, match="needs 2 healthy pods and has 2"):
+        await kube.evict("b", "apps")  # still 3 expected: the evicted pod does not shrink the base
+    unknown = MemoryKube()
+    unknown.load([owned("a", "gone-rs"), owned("b", "gone-rs"), pdb("web", maxUnavailable=1)])
+    with pytest.raises(TooManyRequestsError, match="found no controllers for pod"):
+        await unknown.evict("a", "apps")
+
+
 async def test_eviction_refuses_pods_under_two_budgets() -> None:
     kube = MemoryKube()
     kube.load([pod("a"), pdb("one", minAvailable=0), pdb("two", minAvailable=0)])

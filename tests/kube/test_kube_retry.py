@@ -83,3 +83,40 @@ async def test_retry_gives_up_after_the_attempts() -> None:
     with pytest.raises(ConflictError):
         await retry_on_conflict(always_conflicts, attempts=3, backoff=0)
     assert attempts == 3
+
+
+class CountingKube(MemoryKube):
+    def __init__(self) -> None:
+        super().__init__()
+        self.gets = 0
+
+    async def get(self, *args: object, **kwargs: object) -> Manifest:
+        self.gets += 1
+        return await super().get(*args, **kwargs)  # type: ignore[arg-type]
+
+
+def labelled(claim: Manifest) -> Manifest:
+    claim["metadata"]["labels"]["y"] = "2"
+    return claim
+
+
+async def test_modify_writes_against_the_callers_copy_without_reading_and_reads_only_after_a_409() -> None:
+    """Karpenter patches its cached object with optimistic locking and re-reads only on a conflict."""
+    kube = CountingKube()
+    cached = await kube.create(CLAIM)
+    stored = await modify(kube, NODECLAIM, "a", labelled, current=cached)
+    assert kube.gets == 0 and stored["metadata"]["labels"] == {"x": "1", "y": "2"}
+    # The copy is stale now (another write happened): one 409, one read, and the change lands on top.
+    await kube.patch(NODECLAIM, "a", {"metadata": {"labels": {"z": "3"}}})
+    stored = await modify(kube, NODECLAIM, "a", lambda c: {**c, "metadata": {**c["metadata"], "labels": {
+        **c["metadata"]["labels"], "w": "4"}}}, current=cached)
+    assert kube.gets == 1
+    assert stored["metadata"]["labels"] == {"x": "1", "y": "2", "z": "3", "w": "4"}
+    assert cached["metadata"]["labels"] == {"x": "1"}, "the caller's (cache's) copy is never changed"
+
+
+async def test_modify_reads_when_the_copy_carries_no_resource_version() -> None:
+    kube = CountingKube()
+    await kube.create(CLAIM)
+    await modify(kube, NODECLAIM, "a", labelled, current={"metadata": {"name": "a"}})
+    assert kube.gets == 1

@@ -147,7 +147,11 @@ async def test_terminating_a_claim_whose_instance_is_already_gone_is_idempotent(
     provider_id = await launched_node(kube, cloud)
     await cloud.delete(provider_id)  # e.g. a spot interruption took it
     await kube.delete(NODECLAIM, "pool-a")
-    step = await Terminator(kube, cloud).step(await kube.get(NODECLAIM, "pool-a"), NOW)
+    terminator = Terminator(kube, cloud)
+    # The node still reports Ready (its kubelet may run), so it is drained: for the minimum 5 s.
+    step = await terminator.step(await kube.get(NODECLAIM, "pool-a"), NOW)
+    assert not step.finished and step.drain_ends_at == NOW + timedelta(seconds=5)
+    step = await terminator.step(await kube.get(NODECLAIM, "pool-a"), NOW + timedelta(seconds=5))
     assert step.finished and not step.instance_deleted
     with pytest.raises(NotFoundError):
         await kube.get(NODECLAIM, "pool-a")

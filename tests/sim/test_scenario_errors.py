@@ -41,6 +41,21 @@ BAD_OPERATOR_POOL = {
 }
 
 
+MANAGED_NODE_WITHOUT_PODS = {
+    "apiVersion": "v1",
+    "kind": "Node",
+    "metadata": {"name": "n1", "labels": {"topology.kubernetes.io/zone": "z1", "karpenter.sh/nodepool": "default"}},
+    "spec": {"providerID": "aws:///z1/i-0123456789abcdef0"},
+    "status": {"capacity": {"cpu": "2", "memory": "4Gi", "pods": None}},
+}
+
+
+def deployment(name: str, replicas: int) -> dict[str, object]:
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": "c"}]}}}}
+
+
 def scenario(**overrides: object) -> dict[str, object]:
     document: dict[str, object] = {
         "name": "t",
@@ -113,6 +128,17 @@ CASES = [
     (scenario(steps=[{"unavailable": [{"instanceType": "nope"}]}]), "steps[0].unavailable[0].instanceType"),
     (scenario(steps=[{"delete": [{"name": "x"}]}]), "steps[0].delete[0]"),
     (scenario(steps=[{"apply": [{"kind": "Pod"}]}]), "steps[0].apply[0].apiVersion"),
+    (scenario(objects=[POOL, MANAGED_NODE_WITHOUT_PODS]), "objects[1].status.capacity.pods: quantity must be"),
+    (scenario(settings={"clock": "9999-12-31T23:59:59Z"}, steps=[{"advance": "1m"}]),
+     "steps[0].advance: the simulated clock would leave the years 0001-9999"),
+    (scenario(objects=[{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "replicas": 10**6}]),
+     "objects[0].replicas: 1000000 is above the maximum 100000"),
+    (scenario(objects=[POOL, *(deployment(f"d{i}", 100_000) for i in range(6))]),
+     "objects: 600,000 pods declared at once"),
+    (scenario(objects=[POOL, deployment("a", 60_000), deployment("b", 30_000)],
+              steps=[{"apply": [deployment("c", 5_000)]}, {"delete": [{"kind": "Deployment", "name": "c"}]},
+                     {"apply": [deployment("b", 40_000)]}, {"apply": [deployment("d", 5_000)]}]),
+     "steps[3].apply: 105,000 pods declared at once"),
 ]
 
 

@@ -131,4 +131,6 @@ def test_json_output_is_deterministic_and_complete(
     assert set(document) == {"scenario", "steps", "final"}
     for step in document["steps"]:
         assert set(step) >= {"step", "clock", "launched", "bound", "pending", "disrupted", "events"}
-    assert set(document["final"]) == {"nodes", "pending", "costPerHour"}
+    assert set(document["final"]) - {"priceSources"} == {"nodes", "pending", "costPerHour"}
+    # Every priced node says where its price comes from (the optional keys this format allows).
+    assert all(node["priceSource"] == "scenario catalogue" for node in document["final"]["nodes"])

@@ -5,8 +5,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
+
+from reconciler.sim import workloads
 from reconciler.sim.runner import run_scenario
-from reconciler.sim.scenario import parse_scenario
+from reconciler.sim.scenario import ScenarioError, parse_scenario
 
 ZONES = ["z1", "z2"]
 
@@ -126,6 +129,34 @@ def test_spot_interruption_replaces_the_node_and_rebalance_is_ignored() -> None:
     assert (final_node["instanceType"], final_node["zone"]) != (first["instanceType"], first["zone"])
 
 
+def test_rebalance_under_drain_cordons_drains_and_replaces_the_node() -> None:
+    pool = nodepool(
+        template_spec={"requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]}
+    )
+    first = run([pool, deployment("app", 2)], [{"provision": {}}])["steps"][0]["launched"][0]["node"]
+    steps = [{"provision": {}}, {"interrupt": {"node": first, "kind": "rebalance_recommendation"}}]
+    result = run([pool, deployment("app", 2)], steps, rebalanceHandling="drain")
+    step = result["steps"][1]
+    assert step["events"][0]["reason"] == "SpotRebalanceRecommendation"
+    assert step["events"][0]["message"].startswith("EC2 Instance Rebalance Recommendation for instance i-")
+    assert [(d["node"], d["reason"], d["action"]) for d in step["disrupted"]] == [(first, "Interrupted", "delete")]
+    assert sorted(e["object"] for e in step["events"] if e["reason"] == "Evicted") == [
+        "Pod/default/app-0", "Pod/default/app-1"]
+    (final,) = result["final"]["nodes"]
+    assert final["name"] != first and len(final["pods"]) == 2 and result["final"]["pending"] == []
+    # Under the default ("event", Karpenter's behaviour) the same message only records the event.
+    assert run([pool, deployment("app", 2)], steps)["steps"][1]["disrupted"] == []
+
+
+def test_rebalance_handling_in_a_scenario_is_validated() -> None:
+    import pytest
+
+    from reconciler.sim.scenario import ScenarioError
+
+    with pytest.raises(ScenarioError, match=r"^settings.rebalanceHandling: 'cordon' must be one of event, drain$"):
+        run([nodepool()], [], rebalanceHandling="cordon")
+
+
 def test_an_interrupted_spot_offering_is_available_again_after_three_minutes() -> None:
     pool = nodepool(
         template_spec={"requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]}
@@ -242,6 +273,69 @@ def test_daemonset_pods_follow_nodes_and_count_as_overhead() -> None:
     assert f"kube-system/agent-{node['name']}" in node["pods"]
 
 
+AGENT = {
+    "apiVersion": "apps/v1",
+    "kind": "DaemonSet",
+    "metadata": {"name": "agent", "namespace": "default"},
+    "spec": {
+        "selector": {"matchLabels": {"app": "agent"}},
+        "template": {"metadata": {"labels": {"app": "agent"}},
+                     "spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "100m"}}}]}},
+    },
+}
+
+
+def unmanaged_node(name: str) -> dict[str, Any]:
+    capacity = {"cpu": "4", "memory": "16Gi", "pods": "20"}
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"topology.kubernetes.io/zone": "z1"}},
+            "status": {"capacity": capacity, "allocatable": capacity}}
+
+
+def agent_pod(name: str, node: str = "", *, owned: bool = False) -> dict[str, Any]:
+    """A pod named like the DaemonSet's: unowned, or the DaemonSet's own (as a snapshot records it)."""
+    metadata: dict[str, Any] = {"name": name, "namespace": "default", "labels": {"app": "agent"}}
+    if owned:
+        metadata["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent",
+                                        "uid": "u-agent", "controller": True}]
+        metadata["annotations"] = {"sim.adze.dev/owner": "DaemonSet/default/agent"}
+    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "100m"}}}]}
+    if node:
+        spec["nodeName"] = node
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec,
+            "status": {"phase": "Running"} if node else {}}
+
+
+def test_daemonset_pods_never_take_a_name_another_pod_has() -> None:
+    """The real controller names its pods with generateName, so a pod already called ``agent-n1`` (unowned,
+    or a snapshot's DaemonSet pod that has moved to another node or lost its owner) is no obstacle."""
+    cases = {
+        "unowned": [unmanaged_node("n1"), agent_pod("agent-n1")],
+        "moved": [unmanaged_node("n1"), unmanaged_node("n2"), agent_pod("agent-n1", "n2", owned=True)],
+        "lost its owner": [unmanaged_node("n1"), agent_pod("agent-n1", "n1")],
+    }
+    for case, objects in cases.items():
+        result = run([nodepool(), AGENT, *objects], [{"provision": {}}])
+        pods = {pod for node in result["final"]["nodes"] for pod in node["pods"]}
+        assert {"default/agent-n1", "default/agent-n1-2"} <= pods, (case, result["final"])
+
+
+def test_daemonset_pods_past_the_total_pod_bound_are_a_scenario_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(workloads, "MAX_TOTAL_PODS", 3)  # the real bound is 100,000
+    objects = [nodepool(), AGENT, unmanaged_node("n1"), unmanaged_node("n2"), agent_pod("solo")]
+    run(objects[:-1], [{"provision": {}}])  # 2 DaemonSet pods: within
+    with pytest.raises(ScenarioError, match=r"^objects: DaemonSet default/agent: its pods would take the cluster "
+                                            r"past 3 pods"):
+        run([*objects, unmanaged_node("n3")], [{"provision": {}}])
+
+
+def test_a_clock_in_year_one_writes_four_digit_years() -> None:
+    result = run([nodepool(), deployment("app", 1)], [{"provision": {}}, {"advance": "1m"}],
+                 clock="0001-01-01T00:00:00Z")
+    assert [step["clock"] for step in result["steps"]] == ["0001-01-01T00:00:00Z", "0001-01-01T00:01:00Z"]
+    assert result["final"]["pending"] == [] and len(result["final"]["nodes"]) == 1
+
+
 def test_an_unowned_pod_force_deleted_with_a_grace_period_comes_back_once_it_is_gone() -> None:
     # The PDB refuses eviction; the NodeClaim's terminationGracePeriod (2m) is shorter than the pod's own (600 s),
     # so termination deletes the pod at once with the 120 s that remain. The simulator recreates unowned pods
@@ -297,3 +391,16 @@ def test_disrupt_step_waits_out_terminating_pods_and_removes_the_empty_node(shar
     assert [(d["node"], d["reason"]) for d in step["disrupted"]] == [(node, "Empty")]
     assert step["clock"] == "2026-01-01T09:04:00Z"  # 09:00 + the pod's remaining grace period
     assert result["final"]["nodes"] == [] and result["final"]["costPerHour"] == 0.0
+
+
+def test_a_node_deleted_in_a_step_is_drained_for_five_simulated_seconds_and_gone_at_its_end() -> None:
+    """Termination as Karpenter's (issue 17): the drain lasts at least 5 s, so the step's clock moves on by
+    that much and the node is gone when the step ends (the same Terminator as the live controller)."""
+    result = run([nodepool(), deployment("app", 2)], [{"provision": {}}])
+    node = result["steps"][0]["launched"][0]["node"]
+    result = run([nodepool(), deployment("app", 2)],
+                 [{"provision": {}}, {"delete": [{"kind": "Node", "name": node}]}])
+    provisioned, deleted = result["steps"]
+    assert provisioned["clock"] == "2026-01-01T00:00:00Z"
+    assert deleted["clock"] == "2026-01-01T00:00:05Z"
+    assert node not in [n["name"] for n in result["final"]["nodes"]]

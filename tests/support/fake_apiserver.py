@@ -10,6 +10,11 @@ subresource, the pods/eviction subresource (429 with a DisruptionBudget cause), 
 ``allowWatchBookmarks`` bookmarks, ``timeoutSeconds`` and in-stream 410 ``Expired`` errors,
 and exact ``application/json`` Status bodies on errors.
 
+Other clients can be played against the one under test: ``before_write`` lets a concurrent writer
+change an object between a client's read and its write (the write then carries a stale
+resourceVersion), and ``stall`` makes the server stop answering some clients (a hung connection).
+Every request is recorded with its arrival time (``RecordedRequest.at``, ``time.monotonic``).
+
 Every object written is schema-validated (``schema_validation.SchemaValidator``); a failure
 is answered with 422 and recorded in ``violations`` so a test can assert none happened.
 
@@ -26,6 +31,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +60,11 @@ class RecordedRequest:
     content_type: str
     authorization: str = ""
     body: str = ""  # the request body as sent (empty for GET and body-less DELETE)
+    at: float = 0.0  # time.monotonic() when the server took the request up (after any stall)
+
+    @property
+    def writes(self) -> bool:
+        return self.method in ("POST", "PUT", "PATCH", "DELETE")
 
 
 @dataclass(slots=True)
@@ -63,6 +75,18 @@ class _Scripted:
     reason: str
     message: str
     remaining: int
+    retry_after: float | None = None
+
+
+@dataclass(slots=True)
+class _Interleaved:
+    kind: Kind
+    name: str
+    namespace: str | None
+    writer: Callable[[MemoryKube], Awaitable[None]]
+    remaining: int
+    skip: int
+    subresource: str | None
 
 
 @dataclass(slots=True)
@@ -84,6 +108,9 @@ class FakeApiServer:
     url: str = ""
     _validator: SchemaValidator = field(default_factory=SchemaValidator)
     _scripted: list[_Scripted] = field(default_factory=list)
+    _interleaved: list[_Interleaved] = field(default_factory=list)
+    _stalls: list[Callable[[web.Request], bool]] = field(default_factory=list)
+    interleaved_writes: int = 0  # concurrent writes played by ``before_write``
     _runner: web.AppRunner | None = None
 
     async def start(self) -> str:
@@ -122,13 +149,39 @@ class FakeApiServer:
         reason: str = "",
         message: str = "",
         times: int = 1,
+        retry_after: float | None = None,
     ) -> None:
-        """Answer the next ``times`` matching requests with an error Status."""
+        """Answer the next ``times`` matching requests with an error Status (with a ``Retry-After`` header
+        when ``retry_after`` is given, as the API server's priority-and-fairness 429s carry)."""
         self._scripted.append(
             _Scripted(
-                method.upper(), path_contains, status, reason or "Scripted", message or "scripted", times
+                method.upper(), path_contains, status, reason or "Scripted", message or "scripted", times,
+                retry_after,
             )
         )
+
+    def before_write(
+        self,
+        kind: Kind,
+        name: str,
+        writer: Callable[[MemoryKube], Awaitable[None]],
+        *,
+        namespace: str | None = None,
+        times: int = 1,
+        skip: int = 0,
+        subresource: str | None = "*",
+    ) -> None:
+        """Another client writes ``kind/name`` just before the next ``times`` updates (PUT or PATCH, of the
+        object or its status) of it arrive, after letting ``skip`` updates through: ``writer`` changes the
+        store directly, so the incoming update was computed from an older read. A client that sends the
+        resourceVersion it read gets 409 and must read again; one that does not overwrites the other
+        writer's change. ``subresource``: only updates of the object (None) or of its ``"status"``; any by default."""
+        self._interleaved.append(_Interleaved(kind, name, namespace, writer, times, skip, subresource))
+
+    def stall(self, matches: Callable[[web.Request], bool]) -> None:
+        """Requests for which ``matches(request)`` holds are never answered (from now on): the connection
+        hangs until the client gives up. Such requests are not recorded and change nothing."""
+        self._stalls.append(matches)
 
     def expire_watches(self) -> None:
         """Open watches get an in-stream 410 Expired and the history is compacted, so resuming
@@ -153,6 +206,8 @@ class FakeApiServer:
     # --- HTTP dispatch -----------------------------------------------------------------------
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if any(matches(request) for matches in self._stalls):
+            await asyncio.Event().wait()  # cancelled when the client drops the connection
         query = dict(request.query)
         self.requests.append(
             RecordedRequest(
@@ -162,6 +217,7 @@ class FakeApiServer:
                 request.content_type,
                 request.headers.get("Authorization", ""),
                 await request.text() if request.can_read_body else "",
+                time.monotonic(),
             )
         )
         for scripted in self._scripted:
@@ -169,7 +225,10 @@ class FakeApiServer:
                 scripted.remaining -= 1
                 if scripted.remaining <= 0:
                     self._scripted.remove(scripted)
-                return _error(scripted.status, scripted.reason, scripted.message)
+                answer = _error(scripted.status, scripted.reason, scripted.message)
+                if scripted.retry_after is not None:
+                    answer.headers["Retry-After"] = f"{scripted.retry_after:g}"
+                return answer
         discovery = self._discovery(request.path)
         if discovery is not None:
             return web.json_response(discovery)
@@ -238,6 +297,8 @@ class FakeApiServer:
             if method == "POST":
                 return web.json_response(await self._create(target, await _body(request)), status=201)
         elif target.subresource in (None, "status"):
+            if method in ("PUT", "PATCH"):
+                await self._interleave(target)
             if method == "GET":
                 return web.json_response(await self.kube.get(target.kind, target.name, target.namespace))
             if method == "PUT":
@@ -250,6 +311,21 @@ class FakeApiServer:
         elif target.subresource == "eviction" and target.kind == POD and method == "POST":
             return web.json_response(await self._evict(target, await _body(request)), status=201)
         return _error(405, "MethodNotAllowed", f"{method} is not supported on {request.path}")
+
+    async def _interleave(self, target: _Target) -> None:
+        for planned in list(self._interleaved):
+            if (planned.kind, planned.name, planned.namespace) != (target.kind, target.name, target.namespace):
+                continue
+            if planned.subresource != "*" and planned.subresource != target.subresource:
+                continue
+            if planned.skip > 0:
+                planned.skip -= 1
+                continue
+            planned.remaining -= 1
+            if planned.remaining <= 0:
+                self._interleaved.remove(planned)
+            self.interleaved_writes += 1
+            await planned.writer(self.kube)
 
     # --- verbs -------------------------------------------------------------------------------
 

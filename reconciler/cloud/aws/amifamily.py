@@ -26,6 +26,8 @@ class AMIFamily:
     # Size of that volume when the NodeClass defines no block device mapping for it (milli-bytes).
     default_ephemeral_milli: int
     os: str = "linux"
+    # ``node.kubernetes.io/windows-build`` of the family's nodes (Windows only; Karpenter's values).
+    windows_build: str = ""
 
 
 GIB_MILLI = parse_quantity("1Gi")
@@ -34,9 +36,15 @@ AL2 = AMIFamily("AL2", True, True, True, "/dev/xvda", 20 * GIB_MILLI)
 AL2023 = AMIFamily("AL2023", True, True, True, "/dev/xvda", 20 * GIB_MILLI)
 # Bottlerocket boots from a 4Gi OS volume; pods live on the 20Gi data volume.
 BOTTLEROCKET = AMIFamily("Bottlerocket", True, False, False, "/dev/xvdb", 20 * GIB_MILLI)
-WINDOWS2019 = AMIFamily("Windows2019", False, False, True, "/dev/sda1", 50 * GIB_MILLI, os="windows")
-WINDOWS2022 = AMIFamily("Windows2022", False, False, True, "/dev/sda1", 50 * GIB_MILLI, os="windows")
-WINDOWS2025 = AMIFamily("Windows2025", False, False, True, "/dev/sda1", 50 * GIB_MILLI, os="windows")
+WINDOWS2019 = AMIFamily(
+    "Windows2019", False, False, True, "/dev/sda1", 50 * GIB_MILLI, os="windows", windows_build="10.0.17763"
+)
+WINDOWS2022 = AMIFamily(
+    "Windows2022", False, False, True, "/dev/sda1", 50 * GIB_MILLI, os="windows", windows_build="10.0.20348"
+)
+WINDOWS2025 = AMIFamily(
+    "Windows2025", False, False, True, "/dev/sda1", 50 * GIB_MILLI, os="windows", windows_build="10.0.26100"
+)
 CUSTOM = AMIFamily("Custom", True, True, True, "", 20 * GIB_MILLI)
 
 FAMILIES: dict[str, AMIFamily] = {

@@ -134,14 +134,14 @@ def alias_parameters(alias: str, kubernetes_version: str, *, path: str = "alias"
         return params
     if family == "al2":
         params = []
-        for suffix, arch, variants in (
+        for suffix, arch, al2_variants in (
             ("", "amd64", (STANDARD,)),
             ("-arm64", "arm64", (STANDARD,)),
             ("-gpu", "amd64", (NVIDIA, NEURON)),
         ):
             base = f"/aws/service/eks/optimized-ami/{k8s}/amazon-linux-2{suffix}"
             leaf = "recommended/image_id" if latest else f"amazon-eks{suffix}-node-{k8s}-{version}/image_id"
-            params.extend(AliasParameter(f"{base}/{leaf}", arch, variant) for variant in variants)
+            params.extend(AliasParameter(f"{base}/{leaf}", arch, variant) for variant in al2_variants)
         return params
     if family == "bottlerocket":
         release = "latest" if latest else version.removeprefix("v")

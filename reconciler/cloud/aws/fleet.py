@@ -4,8 +4,11 @@ One NodeClaim = one ``instant`` fleet of capacity 1. Spot uses
 ``price-capacity-optimized``, on-demand ``lowest-price``. Overrides cover every
 allowed (instance type x zone) offering, at most 60 types, each pinned to the
 zone's subnet with the most free addresses and to the AMI its launch template
-carries. Overrides are listed cheapest first, which is also what a
-lowest-price fleet picks; nothing here relies on the order being honoured.
+carries. Overrides are listed cheapest first, ties in the order of the
+NodeClaim's instance-type options (the scheduler's), which is also what a
+lowest-price fleet picks; nothing here relies on the order being honoured on
+EC2 (moto's CreateFleet launches the first override, so there the order is
+the outcome, and it is the simulated cloud's choice).
 """
 
 from __future__ import annotations
@@ -119,7 +122,12 @@ def select_offerings(request: LaunchRequest, candidates: Sequence[Candidate]) ->
             ceiling = min(on_demand)
             cheaper = [c for c in chosen if c.offering.price <= ceiling]
             chosen = cheaper or chosen
-    chosen.sort(key=lambda c: (c.offering.price, c.instance_type.name, c.offering.zone))
+    position = {name: index for index, name in enumerate(request.instance_types)}
+    chosen.sort(
+        key=lambda c: (
+            c.offering.price, position.get(c.instance_type.name, len(position)), c.instance_type.name, c.offering.zone
+        )
+    )
     kept: list[str] = []
     for candidate in chosen:
         if candidate.instance_type.name not in kept:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
-from reconciler.cloud.aws import metrics
 from reconciler.cloud.aws.instances import InstanceRecord, parse_provider_id
 from reconciler.cloud.types import InstanceNotFoundError
 
@@ -56,6 +55,6 @@ async def collect_orphans(provider: object, nodeclaims: Iterable[dict], now: dat
             await provider.delete(record.provider_id)
         except InstanceNotFoundError:
             continue
-        metrics.garbage_collected_instances.inc()
+        provider.metrics.garbage_collected_instances.inc()
         collected.append(record.provider_id)
     return collected

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
-from reconciler.cloud.aws import metrics
-
-ICE_TTL_SECONDS = 180.0
+from reconciler.cloud.aws.metrics import AWSMetrics
+from reconciler.cloud.types import UNAVAILABLE_OFFERING_TTL_SECONDS
 
 
 class UnavailableOfferings:
-    def __init__(self, clock: Callable[[], float] = time.monotonic, ttl: float = ICE_TTL_SECONDS) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic, ttl: float = UNAVAILABLE_OFFERING_TTL_SECONDS,
+                 metrics: AWSMetrics | None = None) -> None:
         self._clock = clock
         self._ttl = ttl
         self._offerings: dict[tuple[str, str, str], float] = {}
@@ -27,6 +28,8 @@ class UnavailableOfferings:
         self._subnets: dict[str, float] = {}
         self._reservations: dict[str, float] = {}
         self.seq = 0
+        if metrics is not None:  # counted when scraped, so entries that expired are not reported
+            metrics.unavailable_offerings.set_function(lambda: len(self.unavailable()))
 
     # --- marking -------------------------------------------------------------------------------------
 
@@ -48,7 +51,6 @@ class UnavailableOfferings:
 
     def _changed(self) -> None:
         self.seq += 1
-        metrics.unavailable_offerings.set(len(self._offerings))
 
     # --- queries -------------------------------------------------------------------------------------
 
@@ -72,10 +74,12 @@ class UnavailableOfferings:
     def cleanup(self) -> None:
         """Drop expired entries (called periodically; queries ignore expired entries anyway)."""
         now = self._clock()
-        for table in (self._offerings, self._capacity_types, self._subnets, self._reservations):
+        tables: tuple[dict[Any, float], ...] = (
+            self._offerings, self._capacity_types, self._subnets, self._reservations
+        )
+        for table in tables:
             for key in [k for k, expiry in table.items() if expiry <= now]:
                 del table[key]
-        metrics.unavailable_offerings.set(len(self._offerings))
 
     @staticmethod
     def _live(table: dict, key: object, now: float) -> bool:

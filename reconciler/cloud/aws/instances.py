@@ -40,6 +40,8 @@ class InstanceRecord:
     subnet_id: str = ""
     security_group_ids: tuple[str, ...] = ()
     tags: Mapping[str, str] = field(default_factory=dict)
+    instance_profile: str = ""  # name of the attached IAM instance profile
+    zone_id: str = ""
 
     @property
     def provider_id(self) -> str:
@@ -67,6 +69,8 @@ def record_from_ec2(item: Mapping[str, Any]) -> InstanceRecord:
         subnet_id=str(item.get("SubnetId", "")),
         security_group_ids=tuple(sorted(str(g["GroupId"]) for g in item.get("SecurityGroups") or [])),
         tags=tags_of(item),
+        instance_profile=str((item.get("IamInstanceProfile") or {}).get("Arn", "")).rsplit("/", 1)[-1],
+        zone_id=str((item.get("Placement") or {}).get("AvailabilityZoneId", "")),
     )
 
 

@@ -7,6 +7,7 @@ present exactly the same capacity, overhead and labels for a type.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -15,9 +16,10 @@ from reconciler.cloud.aws.allocatable import (
     KubeletOverrides,
     capacity_and_overhead,
 )
-from reconciler.cloud.aws.amifamily import AL2023, CUSTOM, AMIFamily
+from reconciler.cloud.aws.amifamily import AL2023, CUSTOM, AMIFamily, family_of_nodeclass
 from reconciler.cloud.aws.catalog import InstanceTypeInfo
 from reconciler.cloud.types import InstanceType, Offering
+from reconciler.model import labels as wk
 from reconciler.model.quantity import QuantityError, parse_quantity
 
 SPOT_FRACTION_MIN = 0.30
@@ -50,13 +52,79 @@ def build_instance_type(
         vm_overhead_percent=vm_overhead_percent,
         reserved_enis=reserved_enis,
     )
+    labels = info.labels(region, os=family.os)
+    if family.windows_build:
+        labels[wk.WINDOWS_BUILD] = family.windows_build
     return InstanceType(
         name=info.name,
         capacity=capacity + info.extended_resources(),
         overhead=overhead,
         offerings=tuple(offerings),
-        labels=info.labels(region, os=family.os),
+        labels=labels,
     )
+
+
+def family_runs(family: AMIFamily, info: InstanceTypeInfo) -> bool:
+    """Whether the family's AMIs boot on this type; the AL2023 AMIs do not support a1 (upstream's
+    ``compatibility`` check). A type that fails keeps its place with every offering unavailable."""
+    return not (family.name == AL2023.name and info.family == "a1")
+
+
+class NodeClassShape:
+    """The EC2NodeClass settings that change a type's capacity, overhead and labels, and how they do.
+
+    The one place the live provider and the offline presets turn ``InstanceTypeInfo`` into the
+    ``InstanceType`` a NodeClass gets: AMI family (OS, Windows build, pod density, a1 under AL2023),
+    kubelet (maxPods, podsPerCore, reserved, eviction), block devices and RAID0 instance store.
+    ``key`` is equal for NodeClasses that shape every type the same way."""
+
+    def __init__(
+        self,
+        spec: Mapping[str, Any] | None,
+        family: AMIFamily,
+        kubelet: KubeletOverrides | None = None,
+        *,
+        vm_overhead_percent: float = DEFAULT_VM_MEMORY_OVERHEAD_PERCENT,
+        reserved_enis: int = 0,
+    ) -> None:
+        self.spec: Mapping[str, Any] = spec or {}
+        self.family = family
+        self.kubelet = kubelet
+        self.vm_overhead_percent = vm_overhead_percent
+        self.reserved_enis = reserved_enis
+        self.key = json.dumps(
+            {
+                "family": family.name,
+                "kubelet": self.spec.get("kubelet"),
+                "bdm": self.spec.get("blockDeviceMappings"),
+                "store": self.spec.get("instanceStorePolicy"),
+            },
+            sort_keys=True,
+        )
+
+    @classmethod
+    def of_manifest(cls, nodeclass: Mapping[str, Any] | None, **options: Any) -> NodeClassShape:
+        """From an EC2NodeClass manifest as stored (offline: no AWS resolution needed for these fields)."""
+        if not nodeclass:
+            return cls(None, AL2023, **options)
+        spec = nodeclass.get("spec") or {}
+        family = family_of_nodeclass(dict(nodeclass))
+        return cls(spec, family, KubeletOverrides.from_manifest(spec.get("kubelet")), **options)
+
+    def build(self, info: InstanceTypeInfo, offerings: Iterable[Offering], *, region: str) -> InstanceType | None:
+        return build_instance_type(
+            info,
+            offerings,
+            region=region,
+            family=self.family,
+            kubelet=self.kubelet,
+            ephemeral_storage_milli=ephemeral_storage_milli(self.spec, self.family, info),
+            vm_overhead_percent=self.vm_overhead_percent,
+            reserved_enis=self.reserved_enis,
+        )
+
+    def runs(self, info: InstanceTypeInfo) -> bool:
+        return family_runs(self.family, info)
 
 
 def spot_fraction(instance_type: str, zone: str) -> float:

@@ -14,7 +14,6 @@ from datetime import datetime
 from typing import Any
 
 from reconciler.cloud.aws import fleet as fleets
-from reconciler.cloud.aws import metrics
 from reconciler.cloud.aws import tags as owned
 from reconciler.cloud.aws.clients import AwsCaller, error_code
 from reconciler.cloud.aws.ice import UnavailableOfferings
@@ -26,6 +25,7 @@ from reconciler.cloud.aws.launchtemplate import (
     block_device_mappings,
     metadata_options,
 )
+from reconciler.cloud.aws.metrics import AWSMetrics
 from reconciler.cloud.aws.nodeclass import ResolvedNodeClass, subnets_for_launch
 from reconciler.cloud.aws.userdata import BootstrapOptions, ClusterInfo, render
 from reconciler.cloud.types import CloudError, InsufficientCapacityError, LaunchRequest
@@ -55,6 +55,7 @@ class Launcher:
     unavailable: UnavailableOfferings
     launch_templates: LaunchTemplateProvider
     now: Callable[[], datetime]
+    metrics: AWSMetrics = field(default_factory=lambda: AWSMetrics.of(None))
 
     async def launch_templates_for(
         self,
@@ -151,7 +152,7 @@ class Launcher:
                 ) from None
             raise CloudError(f"CreateFleet failed for NodeClaim {request.nodeclaim}: {code}: {err}") from None
         launched, errors = fleets.parse_fleet_response(answer, capacity_type, all_overrides)
-        self._record_fleet_errors(errors)
+        self._record_fleet_errors(errors, resolved)
         if not launched:
             if errors and all(e.is_capacity_error or e.code == fleets.SPOT_SLR_MISSING for e in errors):
                 raise InsufficientCapacityError(
@@ -180,13 +181,15 @@ class Launcher:
         zone_id = next((s.zone_id for s in resolved.subnets if s.zone == first.zone and s.zone_id), "")
         return record, zone_id
 
-    def _record_fleet_errors(self, errors: list[fleets.FleetError]) -> None:
+    def _record_fleet_errors(self, errors: list[fleets.FleetError], resolved: ResolvedNodeClass) -> None:
         for error in errors:
-            metrics.instance_launch_failures.labels(
-                instance_type=error.instance_type,
-                capacity_type=error.capacity_type,
+            subnet = next((s for s in resolved.subnets if s.id == error.subnet_id), None) or next(
+                (s for s in resolved.subnets if s.zone == error.zone), None)
+            self.metrics.instance_launch_failures.labels(
                 zone=error.zone,
-                error=error.code,
+                zone_id=subnet.zone_id if subnet is not None and subnet.zone_id else "",
+                capacity_type=error.capacity_type,
+                reason=launch_failure_reason(error.code, error.message),
             ).inc()
             if error.code == fleets.SPOT_SLR_MISSING:
                 self.unavailable.mark_capacity_type_unavailable("spot")
@@ -196,3 +199,35 @@ class Launcher:
                 )
             if error.code == fleets.SUBNET_EXHAUSTED and error.subnet_id:
                 self.unavailable.mark_subnet_unavailable(error.subnet_id)
+
+
+# Karpenter's reasons for a failed fleet offering (its errors.ToReasonMessage), first match wins; capacity
+# errors come last so a mixed batch reports the specific cause. Anything else is "LaunchFailed".
+_LAUNCH_FAILURE_REASONS: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("AuthFailure.ServiceLinkedRoleCreationNotPermitted",), "SpotSLRCreationFailed"),
+    (("Not authorized for images",), "AMIAuthorizationFailure"),
+    (("UnauthorizedOperation", "AccessDenied", "AuthFailure"), "Unauthorized"),
+    (("iamInstanceProfile.name is invalid",), "InstanceProfileNameInvalid"),
+    (("InvalidLaunchTemplateId.NotFound",), "LaunchTemplateNotFound"),
+    (("User data is limited to",), "UserDataSizeLimitExceeded"),
+    (("InvalidAMIID.Malformed",), "InvalidAMIID"),
+    (("InvalidAMIID.NotFound",), "AMINotFound"),
+    (("RequestLimitExceeded",), "RequestLimitExceeded"),
+    (("InternalError",), "InternalError"),
+    (("not eligible for Free Tier",), "FreeTierIneligible"),
+    (("MaxFleetCountExceeded",), "FleetQuotaExceeded"),
+    (("PendingVerification",), "AccountPendingVerification"),
+    (("MaxSpotInstanceCountExceeded",), "SpotQuotaExceeded"),
+    (("VcpuLimitExceeded",), "VCPULimitExceeded"),
+    (("InsufficientFreeAddressesInSubnet",), "InsufficientFreeAddressesInSubnet"),
+)
+
+
+def launch_failure_reason(code: str, message: str) -> str:
+    text = f"{code}: {message}"
+    if "InvalidParameter" in text and "belong to different networks" in text:
+        return "SecurityGroupSubnetVPCMismatch"
+    for needles, reason in _LAUNCH_FAILURE_REASONS:
+        if any(needle in text for needle in needles):
+            return reason
+    return "LaunchFailed"

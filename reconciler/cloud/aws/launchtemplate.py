@@ -199,6 +199,34 @@ class LaunchTemplateProvider:
             raise
         return str(answer["LaunchTemplate"]["LaunchTemplateId"])
 
+    async def delete_for_nodeclass(self, cluster: str, nodeclass: str) -> list[str]:
+        """Delete every template this cluster created for ``nodeclass`` (its EC2NodeClass is going away)."""
+        templates = await self.caller.paginate(
+            self.ec2,
+            "describe_launch_templates",
+            "LaunchTemplates",
+            Filters=[
+                {"Name": f"tag:{owned.EKS_CLUSTER_NAME_TAG}", "Values": [cluster]},
+                {"Name": f"tag:{owned.NODECLASS_TAG}", "Values": [nodeclass]},
+            ],
+        )
+        deleted = []
+        for template in templates:
+            name = str(template["LaunchTemplateName"])
+            if not name.startswith(NAME_PREFIX):
+                continue
+            await self._delete(name)
+            deleted.append(name)
+        return deleted
+
+    async def _delete(self, name: str) -> None:
+        try:
+            await self.caller.call(self.ec2.delete_launch_template, LaunchTemplateName=name)
+        except Exception as err:
+            if error_code(err) not in NOT_FOUND_CODES:
+                raise
+        self._cache.pop(name, None)
+
     async def delete_unused(self, cluster: str, in_use: Sequence[str] = ()) -> list[str]:
         """Delete this cluster's templates not in ``in_use`` and not used within the cache TTL."""
         templates = await self.caller.paginate(
@@ -214,11 +242,6 @@ class LaunchTemplateProvider:
             entry = self._cache.get(name)
             if name in in_use or (entry and entry.expires > now) or not name.startswith(NAME_PREFIX):
                 continue
-            try:
-                await self.caller.call(self.ec2.delete_launch_template, LaunchTemplateName=name)
-            except Exception as err:
-                if error_code(err) not in NOT_FOUND_CODES:
-                    raise
-            self._cache.pop(name, None)
+            await self._delete(name)
             deleted.append(name)
         return deleted

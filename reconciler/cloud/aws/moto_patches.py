@@ -111,11 +111,12 @@ def install_fleet_patch(faithful_security_groups: bool = True) -> None:
         finally:
             del self._get_param
         if errors:
-            result.result["Errors"] = errors
+            result.result["Errors"] = errors  # type: ignore[index]  # moto types ActionResult.result as object
         return result
 
-    FleetsBackend.create_fleet = backend_create_fleet
-    Fleets.create_fleet = response_create_fleet
+    # Patching moto's classes is the point of this module.
+    FleetsBackend.create_fleet = backend_create_fleet  # type: ignore[method-assign]
+    Fleets.create_fleet = response_create_fleet  # type: ignore[method-assign]
     _FleetPatchState.installed = True
 
 

@@ -285,28 +285,55 @@ class NodeClassResolver:
 
     async def garbage_collect_instance_profiles(self, referenced: set[str]) -> list[str]:
         """Delete managed profiles of this cluster that nothing references; returns the deleted names."""
-        profiles = await self._caller.paginate(
-            self._iam,
-            "list_instance_profiles",
-            "InstanceProfiles",
-            PathPrefix=managed_profile_path(self.cluster, self.region),
-        )
         deleted = []
-        prefix = managed_profile_path(self.cluster, self.region)
-        for profile in profiles:
+        for profile in await self._managed_profiles(managed_profile_path(self.cluster, self.region)):
             name = str(profile["InstanceProfileName"])
-            # Filter again locally: the path prefix is what makes a profile ours.
-            if name in referenced or not str(profile.get("Path", "")).startswith(prefix):
-                continue
+            if name not in referenced:
+                await self._delete_profile(profile)
+                deleted.append(name)
+        return deleted
+
+    async def collect_orphaned_profiles(self, live_uids: set[str], in_use: set[str]) -> list[str]:
+        """Delete managed profiles of EC2NodeClasses that no longer exist (their uid is in the path), unless
+        an instance still uses them: what a class deleted while no reconciler ran its finalizer left."""
+        prefix = managed_profile_path(self.cluster, self.region)
+        deleted = []
+        for profile in await self._managed_profiles(prefix):
+            name = str(profile["InstanceProfileName"])
+            uid = str(profile.get("Path", ""))[len(prefix):].strip("/")
+            if uid and uid not in live_uids and name not in in_use:
+                await self._delete_profile(profile)
+                deleted.append(name)
+        return deleted
+
+    async def delete_nodeclass_profiles(self, uid: str) -> list[str]:
+        """Delete every profile managed for the EC2NodeClass with this uid (its path names the uid).
+
+        Profiles a class names in ``spec.instanceProfile`` live elsewhere and are never touched."""
+        if not uid:
+            return []  # without the uid the path would cover every class of the cluster
+        profiles = await self._managed_profiles(managed_profile_path(self.cluster, self.region, uid))
+        for profile in profiles:
+            await self._delete_profile(profile)
+        return [str(p["InstanceProfileName"]) for p in profiles]
+
+    async def _managed_profiles(self, prefix: str) -> list[dict[str, Any]]:
+        profiles = await self._caller.paginate(self._iam, "list_instance_profiles", "InstanceProfiles",
+                                               PathPrefix=prefix)
+        # Filter again locally: the path prefix is what makes a profile ours.
+        return [p for p in profiles if str(p.get("Path", "")).startswith(prefix)]
+
+    async def _delete_profile(self, profile: Mapping[str, Any]) -> None:
+        name = str(profile["InstanceProfileName"])
+        try:
             for role in profile.get("Roles") or []:
                 await self._caller.call(
-                    self._iam.remove_role_from_instance_profile,
-                    InstanceProfileName=name,
-                    RoleName=role["RoleName"],
+                    self._iam.remove_role_from_instance_profile, InstanceProfileName=name, RoleName=role["RoleName"]
                 )
             await self._caller.call(self._iam.delete_instance_profile, InstanceProfileName=name)
-            deleted.append(name)
-        return deleted
+        except Exception as err:
+            if error_code(err) != "NoSuchEntity":  # gone already (another replica, an earlier attempt)
+                raise
 
 
 def family_of_safe(nodeclass: Mapping[str, Any]) -> AMIFamily:

@@ -16,9 +16,11 @@ moto is a test/dev dependency, imported only when this module is used.
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -57,9 +59,11 @@ class OfflineAWS:
     subnet_ids: dict[str, str] = field(default_factory=dict)  # zone -> subnet id
     security_group_id: str = ""
     ami_ids: dict[str, str] = field(default_factory=dict)  # "<arch>/<variant>" -> image id
+    account_id: str = ACCOUNT_ID
+    credentials: dict[str, str] = field(default_factory=lambda: dict(CREDENTIALS))
 
     def client(self, service: str) -> Any:
-        return boto3.client(service, region_name=self.region, endpoint_url=self.endpoint_url, **CREDENTIALS)
+        return boto3.client(service, region_name=self.region, endpoint_url=self.endpoint_url, **self.credentials)
 
     @property
     def node_role(self) -> str:
@@ -68,7 +72,8 @@ class OfflineAWS:
     def for_cluster(self, cluster: str) -> OfflineAWS:
         """Another cluster in the same moto account (own VPC, subnets, SG, role): cheap test isolation."""
         other = OfflineAWS(
-            self.server, self.endpoint_url, self.region, cluster, self.kubernetes_version, self.zones
+            self.server, self.endpoint_url, self.region, cluster, self.kubernetes_version, self.zones,
+            account_id=self.account_id, credentials=dict(self.credentials),
         )
         seed(other)
         return other
@@ -100,7 +105,7 @@ class OfflineAWS:
 
     def spot_prices(self) -> dict[tuple[str, str], float]:
         """The preset's documented spot prices for every bundled type in the seeded zones."""
-        catalog = load_catalog("us-east-1")
+        catalog = load_catalog(self.region)
         zones = set(self.subnet_ids)
         return {
             (entry.info.name, zone): round(entry.on_demand_price * spot_fraction(entry.info.name, zone), 6)
@@ -132,12 +137,15 @@ def start_offline_aws(
     port: int = 0,
     zones: tuple[str, ...] | None = None,
     faithful_fleet_security_groups: bool = True,
+    own_account: bool = False,
 ) -> OfflineAWS:
     """Start moto's threaded server on 127.0.0.1 (a free port by default) and seed it.
 
     ``faithful_fleet_security_groups`` patches moto (in this process) so fleet
     instances get their launch template's security groups as on AWS; without
     it every moto instance sits in the default group and looks SG-drifted.
+    ``own_account``: seed a fresh moto account (its own access key), so runs in one process never
+    see each other's VPCs, roles or instances (moto's state is per process, per account).
     """
     from moto.server import ThreadedMotoServer
 
@@ -145,11 +153,16 @@ def start_offline_aws(
     if zones is not None and len(zones) > len(SUBNET_CIDRS):
         raise ValueError(f"at most {len(SUBNET_CIDRS)} zones can be seeded")
 
+    import logging
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one access-log line per AWS call otherwise
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     host, bound = server.get_host_and_port()
     chosen = tuple(zones) if zones else tuple(f"{region}{suffix}" for suffix in DEFAULT_ZONE_SUFFIXES)
     environment = OfflineAWS(server, f"http://{host}:{bound}", region, cluster, kubernetes_version, chosen)
+    if own_account:
+        environment.account_id, environment.credentials = _fresh_account()
     try:
         seed(environment)
     except Exception:
@@ -186,10 +199,24 @@ def seed(environment: OfflineAWS) -> None:
     }
     iam.create_role(RoleName=environment.node_role, AssumeRolePolicyDocument=json.dumps(trust))
     environment.ami_ids = _pick_images(ec2)
-    seed_eks_ami_parameters(environment.region, environment.kubernetes_version, environment.ami_ids)
+    seed_eks_ami_parameters(
+        environment.region, environment.kubernetes_version, environment.ami_ids, environment.account_id
+    )
 
 
 _PICKED_IMAGES: dict[str, dict[str, str]] = {}
+_accounts = itertools.count(1)
+
+
+def _fresh_account() -> tuple[str, dict[str, str]]:
+    """A moto account of its own: an IAM user there and its access key (moto maps keys to accounts)."""
+    from moto.iam.models import iam_backends
+
+    account_id = f"{210000000000 + os.getpid() % 10_000 * 1000 + next(_accounts)}"
+    backend = iam_backends[account_id]["aws"]
+    backend.create_user("us-east-1", "adze-offline")
+    key = backend.create_access_key("adze-offline")
+    return account_id, {"aws_access_key_id": key.access_key_id, "aws_secret_access_key": key.secret_access_key}
 
 
 def _pick_images(ec2: Any) -> dict[str, str]:
@@ -235,16 +262,18 @@ def eks_parameter_names(kubernetes_version: str, ami_ids: Mapping[str, str]) -> 
     return names
 
 
-def seed_eks_ami_parameters(region: str, kubernetes_version: str, ami_ids: Mapping[str, str]) -> None:
+def seed_eks_ami_parameters(
+    region: str, kubernetes_version: str, ami_ids: Mapping[str, str], account_id: str = ACCOUNT_ID
+) -> None:
     """Write public EKS AMI parameters straight into moto's SSM backend (same process only)."""
     from moto.ssm.models import Parameter, ssm_backends
 
-    backend = ssm_backends[ACCOUNT_ID][region]
+    backend = ssm_backends[account_id][region]
     now = datetime.now(UTC)
     for name, image_id in eks_parameter_names(kubernetes_version, ami_ids).items():
         backend._parameters[name] = [
-            Parameter(
-                account_id=ACCOUNT_ID,
+            Parameter(  # type: ignore[abstract]  # moto's own class; it leaves two CloudFormation hooks abstract
+                account_id=account_id,
                 name=name,
                 value=image_id,
                 parameter_type="String",
@@ -276,6 +305,38 @@ class MotoCloud:
         self.env.stop()
 
 
+def satisfy_nodeclasses(environment: OfflineAWS, nodeclasses: Sequence[Mapping[str, Any]]) -> None:
+    """Seed what these EC2NodeClasses select: their subnet and security-group selector tags on the
+    seeded subnets and group, their node roles. Selectors by ID or name cannot be met by a fresh
+    account (moto picks the IDs): ``ValueError`` names the term."""
+    ec2 = environment.client("ec2")
+    iam = environment.client("iam")
+    trust = json.dumps({
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}],
+    })
+    roles = {environment.node_role}
+    for nodeclass in nodeclasses:
+        name = str((nodeclass.get("metadata") or {}).get("name", ""))
+        spec = nodeclass.get("spec") or {}
+        for field_name, resources in (
+            ("subnetSelectorTerms", list(environment.subnet_ids.values())),
+            ("securityGroupSelectorTerms", [environment.security_group_id]),
+        ):
+            for index, term in enumerate(spec.get(field_name) or []):
+                tags = (term or {}).get("tags")
+                if not tags or set(term) - {"tags"}:
+                    raise ValueError(
+                        f"EC2NodeClass {name}: spec.{field_name}[{index}]: only tag selectors can be seeded in moto"
+                    )
+                values = [{"Key": str(k), "Value": "" if v == "*" else str(v)} for k, v in tags.items()]
+                ec2.create_tags(Resources=resources, Tags=values)
+        role = spec.get("role")
+        if role and role not in roles:
+            iam.create_role(RoleName=str(role), AssumeRolePolicyDocument=trust)
+            roles.add(str(role))
+
+
 def open_moto_cloud(
     *,
     cluster: str,
@@ -284,6 +345,10 @@ def open_moto_cloud(
     instance_types: tuple[str, ...] | None = None,
     kubernetes_version: str = "1.32",
     now: Any = None,
+    monotonic: Any = None,
+    prices: Any = None,
+    nodeclasses: Sequence[Mapping[str, Any]] = (),
+    own_account: bool = False,
 ) -> MotoCloud:
     """Start and seed moto, and build an ``AWSCloudProvider`` against it.
 
@@ -291,14 +356,20 @@ def open_moto_cloud(
     ``karpenter.sh/discovery: <cluster>`` and use role ``KarpenterNodeRole-<cluster>``
     (the names the example scenarios use with cluster ``demo``). ``instance_types``
     narrows discovery to those names; prices are the bundled on-demand table and
-    the preset's documented spot fractions. ``now`` is the provider's clock (the
-    simulator's virtual time).
+    the preset's documented spot fractions unless ``prices`` (a ``PriceSource``) is
+    given. ``now``/``monotonic`` are the provider's clocks (the simulator's virtual
+    time); ``nodeclasses`` are seeded so they resolve (``satisfy_nodeclasses``).
     """
     from reconciler.cloud.aws.provider import AWSCloudProvider, AWSProviderConfig
 
     env = start_offline_aws(
-        region=region, cluster=cluster, kubernetes_version=kubernetes_version, zones=zones
+        region=region, cluster=cluster, kubernetes_version=kubernetes_version, zones=zones, own_account=own_account
     )
+    try:
+        satisfy_nodeclasses(env, nodeclasses)
+    except Exception:
+        env.stop()
+        raise
     shortages = CapacityShortages()
     set_fleet_faults(shortages)
     filters = ({"Name": "instance-type", "Values": list(instance_types)},) if instance_types else ()
@@ -307,9 +378,11 @@ def open_moto_cloud(
         region=region,
         endpoint_url=env.endpoint_url,
         instance_type_filters=filters,
-        access_key_id=CREDENTIALS["aws_access_key_id"],
-        secret_access_key=CREDENTIALS["aws_secret_access_key"],
+        access_key_id=env.credentials["aws_access_key_id"],
+        secret_access_key=env.credentials["aws_secret_access_key"],
     )
-    provider = AWSCloudProvider(config, now=now) if now else AWSCloudProvider(config)
-    provider.pricing.set_spot_prices(env.spot_prices())
+    clocks: dict[str, Any] = {"now": now, "monotonic": monotonic}
+    provider = AWSCloudProvider(config, prices=prices, **{k: v for k, v in clocks.items() if v is not None})
+    if prices is None:
+        provider.pricing.set_spot_prices(env.spot_prices())
     return MotoCloud(env, provider, shortages)

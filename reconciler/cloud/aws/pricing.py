@@ -11,14 +11,16 @@ has no spot offering. Staleness is exported as a metric per kind.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from reconciler.cloud.aws import metrics
+from reconciler.cloud import pricesource
 from reconciler.cloud.aws.clients import AwsCaller
+from reconciler.cloud.aws.metrics import AWSMetrics
 
 SPOT_PRODUCT_DESCRIPTIONS = ["Linux/UNIX", "Linux/UNIX (Amazon VPC)"]
 
@@ -26,9 +28,13 @@ SPOT_PRODUCT_DESCRIPTIONS = ["Linux/UNIX", "Linux/UNIX (Amazon VPC)"]
 class PriceSource(Protocol):
     """What instance-type offerings need to price themselves."""
 
-    def on_demand_price(self, instance_type: str) -> float | None: ...
+    def on_demand_price(self, instance_type: str, zone: str | None = None) -> float | None: ...
 
     def spot_price(self, instance_type: str, zone: str) -> float | None: ...
+
+    def source_of(self, capacity_type: str, instance_type: str, zone: str) -> str:
+        """Where the price of this offering comes from (``reconciler.cloud.pricesource`` labels)."""
+        ...
 
 
 class PricingProvider:
@@ -38,11 +44,19 @@ class PricingProvider:
         on_demand: Mapping[str, float],
         *,
         bundled_as_of: datetime | None = None,
+        bundled_source: str = "",
         clock: Callable[[], float] = time.time,
+        metrics: AWSMetrics | None = None,
     ) -> None:
         self.region = region
+        self.metrics = metrics = AWSMetrics.of(None) if metrics is None else metrics
         self._on_demand: dict[str, float] = dict(on_demand)
+        self._on_demand_live: set[str] = set()
+        self._bundled_source = bundled_source or (
+            pricesource.bundled_list(region, bundled_as_of.date().isoformat()) if bundled_as_of else "bundled table"
+        )
         self._spot: dict[tuple[str, str], float] = {}
+        self._spot_source = pricesource.LIVE_SPOT
         self._spot_refreshed = False
         self._clock = clock
         self._bundled_time = bundled_as_of.timestamp() if bundled_as_of else clock()
@@ -50,12 +64,19 @@ class PricingProvider:
         for kind in ("on-demand", "spot"):
             metrics.pricing_last_update.labels(kind=kind).set(0)
             # Evaluated at scrape time, so the gauge keeps growing between refreshes.
-            metrics.pricing_staleness.labels(kind=kind).set_function(lambda kind=kind: self.staleness(kind))
+            metrics.pricing_staleness.labels(kind=kind).set_function(functools.partial(self.staleness, kind))
 
     # --- PriceSource ---------------------------------------------------------------------------------
 
-    def on_demand_price(self, instance_type: str) -> float | None:
+    def on_demand_price(self, instance_type: str, zone: str | None = None) -> float | None:
         return self._on_demand.get(instance_type)
+
+    def source_of(self, capacity_type: str, instance_type: str, zone: str) -> str:
+        if capacity_type == "spot":
+            if (instance_type, zone) in self._spot:
+                return self._spot_source
+            return pricesource.SPOT_UNTIL_REFRESH
+        return pricesource.LIVE_ON_DEMAND if instance_type in self._on_demand_live else self._bundled_source
 
     def spot_price(self, instance_type: str, zone: str) -> float | None:
         price = self._spot.get((instance_type, zone))
@@ -74,7 +95,7 @@ class PricingProvider:
     def _mark_updated(self, kind: str) -> None:
         now = self._clock()
         self._updated[kind] = now
-        metrics.pricing_last_update.labels(kind=kind).set(now)
+        self.metrics.pricing_last_update.labels(kind=kind).set(now)
 
     # --- refresh -------------------------------------------------------------------------------------
 
@@ -90,13 +111,14 @@ class PricingProvider:
                 caller, pricing_client, "Dedicated", "Compute Instance (bare metal)"
             )
         except Exception:
-            metrics.pricing_refresh_failures.labels(kind="on-demand").inc()
+            self.metrics.pricing_refresh_failures.labels(kind="on-demand").inc()
             raise
         if not shared or not metal:
-            metrics.pricing_refresh_failures.labels(kind="on-demand").inc()
+            self.metrics.pricing_refresh_failures.labels(kind="on-demand").inc()
             return 0
         self._on_demand.update(metal)
         self._on_demand.update(shared)
+        self._on_demand_live.update(metal, shared)
         self._mark_updated("on-demand")
         return len(shared) + len(metal)
 
@@ -139,7 +161,7 @@ class PricingProvider:
                 PaginationConfig={"PageSize": 1000},
             )
         except Exception:
-            metrics.pricing_refresh_failures.labels(kind="spot").inc()
+            self.metrics.pricing_refresh_failures.labels(kind="spot").inc()
             raise
         latest: dict[tuple[str, str], tuple[datetime, float]] = {}
         for row in rows:
@@ -154,16 +176,18 @@ class PricingProvider:
             if key not in latest or stamp > latest[key][0]:
                 latest[key] = (stamp, price)
         if not latest:
-            metrics.pricing_refresh_failures.labels(kind="spot").inc()
+            self.metrics.pricing_refresh_failures.labels(kind="spot").inc()
             return 0
         self._spot.update({key: price for key, (_, price) in latest.items()})
+        self._spot_source = pricesource.LIVE_SPOT
         self._spot_refreshed = True
         self._mark_updated("spot")
         return len(latest)
 
-    def set_spot_prices(self, prices: Mapping[tuple[str, str], float]) -> None:
+    def set_spot_prices(self, prices: Mapping[tuple[str, str], float], source: str = pricesource.SPOT_ESTIMATE) -> None:
         """Install spot prices from another source (the offline simulator's documented fractions)."""
         self._spot.update(prices)
+        self._spot_source = source
         self._spot_refreshed = True
         self._mark_updated("spot")
 

@@ -15,6 +15,7 @@ Launch path for one NodeClaim (``create``):
 
 from __future__ import annotations
 
+import builtins
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -23,9 +24,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.cloud.aws import fleet as fleets
-from reconciler.cloud.aws import metrics
 from reconciler.cloud.aws import tags as owned
-from reconciler.cloud.aws.clients import AwsCaller, AwsClients, ClientOptions, error_code
+from reconciler.cloud.aws.clients import AwsCaller, AwsClients, ClientOptions, Gate, error_code
 from reconciler.cloud.aws.drift import drift_reason
 from reconciler.cloud.aws.ice import UnavailableOfferings
 from reconciler.cloud.aws.instances import (
@@ -36,12 +36,11 @@ from reconciler.cloud.aws.instances import (
     records_from_reservations,
 )
 from reconciler.cloud.aws.launch import Launcher, TemplateGone
-from reconciler.cloud.aws.launchtemplate import (
-    LaunchTemplateProvider,
-)
+from reconciler.cloud.aws.launchtemplate import LaunchTemplateProvider
+from reconciler.cloud.aws.metrics import AWSMetrics
 from reconciler.cloud.aws.nodeclass import NodeClassResolver, ResolvedNodeClass, subnets_for_launch
 from reconciler.cloud.aws.preset import load_catalog
-from reconciler.cloud.aws.pricing import PricingProvider
+from reconciler.cloud.aws.pricing import PriceSource, PricingProvider
 from reconciler.cloud.aws.typeprovider import InstanceTypeProvider
 from reconciler.cloud.aws.userdata import ClusterInfo
 from reconciler.cloud.types import (
@@ -55,6 +54,7 @@ from reconciler.cloud.types import (
 )
 from reconciler.model import labels as wk
 from reconciler.model.resources import EMPTY
+from reconciler.observability import Metrics
 
 NODECLASS_CACHE_SECONDS = 60.0
 
@@ -103,31 +103,33 @@ class AWSCloudProvider:
         clients: AwsClients | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         monotonic: Callable[[], float] = time.monotonic,
+        prices: PriceSource | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.config = config
         self.cluster = config.cluster.name
+        self.metrics = AWSMetrics.of(metrics)
         self.clients = clients or AwsClients(config.client_options())
+        self.clients.instrument(self.metrics)
         self.caller = AwsCaller(config.max_concurrency)
         self._now = now
         self._monotonic = monotonic
-        catalog = load_catalog("us-east-1")  # the only bundled table; other regions refresh from the API
-        self.pricing = PricingProvider(
-            config.region,
-            catalog.on_demand_prices() if config.region == "us-east-1" else {},
-            bundled_as_of=datetime.fromisoformat(catalog.prices_as_of).replace(tzinfo=UTC),
-            clock=lambda: self._now().timestamp(),
-        )
-        self.unavailable = UnavailableOfferings(clock=monotonic)
+        self.pricing = startup_pricing(config.region, clock=lambda: self._now().timestamp(), metrics=self.metrics)
+        # What offerings and instances are priced with: the refreshed pricing provider, or a fixed table
+        # (``simulate --cloud moto`` feeds the scenario's prices, as the simulated cloud has them).
+        self.prices: PriceSource = prices or self.pricing
+        self.unavailable = UnavailableOfferings(clock=monotonic, metrics=self.metrics)
         self.instance_type_provider = InstanceTypeProvider(
             self.caller,
             self.clients.ec2,
-            self.pricing,
+            self.prices,
             self.unavailable,
             region=config.region,
             extra_filters=config.instance_type_filters,
             vm_memory_overhead_percent=config.vm_memory_overhead_percent,
             reserved_enis=config.reserved_enis,
             clock=monotonic,
+            metrics=self.metrics,
         )
         self.nodeclasses = NodeClassResolver(
             self.caller,
@@ -140,12 +142,18 @@ class AWSCloudProvider:
         )
         self.launch_templates = LaunchTemplateProvider(self.caller, self.clients.ec2, clock=monotonic)
         self.launcher = Launcher(
-            self.caller, self.clients.ec2, config.cluster, self.unavailable, self.launch_templates, now
+            self.caller, self.clients.ec2, config.cluster, self.unavailable, self.launch_templates, now, self.metrics
         )
         self._nodeclass_cache: dict[str, _CachedNodeClass] = {}
 
     def close(self) -> None:
         self.caller.close()
+
+    def guard(self, gate: Gate) -> None:
+        """Ask ``gate`` before every AWS call and every HTTP attempt of it (retries, pages): the leader's
+        ``LeadershipGate.check``, so nothing is sent to AWS once leadership may be lost."""
+        self.caller.gate = gate
+        self.clients.gate = gate
 
     # --- NodeClass ---------------------------------------------------------------------------------
 
@@ -169,9 +177,22 @@ class AWSCloudProvider:
         generation = int((nodeclass.get("metadata") or {}).get("generation") or 0)
         return resolved.status(self._now(), generation)
 
+    async def delete_nodeclass_resources(self, nodeclass: Mapping[str, Any]) -> dict[str, list[str]]:
+        """What the EC2NodeClass finalizer removes: the class's launch templates and the instance profiles
+        managed for it (never a profile named in ``spec.instanceProfile``). Idempotent."""
+        metadata = nodeclass.get("metadata") or {}
+        name = str(metadata.get("name", ""))
+        templates = await self.launch_templates.delete_for_nodeclass(self.cluster, name)
+        profiles = await self.nodeclasses.delete_nodeclass_profiles(str(metadata.get("uid", "")))
+        self._nodeclass_cache.pop(name, None)
+        return {"launch-templates": templates, "instance-profiles": profiles}
+
     async def _ready_nodeclass(self, nodeclass: Mapping[str, Any] | None) -> ResolvedNodeClass:
         if not nodeclass:
             raise NodeClassNotReadyError("EC2NodeClass not found")
+        if (nodeclass.get("metadata") or {}).get("deletionTimestamp"):
+            # Launching would recreate what the class's finalizer is deleting (Karpenter refuses too).
+            raise NodeClassNotReadyError(f"EC2NodeClass {nodeclass['metadata'].get('name')} is being deleted")
         resolved = await self.resolve_nodeclass(nodeclass)
         if not resolved.ready:
             problems = "; ".join(f"{k}: {v}" for k, v in resolved.errors.items())
@@ -229,7 +250,7 @@ class AWSCloudProvider:
         except Exception as err:
             if error_code(err) == "InvalidInstanceID.NotFound":
                 raise InstanceNotFoundError(f"instance {record.id} not found") from None
-            metrics.instance_termination_failures.labels(error=error_code(err)).inc()
+            self.metrics.instance_termination_failures.labels(zone=record.zone, zone_id=record.zone_id).inc()
             raise
 
     async def get(self, provider_id: str) -> Instance:
@@ -240,7 +261,7 @@ class AWSCloudProvider:
         records = await self.list_records()
         return [self._instance(record, None, None) for record in records]
 
-    async def list_records(self) -> list[InstanceRecord]:
+    async def list_records(self) -> builtins.list[InstanceRecord]:  # ``list`` here is the method above
         reservations = await self.caller.paginate(
             self.clients.ec2,
             "describe_instances",
@@ -325,10 +346,11 @@ class AWSCloudProvider:
         if record.tags.get(owned.NODECLASS_TAG):
             labels[wk.EC2NODECLASS] = record.tags[owned.NODECLASS_TAG]
         price = (
-            self.pricing.spot_price(record.instance_type, record.zone)
+            self.prices.spot_price(record.instance_type, record.zone)
             if record.capacity_type == "spot"
-            else self.pricing.on_demand_price(record.instance_type)
+            else self.prices.on_demand_price(record.instance_type, record.zone)
         )
+        source = self.prices.source_of(record.capacity_type, record.instance_type, record.zone) if price else ""
         return Instance(
             provider_id=provider_id(record.zone, record.id),
             instance_type=record.instance_type,
@@ -344,4 +366,22 @@ class AWSCloudProvider:
             allocatable=instance_type.allocatable if instance_type else EMPTY,
             labels=labels,
             tags=dict(record.tags),
+            price_source=source,
         )
+
+
+def startup_pricing(region: str, *, clock: Callable[[], float], metrics: AWSMetrics | None = None) -> PricingProvider:
+    """Prices before the first refresh: the region's bundled table (us-east-1's as an estimate where the
+    region has none, as Karpenter does), or nothing for a region without a bundled catalogue."""
+    from reconciler.cloud.aws.preset import PRESETS
+
+    catalog = load_catalog(region if region in PRESETS else "us-east-1")
+    on_demand = catalog.on_demand_prices() if region in PRESETS else {}
+    return PricingProvider(
+        region,
+        on_demand,
+        bundled_as_of=datetime.fromisoformat(catalog.prices_as_of).replace(tzinfo=UTC),
+        bundled_source=catalog.on_demand_source,
+        clock=clock,
+        metrics=metrics,
+    )

@@ -11,22 +11,18 @@ offering unavailable rather than left out.
 
 from __future__ import annotations
 
-import json
+import builtins
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.cloud.aws import metrics
 from reconciler.cloud.aws.amifamily import AL2023
 from reconciler.cloud.aws.catalog import InstanceTypeInfo
 from reconciler.cloud.aws.clients import AwsCaller
 from reconciler.cloud.aws.ice import UnavailableOfferings
-from reconciler.cloud.aws.instancetype import (
-    LAUNCHABLE_CAPACITY_TYPES,
-    build_instance_type,
-    ephemeral_storage_milli,
-)
+from reconciler.cloud.aws.instancetype import LAUNCHABLE_CAPACITY_TYPES, NodeClassShape
+from reconciler.cloud.aws.metrics import AWSMetrics
 from reconciler.cloud.aws.nodeclass import ResolvedNodeClass
 from reconciler.cloud.aws.pricing import PriceSource
 from reconciler.cloud.types import InstanceType, Offering
@@ -44,6 +40,7 @@ class _Shape:
 
     instance_type: InstanceType
     zones: tuple[str, ...]
+    runs: bool  # the NodeClass's AMI family boots on this type
 
 
 class InstanceTypeProvider:
@@ -59,8 +56,11 @@ class InstanceTypeProvider:
         vm_memory_overhead_percent: float = 0.075,
         reserved_enis: int = 0,
         clock: Callable[[], float] = time.monotonic,
+        zone_ids: Mapping[str, str] | None = None,
+        metrics: AWSMetrics | None = None,
     ) -> None:
         self._caller = caller
+        self._metrics = metrics
         self._ec2 = ec2
         self._prices = prices
         self._unavailable = unavailable
@@ -73,6 +73,8 @@ class InstanceTypeProvider:
         self._zones: dict[str, tuple[str, ...]] = {}
         self._fetched_at: float | None = None
         self._shapes: dict[str, dict[str, _Shape]] = {}
+        # Zone name -> zone ID when no NodeClass says (its subnets carry the IDs, as upstream reads them).
+        self._zone_ids: dict[str, str] = dict(zone_ids or {})
 
     @property
     def infos(self) -> Mapping[str, InstanceTypeInfo]:
@@ -103,6 +105,10 @@ class InstanceTypeProvider:
             self._shapes.clear()
         self._infos = infos
         self._zones = {name: tuple(sorted(z)) for name, z in zones.items()}
+        if self._metrics is not None:
+            for info in infos.values():
+                self._metrics.instance_type_cpu.labels(instance_type=info.name).set(info.vcpus)
+                self._metrics.instance_type_memory.labels(instance_type=info.name).set(info.memory_mib * 1024 * 1024)
         self._fetched_at = self._clock()
 
     async def ensure_fresh(self) -> None:
@@ -113,56 +119,50 @@ class InstanceTypeProvider:
         await self.ensure_fresh()
         shapes = self._shapes_for(nodeclass)
         subnet_zones = nodeclass.zones if nodeclass is not None else None
+        zone_ids = dict(self._zone_ids)
+        if nodeclass is not None:
+            zone_ids.update({s.zone: s.zone_id for s in nodeclass.subnets if s.zone_id})
         result = []
         for name, shape in shapes.items():
             base = shape.instance_type
-            runnable = (
+            runnable = shape.runs and (
                 nodeclass is None
                 or nodeclass.amis is None
                 or nodeclass.amis.for_labels(base.labels) is not None
             )
-            offerings = self._offerings(name, shape.zones, subnet_zones, runnable)
+            offerings = self._offerings(name, shape.zones, subnet_zones, runnable, zone_ids)
             result.append(
                 InstanceType(base.name, base.capacity, base.overhead, tuple(offerings), base.labels)
             )
         return result
 
     def _shapes_for(self, nodeclass: ResolvedNodeClass | None) -> dict[str, _Shape]:
-        family = nodeclass.family if nodeclass else AL2023
-        spec: Mapping[str, Any] = nodeclass.spec if nodeclass else {}
-        key = json.dumps(
-            {
-                "family": family.name,
-                "kubelet": spec.get("kubelet"),
-                "bdm": spec.get("blockDeviceMappings"),
-                "store": spec.get("instanceStorePolicy"),
-            },
-            sort_keys=True,
+        shaper = NodeClassShape(
+            nodeclass.spec if nodeclass else None,
+            nodeclass.family if nodeclass else AL2023,
+            nodeclass.kubelet if nodeclass else None,
+            vm_overhead_percent=self._vm_overhead,
+            reserved_enis=self._reserved_enis,
         )
-        cached = self._shapes.get(key)
+        cached = self._shapes.get(shaper.key)
         if cached is not None:
             return cached
-        kubelet = nodeclass.kubelet if nodeclass else None
         shapes = {}
         for name, info in sorted(self._infos.items()):
-            built = build_instance_type(
-                info,
-                (),
-                region=self.region,
-                family=family,
-                kubelet=kubelet,
-                ephemeral_storage_milli=ephemeral_storage_milli(spec, family, info),
-                vm_overhead_percent=self._vm_overhead,
-                reserved_enis=self._reserved_enis,
-            )
+            built = shaper.build(info, (), region=self.region)
             if built is not None:
-                shapes[name] = _Shape(built, self._zones.get(name, ()))
-        self._shapes[key] = shapes
+                shapes[name] = _Shape(built, self._zones.get(name, ()), shaper.runs(info))
+        self._shapes[shaper.key] = shapes
         return shapes
 
     def _offerings(
-        self, name: str, zones: Sequence[str], subnet_zones: set[str] | None, runnable: bool
-    ) -> list[Offering]:
+        self,
+        name: str,
+        zones: Sequence[str],
+        subnet_zones: set[str] | None,
+        runnable: bool,
+        zone_ids: Mapping[str, str],
+    ) -> builtins.list[Offering]:  # ``list`` in this class is the method
         info = self._infos[name]
         offerings = []
         for zone in zones:
@@ -174,26 +174,23 @@ class InstanceTypeProvider:
                 price = (
                     self._prices.spot_price(name, zone)
                     if capacity_type == "spot"
-                    else self._prices.on_demand_price(name)
+                    else self._prices.on_demand_price(name, zone)
                 )
                 available = (
                     runnable
                     and price is not None
                     and not self._unavailable.is_unavailable(capacity_type, name, zone)
                 )
-                offerings.append(Offering(zone, capacity_type, price or 0.0, available))
+                # An unpriced offering is never launched (unavailable); its 0.0 is never shown as a cost.
+                offerings.append(
+                    Offering(
+                        zone,
+                        capacity_type,
+                        price or 0.0,
+                        available,
+                        zone_id=zone_ids.get(zone, ""),
+                        price_source=self._prices.source_of(capacity_type, name, zone) if price is not None else "",
+                    )
+                )
         return offerings
 
-
-def export_offering_metrics(instance_types: Sequence[InstanceType]) -> None:
-    """Publish price and availability gauges (called after refreshes, not on every listing)."""
-    for instance_type in instance_types:
-        for offering in instance_type.offerings:
-            labels = {
-                "instance_type": instance_type.name,
-                "capacity_type": offering.capacity_type,
-                "zone": offering.zone,
-            }
-            metrics.offering_available.labels(**labels).set(1 if offering.available else 0)
-            if offering.price:
-                metrics.offering_price_estimate.labels(**labels).set(offering.price)

@@ -5,17 +5,23 @@ Launch picks the cheapest available offering compatible with the request
 reserved offering when one is allowed, like Karpenter's fake provider. Ties go
 to the earlier option, then zone name. Metal, GPU and accelerator options are
 left out while a generic option can launch, as the AWS provider does.
+
+With a ``shaper`` (a preset catalogue), each EC2NodeClass gets the types as its AMI family and
+kubelet shape them (``NodeClassShape``, shared with the live provider); availability and prices
+stay those of the one catalogue, so capacity shortages apply to every NodeClass.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime
-from typing import Any
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from reconciler.cloud.types import (
+    UNAVAILABLE_OFFERING_TTL_SECONDS,
     Instance,
     InstanceNotFoundError,
     InstanceType,
@@ -26,17 +32,48 @@ from reconciler.cloud.types import (
 )
 from reconciler.model import labels as wk
 
+if TYPE_CHECKING:
+    from reconciler.cloud.aws.preset import PresetShaper
+
+
+class SimulatedUnavailableOfferings:
+    """The simulated cloud's unavailable-offerings cache, in the AWS cache's shape (what interruption marks).
+
+    An offering marked here is unavailable for ``UNAVAILABLE_OFFERING_TTL_SECONDS`` of simulated time. The
+    simulated catalogue has no capacity reservations, so a marked reservation only shows in ``calls``.
+    """
+
+    def __init__(self, cloud: SimulatedCloud) -> None:
+        self._cloud = cloud
+
+    def mark_unavailable(self, capacity_type: str, instance_type: str, zone: str, reason: str = "") -> None:
+        until = self._cloud.now() + timedelta(seconds=UNAVAILABLE_OFFERING_TTL_SECONDS)
+        with contextlib.suppress(KeyError):  # a type no longer in the catalogue has nothing to mark
+            self._cloud.mark_unavailable(instance_type, zone, capacity_type, until=until)
+
+    def mark_reservation_unavailable(self, reservation_id: str) -> None:
+        self._cloud.calls.append(("mark-reservation-unavailable", reservation_id))
+
 
 class SimulatedCloud:
     name = "simulated"
 
-    def __init__(self, instance_types: Iterable[InstanceType], clock: Callable[[], datetime]) -> None:
+    def __init__(
+        self,
+        instance_types: Iterable[InstanceType],
+        clock: Callable[[], datetime],
+        shaper: PresetShaper | None = None,
+    ) -> None:
         self._types: dict[str, InstanceType] = {t.name: t for t in instance_types}
         self._clock = clock
+        self._shaper = shaper
+        self._version = 0  # bumped whenever an offering's availability changes
+        self._shaped: dict[str, tuple[int, list[InstanceType]]] = {}  # NodeClass shape key -> its types
         self._instances: dict[str, Instance] = {}
         self._launches = 0
         self._restore: dict[tuple[str, str, str], datetime] = {}  # (type, zone, capacity type) -> available again
         self.calls: list[tuple[str, str]] = []  # (operation, subject), for tests and reports
+        self.unavailable = SimulatedUnavailableOfferings(self)
 
     # -- catalogue -------------------------------------------------------------------------
     def catalog(self) -> list[InstanceType]:
@@ -64,6 +101,7 @@ class SimulatedCloud:
                     self._restore[instance_type, offering.zone, offering.capacity_type] = until
             offerings.append(offering)
         self._types[instance_type] = replace(existing, offerings=tuple(offerings))
+        self._version += 1
         return changed
 
     def _restore_expired(self) -> None:
@@ -79,27 +117,60 @@ class SimulatedCloud:
                 for o in existing.offerings
             )
             self._types[name] = replace(existing, offerings=offerings)
+            self._version += 1
+
+    def now(self) -> datetime:
+        return self._clock()
 
     def register_existing(self, instance: Instance) -> None:
         """Adopt an instance that a scenario declares as already running."""
         self._instances[instance.provider_id] = instance
 
-    def price_of(self, instance_type: str, zone: str, capacity_type: str) -> float | None:
+    def offering(self, instance_type: str, zone: str, capacity_type: str) -> Offering | None:
         known = self._types.get(instance_type)
         if known is None:
             return None
         for offering in known.offerings:
             if offering.zone == zone and offering.capacity_type == capacity_type:
-                return offering.price
+                return offering
         return None
+
+    def price_of(self, instance_type: str, zone: str, capacity_type: str) -> float | None:
+        """The offering's price; None when the catalogue has no such offering (never a made-up 0)."""
+        offering = self.offering(instance_type, zone, capacity_type)
+        return None if offering is None else offering.price
+
+    def price_source_of(self, instance_type: str, zone: str, capacity_type: str) -> str:
+        offering = self.offering(instance_type, zone, capacity_type)
+        return "" if offering is None else offering.price_source
 
     # -- CloudProvider ---------------------------------------------------------------------
     async def instance_types(self, nodeclass: Mapping[str, Any] | None) -> list[InstanceType]:
-        return self.catalog()
+        base = self.catalog()
+        if nodeclass is None or self._shaper is None:
+            return base
+        from reconciler.cloud.aws.instancetype import NodeClassShape
+
+        shape = NodeClassShape.of_manifest(nodeclass)
+        if shape.key == NodeClassShape.of_manifest(None).key:
+            return base
+        cached = self._shaped.get(shape.key)
+        if cached is not None and cached[0] == self._version:
+            return cached[1]
+        shaped = []
+        for instance_type in base:
+            if not self._shaper.covers(instance_type.name):
+                shaped.append(instance_type)
+                continue
+            rebuilt = self._shaper.reshape(instance_type, shape)
+            if rebuilt is not None:
+                shaped.append(rebuilt)
+        self._shaped[shape.key] = (self._version, shaped)
+        return shaped
 
     async def create(self, request: LaunchRequest, nodeclass: Mapping[str, Any] | None) -> Instance:
         self.calls.append(("create", request.nodeclaim))
-        choice = self._choose(request)
+        choice = self._choose(request, await self.instance_types(nodeclass))
         if choice is None:
             tried = [
                 (name, offering.zone, offering.capacity_type)
@@ -117,6 +188,8 @@ class SimulatedCloud:
         provider_id = f"aws:///{offering.zone}/i-{digest}"
         labels = dict(instance_type.labels)
         labels.update({wk.ZONE: offering.zone, wk.CAPACITY_TYPE: offering.capacity_type})
+        if offering.zone_id:
+            labels[wk.ZONE_ID] = offering.zone_id
         instance = Instance(
             provider_id=provider_id,
             instance_type=instance_type.name,
@@ -131,6 +204,7 @@ class SimulatedCloud:
             allocatable=instance_type.allocatable,
             labels=labels,
             tags={"karpenter.sh/nodeclaim": request.nodeclaim, "karpenter.sh/nodepool": request.nodepool},
+            price_source=offering.price_source,
         )
         self._instances[provider_id] = instance
         return instance
@@ -153,11 +227,13 @@ class SimulatedCloud:
         return None
 
     # -- internals -------------------------------------------------------------------------
-    def _choose(self, request: LaunchRequest) -> tuple[InstanceType, Offering] | None:
-        self._restore_expired()
+    def _choose(
+        self, request: LaunchRequest, catalog: Sequence[InstanceType]  # ``list`` here would be the method
+    ) -> tuple[InstanceType, Offering] | None:
+        types = {t.name: t for t in catalog}
         allowed: dict[str, tuple[int, InstanceType, list[Offering]]] = {}
         for position, name in enumerate(request.instance_types):
-            instance_type = self._types.get(name)
+            instance_type = types.get(name)
             if instance_type is None:
                 continue
             offerings = [o for o in instance_type.offerings if o.available and request.allows(o)]

@@ -29,6 +29,7 @@ import boto3
 from botocore.retries.standard import ExponentialBackoff
 from moto.core.responses import ActionResult, BaseResponse
 from moto.ec2.exceptions import EC2ClientError
+from support.aws_authz import OBSERVER_HEADER
 
 from reconciler.cloud.aws.clients import AwsClients
 from reconciler.cloud.aws.moto_patches import install_fleet_patch, set_fleet_faults
@@ -107,7 +108,7 @@ def install_patches() -> None:
 
     def call_action(self: BaseResponse) -> Any:
         plan = ACTIVE.plan
-        if plan is not None and self.service_name == "ec2":
+        if plan is not None and self.service_name == "ec2" and not self.headers.get(OBSERVER_HEADER):
             action = self._get_action()
             code = plan.whole_call_errors.get(action)
             if code is None and plan.should_throttle(action):

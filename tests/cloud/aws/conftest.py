@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import itertools
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from aws_harness import ACTIVE, CLUSTER, FaultPlan, install_patches, make_provider
 
 from reconciler.cloud.aws.offline import OfflineAWS, start_offline_aws
 from reconciler.cloud.aws.provider import AWSCloudProvider
+
+# ``tests/support`` holds shared test helpers (the IAM policy evaluator); make ``import support...`` work.
+_TESTS_DIR = str(Path(__file__).resolve().parents[2])
+if _TESTS_DIR not in sys.path:
+    sys.path.insert(0, _TESTS_DIR)
 
 
 @pytest.fixture(scope="session")
@@ -41,6 +48,12 @@ def faults() -> Iterator[FaultPlan]:
 
 @pytest.fixture
 def provider(aws: OfflineAWS) -> Iterator[AWSCloudProvider]:
+    """The AWS provider, every call it makes authorized against the stack's generated controller policies
+    (a denied call fails as it would in AWS, and fails the test)."""
+    from support.controller_iam import enforce_on_provider, enforcement
+
     created = make_provider(aws)
+    guard = enforce_on_provider(enforcement(aws), created)
     yield created
     created.close()
+    assert not guard.denials, "calls the generated controller policies deny:\n" + guard.denied_report()

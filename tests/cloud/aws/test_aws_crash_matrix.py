@@ -12,6 +12,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from aws_harness import CrashAfter, SimulatedCrash, make_provider
 
 from reconciler.cloud.aws.gc import collect_orphans
@@ -87,6 +88,7 @@ async def count_calls(aws: OfflineAWS) -> list[str]:
     return operations
 
 
+@pytest.mark.slow  # a restart after every AWS call: a crash loop of its own
 async def test_crash_after_every_aws_call_converges_without_leaks_or_duplicates(moto_env: OfflineAWS) -> None:
     baseline = moto_env.for_cluster("crash-baseline")
     operations = await count_calls(baseline)

@@ -104,8 +104,8 @@ def test_catalog_record_round_trips() -> None:
     assert catalog.zone_ids["us-east-1a"].startswith("use1-az")
 
 
-def test_bundled_catalogue_is_what_the_generator_produces(tmp_path: Path) -> None:
-    """Regenerating from moto data and the shared price table reproduces the committed file exactly."""
+def test_bundled_catalogues_are_what_the_generator_produces(tmp_path: Path) -> None:
+    """Regenerating from moto data and the shared price table reproduces every committed file exactly."""
     if not PRICES.exists():
         pytest.skip(f"{PRICES} not available")
     spec = importlib.util.spec_from_file_location("gen_aws_catalog", REPO / "scripts" / "gen_aws_catalog.py")
@@ -113,14 +113,19 @@ def test_bundled_catalogue_is_what_the_generator_produces(tmp_path: Path) -> Non
     module = importlib.util.module_from_spec(spec)
     sys.modules["gen_aws_catalog"] = module
     spec.loader.exec_module(module)
-    out = tmp_path / "catalog.json"
-    assert module.main(["--prices", str(PRICES), "--out", str(out)]) == 0
-    bundled = REPO / "reconciler" / "cloud" / "data" / "aws-us-east-1.json"
-    assert out.read_bytes() == bundled.read_bytes()
-    document = json.loads(out.read_text())
+    out = tmp_path / "data"
+    assert module.main(["--prices", str(PRICES), "--out-dir", str(out)]) == 0
+    bundled = REPO / "reconciler" / "cloud" / "data"
+    written = sorted(path.name for path in out.iterdir())
+    assert written == sorted(p.name for p in bundled.glob("aws-*.json") if "supplement" not in p.name)
+    for name in written:
+        assert (out / name).read_bytes() == (bundled / name).read_bytes(), name
     prices = json.loads(PRICES.read_text())["prices"]
-    assert set(document["types"]) <= set(prices)
-    assert len(out.read_bytes()) < 400_000
+    us_east = json.loads((out / "aws-us-east-1.json").read_text())
+    assert set(us_east["types"]) <= set(prices)
+    assert us_east["prices"] == {"kind": "list", "region": "us-east-1", "asOf": "2026-07-20",
+                                 "source": "AWS public on-demand list prices, Linux, shared tenancy, USD per hour"}
+    assert sum(path.stat().st_size for path in out.iterdir()) < 1_600_000
 
 
 def test_supplement_types_name_their_sources_and_fill_only_gaps() -> None:
@@ -130,6 +135,7 @@ def test_supplement_types_name_their_sources_and_fill_only_gaps() -> None:
     data = resources.files("reconciler.cloud").joinpath("data")
     supplement = json.loads(data.joinpath("aws-us-east-1-supplement.json").read_text())
     generated = json.loads(data.joinpath("aws-us-east-1.json").read_text())["types"]
+    assert not set(supplement["types"]) & set(json.loads(data.joinpath("aws-instance-types.json").read_text())["types"])
     sources = {name: record["source"] for name, record in supplement["types"].items()}
     assert sources == {
         **{f"g4ad.{size}": ["aws-spec", "karpenter-vpclimits", "karpenter-bandwidth", "karpenter-pricing"]
@@ -153,3 +159,43 @@ def test_every_karpenter_example_workload_is_covered(shared_dir: Path) -> None:
     """All 11 published workloads are exercised by test_prov_examples (gpu-amd needs the g4ad supplement)."""
     names = sorted(p.name for p in (shared_dir / "data" / "karpenter-examples" / "workloads").glob("*.yaml"))
     assert len(names) == 11 and "gpu-amd.yaml" in names
+
+
+@pytest.mark.parametrize(
+    ("region", "zone", "zone_id"),
+    [("us-west-2", "us-west-2a", "usw2-az"), ("eu-west-1", "eu-west-1a", "euw1-az"),
+     ("ap-northeast-2", "ap-northeast-2a", "apne2-az"), ("us-east-1", "us-east-1b", "use1-az1")],
+)
+def test_every_stack_region_has_a_preset_with_its_zones_and_priced_types(region: str, zone: str, zone_id: str) -> None:
+    """The stacks' regions (Pulumi.*.yaml: us-west-2, us-east-1), eu-west-1 and the seeds' ap-northeast-2."""
+    from reconciler.cloud import pricesource
+    from reconciler.cloud.aws.preset import regions
+
+    assert len(regions()) >= 30 and region in regions()
+    catalog = load_catalog(region)
+    assert zone in catalog.zone_ids and catalog.zone_ids[zone].startswith(zone_id)
+    types = {t.name: t for t in load_preset(region)}
+    assert len(types) > 500 and "m5.large" in types
+    offerings = types["m5.large"].offerings
+    assert {o.zone for o in offerings} <= set(catalog.zone_ids) and all(o.price > 0 for o in offerings)
+    assert all(o.zone_id == catalog.zone_ids[o.zone] for o in offerings)
+    assert types["m5.large"].labels[wk.REGION] == region
+    on_demand = {o.price_source for o in offerings if o.capacity_type == "on-demand"}
+    if region == "us-east-1":
+        assert on_demand == {pricesource.bundled_list("us-east-1", "2026-07-20")}
+    else:  # no bundled table for the region: Karpenter's fallback, said to be an estimate
+        assert on_demand == {pricesource.region_estimate(region, "us-east-1", "2026-07-20")}
+        assert catalog.prices_estimated
+    assert {o.price_source for o in offerings if o.capacity_type == "spot"} == {pricesource.SPOT_ESTIMATE}
+
+
+def test_live_provider_starts_from_the_regions_table_and_says_what_it_is() -> None:
+    from reconciler.cloud import pricesource
+    from reconciler.cloud.aws.provider import startup_pricing
+
+    west = startup_pricing("us-west-2", clock=lambda: 0.0)
+    assert west.on_demand_price("m5.large") == 0.096
+    assert west.source_of("on-demand", "m5.large", "us-west-2a") == pricesource.region_estimate(
+        "us-west-2", "us-east-1", "2026-07-20")
+    assert west.source_of("spot", "m5.large", "us-west-2a") == pricesource.SPOT_UNTIL_REFRESH
+    assert startup_pricing("mars-north-1", clock=lambda: 0.0).on_demand_price("m5.large") is None

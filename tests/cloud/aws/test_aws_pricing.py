@@ -8,10 +8,11 @@ from datetime import UTC, datetime
 import boto3
 import pytest
 from botocore.stub import Stubber
-from prometheus_client import REGISTRY
 
 from reconciler.cloud.aws.clients import AwsCaller, pricing_region
+from reconciler.cloud.aws.metrics import AWSMetrics
 from reconciler.cloud.aws.pricing import PricingProvider, parse_price_list_item
+from reconciler.observability import Metrics
 
 
 def price_item(instance_type: str, usd: str) -> str:
@@ -53,11 +54,13 @@ def test_pricing_endpoint_region_follows_partition_rules() -> None:
 
 async def test_on_demand_refresh_replaces_table_prices_and_resets_staleness() -> None:
     clock = [datetime(2026, 11, 1, tzinfo=UTC).timestamp()]
+    metrics = Metrics()
     prices = PricingProvider(
         "us-east-1",
         {"m5.large": 0.096, "old.type": 1.0},
         bundled_as_of=datetime(2026, 7, 20, tzinfo=UTC),
         clock=lambda: clock[0],
+        metrics=AWSMetrics.of(metrics),
     )
     assert prices.staleness("on-demand") == pytest.approx(
         (datetime(2026, 11, 1) - datetime(2026, 7, 20)).total_seconds()
@@ -71,16 +74,16 @@ async def test_on_demand_refresh_replaces_table_prices_and_resets_staleness() ->
     assert prices.on_demand_price("old.type") == 1.0  # merged, never dropped
     assert prices.staleness("on-demand") == 0
     clock[0] += 60
-    assert REGISTRY.get_sample_value(
-        "karpenter_pricing_staleness_seconds", {"kind": "on-demand"}
-    ) == pytest.approx(60)
+    assert metrics.sample("adze_pricing_staleness_seconds", {"kind": "on-demand"}) == pytest.approx(60)
 
 
 async def test_on_demand_refresh_keeps_old_prices_when_a_query_comes_back_empty() -> None:
-    prices = PricingProvider("us-east-1", {"m5.large": 0.096})
+    metrics = Metrics()
+    prices = PricingProvider("us-east-1", {"m5.large": 0.096}, metrics=AWSMetrics.of(metrics))
     client, _ = stubbed_pricing([[price_item("m5.large", "0.5")], []])
     assert await prices.refresh_on_demand(AwsCaller(2), client) == 0
     assert prices.on_demand_price("m5.large") == 0.096
+    assert metrics.sample("adze_pricing_refresh_failures_total", {"kind": "on-demand"}) == 1
 
 
 async def test_spot_prices_from_price_history(moto_env) -> None:

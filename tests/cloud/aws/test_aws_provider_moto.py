@@ -213,6 +213,42 @@ async def test_create_is_idempotent_per_nodeclaim(aws: OfflineAWS, provider) -> 
     assert len(await provider.list()) == 1
 
 
+def notin_claim(name: str, types: tuple[str, ...], zone: str) -> dict:
+    """A NodeClaim as the scheduler writes it for a pod with ``zone NotIn [zone]`` and ``capacity-type NotIn
+    [spot]``: NotIn alone, no In list for either key."""
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {"name": name, "labels": {wk.NODEPOOL: "default"}},
+        "spec": {
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": [
+                {"key": wk.INSTANCE_TYPE, "operator": "In", "values": list(types)},
+                {"key": wk.ZONE, "operator": "NotIn", "values": [zone]},
+                {"key": wk.CAPACITY_TYPE, "operator": "NotIn", "values": ["spot"]},
+            ],
+        },
+    }
+
+
+async def test_a_claims_notin_alone_keeps_its_zone_and_capacity_type_out_of_the_fleet(
+    aws: OfflineAWS, provider
+) -> None:
+    recorder = Recorder().attach(provider)
+    nodeclass = aws.nodeclass()
+    types = await provider.instance_types(nodeclass)
+    names = ("m5.large", "c5.large", "m6i.large")
+    _, _, cheapest_on_demand_zone = cheapest(provider, types, names, "on-demand")
+    launch = LaunchRequest.from_nodeclaim(notin_claim("nc-notin", names, cheapest_on_demand_zone))
+    instance = await provider.create(launch, nodeclass)
+    assert instance.capacity_type == "on-demand"
+    assert instance.zone != cheapest_on_demand_zone
+    fleet = recorder.of("CreateFleet")[0]
+    assert fleet["TargetCapacitySpecification"]["DefaultTargetCapacityType"] == "on-demand"
+    overrides = [o for config in fleet["LaunchTemplateConfigs"] for o in config["Overrides"]]
+    assert overrides and cheapest_on_demand_zone not in {o["AvailabilityZone"] for o in overrides}
+
+
 async def test_ice_offerings_are_skipped_cached_and_reported(
     aws: OfflineAWS, provider, faults: FaultPlan
 ) -> None:

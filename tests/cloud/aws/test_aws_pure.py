@@ -75,6 +75,36 @@ def test_unavailable_out_of_zone_and_unlaunchable_zones_are_not_candidates() -> 
     assert fleets.select_offerings(request(), []) == ("", [])
 
 
+def test_a_claims_notin_without_an_in_list_rules_its_values_out() -> None:
+    """``zone NotIn [z1]`` and ``capacity-type NotIn [spot]`` alone (no In list for either key, as a pod's
+    anti-requirements leave a NodeClaim): z1 and spot are out of the fleet, though they are cheapest."""
+    claim = {
+        "metadata": {"name": "nc", "labels": {"karpenter.sh/nodepool": "default"}},
+        "spec": {
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": [
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["a", "b"]},
+                {"key": "topology.kubernetes.io/zone", "operator": "NotIn", "values": ["z1"]},
+                {"key": "karpenter.sh/capacity-type", "operator": "NotIn", "values": ["spot"]},
+            ],
+        },
+    }
+    req = LaunchRequest.from_nodeclaim(claim)
+    types = {
+        "a": itype("a", Offering("z1", "spot", 0.01), Offering("z1", "on-demand", 0.03),
+                   Offering("z2", "spot", 0.02), Offering("z2", "on-demand", 0.06)),
+        "b": itype("b", Offering("z1", "on-demand", 0.04), Offering("z2", "on-demand", 0.05)),
+    }
+    candidates = fleets.candidates_for(req, types, {"z1", "z2"})
+    assert {(c.instance_type.name, c.offering.zone, c.offering.capacity_type) for c in candidates} == {
+        ("a", "z2", "on-demand"), ("b", "z2", "on-demand")}
+    every_offering = [fleets.Candidate(t, o) for t in types.values() for o in t.offerings]
+    assert fleets.choose_capacity_type(req, every_offering) == "on-demand"
+    capacity_type, chosen = fleets.select_offerings(req, candidates)
+    assert capacity_type == "on-demand"
+    assert [(c.instance_type.name, c.offering.zone) for c in chosen] == [("b", "z2"), ("a", "z2")]
+
+
 def test_metal_and_gpu_types_leave_the_fleet_while_a_generic_type_can_launch() -> None:
     """Upstream's exotic filter on the real catalogue: the metal and GPU options are the cheapest here."""
     from reconciler.cloud.aws.preset import load_preset

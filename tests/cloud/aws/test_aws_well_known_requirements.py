@@ -13,6 +13,7 @@ accelerator types only when nothing generic fits).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from importlib import resources
@@ -32,10 +33,15 @@ def _catalogue() -> dict[str, dict[str, Any]]:
     """The generated catalogue plus the hand-sourced supplement (the generated one wins on overlap)."""
     data = resources.files("reconciler.cloud").joinpath("data")
     supplement = json.loads(data.joinpath(f"aws-{REGION}-supplement.json").read_text())["types"]
-    return {**supplement, **json.loads(data.joinpath(f"aws-{REGION}.json").read_text())["types"]}
+    facts = json.loads(data.joinpath("aws-instance-types.json").read_text())["types"]
+    offered = json.loads(data.joinpath(f"aws-{REGION}.json").read_text())["types"]
+    return {**supplement, **{name: {**facts[name], **record} for name, record in offered.items()}}
 
 
 CATALOGUE = _catalogue()
+ZONE_IDS = json.loads(resources.files("reconciler.cloud").joinpath("data", f"aws-{REGION}.json").read_text())["zones"]
+CAPACITY_TYPE = "karpenter.sh/capacity-type"
+ZONE_ID = "topology.k8s.aws/zone-id"
 
 
 def _kebab(text: str) -> str:
@@ -113,20 +119,53 @@ def zone_ok(record: dict[str, Any], zone: str | None) -> bool:
     return zone is None or zone[-1] in record["zones"]
 
 
+def spot_price(name: str, zone: str, on_demand: float) -> float:
+    """The preset's documented spot estimate: SHA-256 of "<type>/<zone>" maps to 30-45% of on-demand."""
+    unit = int.from_bytes(hashlib.sha256(f"{name}/{zone}".encode()).digest()[:8], "big") / 2**64
+    return round(on_demand * (0.30 + 0.15 * unit), 6)
+
+
+def offerings(name: str, record: dict[str, Any]) -> list[tuple[str, str, float]]:
+    """(capacity type, zone, price) of every offering the preset gives the type."""
+    usage = record.get("usage") or ["on-demand", "spot"]
+    result = []
+    for suffix in record["zones"]:
+        zone = f"{REGION}{suffix}"
+        if "on-demand" in usage:
+            result.append(("on-demand", zone, float(record["od"])))
+        if "spot" in usage:
+            result.append(("spot", zone, spot_price(name, zone, float(record["od"]))))
+    return result
+
+
 def expected_prices(key: str, operator: str, values: list[str]) -> tuple[set[str], float]:
-    """Types meeting the requirement (and on-demand in a zone), and the cheapest price a launch may pay."""
-    matching = {}
+    """Types meeting the requirement with an allowed offering, and the cheapest price a launch may pay.
+
+    Capacity type is on-demand unless the case is about capacity type. a1 types are out: the AL2023
+    AMIs (the default NodeClass) do not run on them (Karpenter's compatibility check)."""
+    matching: dict[str, float] = {}
     for name, record in CATALOGUE.items():
-        if key == "topology.kubernetes.io/zone":
-            ok = any(satisfies(f"{REGION}{z}", operator, values) for z in record["zones"])
-        else:
-            ok = satisfies(expected_labels(name, record).get(key), operator, values)
-        if ok and "on-demand" in (record.get("usage") or ["on-demand", "spot"]):
-            matching[name] = record
+        if name.startswith("a1."):
+            continue
+        labels = expected_labels(name, record)
+        if key not in (CAPACITY_TYPE, "topology.kubernetes.io/zone", ZONE_ID) and not satisfies(
+            labels.get(key), operator, values
+        ):
+            continue
+        prices = []
+        for capacity_type, zone, price in offerings(name, record):
+            by_key = {CAPACITY_TYPE: capacity_type, "topology.kubernetes.io/zone": zone, ZONE_ID: ZONE_IDS[zone]}
+            if key != CAPACITY_TYPE and capacity_type != "on-demand":
+                continue
+            if key in by_key and not satisfies(by_key[key], operator, values):
+                continue
+            prices.append(price)
+        if prices:
+            matching[name] = min(prices)
     assert matching, f"no type satisfies {key} {operator} {values}: the case is wrong"
-    generic = {n: r for n, r in matching.items() if not is_exotic(n, r)}
+    generic = {n: p for n, p in matching.items() if not is_exotic(n, CATALOGUE[n])}
     pool = generic or matching
-    return set(matching), min(float(r["od"]) for r in pool.values())
+    return set(matching), min(pool.values())
 
 
 # (label, operator, values): at least one case per well-known label; GPU, accelerator, NVMe and
@@ -164,6 +203,13 @@ CASES: list[tuple[str, str, list[str]]] = [
     (AWS + "nitro-sandbox", "In", ["true"]),
     (AWS + "nitro-sandbox", "In", ["false"]),
     (AWS + "capacity-reservation-id", "DoesNotExist", []),
+    (AWS + "capacity-reservation-type", "DoesNotExist", []),
+    (AWS + "capacity-reservation-interruptible", "DoesNotExist", []),
+    (CAPACITY_TYPE, "In", ["on-demand"]),
+    (CAPACITY_TYPE, "In", ["spot"]),
+    (CAPACITY_TYPE, "NotIn", ["on-demand"]),
+    (ZONE_ID, "In", ["use1-az1"]),
+    (ZONE_ID, "NotIn", ["use1-az6", "use1-az1", "use1-az2", "use1-az4"]),
     (AWS + "instance-gpu-count", "Gt", ["0"]),
     (AWS + "instance-gpu-count", "Gt", ["3"]),
     (AWS + "instance-gpu-count", "DoesNotExist", []),
@@ -188,7 +234,9 @@ def _case_id(case: tuple[str, str, list[str]]) -> str:
 
 
 def _scenario(expression: dict[str, Any], on_pod: bool) -> dict[str, Any]:
-    pool_requirements = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}]
+    pool_requirements = []
+    if expression["key"] != CAPACITY_TYPE:
+        pool_requirements.append({"key": CAPACITY_TYPE, "operator": "In", "values": ["on-demand"]})
     if not on_pod:
         pool_requirements.append(expression)
     pod_spec: dict[str, Any] = {
@@ -226,6 +274,10 @@ def test_well_known_label_requirement(case: tuple[str, str, list[str]], on_pod: 
     assert outside == [], f"options that do not satisfy {key} {operator} {values}: {outside[:10]}"
     assert launched["instanceType"] in matching
     assert launched["price"] == pytest.approx(cheapest), (launched["instanceType"], cheapest)
+    if key == ZONE_ID:
+        assert satisfies(ZONE_IDS[launched["zone"]], operator, values), launched["zone"]
+    if key == CAPACITY_TYPE:
+        assert satisfies(launched["capacityType"], operator, values), launched["capacityType"]
 
 
 def test_pod_node_selector_on_gpu_labels_launches_gpu_type() -> None:

@@ -1,0 +1,64 @@
+"""NodeClaim ``Consolidatable``: Karpenter's condition, written for the API's readers (``kubectl``, dashboards).
+
+The disruption engine does not read it: it derives the same answer from the claim and the time
+(``disruption.policy``). This loop writes what ``policy.consolidatable`` says — set once ``consolidateAfter``
+has passed since the last pod event (else since initialization), removed while it has not or when
+consolidation is off — and wakes at the next moment an answer changes by time alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import datetime
+
+from reconciler.controllers.cluster import StateStore
+from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wakeup, ref
+from reconciler.disruption.policy import consolidatable
+from reconciler.kube.api import ApiError, NotFoundError
+from reconciler.kube.edits import drop_condition
+from reconciler.lifecycle.launch import condition, set_condition
+
+log = ControllerLog("nodeclaim.consolidation")
+CONSOLIDATABLE = "Consolidatable"
+RESYNC = 60.0
+
+
+class ConsolidatableMarker:
+    def __init__(self, ctx: ControllerContext, store: StateStore) -> None:
+        self.ctx = ctx
+        self.store = store
+        self.wake = Wakeup()
+        store.subscribe(lambda kind, manifest, deleted: self.wake.set() if kind in ("NodeClaim", "NodePool") else None)
+
+    async def run(self) -> None:
+        while True:
+            async with self.ctx.reconciling():
+                due = await self.reconcile_once()
+            wait = RESYNC if due is None else min(RESYNC, max(0.0, (due - self.ctx.now()).total_seconds()))
+            await self.wake.wait(wait)
+
+    async def reconcile_once(self) -> datetime | None:
+        """Bring every claim's condition up to date; returns when the next one changes by time alone."""
+        now = self.ctx.now()
+        state = self.store.state
+        next_due: datetime | None = None
+        for name, claim in list(state.nodeclaims.items()):
+            pool = state.nodepools.get(claim.nodepool)
+            if pool is None or claim.deletion_timestamp is not None:
+                continue
+            wanted, due = consolidatable(pool, claim, now)
+            if due is not None and (next_due is None or due < next_due):
+                next_due = due
+            has = CONSOLIDATABLE in claim.conditions
+            if wanted == has:
+                continue
+            with contextlib.suppress(NotFoundError):
+                try:
+                    if wanted:
+                        await set_condition(self.ctx.kube, name, condition(CONSOLIDATABLE, True, now))
+                        log.info("marked nodeclaim consolidatable", NodeClaim=ref(name))
+                    else:
+                        await drop_condition(self.ctx.kube, name, CONSOLIDATABLE)
+                except ApiError as err:
+                    log.warning("updating Consolidatable failed", NodeClaim=ref(name), error=str(err))
+        return next_due

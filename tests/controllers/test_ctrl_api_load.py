@@ -1,0 +1,63 @@
+"""Gentle on the API server (issue 16, item 6): the live controllers read through their informer cache.
+
+The reconciler runs over HTTP against the fake API server (which records every request). Once its informers
+have listed, terminating a NodeClaim (drained across a PodDisruptionBudget, stepped many times) and the
+garbage collector's passes must not LIST anything: pods, budgets, nodes, NodeClaims and VolumeAttachments
+come from the cache, as in Karpenter.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ctrl_harness import Rig, running, wait_for
+from ctrl_objects import deployment, nodeclass, nodepool
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from support.fake_apiserver import FakeApiServer, RecordedRequest
+
+from reconciler.kube.api import NODE, NODECLAIM, POD
+from reconciler.kube.live import LiveKube
+
+
+def lists(server: FakeApiServer, requests: list[RecordedRequest]) -> list[str]:
+    """The collection reads (not watches) among ``requests``: method and path."""
+    found = []
+    for request in requests:
+        if request.method != "GET" or request.query.get("watch") in ("true", "1"):
+            continue
+        target = server._resolve(request.path)
+        if target is not None and target.name is None:
+            found.append(f"GET {request.path}")
+    return found
+
+
+async def test_termination_and_garbage_collection_read_the_cache_not_the_api() -> None:
+    rig = Rig()
+    budget = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+              "metadata": {"name": "inflate", "namespace": "default"},
+              "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "inflate"}}}}
+    await rig.apply(nodeclass(), nodepool(consolidate_after="Never"), deployment(replicas=3), budget)
+    async with (
+        FakeApiServer(kube=rig.kube, bookmark_interval=0.05) as server,
+        LiveKube.for_url(server.url, watch_timeout=30) as live,
+        running(rig, kube=live, disruption=False),
+    ):
+        assert await wait_for(lambda: rig.converged(instances=1))
+        [claim] = rig.kube.objects(NODECLAIM)
+        old = claim["metadata"]["name"]
+        mark = len(server.requests)
+        await rig.kube.delete(NODECLAIM, old)
+
+        async def replaced() -> bool:
+            claims = [c["metadata"]["name"] for c in rig.kube.objects(NODECLAIM)]
+            pods = rig.kube.objects(POD)
+            return old not in claims and len(pods) == 3 and all(p["spec"].get("nodeName") for p in pods)
+
+        assert await wait_for(replaced, timeout=30)
+        during = server.requests[mark:]
+    evictions = [r for r in during if r.path.endswith("/eviction")]
+    assert len(evictions) >= 3, "the drain went through the Eviction API, one pod at a time (minAvailable 2 of 3)"
+    assert lists(server, during) == []
+    assert len(rig.kube.objects(NODE)) == 1

@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.scheduling import diverse_pods, synthetic_types
 from reconciler.cloud.types import InstanceType
-from reconciler.disruption.controller import decide
+from reconciler.disruption.decide import decide
 from reconciler.disruption.types import Command
 from reconciler.model import labels as wk
 from reconciler.scheduling import SchedulingContext

@@ -269,7 +269,7 @@ def cloud_loops(
         return None
     from reconciler.cloud.aws.provider import AWSCloudProvider
     from reconciler.controllers.awsrefresh import aws_refresh_loops
-    from reconciler.controllers.interruption import interruption_loop
+    from reconciler.controllers.interruption_loop import interruption_loop
 
     if not isinstance(cloud, AWSCloudProvider):
         return None

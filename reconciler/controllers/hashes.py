@@ -14,10 +14,7 @@ from typing import Any
 
 from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wakeup, ref
-from reconciler.kube.api import EC2NODECLASS, NODECLAIM, NODEPOOL, ApiError, Kind, Manifest, NotFoundError
-from reconciler.kube.retry import modify
-from reconciler.model import labels as wk
-from reconciler.model.hashes import (
+from reconciler.disruption.drift_hashes import (
     NODECLASS_HASH_ANNOTATION,
     NODECLASS_HASH_VERSION,
     NODECLASS_HASH_VERSION_ANNOTATION,
@@ -26,6 +23,9 @@ from reconciler.model.hashes import (
     nodepool_hash,
     restamp,
 )
+from reconciler.kube.api import EC2NODECLASS, NODECLAIM, NODEPOOL, ApiError, Kind, Manifest, NotFoundError
+from reconciler.kube.retry import modify
+from reconciler.model import labels as wk
 from reconciler.model.meta import ManifestError
 
 log = ControllerLog("nodepool.hash")

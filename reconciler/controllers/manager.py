@@ -16,7 +16,7 @@ from typing import Protocol
 
 from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.consolidatable import ConsolidatableMarker
-from reconciler.controllers.disruption import DisruptionController
+from reconciler.controllers.disruption_loop import DisruptionController
 from reconciler.controllers.drift import DriftMarker
 from reconciler.controllers.expiration import ExpirationController
 from reconciler.controllers.garbage import GarbageCollector

@@ -2,7 +2,7 @@
 
 Pure decision code (no I/O, no clock reads). Entry points:
 
-- ``controller.decide(state, instance_types_by_nodepool, settings, now, ...)`` -> ``DisruptionDecision``:
+- ``decide.decide(state, instance_types_by_nodepool, settings, now, ...)`` -> ``DisruptionDecision``:
   at most one ``Command`` per pass, from the first of ``methods.METHODS`` (emptiness, drift,
   multi-node, single-node consolidation) that finds one, plus an ``Explanation`` for every node left alone.
 - ``validation.validate(command, fresh_state, ...)``: re-check after the validation wait, by the
@@ -10,9 +10,10 @@ Pure decision code (no I/O, no clock reads). Entry points:
 
 One concern per module: ``candidates`` (eligibility), ``budgets``, ``pdb``,
 ``pods`` (do-not-disrupt, eviction cost), ``policy`` (consolidateAfter and
-consolidation policy), ``drift`` (hashes and drift detection), ``simulation``
-(the scheduler what-ifs), ``consolidation`` (delete/replace and price rules),
-``emptiness``, ``drifting``, ``underutilized`` (multi/single-node), ``balanced``; ``methods`` (each method's
+consolidation policy), ``drift_detection`` (why a node drifted), ``drift_hashes`` (the NodePool and
+EC2NodeClass hashes stamped on NodeClaims), ``adoption`` (re-stamping another controller's claims),
+``simulation`` (the scheduler what-ifs), ``consolidation`` (delete/replace and price rules),
+``emptiness``, ``drift_method``, ``underutilized`` (multi/single-node), ``balanced``; ``methods`` (each method's
 reason, class, compute and validation), ``pass_context`` (the inputs a pass shares among methods).
 Drain and expiration helpers live in ``reconciler.lifecycle.drain`` / ``.expiration``.
 """

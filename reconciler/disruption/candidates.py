@@ -22,7 +22,7 @@ from reconciler.api.durations import DurationError, parse_length
 from reconciler.cloud.types import InstanceType
 from reconciler.disruption import pods as podutil
 from reconciler.disruption.budgets import BudgetAllowance, BudgetError, allowance, parse_budgets
-from reconciler.disruption.drift import INSTANCE_TYPE_DRIFT_MIN_AGE, drift_reason
+from reconciler.disruption.drift_detection import INSTANCE_TYPE_DRIFT_MIN_AGE, drift_reason
 from reconciler.disruption.pdb import PdbLimits, pods_blocker
 from reconciler.disruption.pods import PodFacts, facts
 from reconciler.disruption.types import Candidate, Explanation

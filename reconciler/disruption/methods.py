@@ -24,7 +24,7 @@ from typing import Protocol
 
 from reconciler.cloud.types import InstanceType
 from reconciler.disruption.budgets import REASON_DRIFTED, REASON_EMPTY, REASON_UNDERUTILIZED, BudgetAllowance
-from reconciler.disruption.drifting import drift
+from reconciler.disruption.drift_method import drift
 from reconciler.disruption.emptiness import emptiness, validate_emptiness
 from reconciler.disruption.outcome import MethodOutcome, ValidationResult
 from reconciler.disruption.pass_context import PassContext

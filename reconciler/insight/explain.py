@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.api.durations import format_duration_short
-from reconciler.disruption.controller import decide
-from reconciler.disruption.drift import drift_reason
+from reconciler.disruption.decide import decide
+from reconciler.disruption.drift_detection import drift_reason
 from reconciler.disruption.policy import consolidation_wait, settings_of
 from reconciler.insight.errors import InsightError
 from reconciler.insight.frames import RecordingSimulation

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from reconciler.disruption.drift import drift_reason
+from reconciler.disruption.drift_detection import drift_reason
 from reconciler.insight.catalog import narrowed_catalog
 from reconciler.insight.frames import (
     Frame,

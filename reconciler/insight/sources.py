@@ -20,10 +20,10 @@ from typing import Any
 import yaml
 
 from reconciler import yamlio
+from reconciler.disruption.adoption import adopt_nodeclaims
 from reconciler.insight.catalog import preset_catalog
 from reconciler.insight.errors import InsightError
 from reconciler.insight.snapshot import observed_region, observed_zones, sanitize_objects
-from reconciler.model.adoption import adopt_nodeclaims
 from reconciler.model.meta import ManifestError
 from reconciler.model.shape import check_document_bounds, check_manifest_shape
 from reconciler.sim.scenario import DEFAULT_CLOCK, CheckedObjects, Scenario, ScenarioError, parse_scenario

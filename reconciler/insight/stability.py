@@ -17,7 +17,7 @@ from typing import Any
 
 from reconciler.api.cron import next_activation
 from reconciler.disruption.budgets import DISRUPTION_REASONS, BudgetError, allowance, parse_budgets
-from reconciler.disruption.controller import decide
+from reconciler.disruption.decide import decide
 from reconciler.disruption.policy import consolidation_wait, settings_of
 from reconciler.disruption.types import DisruptionDecision, Explanation
 from reconciler.insight.frames import RecordingSimulation

@@ -15,7 +15,7 @@ from typing import Any
 
 from reconciler.cloud.aws.instances import parse_provider_id
 from reconciler.cloud.types import InstanceNotFoundError
-from reconciler.disruption.controller import decide
+from reconciler.disruption.decide import decide
 from reconciler.disruption.methods import method_named
 from reconciler.disruption.validation import validate
 from reconciler.interruption import actions

@@ -19,10 +19,10 @@ from typing import Any
 
 from reconciler.cloud.sim.provider import SimulatedCloud
 from reconciler.cloud.types import Instance
+from reconciler.disruption.adoption import adopt_nodeclaims
 from reconciler.kube.api import KINDS_BY_NAME, NODE, NODECLAIM, Kind, Manifest, NotFoundError, kind_of
 from reconciler.kube.memory import MemoryKube
 from reconciler.model import labels as wk
-from reconciler.model.adoption import adopt_nodeclaims
 from reconciler.model.meta import format_time
 from reconciler.model.resources import Resources
 from reconciler.sim import disruption_steps

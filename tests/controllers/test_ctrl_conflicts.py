@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 from ctrl_steps import Steps, launched_node
 
-from reconciler.controllers.disruption import DisruptionController
+from reconciler.controllers.disruption_loop import DisruptionController
 from reconciler.controllers.garbage import GarbageCollector
 from reconciler.controllers.runtime import NameGenerator
 from reconciler.controllers.termination import TerminationController

@@ -14,7 +14,7 @@ from ctrl_objects import deployment, nodeclass, nodepool
 from ctrl_steps import Steps, launched_node
 from support.schema_validation import SchemaValidator
 
-from reconciler.controllers.disruption import DisruptionController
+from reconciler.controllers.disruption_loop import DisruptionController
 from reconciler.controllers.lifecycle import NodeClaimLifecycle
 from reconciler.controllers.provisioner import Provisioner
 from reconciler.controllers.runtime import ControllerContext, NameGenerator

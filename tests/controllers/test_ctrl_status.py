@@ -7,7 +7,7 @@ from typing import Any
 from ctrl_objects import nodeclass, nodepool
 from ctrl_steps import Steps, bound_pod, launched_node
 
-from reconciler.controllers.disruption import DisruptionController
+from reconciler.controllers.disruption_loop import DisruptionController
 from reconciler.controllers.podevents import PodEventsController
 from reconciler.controllers.runtime import NameGenerator
 from reconciler.controllers.status import StatusController

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from reconciler.cloud.types import InstanceType, Offering
-from reconciler.disruption.controller import decide
+from reconciler.disruption.decide import decide
 from reconciler.disruption.types import DisruptionDecision
 from reconciler.model.resources import Resources
 from reconciler.settings import DEFAULT_FEATURE_GATES, Settings

@@ -12,14 +12,14 @@ import yaml
 from disruption_factories import NOW, ts
 
 from reconciler.cloud.types import InstanceType, Offering
-from reconciler.disruption.drift import (
+from reconciler.disruption.drift_detection import (
     INSTANCE_TYPE_NOT_FOUND,
     NODECLASS_DRIFTED,
     NODEPOOL_DRIFTED,
     REQUIREMENTS_DRIFTED,
     drift_reason,
 )
-from reconciler.model.hashes import (
+from reconciler.disruption.drift_hashes import (
     NODEPOOL_HASH_VERSION,
     nodeclass_hash,
     nodeclass_hash_annotations,
@@ -175,7 +175,7 @@ def test_hash_versions_must_match_to_compare() -> None:
 
 def test_hash_is_stable_across_processes() -> None:
     code = (
-        "import json,sys; from reconciler.model.hashes import nodepool_hash;"
+        "import json,sys; from reconciler.disruption.drift_hashes import nodepool_hash;"
         "print(nodepool_hash(json.loads(sys.argv[1])))"
     )
     import json

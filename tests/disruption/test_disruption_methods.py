@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from disruption_factories import LARGE, NOW, SMALL, TYPES, cluster, node_of, nodepool, pod, run_decide
 
-from reconciler.disruption import controller
+from reconciler.disruption import decide as controller
 from reconciler.disruption.budgets import REASON_DRIFTED, REASON_EMPTY, REASON_UNDERUTILIZED
 from reconciler.disruption.methods import METHODS, method_named
 from reconciler.disruption.types import DRIFT, EVENTUAL, GRACEFUL, Command

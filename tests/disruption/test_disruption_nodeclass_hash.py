@@ -10,9 +10,9 @@ from disruption_factories import MEDIUM, NOW, cluster, node_of, nodepool, pod, r
 
 from reconciler.api import parse_object
 from reconciler.api.ec2_launch import METADATA_OPTIONS_DEFAULT as API_METADATA_OPTIONS_DEFAULT
-from reconciler.disruption.drift import NODECLASS_DRIFTED, drift_reason
-from reconciler.model import hashes
-from reconciler.model.hashes import (
+from reconciler.disruption import drift_hashes as hashes
+from reconciler.disruption.drift_detection import NODECLASS_DRIFTED, drift_reason
+from reconciler.disruption.drift_hashes import (
     METADATA_OPTIONS_DEFAULT,
     NODECLASS_HASH_ANNOTATION,
     NODECLASS_HASH_VERSION_ANNOTATION,

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from reconciler.disruption.budgets import REASON_UNDERUTILIZED
 from reconciler.disruption.candidates import Catalog, assess
 from reconciler.disruption.consolidation import ConsolidationRefusal, ReplacementBuilder, compute_consolidation
-from reconciler.disruption.controller import default_namer
+from reconciler.disruption.decide import default_namer
 from reconciler.disruption.outcome import MethodOutcome
 from reconciler.disruption.pdb import PdbLimits
 from reconciler.disruption.simulation import Simulator

@@ -24,7 +24,7 @@ from support.fake_apiserver import FakeApiServer
 from reconciler.cloud.aws.offline import OfflineAWS
 from reconciler.cloud.aws.provider import AWSCloudProvider, AWSProviderConfig
 from reconciler.controllers.app import App
-from reconciler.controllers.interruption import InterruptionLoop
+from reconciler.controllers.interruption_loop import InterruptionLoop
 from reconciler.controllers.manager import BackgroundLoop
 from reconciler.controllers.runtime import ControllerContext, SystemClock
 from reconciler.kube.leader import LeaderElectionConfig

@@ -13,8 +13,8 @@ import pytest
 from reconciler.cloud.aws.clients import AwsCaller
 from reconciler.cloud.aws.ice import UnavailableOfferings
 from reconciler.cloud.aws.metrics import AWSMetrics
-from reconciler.interruption.controller import InterruptionController, InterruptionSettings
 from reconciler.interruption.messages import MessageParseError, parse
+from reconciler.interruption.queue_consumer import InterruptionQueueConsumer, InterruptionSettings
 from reconciler.kube.api import NODE, NODECLAIM, ApiError
 from reconciler.kube.memory import MemoryKube
 from reconciler.observability import Metrics
@@ -59,8 +59,8 @@ def event(detail_type: str, detail: dict[str, Any], source: str = "aws.ec2") -> 
     )
 
 
-def controller(kube: MemoryKube, sqs: Any, queue: str, **settings: Any) -> InterruptionController:
-    return InterruptionController(
+def controller(kube: MemoryKube, sqs: Any, queue: str, **settings: Any) -> InterruptionQueueConsumer:
+    return InterruptionQueueConsumer(
         kube,
         sqs,
         InterruptionSettings(queue_name=queue, wait_seconds=0, **settings),
@@ -86,7 +86,7 @@ def metric(name: str, **labels: str) -> float:
     return METRICS.sample(name, labels) or 0.0
 
 
-async def drain_queue(consumer: InterruptionController) -> int:
+async def drain_queue(consumer: InterruptionQueueConsumer) -> int:
     total = 0
     while received := await consumer.poll_once():
         total += received
@@ -338,8 +338,8 @@ async def test_the_consumer_finds_nodeclaims_in_the_informer_cache_without_listi
     kube.list = counted  # type: ignore[method-assign]
     sqs.send_message(QueueUrl=url, MessageBody=event(
         "EC2 Spot Instance Interruption Warning", {"instance-id": INSTANCE, "instance-action": "terminate"}))
-    consumer = InterruptionController(kube, sqs, InterruptionSettings(queue_name=name, wait_seconds=0),
-                                      caller=AwsCaller(4), nodeclaims=cache.nodeclaims)
+    consumer = InterruptionQueueConsumer(kube, sqs, InterruptionSettings(queue_name=name, wait_seconds=0),
+                                         caller=AwsCaller(4), nodeclaims=cache.nodeclaims)
     assert await drain_queue(consumer) == 1
     assert (await kube.get(NODECLAIM, "default-abc"))["metadata"].get("deletionTimestamp")
     assert lists == []

@@ -2,7 +2,7 @@
 
 The same node (launched by the simulator) meets the same EventBridge message:
 once through ``interrupt`` in a scenario, once as an SQS message the live
-``InterruptionController`` receives from (moto) SQS. Both must reach the same
+``InterruptionQueueConsumer`` receives from (moto) SQS. Both must reach the same
 ``execute`` with the same action, and leave the same effects behind it: the
 offering marked unavailable, the node cordoned (rebalance under ``drain``), the
 NodeClaim deleting.
@@ -21,11 +21,11 @@ import pytest
 from reconciler.cloud.aws.clients import AwsCaller
 from reconciler.cloud.aws.ice import UnavailableOfferings
 from reconciler.cloud.aws.instances import parse_provider_id
-from reconciler.interruption import controller as live_controller
 from reconciler.interruption import execution
+from reconciler.interruption import queue_consumer as live_controller
 from reconciler.interruption.actions import Action
-from reconciler.interruption.controller import InterruptionController, InterruptionSettings
 from reconciler.interruption.messages import Kind, eventbridge_event
+from reconciler.interruption.queue_consumer import InterruptionQueueConsumer, InterruptionSettings
 from reconciler.kube.api import NODE, NODECLAIM
 from reconciler.kube.memory import MemoryKube
 from reconciler.model import labels as wk
@@ -133,7 +133,7 @@ async def through_the_live_consumer(
     kube.load(objects)
     recorder = RecordingExecute()
     monkeypatch.setattr(live_controller, "execute", recorder)
-    consumer = InterruptionController(
+    consumer = InterruptionQueueConsumer(
         kube, sqs, InterruptionSettings(queue_name=name, rebalance=rebalance, wait_seconds=0),
         caller=AwsCaller(4), unavailable=UnavailableOfferings(), now=lambda: CLOCK,
     )

@@ -21,13 +21,13 @@ from support.fake_apiserver import FakeApiServer
 from reconciler.cloud.sim.provider import SimulatedCloud
 from reconciler.cloud.types import InstanceType, Offering
 from reconciler.controllers.cluster import StateStore
-from reconciler.controllers.disruption import DisruptionController
+from reconciler.controllers.disruption_loop import DisruptionController
 from reconciler.controllers.drift import DriftMarker
 from reconciler.controllers.garbage import GarbageCollector
 from reconciler.controllers.runtime import ControllerContext, ManualClock, NameGenerator, Timings
 from reconciler.controllers.termination import TerminationController
 from reconciler.interruption.actions import Action, ActionKind
-from reconciler.interruption.controller import execute
+from reconciler.interruption.queue_consumer import execute
 from reconciler.kube.api import NODE, NODECLAIM, Kind, Manifest, kind_of
 from reconciler.kube.live import LiveKube
 from reconciler.kube.memory import MemoryKube

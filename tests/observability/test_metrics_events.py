@@ -20,7 +20,7 @@ from karpenter_reference import ELSEWHERE
 
 from reconciler.cloud.types import InsufficientCapacityError
 from reconciler.controllers import provisioner as provisioner_module
-from reconciler.controllers.disruption import DisruptionController
+from reconciler.controllers.disruption_loop import DisruptionController
 from reconciler.controllers.hashes import HashStamper
 from reconciler.controllers.lifecycle import NodeClaimLifecycle
 from reconciler.controllers.manager import Reconciler

@@ -33,8 +33,8 @@ from reconciler.cloud.aws.offline import OfflineAWS
 from reconciler.cloud.aws.provider import AWSCloudProvider
 from reconciler.cloud.types import LaunchRequest
 from reconciler.controllers.clouds import check_ec2_access, discover_cluster
-from reconciler.interruption.controller import InterruptionController, InterruptionSettings
 from reconciler.interruption.health import HealthPoller
+from reconciler.interruption.queue_consumer import InterruptionQueueConsumer, InterruptionSettings
 from reconciler.kube.memory import MemoryKube
 from reconciler.settings import Settings
 
@@ -125,8 +125,9 @@ async def exercise(aws: OfflineAWS, provider: AWSCloudProvider, queue: str, monk
 
     # The interruption queue and the instance-status poller.
     kube = MemoryKube()
-    consumer = InterruptionController(kube, provider.clients.client("sqs"), InterruptionSettings(queue, wait_seconds=0),
-                                      caller=provider.caller, unavailable=provider.unavailable)
+    consumer = InterruptionQueueConsumer(kube, provider.clients.client("sqs"),
+                                         InterruptionSettings(queue, wait_seconds=0),
+                                         caller=provider.caller, unavailable=provider.unavailable)
     aws.client("sqs").send_message(QueueUrl=await consumer.queue_url(), MessageBody="not an event")
     assert await consumer.poll_once() == 1  # received, and the malformed message deleted
     await HealthPoller(kube, provider.clients.ec2, provider.caller).poll_once()

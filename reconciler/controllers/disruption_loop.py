@@ -18,7 +18,7 @@ from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.instancetypes import instance_types_by_nodepool
 from reconciler.controllers.provisioner import min_values_relaxed
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, NameGenerator, ref, snake_case
-from reconciler.disruption.controller import decide
+from reconciler.disruption.decide import decide
 from reconciler.disruption.methods import method_named
 from reconciler.disruption.types import Command, DisruptionDecision
 from reconciler.disruption.validation import validate

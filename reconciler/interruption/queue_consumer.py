@@ -45,7 +45,7 @@ class InterruptionSettings:
         return cls(queue_name=settings.interruption_queue, rebalance=settings.rebalance_handling)
 
 
-class InterruptionController:
+class InterruptionQueueConsumer:
     def __init__(
         self,
         kube: KubeAPI,

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from reconciler.disruption.drift_hashes import restamp
 from reconciler.model import labels as wk
-from reconciler.model.hashes import restamp
 from reconciler.model.meta import ManifestError
 
 Manifest = dict[str, Any]

@@ -17,7 +17,7 @@ Checks, cheapest first (as Karpenter does):
 5. A ``Drifted=True`` condition already on the NodeClaim (written from
    ``CloudProvider.is_drifted``: AMI, subnet, security group...).
 
-The hashes themselves live in ``reconciler.model.hashes`` (provisioning stamps them too).
+The hashes themselves live in ``reconciler.disruption.drift_hashes`` (provisioning stamps them too).
 """
 
 from __future__ import annotations
@@ -27,8 +27,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from reconciler.cloud.types import InstanceType
-from reconciler.model import labels as wk
-from reconciler.model.hashes import (
+from reconciler.disruption.drift_hashes import (
     NODECLASS_HASH_ANNOTATION,
     NODECLASS_HASH_VERSION,
     NODECLASS_HASH_VERSION_ANNOTATION,
@@ -36,6 +35,7 @@ from reconciler.model.hashes import (
     nodeclass_hash,
     nodepool_hash,
 )
+from reconciler.model import labels as wk
 from reconciler.model.node import NodeClaim
 from reconciler.model.nodepool import NodePool
 from reconciler.model.requirements import Requirements

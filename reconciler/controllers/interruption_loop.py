@@ -22,8 +22,8 @@ class InterruptionLoop:
     """Runs the queue consumer and the instance-status poller until cancelled."""
 
     def __init__(self, ctx: ControllerContext, cloud: Any) -> None:
-        from reconciler.interruption.controller import InterruptionController, InterruptionSettings
         from reconciler.interruption.health import HealthPoller
+        from reconciler.interruption.queue_consumer import InterruptionQueueConsumer, InterruptionSettings
 
         self.ctx = ctx
         settings = InterruptionSettings.from_settings(ctx.settings)
@@ -32,7 +32,7 @@ class InterruptionLoop:
             """The leader's informer cache (set once its controllers start), not a LIST per message batch."""
             return ctx.cache.nodeclaims() if ctx.cache is not None and ctx.cache.synced else None
 
-        self.consumer = InterruptionController(
+        self.consumer = InterruptionQueueConsumer(
             ctx.kube, cloud.clients.client("sqs"), settings, caller=cloud.caller, unavailable=cloud.unavailable,
             now=ctx.clock.now, metrics=cloud.metrics.interruption, nodeclaims=cached_nodeclaims,
         )

@@ -13,7 +13,7 @@ Every node turned away gets an ``Explanation``.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -275,11 +275,20 @@ def assess_node_afresh(
     )
 
 
-def assess(state: ClusterState, catalog: Catalog, pdbs: PdbLimits, now: datetime) -> Assessment:
+def assess(
+    state: ClusterState, catalog: Catalog, pdbs: PdbLimits, now: datetime, *, names: Iterable[str] | None = None
+) -> Assessment:
+    """Every managed node judged at ``now``; with ``names``, only the nodes of those names (in that order; a
+    name that is no node is skipped): each node's verdict depends on that node alone."""
     candidates: list[Candidate] = []
     blockers: dict[str, tuple[str, str]] = {}
     explanations: list[Explanation] = []
-    for node in state.state_nodes():
+    if names is None:
+        nodes = state.state_nodes()
+    else:
+        by_name = state.state_nodes_by_name()
+        nodes = [node for name in dict.fromkeys(names) if (node := by_name.get(name)) is not None]
+    for node in nodes:
         if not node.managed:
             continue
         found = assess_node(state, node, catalog, pdbs, now)
@@ -358,9 +367,11 @@ def build_candidates(
     now: datetime,
     *,
     eventual: bool = False,
+    names: Iterable[str] | None = None,
 ) -> tuple[list[Candidate], list[Explanation]]:
-    """Candidates for one disruption class (``eventual`` = drift) and explanations for the rest."""
-    return assess(state, catalog, pdbs, now).for_class(eventual=eventual)
+    """Candidates for one disruption class (``eventual`` = drift) and explanations for the rest (of the nodes
+    named ``names`` when given, see ``assess``)."""
+    return assess(state, catalog, pdbs, now, names=names).for_class(eventual=eventual)
 
 
 def budget_allowances(state: ClusterState, reason: str, now: datetime) -> dict[str, BudgetAllowance]:

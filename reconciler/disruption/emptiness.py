@@ -98,10 +98,11 @@ def validate_emptiness(
 ) -> ValidationResult:
     """The command's candidates that can still go on the fresh snapshot (no simulation: nothing moves)."""
     pdbs = PdbLimits.from_manifests(state.pdbs.values(), state.pod_manifests.values())
-    current, _ = build_candidates(state, Catalog.of(instance_types_by_nodepool), pdbs, now)
+    wanted = [c.name for c in command.candidates]
+    # Only the command's nodes: emptiness' filter judges each node alone.
+    current, _ = build_candidates(state, Catalog.of(instance_types_by_nodepool), pdbs, now, names=wanted)
     still_empty = {c.name: c for c in empty_candidates(current, now, MethodOutcome(EMPTINESS))}
     remaining = {pool: a.remaining for pool, a in budget_allowances(state, REASON_EMPTY, now).items()}
-    wanted = [c.name for c in command.candidates]
     kept = []
     for name in wanted:
         candidate = still_empty.get(name)

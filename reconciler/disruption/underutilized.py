@@ -217,10 +217,11 @@ def validate_consolidation(
 ) -> ValidationResult:
     """The same command on the fresh snapshot, or why it no longer holds (multi- and single-node)."""
     pdbs = PdbLimits.from_manifests(state.pdbs.values(), state.pod_manifests.values())
-    current, ineligible = build_candidates(state, Catalog.of(instance_types_by_nodepool), pdbs, now)
+    wanted = [c.name for c in command.candidates]
+    # Only the command's nodes: every verdict below is per node, and the rest of the cluster is not asked.
+    current, ineligible = build_candidates(state, Catalog.of(instance_types_by_nodepool), pdbs, now, names=wanted)
     why_not = {e.node: e.message for e in ineligible}
     by_name = {c.name: c for c in consolidatable(current, now, MethodOutcome(command.method))}
-    wanted = [c.name for c in command.candidates]
     for name in wanted:
         if name not in by_name:
             return ValidationResult(None, f"candidate {name} changed: {why_not.get(name, 'no longer consolidatable')}")

@@ -46,6 +46,26 @@ def afresh(state: ClusterState, catalog: Catalog, pdbs: PdbLimits, now: datetime
         candidates.assess_node = original  # type: ignore[assignment]
 
 
+def by_node(assessment: Assessment) -> dict[str, Any]:
+    rows, blockers, explanations = summary(assessment)
+    found: dict[str, Any] = {row[0]: ("candidate", row, blockers.get(row[0])) for row in rows}
+    found.update((e["node"], ("explained", e)) for e in explanations)
+    return found
+
+
+def assert_named_assessment_is_the_full_ones_part(
+    state: ClusterState, catalog: Catalog, pdbs: PdbLimits, now: datetime, full: Assessment
+) -> None:
+    """``assess(names=...)`` (what validation asks) is the full assessment's verdict on those nodes, in the
+    names' order; names that are no node are skipped."""
+    whole = by_node(full)
+    for names in (["n3", "n1"], ["n2", "gone", "n2"], [], list(NODES)):
+        part = assess(state, catalog, pdbs, now, names=names)
+        assert by_node(part) == {name: whole[name] for name in names if name in whole}
+        order = [c.name for c in part.candidates]
+        assert order == [name for name in dict.fromkeys(names) if name in order]
+
+
 def pdbs_of(state: ClusterState) -> PdbLimits:
     return PdbLimits.from_manifests(state.pdbs.values(), state.pod_manifests.values())
 
@@ -91,7 +111,9 @@ def test_kept_assessments_equal_fresh_ones_as_the_clock_and_the_cluster_move(
     def check() -> None:
         catalog = Catalog.of({name: types for name in state.nodepools})
         pdbs = pdbs_of(state)
-        assert summary(assess(state, catalog, pdbs, now)) == summary(afresh(state, catalog, pdbs, now))
+        full = assess(state, catalog, pdbs, now)
+        assert summary(full) == summary(afresh(state, catalog, pdbs, now))
+        assert_named_assessment_is_the_full_ones_part(state, catalog, pdbs, now, full)
         for node in state.state_nodes():
             pool = state.nodepools.get(node.nodepool)
             if pool is None or node.nodeclaim is None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
+from operator import is_
 from typing import Any, TypeVar
 
 from reconciler.cloud.types import InstanceType
@@ -67,9 +67,14 @@ class SchedulingContext:
             daemon_pods = tuple(self.daemon_pods)
 
             def build() -> list[SlotBase]:
-                active = [n for n in self.state.state_nodes() if not n.marked_for_deletion]
-                slots = [_slot_base(n, daemon_pods) for n in active]
-                slots.sort(key=lambda slot: (not slot.state.initialized, slot.name))
+                # state_nodes() is in name order (names unique), so initialized-then-the-rest keeps that
+                # order within each part: the order of a sort by (not initialized, name), without sorting.
+                slots: list[SlotBase] = []
+                uninitialized: list[SlotBase] = []
+                for node in self.state.state_nodes():
+                    if not node.marked_for_deletion:
+                        (slots if node.initialized else uninitialized).append(_slot_base(node, daemon_pods))
+                slots.extend(uninitialized)
                 return slots
 
             self._slots = _shared(self.state, "scheduling.slots", (daemon_pods,), build)
@@ -178,10 +183,11 @@ class SchedulingContext:
 
 def _shared(state: ClusterState, name: str, inputs: tuple[Any, ...], build: Callable[[], T]) -> T:
     """``build()`` once per version of the nodes and ``inputs`` (objects compared by identity, dicts by
-    value); the inputs are kept with the result, so an identity is never mistaken for a new object's."""
+    value, tuples item by item by identity: each context makes its own tuple of the state's DaemonSet pods);
+    the inputs are kept with the result, so an identity is never mistaken for a new object's."""
     entries: list[tuple[tuple[Any, ...], Any]] = state.nodes_memo(name, list)
     for seen, value in entries:
-        if all(a == b if isinstance(a, dict) else a is b for a, b in zip(seen, inputs, strict=True)):
+        if all(map(_same_input, seen, inputs)):
             return value
     value = build()
     entries.append((inputs, value))
@@ -189,12 +195,18 @@ def _shared(state: ClusterState, name: str, inputs: tuple[Any, ...], build: Call
     return value
 
 
+def _same_input(seen: Any, given: Any) -> bool:
+    if isinstance(seen, dict):
+        return bool(seen == given)
+    if isinstance(seen, tuple) and isinstance(given, tuple):
+        return len(seen) == len(given) and all(map(is_, seen, given))
+    return seen is given
+
+
 def _slot_base(node: StateNode, daemon_pods: tuple[Pod, ...]) -> SlotBase:
     """The node's SlotBase, kept on its StateNode for the same DaemonSet pods (by identity)."""
     kept: tuple[tuple[Pod, ...], SlotBase] | None = node.memo_get("scheduling.slot_base")
-    if kept is not None and len(kept[0]) == len(daemon_pods) and all(
-        a is b for a, b in zip(kept[0], daemon_pods, strict=True)
-    ):
+    if kept is not None and len(kept[0]) == len(daemon_pods) and all(map(is_, kept[0], daemon_pods)):
         return kept[1]
     slot = SlotBase.of(node, daemon_pods)
     node.memo_set("scheduling.slot_base", (daemon_pods, slot))
@@ -211,11 +223,15 @@ def _counted_pods(state: ClusterState) -> tuple[dict[str, list[CountedPod]], lis
     namespaces: set[str] = set()
     for name in state.bound_node_names():
         node = nodes.get(name)
-        if node is not None:
-            pods, pod_namespaces = node.memo("scheduling.counted_pods", partial(_node_counted_pods, node))
-            by_node[name] = pods
-            counted.extend(pods)
-            namespaces.update(pod_namespaces)
+        if node is None:
+            continue
+        kept = node.memo_get("scheduling.counted_pods")
+        if kept is None:
+            kept = _node_counted_pods(node)
+            node.memo_set("scheduling.counted_pods", kept)
+        pods = by_node[name] = kept[0]
+        counted.extend(pods)
+        namespaces.update(kept[1])
     return by_node, counted, namespaces
 
 

@@ -15,11 +15,12 @@ from unittest import mock
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sched_factories import NOW, catalog, node, nodepool, pod, spread
+from sched_factories import NOW, catalog, daemonset, node, nodepool, pod, spread
 
 from reconciler.model import labels as wk
 from reconciler.model.pod import Pod
 from reconciler.scheduling import Scheduler, SchedulingContext
+from reconciler.scheduling.existing import SlotBase
 from reconciler.scheduling.podinfo import SchedulingPod
 from reconciler.scheduling.topology import Topology
 from reconciler.scheduling.topology_counts import BaseCounts, count_directly
@@ -66,7 +67,7 @@ changes = st.lists(
     st.one_of(
         st.tuples(st.just("bind"), st.sampled_from(NODES), st.sampled_from(["a", "b"]), RULES, st.booleans()),
         st.tuples(st.just("unbind"), st.integers(0, 30)),
-        st.tuples(st.just("node"), st.sampled_from(NODES), st.sampled_from(ZONES)),
+        st.tuples(st.just("node"), st.sampled_from(NODES), st.sampled_from(ZONES), st.booleans()),
         st.tuples(st.just("drop"), st.sampled_from(NODES)),
         st.tuples(st.just("mark"), st.sampled_from(NODES)),
     ),
@@ -86,6 +87,7 @@ def test_updated_bases_equal_bases_built_from_scratch(moves: list[tuple[Any, ...
         *(bound_pod(f"p{i}", *spec) for i, spec in enumerate(first)),
         pod("pending-a", "500m", labels={"app": "a"}, affinity=anti("a", wk.HOSTNAME)),
         pod("pending-b", "500m", labels={"app": "b"}, topologySpreadConstraints=[spread(wk.ZONE, {"app": "b"})]),
+        daemonset("agent", cpu="100m"),
     ]
     state = ClusterState.from_manifests(objects)
     types = {name: catalog() for name in state.nodepools}
@@ -99,12 +101,24 @@ def test_updated_bases_equal_bases_built_from_scratch(moves: list[tuple[Any, ...
                 namespace, _, name = bound[move[1] % len(bound)].partition("/")
                 state.remove({"kind": "Pod", "metadata": {"name": name, "namespace": namespace}})
         elif kind == "node":
-            state.upsert(node(move[1], zone=move[2], cpu="8", memory="16Gi"))
+            # Not ready and unmanaged: not initialized (slot bases put such nodes last).
+            state.upsert(node(move[1], zone=move[2], cpu="8", memory="16Gi", ready=move[3],
+                              nodepool_name="default" if move[3] else None))
         elif kind == "drop":
             state.remove({"kind": "Node", "metadata": {"name": move[1]}})
         else:
             state.mark_for_deletion(move[1])
         context = SchedulingContext.build(state, types, Settings())
+        # Slot bases (kept per StateNode, shared per version of the nodes): the active nodes, initialized ones
+        # first, then by name — each node's own view, as if built afresh.
+        active = [n for n in state.state_nodes() if not n.marked_for_deletion]
+        expected = sorted(active, key=lambda n: (not n.initialized, n.name))
+        slots = context.slot_bases()
+        assert [slot.state for slot in slots] == expected
+        assert [slot.room for slot in slots] == [SlotBase.of(n, context.daemon_pods).room for n in expected]
+        # Built once per version of the nodes: another context on the same version shares them.
+        again = SchedulingContext.build(state, types, Settings())
+        assert again.slot_bases() is slots and again.base_topology() is context.base_topology()
         base = context.base_topology()
         scratch = from_scratch(context)
         assert shape(base) == shape(scratch)

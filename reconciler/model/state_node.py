@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from reconciler.model import labels as wk
@@ -19,7 +20,7 @@ from reconciler.model.resources import EMPTY, Resources
 from reconciler.model.taints import Taint, is_ephemeral
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, frozen=True)
 class StateNode:
     name: str
     node: Node | None
@@ -42,6 +43,33 @@ class StateNode:
     _requirements: Requirements | None = field(default=None, repr=False, compare=False)
     _room: tuple[tuple[Pod, ...], dict[str, int]] | None = field(default=None, repr=False, compare=False)
     _memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    # Read for every node of every pass and scheduling run: derived once from the fields above, which never
+    # change (frozen), in ``__post_init__``.
+    nodepool: str = field(init=False, repr=False, compare=False)
+    instance_type: str = field(init=False, repr=False, compare=False)
+    zone: str = field(init=False, repr=False, compare=False)
+    capacity_type: str = field(init=False, repr=False, compare=False)
+    hostname: str = field(init=False, repr=False, compare=False)
+    managed: bool = field(init=False, repr=False, compare=False)
+    initialized: bool = field(init=False, repr=False, compare=False)
+    deleting: bool = field(init=False, repr=False, compare=False)
+    marked_for_deletion: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        derive = partial(object.__setattr__, self)
+        labels = self.labels
+        derive("nodepool", labels.get(wk.NODEPOOL, ""))
+        derive("instance_type", labels.get(wk.INSTANCE_TYPE, ""))
+        derive("zone", labels.get(wk.ZONE, ""))
+        derive("capacity_type", labels.get(wk.CAPACITY_TYPE, ""))
+        derive("hostname", labels.get(wk.HOSTNAME, self.name))
+        derive("managed", self.nodeclaim is not None or bool(labels.get(wk.NODEPOOL)))
+        derive("initialized", _initialized(self.node, self.nodeclaim))
+        deleting = bool(
+            (self.node and self.node.deletion_timestamp) or (self.nodeclaim and self.nodeclaim.deletion_timestamp)
+        )
+        derive("deleting", deleting)
+        derive("marked_for_deletion", self.marked_for_deletion_flag or deleting)
 
     # -- identity ------------------------------------------------------------------------------
     @property
@@ -58,31 +86,7 @@ class StateNode:
             return self.node.provider_id
         return self.nodeclaim.provider_id if self.nodeclaim else ""
 
-    @property
-    def hostname(self) -> str:
-        return self.labels.get(wk.HOSTNAME, self.name)
-
-    @property
-    def nodepool(self) -> str:
-        return self.labels.get(wk.NODEPOOL, "")
-
-    @property
-    def instance_type(self) -> str:
-        return self.labels.get(wk.INSTANCE_TYPE, "")
-
-    @property
-    def zone(self) -> str:
-        return self.labels.get(wk.ZONE, "")
-
-    @property
-    def capacity_type(self) -> str:
-        return self.labels.get(wk.CAPACITY_TYPE, "")
-
     # -- lifecycle -----------------------------------------------------------------------------
-    @property
-    def managed(self) -> bool:
-        return self.nodeclaim is not None or bool(self.labels.get(wk.NODEPOOL))
-
     @property
     def registered(self) -> bool:
         if self.node is None:
@@ -90,25 +94,6 @@ class StateNode:
         if self.nodeclaim is not None:
             return self.nodeclaim.registered or self.node.labels.get(wk.REGISTERED) == "true"
         return True
-
-    @property
-    def initialized(self) -> bool:
-        if self.node is None:
-            return False
-        if self.nodeclaim is not None:
-            return self.nodeclaim.initialized or self.node.labels.get(wk.INITIALIZED) == "true"
-        # Snapshot nodes without a claim: initialized once Ready (or labelled so).
-        return self.node.labels.get(wk.INITIALIZED) == "true" or self.node.is_ready
-
-    @property
-    def deleting(self) -> bool:
-        return bool(
-            (self.node and self.node.deletion_timestamp) or (self.nodeclaim and self.nodeclaim.deletion_timestamp)
-        )
-
-    @property
-    def marked_for_deletion(self) -> bool:
-        return self.marked_for_deletion_flag or self.deleting
 
     def nominated(self, now: datetime) -> bool:
         return self.nominated_until is not None and now < self.nominated_until
@@ -129,12 +114,13 @@ class StateNode:
     # -- scheduling views ----------------------------------------------------------------------
     def requirements(self) -> Requirements:
         """The node's labels as requirements, hostname included (it may be missing on in-flight claims)."""
-        if self._requirements is None:
+        requirements = self._requirements
+        if requirements is None:
             requirements = Requirements.from_labels(self.labels)
             if wk.HOSTNAME not in self.labels:
                 requirements = requirements.add(Requirement.single(wk.HOSTNAME, self.hostname))
-            self._requirements = requirements
-        return self._requirements
+            object.__setattr__(self, "_requirements", requirements)  # frozen: a memo, set once
+        return requirements
 
     def room(self, daemon_pods: Sequence[Pod], fits: Callable[[Pod], bool]) -> Mapping[str, int]:
         """What pods may still use: allocatable minus bound pods' requests and the requests of the
@@ -153,7 +139,7 @@ class StateNode:
         room = dict(self.available - missing)
         for name in self.allocatable:
             room.setdefault(name, 0)
-        self._room = (pods, room)
+        object.__setattr__(self, "_room", (pods, room))
         return room
 
     @property
@@ -188,6 +174,15 @@ class StateNode:
 
     def is_empty(self) -> bool:
         return not self.reschedulable_pods()
+
+
+def _initialized(node: Node | None, nodeclaim: NodeClaim | None) -> bool:
+    if node is None:
+        return False
+    if nodeclaim is not None:
+        return nodeclaim.initialized or node.labels.get(wk.INITIALIZED) == "true"
+    # Snapshot nodes without a claim: initialized once Ready (or labelled so).
+    return node.labels.get(wk.INITIALIZED) == "true" or node.is_ready
 
 
 def build_state_node(

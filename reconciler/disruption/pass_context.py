@@ -51,6 +51,8 @@ class PassContext:
         self._simulator: Simulator | None = None
         self._builder: ReplacementBuilder | None = None
         self._scorer: BalancedScorer | None = None
+        # Consolidation's per-candidate verdicts (``underutilized.consolidatable``), shared by its methods.
+        self.consolidation_verdicts: dict[int, tuple[Candidate, str, str]] = {}
 
     def candidates(self, disruption_class: str) -> tuple[list[Candidate], list[Explanation]]:
         """The candidates of a disruption class, and explanations for every managed node it turns away."""

@@ -45,32 +45,49 @@ from reconciler.state import ClusterState
 MAX_MULTI_NODE_CANDIDATES = 100
 
 
-def consolidatable(candidates: Sequence[Candidate], now: datetime, outcome: MethodOutcome) -> list[Candidate]:
-    """The consolidation filter (Karpenter's ShouldDisrupt), explaining every non-empty node it turns away."""
+# Per pass: id(candidate) -> (the candidate, code, message) of ``consolidatable``'s verdict at the pass's clock.
+Verdicts = dict[int, tuple[Candidate, str, str]]
+
+
+def consolidatable(
+    candidates: Sequence[Candidate], now: datetime, outcome: MethodOutcome, verdicts: Verdicts | None = None
+) -> list[Candidate]:
+    """The consolidation filter (Karpenter's ShouldDisrupt), explaining every non-empty node it turns away.
+    ``verdicts``: kept across the methods of one pass (one clock; a candidate's verdict depends on it alone)."""
     chosen = []
     for candidate in candidates:
         if candidate.is_empty or candidate.nodepool.is_static:
             continue  # empty nodes are emptiness' business
-        node, pool = candidate.node, candidate.nodepool
-        settings = settings_of(pool)
-        code, message = "", ""
-        if candidate.instance_type is None:
-            code, message = "UnknownInstanceType", f"instance type {candidate.instance_type_name!r} is not offered"
-        elif not candidate.zone or not candidate.capacity_type:
-            code, message = "MissingLabels", "node lacks its zone or capacity-type label"
-        elif not settings.enabled:
-            code, message = "ConsolidationDisabled", f"NodePool {pool.name} has consolidateAfter: Never"
-        elif settings.policy == WHEN_EMPTY:
-            code, message = "WhenEmpty", f"NodePool {pool.name} only consolidates empty nodes (WhenEmpty)"
+        kept = verdicts.get(id(candidate)) if verdicts is not None else None
+        if kept is not None and kept[0] is candidate:
+            code, message = kept[1], kept[2]
         else:
-            remaining = consolidation_wait(node, settings, now)
-            if remaining is not None:
-                code, message = "ConsolidateAfter", describe_wait(pool, settings, remaining)
+            code, message = _blocker(candidate, now)
+            if verdicts is not None:
+                verdicts[id(candidate)] = (candidate, code, message)
         if code:
-            outcome.explain(explain(node, code, message, outcome.method))
+            outcome.explain(explain(candidate.node, code, message, outcome.method))
             continue
         chosen.append(candidate)
     return chosen
+
+
+def _blocker(candidate: Candidate, now: datetime) -> tuple[str, str]:
+    """Why consolidation turns this non-empty candidate away at ``now`` as (code, message), or ("", "")."""
+    pool = candidate.nodepool
+    settings = settings_of(pool)
+    if candidate.instance_type is None:
+        return "UnknownInstanceType", f"instance type {candidate.instance_type_name!r} is not offered"
+    if not candidate.zone or not candidate.capacity_type:
+        return "MissingLabels", "node lacks its zone or capacity-type label"
+    if not settings.enabled:
+        return "ConsolidationDisabled", f"NodePool {pool.name} has consolidateAfter: Never"
+    if settings.policy == WHEN_EMPTY:
+        return "WhenEmpty", f"NodePool {pool.name} only consolidates empty nodes (WhenEmpty)"
+    remaining = consolidation_wait(candidate.node, settings, now)
+    if remaining is not None:
+        return "ConsolidateAfter", describe_wait(pool, settings, remaining)
+    return "", ""
 
 
 def _within_budget(
@@ -106,7 +123,7 @@ def multi_node(
 def _multi_node(
     run: PassContext, candidates: Sequence[Candidate], allowances: Mapping[str, BudgetAllowance], outcome: MethodOutcome
 ) -> Command | None:
-    ordered = consolidation_order(consolidatable(candidates, run.now, outcome))
+    ordered = consolidation_order(consolidatable(candidates, run.now, outcome, run.consolidation_verdicts))
     outcome.eligible = len(ordered)
     allowed = _within_budget(ordered, allowances, outcome)
     if len(allowed) < 2:
@@ -156,7 +173,9 @@ def single_node(
     """The first candidate that can go alone; ``unseen_pools``: pools not reached before the deadline (tried
     first next pass, ``run.first_pools``)."""
     outcome = MethodOutcome(SINGLE_NODE)
-    ordered = interleave_by_pool(consolidation_order(consolidatable(candidates, run.now, outcome)), run.first_pools)
+    ordered = interleave_by_pool(
+        consolidation_order(consolidatable(candidates, run.now, outcome, run.consolidation_verdicts)), run.first_pools
+    )
     outcome.eligible = len(ordered)
     if not ordered:
         return outcome

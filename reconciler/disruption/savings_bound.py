@@ -50,7 +50,9 @@ class SavingsBound:
             ladders = context.template_views["savings_bound.ladders"] = _ladders(context)
         self._ladders: list[tuple[dict[str, int], list[tuple[float, TypeInfo]]]] = ladders
         self._cheapest: dict[tuple[tuple[str, int], ...], float] = {}
-        self._fitting: dict[tuple[tuple[str, int], ...], list[str]] = {}
+        # Per pod shape: the first nodes (in ``_homes`` order) with room for it, and where the scan of
+        # ``_homes`` stopped (-1: scanned to its end or to a node with too little CPU, so the list is complete).
+        self._fitting: dict[tuple[tuple[str, int], ...], tuple[list[str], int]] = {}
 
     def rejection(self, candidates: Sequence[Candidate]) -> tuple[str, str] | None:
         """``(code, message)`` when removing ``candidates`` provably cannot pay off, None when only a
@@ -87,23 +89,31 @@ class SavingsBound:
         )
 
     def _has_home(self, pod: Pod, removed: Collection[str]) -> bool:
+        """Whether a node outside ``removed`` has room for the pod. Of the nodes with room, the first
+        ``len(removed) + 1`` include one outside ``removed`` whenever any exists, so only that many are looked
+        for (pods of one workload share the list, extended when a larger ``removed`` asks for more)."""
         requests = pod.scheduling_requests
         key = tuple(requests.items())
-        fitting = self._fitting.get(key)
-        if fitting is None:
-            fitting = self._fitting[key] = self._homes_for(requests)
-        return any(name not in removed for name in fitting)
+        found, resume = self._fitting.get(key) or ([], 0)
+        if resume >= 0 and len(found) <= len(removed):
+            resume = self._homes_for(requests, found, resume, len(removed) + 1)
+            self._fitting[key] = (found, resume)
+        return any(name not in removed for name in found)
 
-    def _homes_for(self, requests: Mapping[str, int]) -> list[str]:
-        """Nodes with room for ``requests`` (pods of one workload share them: computed once per shape)."""
+    def _homes_for(self, requests: Mapping[str, int], found: list[str], start: int, wanted: int) -> int:
+        """Append to ``found`` the nodes with room for ``requests`` from ``_homes[start:]`` until it holds
+        ``wanted``; return where to resume, or -1 when no further node has room."""
         cpu = requests.get(CPU, 0)
-        found = []
-        for name, room in self._homes:
+        homes = self._homes
+        for index in range(start, len(homes)):
+            if len(found) >= wanted:
+                return index
+            name, room = homes[index]
             if room.get(CPU, 0) < cpu:
-                break
+                return -1  # most free CPU first: no later node has room either
             if all(value <= room.get(resource, 0) for resource, value in requests.items()):
                 found.append(name)
-        return found
+        return -1
 
     def _cheapest_fitting(self, total: Mapping[str, int]) -> float:
         key = tuple(sorted(total.items()))

@@ -162,3 +162,33 @@ def test_the_bound_never_rejects_what_the_simulation_would_accept(objects: list[
         event(f"{method}: bound {proof[0] if proof else 'silent'}")
         if proof is not None:
             assert isinstance(result, ConsolidationRefusal), ([c.name for c in group], proof, result)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.tuples(st.sampled_from([SMALL, MEDIUM, LARGE]), st.sampled_from(["0", "500m", "1", "1500m", "3"])),
+             min_size=1, max_size=7),
+    st.lists(st.tuples(st.sampled_from(["100m", "1", "2", "3500m"]),
+                       st.sets(st.integers(0, 6), max_size=7)), min_size=1, max_size=12),
+)
+def test_a_pods_home_found_from_the_first_fitting_nodes_is_the_full_scans_answer(
+    nodes: list[Any], asks: list[tuple[str, set[int]]]
+) -> None:
+    """The bound looks for at most len(removed) + 1 nodes with room per pod shape, extending that list when a
+    larger removed set asks: every answer equals one from all nodes with room (asked in any order)."""
+    objects: list[Any] = [nodepool()]
+    for index, (itype, used) in enumerate(nodes):
+        objects.append(node_of(f"n{index}", itype))
+        if used != "0":
+            objects.append(pod(f"used{index}", node=f"n{index}", cpu=used))
+    state = cluster(*objects)
+    simulator, _ = simulator_and_candidates(state, Settings())
+    bound = simulator.savings_bound
+    homes = list(bound._homes)
+    for cpu, indexes in asks:
+        moving = ClusterState.from_manifests([pod("moving", cpu=cpu)]).pods["default/moving"]
+        removed = {f"n{i}" for i in indexes}
+        requests = moving.scheduling_requests
+        with_room = [name for name, room in homes
+                     if all(value <= room.get(resource, 0) for resource, value in requests.items())]
+        assert bound._has_home(moving, removed) == any(name not in removed for name in with_room)

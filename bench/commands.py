@@ -18,7 +18,8 @@ beforehand and not timed:
   too. ``load`` is what every snapshot command does before its own work (read, parse, sanitize and
   validate the dump, load the in-memory API server and the cluster state), as a process of its own
   (``bench/commands.py load FILE``); then ``status``, ``explain pod``, ``explain node`` and ``plan`` with
-  the relabel, allow-spot and no-op changes, all on the YAML dump.
+  the relabel, allow-spot and no-op changes, all on the YAML dump; ``load``, ``status`` and ``explain``
+  also on the JSON dump (the ``-json`` rows).
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ from plan import CHANGES, cluster  # noqa: E402
 CPUS = ("100m", "250m", "500m", "1", "1500m")
 MEMORIES = ("100Mi", "256Mi", "512Mi", "1Gi", "2Gi", "4Gi")
 WORKLOADS = 20
-ROWS = ("simulate", "load", "load-json", "status", "status-json", "explain-pod", "explain-node",
+ROWS = ("simulate", "load", "load-json", "status", "status-json", "explain-pod", "explain-node", "explain-pod-json",
+        "explain-node-json",
         *(f"plan-{name}" for name in CHANGES))
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 
@@ -170,6 +172,10 @@ def main() -> int:
                 "status-json": ("status (kubectl JSON)", reconciler("status", "--snapshot", str(as_json))),
                 "explain-pod": ("explain pod", reconciler("explain", "pod", pod, "--snapshot", str(dump))),
                 "explain-node": ("explain node", reconciler("explain", "node", node, "--snapshot", str(dump))),
+                "explain-pod-json": ("explain pod (JSON)", reconciler("explain", "pod", pod, "--snapshot",
+                                                                      str(as_json))),
+                "explain-node-json": ("explain node (JSON)", reconciler("explain", "node", node, "--snapshot",
+                                                                        str(as_json))),
                 **{f"plan-{name}": (f"plan ({name})", reconciler("plan", "--snapshot", str(dump), "--nodepools",
                                                                  str(work / f"{name}.yaml"), "--json"))
                    for name in CHANGES},

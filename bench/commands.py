@@ -131,9 +131,11 @@ def load_only(path: str) -> int:
     """What every snapshot command does first: read and validate the file, load the simulated cluster."""
     import asyncio
 
+    from reconciler.collector import tune_for_one_shot_command
     from reconciler.insight.frames import RecordingSimulation
     from reconciler.insight.sources import load_snapshot
 
+    tune_for_one_shot_command()  # as the command line does for every offline command
     snapshot = load_snapshot(path)
     sim = RecordingSimulation(snapshot.scenario(), frames=False)
     asyncio.run(sim.load())

@@ -14,6 +14,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from reconciler.collector import tune_for_one_shot_command
+
 EXIT_OK = 0
 EXIT_INVALID = 2
 PRICES_HELP = (
@@ -264,6 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Before the parser: building it imports the engine, which takes long enough to be interrupted.
     stop_on_signals()
     args = build_parser().parse_args(arguments)
+    tune_for_one_shot_command()
     try:
         return int(args.handler(args))
     except KeyboardInterrupt:

@@ -131,7 +131,7 @@ def load_only(path: str) -> int:
     """What every snapshot command does first: read and validate the file, load the simulated cluster."""
     import asyncio
 
-    from reconciler.collector import tune_for_one_shot_command
+    from reconciler.collector import skip_final_collection, tune_for_one_shot_command
     from reconciler.insight.frames import RecordingSimulation
     from reconciler.insight.sources import load_snapshot
 
@@ -139,6 +139,7 @@ def load_only(path: str) -> int:
     snapshot = load_snapshot(path)
     sim = RecordingSimulation(snapshot.scenario(), frames=False)
     asyncio.run(sim.load())
+    skip_final_collection()
     return 0
 
 

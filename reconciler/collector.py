@@ -21,3 +21,10 @@ def tune_for_one_shot_command() -> None:
     """Fewer full collections, and none of them scanning the modules imported so far (never garbage)."""
     gc.freeze()
     gc.set_threshold(*ONE_SHOT_THRESHOLDS)
+
+
+def skip_final_collection() -> None:
+    """Called as a one-shot command's process ends: the interpreter's last full collection would scan the whole
+    heap (~0.2 s at 1,000 nodes) for cycles the exit frees anyway. Frozen objects are still freed and
+    ``atexit`` handlers still run; only that scan is skipped."""
+    gc.freeze()

@@ -85,12 +85,21 @@ class CheckedObjects:
 
     def __init__(self) -> None:
         self._objects: dict[int, Any] = {}
+        self._bounded: dict[int, Any] = {}
 
     def __contains__(self, manifest: object) -> bool:
         return self._objects.get(id(manifest)) is manifest
 
     def add(self, manifest: Any) -> None:
         self._objects[id(manifest)] = manifest
+
+    def add_bounded(self, manifest: Any) -> None:
+        """``manifest`` was made from a document whose bounds (depth, aliases, strings) were checked as it was
+        read, holding no more than that document did: its bounds are not walked again (it is still validated)."""
+        self._bounded[id(manifest)] = manifest
+
+    def bounded(self, manifest: object) -> bool:
+        return self._objects.get(id(manifest)) is manifest or self._bounded.get(id(manifest)) is manifest
 
 
 def parse_scenario(
@@ -103,7 +112,7 @@ def parse_scenario(
     try:
         given = document.get("objects")
         if checked is not None and isinstance(given, list):
-            check_document_bounds({**document, "objects": [o for o in given if o not in checked]})
+            check_document_bounds({**document, "objects": [o for o in given if not checked.bounded(o)]})
         else:
             check_document_bounds(document)
     except ManifestError as err:

@@ -46,7 +46,7 @@ def test_broken_json_is_a_one_line_error_with_the_place(capsys: Any, tmp_path: P
     assert err.startswith(f"error: {broken}:") and "line" in err and len(err.strip().splitlines()) == 1
 
 
-def test_a_kubectl_dump_out_of_bounds_is_refused_and_a_bounded_one_is_walked_once(
+def test_a_kubectl_dump_out_of_bounds_is_refused_and_a_good_one_is_walked_once(
         capsys: Any, tmp_path: Path, monkeypatch: Any) -> None:
     from reconciler.insight import sources
     from reconciler.sim import scenario
@@ -73,8 +73,30 @@ def test_a_kubectl_dump_out_of_bounds_is_refused_and_a_bounded_one_is_walked_onc
         walked.append(len(document.get("objects") or ()) if isinstance(document, dict) else 0)
         original(document, *args)
 
+    shaped: list[str] = []
+    original_shape = sources.check_manifest_shape
+
+    def counting_shapes(manifest: Any, path: str) -> None:
+        shaped.append(path)
+        original_shape(manifest, path)
+
     monkeypatch.setattr(scenario, "check_document_bounds", counting)
+    monkeypatch.setattr(sources, "check_manifest_shape", counting_shapes)
+    monkeypatch.setattr(scenario, "check_manifest_shape", counting_shapes)
     dump = tmp_path / "dump.json"
     dump.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
     sources.load_snapshot(dump).scenario()
-    assert walked and all(count == 0 for count in walked)  # the sanitized objects: checked as the dump was read
+    # The sanitized objects: bounds and shapes checked as the dump was read, and not again.
+    assert walked and all(count == 0 for count in walked)
+    assert len(shaped) == len(objects) and all(".items[" in path for path in shaped), shaped
+
+
+def test_a_wrongly_typed_field_in_a_kubectl_dump_is_named_by_its_item(capsys: Any, tmp_path: Path) -> None:
+    objects = yaml.safe_load(write_snapshot(tmp_path, example_cluster()).read_text())["objects"]
+    index, pod = next((i, o) for i, o in enumerate(objects) if o["kind"] == "Pod")
+    pod["spec"]["containers"][0]["resources"] = {"requests": {"cpu": ["1"]}}
+    dump = tmp_path / "dump.json"
+    dump.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    code, _, err = run_cli(capsys, "status", "--snapshot", str(dump))
+    assert code == 2 and err.count("\n") == 1, err
+    assert f"items[{index}].spec.containers[0].resources.requests.cpu: expected a quantity" in err, err

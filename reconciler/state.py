@@ -47,11 +47,12 @@ _RAW_KINDS = {
 
 
 class ClusterState:
-    def __init__(self, *, immutable_manifests: bool = False) -> None:
+    def __init__(self, *, immutable_manifests: bool = False, spec_memo: SpecFactsMemo | None = None) -> None:
         """``immutable_manifests``: the caller never edits a manifest (nor any value in it) it has handed over,
         as the in-memory API server's stored objects are never edited; then a pod's spec is parsed once for
-        all its versions that share the spec's values (``SpecFactsMemo``)."""
-        self._spec_memo = SpecFactsMemo() if immutable_manifests else None
+        all its versions that share the spec's values (``SpecFactsMemo``; ``spec_memo``: one already holding
+        the parses of the same never-changed values, else a new one)."""
+        self._spec_memo = (spec_memo if spec_memo is not None else SpecFactsMemo()) if immutable_manifests else None
         self.pods: dict[str, Pod] = {}
         self.pod_manifests: dict[str, Manifest] = {}
         self.nodes: dict[str, Node] = {}

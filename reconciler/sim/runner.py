@@ -88,7 +88,8 @@ class Simulation:
             )
         )
         self.names = NameGenerator(scenario.name)
-        self.env = SimEnvironment(self.kube, self.cloud, self.settings, self.names, scenario.clock)
+        self.env = SimEnvironment(self.kube, self.cloud, self.settings, self.names, scenario.clock,
+                                  spec_memo=scenario.spec_memo)
         self.cluster = SimulatedCluster(self.env)
         # Called after each disruption pass that acted, with the step record and the indexes of the pass's first
         # ``disrupted`` item and event (``plan`` times each command from them); None in ``simulate``.

@@ -6,7 +6,7 @@ import re
 from datetime import datetime
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import ConfigDict, Field, ModelWrapValidatorHandler, model_validator
+from pydantic import ConfigDict, Field, ModelWrapValidatorHandler, Strict, model_validator
 
 from .base import ApiModel, SchemaExtra, cel, check_with, matching
 from .errors import field_error
@@ -67,7 +67,7 @@ class NodeSelectorRequirementWithMinValues(ApiModel):
     key: LabelKeySyntax
     operator: Operator
     values: Annotated[list[LabelValue], SchemaExtra({"x-kubernetes-list-type": "atomic"})] | None = None
-    min_values: Annotated[int, Field(ge=1, le=50)] | None = None
+    min_values: Annotated[int, Strict(), Field(ge=1, le=50)] | None = None
 
     @model_validator(mode="wrap")
     @classmethod

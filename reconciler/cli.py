@@ -15,6 +15,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from reconciler.collector import tune_for_one_shot_command
+
 EXIT_OK = 0
 EXIT_INVALID = 2
 PRICES_HELP = (
@@ -277,6 +279,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     stop_on_signals()
     tune_gc_for_one_shot()
     args = build_parser().parse_args(arguments)
+    tune_for_one_shot_command()
     try:
         return int(args.handler(args))
     except KeyboardInterrupt:

@@ -21,7 +21,7 @@ from reconciler.model import labels as wk
 from reconciler.model.meta import ManifestError, object_key
 from reconciler.model.node import Node, NodeClaim
 from reconciler.model.nodepool import NODES, NodePool
-from reconciler.model.pod import Pod
+from reconciler.model.pod import Pod, SpecFactsMemo
 from reconciler.model.resources import Resources
 from reconciler.model.state_node import StateNode, build_state_node
 
@@ -47,7 +47,12 @@ _RAW_KINDS = {
 
 
 class ClusterState:
-    def __init__(self) -> None:
+    def __init__(self, *, immutable_manifests: bool = False, spec_memo: SpecFactsMemo | None = None) -> None:
+        """``immutable_manifests``: the caller never edits a manifest (nor any value in it) it has handed over,
+        as the in-memory API server's stored objects are never edited; then a pod's spec is parsed once for
+        all its versions that share the spec's values (``SpecFactsMemo``; ``spec_memo``: one already holding
+        the parses of the same never-changed values, else a new one)."""
+        self._spec_memo = (spec_memo if spec_memo is not None else SpecFactsMemo()) if immutable_manifests else None
         self.pods: dict[str, Pod] = {}
         self.pod_manifests: dict[str, Manifest] = {}
         self.nodes: dict[str, Node] = {}
@@ -164,7 +169,7 @@ class ClusterState:
             self._state_nodes = None
 
     def _upsert_pod(self, key: str, manifest: Manifest) -> None:
-        pod = Pod.from_manifest(manifest, runtime_class_overhead=self._runtime_overheads())
+        pod = Pod.from_manifest(manifest, runtime_class_overhead=self._runtime_overheads(), memo=self._spec_memo)
         if not pod.priority and pod.priority_class_name in self.priority_classes:
             pod = replace(pod, priority=int(self.priority_classes[pod.priority_class_name].get("value") or 0))
         self._remove_pod(key)

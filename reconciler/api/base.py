@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, Strict, model_validator
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
@@ -187,7 +187,7 @@ class Condition(ApiModel):
     last_transition_time: datetime
     reason: ConditionReason = ""
     message: Annotated[str, Field(max_length=32768)] = ""
-    observed_generation: Annotated[int, Field(ge=0)] | None = None
+    observed_generation: Annotated[int, Strict(), Field(ge=0)] | None = None
 
 
 CONDITIONS_SCHEMA = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, Strict, model_validator
 
 from .base import ApiModel, SchemaExtra, cel, check_with, matching
 from .errors import field_error
@@ -44,11 +44,11 @@ class BlockDevice(ApiModel):
 
     delete_on_termination: bool | None = None
     encrypted: bool | None = None
-    iops: Annotated[int, Field(ge=0)] | None = None
+    iops: Annotated[int, Strict(), Field(ge=0)] | None = None
     kms_key_id: str | None = Field(default=None, alias="kmsKeyID")
     snapshot_id: str | None = Field(default=None, alias="snapshotID")
-    throughput: Annotated[int, Field(ge=0)] | None = None
-    volume_initialization_rate: Annotated[int, Field(ge=100, le=300)] | None = None
+    throughput: Annotated[int, Strict(), Field(ge=0)] | None = None
+    volume_initialization_rate: Annotated[int, Strict(), Field(ge=100, le=300)] | None = None
     volume_size: VolumeSize | None = None
     volume_type: VolumeType | None = None
 
@@ -109,13 +109,13 @@ class MetadataOptions(ApiModel):
 
     http_endpoint: EnabledDisabled = "enabled"
     http_protocol_ipv6: EnabledDisabled = Field(default="disabled", alias="httpProtocolIPv6")
-    http_put_response_hop_limit: Annotated[int, Field(ge=1, le=64)] = 1
+    http_put_response_hop_limit: Annotated[int, Strict(), Field(ge=1, le=64)] = 1
     http_tokens: Literal["required", "optional"] = "required"
 
 
 class NetworkInterface(ApiModel):
-    network_card_index: Annotated[int, Field(ge=0)]
-    device_index: Annotated[int, Field(ge=0)]
+    network_card_index: Annotated[int, Strict(), Field(ge=0)]
+    device_index: Annotated[int, Strict(), Field(ge=0)]
     interface_type: Literal["interface", "efa-only"]
 
 
@@ -170,9 +170,9 @@ class ConnectionTracking(ApiModel):
         )
     )
 
-    tcp_established_timeout: Annotated[int, Field(ge=60, le=432000)] | None = None
-    udp_stream_timeout: Annotated[int, Field(ge=60, le=180)] | None = None
-    udp_timeout: Annotated[int, Field(ge=30, le=60)] | None = None
+    tcp_established_timeout: Annotated[int, Strict(), Field(ge=60, le=432000)] | None = None
+    udp_stream_timeout: Annotated[int, Strict(), Field(ge=60, le=180)] | None = None
+    udp_timeout: Annotated[int, Strict(), Field(ge=30, le=60)] | None = None
 
     @model_validator(mode="after")
     def _check_any(self) -> ConnectionTracking:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, ClassVar, Final, Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, Strict, model_validator
 
 from .base import ApiModel, HasConditions, ObjectMeta, SchemaExtra, cel, check_with
 from .ec2_launch import (
@@ -122,7 +122,7 @@ class EC2NodeClassSpec(ApiModel):
     ) = None
     placement_group_selector: PlacementGroupSelector | None = None
     associate_public_ip_address: bool | None = Field(default=None, alias="associatePublicIPAddress")
-    ip_prefix_count: Annotated[int, Field(ge=0)] | None = Field(default=None, alias="ipPrefixCount")
+    ip_prefix_count: Annotated[int, Strict(), Field(ge=0)] | None = Field(default=None, alias="ipPrefixCount")
     ami_selector_terms: Annotated[
         list[AMISelectorTerm],
         Field(min_length=1, max_length=30),

@@ -11,7 +11,7 @@ import ipaddress
 import re
 from typing import Annotated, Any
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, Strict, model_validator
 
 from reconciler.model.quantity import QuantityError, parse_quantity
 
@@ -85,8 +85,8 @@ class KubeletConfiguration(ApiModel):
     )
 
     cluster_dns: list[str] | None = Field(default=None, alias="clusterDNS")
-    max_pods: Annotated[int, Field(ge=0)] | None = None
-    pods_per_core: Annotated[int, Field(ge=0)] | None = None
+    max_pods: Annotated[int, Strict(), Field(ge=0)] | None = None
+    pods_per_core: Annotated[int, Strict(), Field(ge=0)] | None = None
     system_reserved: Annotated[ReservedMap, _reserved_schema("systemReserved")] | None = None
     kube_reserved: Annotated[ReservedMap, _reserved_schema("kubeReserved")] | None = None
     eviction_hard: Annotated[EvictionMap, SchemaExtra(_keys_rule("evictionHard", EVICTION_SIGNALS))] | None = None
@@ -94,11 +94,11 @@ class KubeletConfiguration(ApiModel):
     eviction_soft_grace_period: (
         Annotated[dict[str, str], SchemaExtra(_keys_rule("evictionSoftGracePeriod", EVICTION_SIGNALS))] | None
     ) = None
-    eviction_max_pod_grace_period: Annotated[int, Field(ge=0)] | None = None
-    image_gc_high_threshold_percent: Annotated[int, Field(ge=0, le=100)] | None = Field(
+    eviction_max_pod_grace_period: Annotated[int, Strict(), Field(ge=0)] | None = None
+    image_gc_high_threshold_percent: Annotated[int, Strict(), Field(ge=0, le=100)] | None = Field(
         default=None, alias="imageGCHighThresholdPercent"
     )
-    image_gc_low_threshold_percent: Annotated[int, Field(ge=0, le=100)] | None = Field(
+    image_gc_low_threshold_percent: Annotated[int, Strict(), Field(ge=0, le=100)] | None = Field(
         default=None, alias="imageGCLowThresholdPercent"
     )
     cpu_cfs_quota: bool | None = Field(default=None, alias="cpuCFSQuota")

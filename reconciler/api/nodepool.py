@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Final, Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, Strict, model_validator
 
 from reconciler.model.resources import Resources
 
@@ -193,8 +193,8 @@ class NodePoolSpec(ApiModel):
         default_factory=Disruption, json_schema_extra={"default": {"consolidateAfter": "0s"}}
     )
     limits: ResourceList | None = None
-    weight: Annotated[int, Field(ge=1, le=100)] | None = None
-    replicas: Annotated[int, Field(ge=0)] | None = None
+    weight: Annotated[int, Strict(), Field(ge=1, le=100)] | None = None
+    replicas: Annotated[int, Strict(), Field(ge=0)] | None = None
 
     @model_validator(mode="after")
     def _check_static(self) -> NodePoolSpec:

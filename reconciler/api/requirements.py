@@ -6,7 +6,7 @@ import re
 from datetime import datetime
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, ModelWrapValidatorHandler, Strict, model_validator
 
 from .base import ApiModel, SchemaExtra, cel, check_with, matching
 from .errors import field_error
@@ -67,7 +67,24 @@ class NodeSelectorRequirementWithMinValues(ApiModel):
     key: LabelKeySyntax
     operator: Operator
     values: Annotated[list[LabelValue], SchemaExtra({"x-kubernetes-list-type": "atomic"})] | None = None
-    min_values: Annotated[int, Field(ge=1, le=50)] | None = None
+    min_values: Annotated[int, Strict(), Field(ge=1, le=50)] | None = None
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _once_per_distinct_requirement(cls, data: Any, handler: ModelWrapValidatorHandler[Any]) -> Any:
+        # A NodeClaim lists every instance type its NodePool allows (~450 values, each checked as a label
+        # value), and a cluster's claims repeat a few such lists: each distinct one is validated once and the
+        # (immutable) result shared. Input that failed is validated, and reported, every time.
+        key = _plain_requirement_key(cls, data)
+        if key is None:
+            return handler(data)
+        known = _VALIDATED.get(key)
+        if known is None:
+            known = handler(data)
+            if len(_VALIDATED) >= _VALIDATED_LIMIT:
+                _VALIDATED.clear()
+            _VALIDATED[key] = known
+        return known
 
     @model_validator(mode="after")
     def _check_operator_values(self) -> NodeSelectorRequirementWithMinValues:
@@ -99,6 +116,24 @@ class NodeSelectorRequirementWithMinValues(ApiModel):
     def integer_value(self) -> int | None:
         """The bound of a Gt/Lt/Gte/Lte requirement."""
         return int(self.values[0]) if self.operator in NUMERIC_OPERATORS and self.values else None
+
+
+_VALIDATED: dict[tuple[Any, ...], Any] = {}
+_VALIDATED_LIMIT = 4096
+_PLAIN_FIELDS = frozenset({"key", "operator", "values", "minValues"})
+
+
+def _plain_requirement_key(model: type, data: Any) -> tuple[Any, ...] | None:
+    """A cache key for a requirement given as JSON would give it (strings, a list of strings, an integer
+    minValues), exact types included (``1`` and ``True`` are equal keys otherwise); ``None`` for anything else."""
+    if type(data) is not dict or not _PLAIN_FIELDS.issuperset(data):
+        return None
+    key, operator, values, min_values = data.get("key"), data.get("operator"), data.get("values"), data.get("minValues")
+    if type(key) is not str or type(operator) is not str or (min_values is not None and type(min_values) is not int):
+        return None
+    if values is not None and (type(values) is not list or any(type(value) is not str for value in values)):
+        return None
+    return model, key, operator, None if values is None else tuple(values), min_values, "minValues" in data
 
 
 class NodePoolRequirement(NodeSelectorRequirementWithMinValues):

@@ -179,6 +179,8 @@ def load_snapshot(path: str | Path, *, catalog: Mapping[str, Any] | None = None)
             "steps": [],
         }
         snapshot = Snapshot(document, source, dropped)
+        for manifest in objects:  # cut from the dump's items, whose bounds and shapes _manifests checked
+            snapshot.checked.add_from_checked_source(manifest)
     # Claims Karpenter stamped are re-stamped against the cluster's own NodePools, as Adze's controller does on
     # taking over, so a proposal's template change drifts them.
     adopt_nodeclaims(snapshot.document.setdefault("objects", []))

@@ -182,10 +182,12 @@ class Pod:
 
     @classmethod
     def from_manifest(
-        cls, manifest: Mapping[str, Any], *, runtime_class_overhead: Mapping[str, Resources] | None = None
+        cls, manifest: Mapping[str, Any], *, runtime_class_overhead: Mapping[str, Resources] | None = None,
+        memo: SpecFactsMemo | None = None,
     ) -> Pod:
         """Parse a v1 Pod. ``runtime_class_overhead`` maps RuntimeClass name -> overhead.podFixed, used when
-        the pod's ``spec.overhead`` was not filled in by admission."""
+        the pod's ``spec.overhead`` was not filled in by admission. ``memo``: reuse what an earlier version of
+        the pod's spec yielded (for manifests never edited in place, see ``SpecFactsMemo``)."""
         metadata = manifest.get("metadata") or {}
         spec = manifest.get("spec") or {}
         status = manifest.get("status") or {}
@@ -193,11 +195,38 @@ class Pod:
         namespace = str(metadata.get("namespace") or "default")
         where = f"Pod {namespace}/{name}"
         try:
-            return _parse(cls, metadata, spec, status, name, namespace, runtime_class_overhead or {})
+            return _parse(cls, metadata, spec, status, name, namespace, runtime_class_overhead or {}, memo)
         except (RequirementError, SelectorError, TaintError, QuantityError, ManifestError) as err:
             raise ManifestError(f"{where}: {err}") from None
         except ValueError as err:
             raise ManifestError(f"{where}: {err}") from None
+
+
+class SpecFactsMemo:
+    """What each Pod spec yields, kept while the spec's values are the same objects: the stored versions of a
+    pod share them (a bind or a status write changes only ``nodeName`` or the status), so a pod's containers,
+    affinity, tolerations and spreads are parsed once, not on every write. Only for manifests never edited
+    in place, as the in-memory API server's stored objects are; each entry holds the values it was keyed by,
+    so their ids are not reused while it lives."""
+
+    __slots__ = ("_entries", "_limit")
+
+    def __init__(self, limit: int = 100_000) -> None:
+        self._entries: dict[tuple[Any, ...], tuple[tuple[Any, ...], dict[str, Any]]] = {}
+        self._limit = limit
+
+    def facts(self, spec: Mapping[str, Any], name: str, overhead: Resources) -> dict[str, Any]:
+        keys = tuple(key for key in spec if key != "nodeName")
+        held = tuple(spec[key] for key in keys)
+        memo_key = (name, overhead, keys, tuple(map(id, held)))
+        entry = self._entries.get(memo_key)
+        if entry is not None:
+            return entry[1]
+        facts = _spec_facts(spec, name, overhead)
+        if len(self._entries) >= self._limit:
+            self._entries.clear()
+        self._entries[memo_key] = (held, facts)
+        return facts
 
 
 def _parse(
@@ -208,7 +237,43 @@ def _parse(
     name: str,
     namespace: str,
     runtime_overheads: Mapping[str, Resources],
+    memo: SpecFactsMemo | None = None,
 ) -> Pod:
+    runtime_class = str(spec.get("runtimeClassName") or "")
+    overhead = Resources.from_manifest(spec.get("overhead"), path="spec.overhead")
+    if not overhead and runtime_class in runtime_overheads:
+        overhead = runtime_overheads[runtime_class]
+    condition = _unschedulable_condition(status)
+    # In the order the fields were always read, so a manifest with several problems reports the same first one.
+    uid = str(metadata.get("uid") or f"{namespace}/{name}")
+    labels = str_map(metadata.get("labels"), path="metadata.labels")
+    annotations = str_map(metadata.get("annotations"), path="metadata.annotations")
+    node_name = str(spec.get("nodeName") or "")
+    nominated_node_name = str(status.get("nominatedNodeName") or "")
+    phase = str(status.get("phase") or "Pending")
+    creation_timestamp = parse_time(metadata.get("creationTimestamp"), path="metadata.creationTimestamp")
+    deletion_timestamp = parse_time(metadata.get("deletionTimestamp"), path="metadata.deletionTimestamp")
+    owner = controller_owner(metadata)
+    facts = memo.facts(spec, name, overhead) if memo is not None else _spec_facts(spec, name, overhead)
+    return cls(
+        namespace=namespace,
+        name=name,
+        uid=uid,
+        labels=labels,
+        annotations=annotations,
+        node_name=node_name,
+        nominated_node_name=nominated_node_name,
+        phase=phase,
+        creation_timestamp=creation_timestamp,
+        deletion_timestamp=deletion_timestamp,
+        owner=owner,
+        unschedulable_condition=condition,
+        **facts,
+    )
+
+
+def _spec_facts(spec: Mapping[str, Any], name: str, overhead: Resources) -> dict[str, Any]:
+    """The Pod fields read from its spec, other than ``nodeName``."""
     affinity = spec.get("affinity") or {}
     node_affinity = affinity.get("nodeAffinity") or {}
     required = (node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get(
@@ -218,31 +283,15 @@ def _parse(
     pod_affinity = affinity.get("podAffinity") or {}
     pod_anti = affinity.get("podAntiAffinity") or {}
     base = "spec.affinity"
-    runtime_class = str(spec.get("runtimeClassName") or "")
-    overhead = Resources.from_manifest(spec.get("overhead"), path="spec.overhead")
-    if not overhead and runtime_class in runtime_overheads:
-        overhead = runtime_overheads[runtime_class]
-    condition = _unschedulable_condition(status)
-    return cls(
-        namespace=namespace,
-        name=name,
-        uid=str(metadata.get("uid") or f"{namespace}/{name}"),
-        labels=str_map(metadata.get("labels"), path="metadata.labels"),
-        annotations=str_map(metadata.get("annotations"), path="metadata.annotations"),
-        node_name=str(spec.get("nodeName") or ""),
-        nominated_node_name=str(status.get("nominatedNodeName") or ""),
-        phase=str(status.get("phase") or "Pending"),
-        creation_timestamp=parse_time(metadata.get("creationTimestamp"), path="metadata.creationTimestamp"),
-        deletion_timestamp=parse_time(metadata.get("deletionTimestamp"), path="metadata.deletionTimestamp"),
-        owner=controller_owner(metadata),
-        requests=effective_requests(spec, overhead),
-        node_selector=_normalized_selector(str_map(spec.get("nodeSelector"), path="spec.nodeSelector")),
-        required_terms=tuple(
+    return {
+        "requests": effective_requests(spec, overhead),
+        "node_selector": _normalized_selector(str_map(spec.get("nodeSelector"), path="spec.nodeSelector")),
+        "required_terms": tuple(
             _node_term(term, f"{base}.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
                              f".nodeSelectorTerms[{i}]")
             for i, term in enumerate(required)
         ),
-        preferred_terms=tuple(
+        "preferred_terms": tuple(
             PreferredNodeTerm(
                 int(item.get("weight") or 0),
                 _node_term(item.get("preference") or {}, f"{base}.nodeAffinity.preferred[{i}].preference")
@@ -250,28 +299,27 @@ def _parse(
             )
             for i, item in enumerate(preferred)
         ),
-        affinity_required=_affinity_terms(pod_affinity, f"{base}.podAffinity"),
-        affinity_preferred=_weighted_terms(pod_affinity, f"{base}.podAffinity"),
-        anti_affinity_required=_affinity_terms(pod_anti, f"{base}.podAntiAffinity"),
-        anti_affinity_preferred=_weighted_terms(pod_anti, f"{base}.podAntiAffinity"),
-        topology_spread=tuple(
+        "affinity_required": _affinity_terms(pod_affinity, f"{base}.podAffinity"),
+        "affinity_preferred": _weighted_terms(pod_affinity, f"{base}.podAffinity"),
+        "anti_affinity_required": _affinity_terms(pod_anti, f"{base}.podAntiAffinity"),
+        "anti_affinity_preferred": _weighted_terms(pod_anti, f"{base}.podAntiAffinity"),
+        "topology_spread": tuple(
             _spread(item, f"spec.topologySpreadConstraints[{i}]")
             for i, item in enumerate(spec.get("topologySpreadConstraints") or [])
         ),
-        tolerations=parse_tolerations(spec.get("tolerations"), path="spec.tolerations"),
-        host_ports=_host_ports(spec),
-        volumes=_volumes(spec, name),
-        priority=int(spec.get("priority") or 0),
-        priority_class_name=str(spec.get("priorityClassName") or ""),
-        runtime_class_name=runtime_class,
-        scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
-        termination_grace_period_seconds=int(
+        "tolerations": parse_tolerations(spec.get("tolerations"), path="spec.tolerations"),
+        "host_ports": _host_ports(spec),
+        "volumes": _volumes(spec, name),
+        "priority": int(spec.get("priority") or 0),
+        "priority_class_name": str(spec.get("priorityClassName") or ""),
+        "runtime_class_name": str(spec.get("runtimeClassName") or ""),
+        "scheduler_name": str(spec.get("schedulerName") or "default-scheduler"),
+        "termination_grace_period_seconds": int(
             30 if spec.get("terminationGracePeriodSeconds") is None else spec["terminationGracePeriodSeconds"]
         ),
-        unschedulable_condition=condition,
-        has_resource_claims=bool(spec.get("resourceClaims")),
-        scheduling_gated=bool(spec.get("schedulingGates")),
-    )
+        "has_resource_claims": bool(spec.get("resourceClaims")),
+        "scheduling_gated": bool(spec.get("schedulingGates")),
+    }
 
 
 def _unschedulable_condition(status: Mapping[str, Any]) -> bool | None:

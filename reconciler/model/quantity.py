@@ -51,6 +51,22 @@ def parse_quantity(value: str | int | float) -> int:
         return _round_up(Decimal(repr(value)) * MILLI)
     if not isinstance(value, str):
         raise QuantityError(f"quantity must be a number or string, got {type(value).__name__}")
+    known = _PARSED.get(value)
+    if known is not None:
+        return known
+    milli = _parse_text(value)
+    if len(_PARSED) >= _PARSED_LIMIT:
+        _PARSED.clear()
+    _PARSED[value] = milli
+    return milli
+
+
+# Strings already parsed (a cluster repeats a few dozen quantities thousands of times; Decimal is slow).
+_PARSED: dict[str, int] = {}
+_PARSED_LIMIT = 4096
+
+
+def _parse_text(value: str) -> int:
     match = _QUANTITY.match(value.strip())
     if not match:
         raise QuantityError(f"{value!r} is not a valid quantity (expected e.g. 100m, 1.5, 512Mi, 2Gi)")

@@ -42,6 +42,11 @@ def _as_int(value: str) -> int | None:
         return None
 
 
+_ALL_STRINGS = frozenset({str})
+_FROM_MANIFEST: dict[tuple[Any, ...], Requirement] = {}
+_FROM_MANIFEST_LIMIT = 4096
+
+
 @dataclass(slots=True, frozen=True)
 class Requirement:
     """The allowed values of one label key."""
@@ -105,7 +110,18 @@ class Requirement:
         min_values = raw.get("minValues")
         if min_values is not None and (not isinstance(min_values, int) or isinstance(min_values, bool)):
             raise RequirementError(f"{path}.minValues: expected an integer")
-        return cls.new(key, operator, values, min_values, path=path)
+        if type(values) is not list or not _ALL_STRINGS.issuperset(map(type, values)) or type(min_values) is bool:
+            return cls.new(key, operator, values, min_values, path=path)
+        # NodeClaims repeat their NodePool's requirement lists (one lists ~450 instance types): one instance
+        # per distinct list of strings (requirements are immutable); a bad one raises every time.
+        memo_key = (key, operator, tuple(values), min_values)
+        known = _FROM_MANIFEST.get(memo_key)
+        if known is None:
+            known = cls.new(key, operator, values, min_values, path=path)
+            if len(_FROM_MANIFEST) >= _FROM_MANIFEST_LIMIT:
+                _FROM_MANIFEST.clear()
+            _FROM_MANIFEST[memo_key] = known
+        return known
 
     @classmethod
     def exists(cls, key: str) -> Requirement:

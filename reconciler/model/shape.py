@@ -28,6 +28,16 @@ class Scalar:
     low: int | None = None
     high: int | None = None
 
+    def accepts(self, value: Any) -> bool:
+        """Whether ``check`` passes (without building the error's path)."""
+        kind = type(value)
+        if kind is str:
+            return str in self.types
+        if kind is int:
+            return int in self.types and (self.low is None or value >= self.low) and (
+                self.high is None or value <= self.high)
+        return False  # anything else: ``check`` decides (and names the problem)
+
     def check(self, value: Any, path: str) -> None:
         if isinstance(value, bool) and bool not in self.types:
             raise ManifestError(f"{path}: expected {self.what}, got a boolean")
@@ -143,26 +153,44 @@ def check_shape(value: Any, shape: Any, path: str) -> None:
     """Raise ``ManifestError`` naming the first field whose type does not match ``shape``."""
     if value is None:
         return  # absent and null read the same everywhere in the engine
-    if isinstance(shape, Scalar | QuantityShape):
-        shape.check(value, path)
-    elif isinstance(shape, MapOf):
-        if not isinstance(value, Mapping):
-            raise ManifestError(f"{path}: expected a map, got {_kind(value)}")
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise ManifestError(f"{path}: keys must be strings, got {_kind(key)}")
-            check_shape(item, shape.values, f"{path}.{key}")
-    elif isinstance(shape, list):
-        if not isinstance(value, list):
-            raise ManifestError(f"{path}: expected a list, got {_kind(value)}")
-        for index, item in enumerate(value):
-            check_shape(item, shape[0], f"{path}[{index}]")
-    else:
+    kind = type(shape)
+    if kind is dict:
         if not isinstance(value, Mapping):
             raise ManifestError(f"{path}: expected a map, got {_kind(value)}")
         for key, field_shape in shape.items():
             if key in value:
                 check_shape(value[key], field_shape, f"{path}.{key}")
+    elif kind is Scalar or kind is QuantityShape:
+        shape.check(value, path)
+    elif kind is MapOf:
+        if not isinstance(value, Mapping):
+            raise ManifestError(f"{path}: expected a map, got {_kind(value)}")
+        item_shape = shape.values
+        if type(item_shape) is Scalar:
+            # Labels and annotations: most of a manifest's values. Paths are built only for a value that fails.
+            for key, item in value.items():
+                if type(key) is not str:
+                    raise ManifestError(f"{path}: keys must be strings, got {_kind(key)}")
+                if item is not None and not item_shape.accepts(item):
+                    item_shape.check(item, f"{path}.{key}")
+            return
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ManifestError(f"{path}: keys must be strings, got {_kind(key)}")
+            check_shape(item, item_shape, f"{path}.{key}")
+    elif kind is list:
+        if not isinstance(value, list):
+            raise ManifestError(f"{path}: expected a list, got {_kind(value)}")
+        item_shape = shape[0]
+        if type(item_shape) is Scalar:
+            for index, item in enumerate(value):
+                if item is not None and not item_shape.accepts(item):
+                    item_shape.check(item, f"{path}[{index}]")
+            return
+        for index, item in enumerate(value):
+            check_shape(item, item_shape, f"{path}[{index}]")
+    else:  # a subclass of dict or list as a shape: never built here, kept general
+        raise TypeError(f"not a shape: {shape!r}")
 
 
 def check_manifest_shape(manifest: Mapping[str, Any], path: str) -> None:
@@ -209,9 +237,41 @@ def check_document_bounds(document: Any, path: str = "(document)") -> None:
         return total
 
     if isinstance(document, dict | list):
-        size(document, 0)
+        if not _plainly_within_bounds(document):
+            size(document, 0)  # aliases, great depth or a suspect string: the exact walk decides and names it
     else:
         leaf(document, 0)
+
+
+def _plainly_within_bounds(document: dict[Any, Any] | list[Any]) -> bool:
+    """True when the document shares no subtree (no YAML alias), is at most ``MAX_DEPTH`` deep and every string
+    is ASCII: then ``check_document_bounds`` has nothing to refuse. One level at a time, without a call or a
+    size per subtree, as most documents (every JSON one) are like that."""
+    level: list[Any] = [document]
+    seen: set[int] = set()
+    visited = 0
+    depth = 0
+    while level:
+        below: list[Any] = []
+        for node in level:
+            for child in node.values() if isinstance(node, dict) else node:
+                kind = type(child)
+                if kind is str:
+                    if not child.isascii():
+                        return False
+                elif kind is dict or kind is list:
+                    below.append(child)
+                elif isinstance(child, dict | list | str):  # subclasses: left to the exact walk
+                    return False
+            if depth >= MAX_DEPTH and node:
+                return False
+        visited += len(below)
+        seen.update(map(id, below))
+        if len(seen) != visited:
+            return False  # a subtree met twice
+        level = below
+        depth += 1
+    return True
 
 
 def _kind(value: Any) -> str:

@@ -53,7 +53,8 @@ class SimulatedCluster:
         # Unowned pods deleted with a grace period: recreated (pending) once they are really gone.
         self._awaiting_removal: dict[str, Manifest] = {}
         # Kept current from every write, as the live reflectors keep it: no rebuild per decision.
-        self._state = ClusterState()
+        # Stored objects are never edited in place; the scenario's own were parsed once already.
+        self._state = ClusterState(immutable_manifests=True, spec_memo=env.spec_memo)
         env.kube.subscribe(self._observe, copy=False)  # the state only reads what it is given
         self.workloads = WorkloadControllers(env.kube, self.manifests, env.clock, self.daemon_pod_fits)
 

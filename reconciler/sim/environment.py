@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from reconciler.kube.memory import MemoryKube
+from reconciler.model.pod import SpecFactsMemo
 from reconciler.settings import Settings
 
 
@@ -29,6 +30,8 @@ class SimEnvironment:
     # False: a disrupt step records DisruptionBlocked events only for its command-less passes (what ``plan``
     # reads), not for each pass that acted; result documents keep every pass's.
     explain_every_pass: bool = True
+    # Pod specs already parsed from the scenario's (never changed) objects while validating them.
+    spec_memo: SpecFactsMemo | None = None
 
     def advance(self, seconds: float) -> None:
         self.now = self.now + timedelta(seconds=seconds)

@@ -18,7 +18,7 @@ import yaml
 from reconciler import yamlio
 from reconciler.api import ValidationFailure, is_karpenter_manifest, parse_object
 from reconciler.model.meta import ManifestError
-from reconciler.model.pod import Pod
+from reconciler.model.pod import Pod, SpecFactsMemo
 from reconciler.model.shape import MAX_REPLICAS, check_document_bounds, check_manifest_shape
 from reconciler.settings import Settings, SettingsError, parse_duration
 
@@ -56,6 +56,9 @@ class Scenario:
     objects: list[dict[str, Any]]
     steps: list[Step] = field(default_factory=list)
     source: str = ""
+    # What validating the (kept, never changed) objects parsed of their pod specs, for the simulated cluster
+    # that stores the same values (``CheckedObjects.spec_memo``); None: the cluster keeps its own.
+    spec_memo: SpecFactsMemo | None = field(default=None, compare=False, repr=False)
 
 
 def load_scenario_file(path: str | Path) -> Scenario:
@@ -85,12 +88,27 @@ class CheckedObjects:
 
     def __init__(self) -> None:
         self._objects: dict[int, Any] = {}
+        self._from_checked_source: dict[int, Any] = {}
+        # Pod specs parsed while validating, reused by the simulated clusters that load these same objects.
+        self.spec_memo = SpecFactsMemo()
 
     def __contains__(self, manifest: object) -> bool:
         return self._objects.get(id(manifest)) is manifest
 
     def add(self, manifest: Any) -> None:
         self._objects[id(manifest)] = manifest
+
+    def add_from_checked_source(self, manifest: Any) -> None:
+        """``manifest`` was cut from a document whose bounds (depth, aliases, strings) and field shapes were
+        checked as it was read, holding a subset of its values: neither is walked again. Its content (names,
+        quantities, requirements, the Karpenter objects' schemas) is still validated."""
+        self._from_checked_source[id(manifest)] = manifest
+
+    def bounded(self, manifest: object) -> bool:
+        return self._objects.get(id(manifest)) is manifest or self.from_checked_source(manifest)
+
+    def from_checked_source(self, manifest: object) -> bool:
+        return self._from_checked_source.get(id(manifest)) is manifest
 
 
 def parse_scenario(
@@ -103,7 +121,7 @@ def parse_scenario(
     try:
         given = document.get("objects")
         if checked is not None and isinstance(given, list):
-            check_document_bounds({**document, "objects": [o for o in given if o not in checked]})
+            check_document_bounds({**document, "objects": [o for o in given if not checked.bounded(o)]})
         else:
             check_document_bounds(document)
     except ManifestError as err:
@@ -133,7 +151,8 @@ def parse_scenario(
         if checked is not None:
             if manifest in checked:
                 continue
-            check_manifest(manifest, f"objects[{index}]")
+            check_manifest(manifest, f"objects[{index}]", shape_checked=checked.from_checked_source(manifest),
+                           memo=checked.spec_memo)
             checked.add(manifest)
         else:
             check_manifest(manifest, f"objects[{index}]")
@@ -142,7 +161,8 @@ def parse_scenario(
         raise ScenarioError("steps: expected a list")
     steps = [_parse_step(raw, f"steps[{index}]") for index, raw in enumerate(raw_steps)]
     _check_total_pods(objects, steps)
-    return Scenario(name, settings, clock, catalog, [dict(o) for o in objects], steps, source)
+    return Scenario(name, settings, clock, catalog, [dict(o) for o in objects], steps, source,
+                    spec_memo=checked.spec_memo if checked is not None else None)
 
 
 def _declared_pods(manifest: Mapping[str, Any]) -> int:
@@ -196,7 +216,9 @@ def _parse_clock(value: Any) -> datetime:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
-def check_manifest(manifest: Any, path: str) -> None:
+def check_manifest(manifest: Any, path: str, *, shape_checked: bool = False, memo: SpecFactsMemo | None = None) -> None:
+    """``shape_checked``: the manifest's field types were checked where it came from (a kubectl dump's item).
+    ``memo``: keeps what a Pod's spec yields, for manifests never changed afterwards (``CheckedObjects``)."""
     if not isinstance(manifest, Mapping):
         raise ScenarioError(f"{path}: expected a Kubernetes manifest (a map)")
     for key in ("apiVersion", "kind"):
@@ -216,12 +238,13 @@ def check_manifest(manifest: Any, path: str) -> None:
         raise ScenarioError(f"{path}.replicas: only a Pod may carry top-level replicas, a non-negative integer")
     if isinstance(replicas, int) and replicas > MAX_REPLICAS:
         raise ScenarioError(f"{path}.replicas: {replicas} is above the maximum {MAX_REPLICAS}")
+    if not shape_checked:
+        try:
+            check_manifest_shape(manifest, path)
+        except ManifestError as err:
+            raise ScenarioError(str(err)) from None
     try:
-        check_manifest_shape(manifest, path)
-    except ManifestError as err:
-        raise ScenarioError(str(err)) from None
-    try:
-        _check_content(manifest, path)
+        _check_content(manifest, path, memo)
     except ScenarioError:
         raise
     except (ValueError, TypeError, AttributeError, KeyError, ArithmeticError) as err:
@@ -235,7 +258,7 @@ _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
 _POD_TEMPLATE_KINDS = {"Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job"}
 
 
-def _check_content(manifest: Mapping[str, Any], path: str) -> None:
+def _check_content(manifest: Mapping[str, Any], path: str, memo: SpecFactsMemo | None = None) -> None:
     """Validate what the engine will read, so a bad object fails at load naming its exact path."""
     if is_karpenter_manifest(manifest):
         try:
@@ -257,10 +280,11 @@ def _check_content(manifest: Mapping[str, Any], path: str) -> None:
         pod = {"metadata": {**(template.get("metadata") or {}), "name": manifest["metadata"]["name"]},
                "spec": template.get("spec") or {}}
         where = f"{path}.spec.template"
+        memo = None  # a template's pods get copies of its spec: nothing would reuse this parse
     else:
         return
     try:
-        Pod.from_manifest(pod)
+        Pod.from_manifest(pod, memo=memo)
     except ManifestError as err:
         detail = str(err).split(": ", 1)[1] if ": " in str(err) else str(err)
         raise ScenarioError(f"{where}.{detail}") from None

@@ -65,6 +65,9 @@ CASES = [
     np("min-values-above-values", f"{REQ}[0].minValues", 3, message="minValues 3"),
     np("min-values-zero", f"{REQ}[0].minValues", 0),
     np("min-values-51", f"{REQ}[0].minValues", 51),
+    # Integers are integers, as the API server's schema has them: YAML's true and "2" are not coerced.
+    np("min-values-boolean", f"{REQ}[0].minValues", True, message="must be an integer"),
+    np("min-values-string", f"{REQ}[0].minValues", "2", message="must be an integer"),
     np("key-karpenter-domain", f"{REQ}[0].key", "karpenter.sh/foo", message="restricted"),
     np("key-karpenter-subdomain", f"{REQ}[0].key", "team.karpenter.sh/foo", message="restricted"),
     np("key-nodepool", f"{REQ}[0].key", "karpenter.sh/nodepool", message="restricted"),
@@ -161,6 +164,7 @@ CASES = [
     # --- weight, limits, static pools, unknown fields
     np("weight-zero", "spec.weight", 0),
     np("weight-101", "spec.weight", 101),
+    np("weight-string", "spec.weight", "10", message="must be an integer"),
     np("limit-not-quantity", "spec.limits.cpu", "lots", "spec.limits[cpu]"),
     np("limit-boolean", "spec.limits.memory", True, "spec.limits[memory]"),
     np("static-with-cpu-limit", "spec.replicas", 2, "spec.limits"),

@@ -8,7 +8,6 @@ could not be read.
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import signal
 import sys
@@ -253,17 +252,6 @@ def stop_on_signals() -> None:
     signal.signal(signal.SIGTERM, stop)
 
 
-# One-shot commands build a large, long-lived object graph (a 1,000-node snapshot is millions of objects) and
-# allocate briefly-lived ones by the million on top: with the default gen-0 threshold of 700, the collector
-# re-walks the young generations ~100 times a second and the old one every few seconds, 10-20 % of `plan`'s
-# CPU. Collecting less often frees the same objects (results unchanged), a little later.
-ONE_SHOT_GC_THRESHOLDS = (50_000, 20, 20)
-
-
-def tune_gc_for_one_shot() -> None:
-    gc.set_threshold(*ONE_SHOT_GC_THRESHOLDS)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] == ["run"]:
@@ -277,7 +265,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_main(arguments[1:])
     # Before the parser: building it imports the engine, which takes long enough to be interrupted.
     stop_on_signals()
-    tune_gc_for_one_shot()
     args = build_parser().parse_args(arguments)
     tune_for_one_shot_command()
     try:

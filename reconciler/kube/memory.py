@@ -135,6 +135,14 @@ class MemoryKube:
         found = self._objects.get(_key_of(kind), {}).get(self._object_key(kind, name, namespace))
         return clone(found) if found is not None else None
 
+    def has(self, kind: Kind, name: str, namespace: str | None = None) -> bool:
+        """Whether the object is stored (no copy)."""
+        return self._object_key(kind, name, namespace) in self._objects.get(_key_of(kind), {})
+
+    def count(self, kind: Kind) -> int:
+        """How many objects of the kind are stored (no copy)."""
+        return len(self._objects.get(_key_of(kind), {}))
+
     def load(self, manifests: Iterable[Manifest], *, share: bool = False) -> None:
         """Seed objects as a restored backup would: kept as given (status included), with
         uid/creationTimestamp/resourceVersion filled in when missing; emits ADDED events.

@@ -13,7 +13,7 @@ import contextlib
 import copy
 import hashlib
 import json
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Container, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -247,7 +247,7 @@ class WorkloadControllers:
         """``occupied``: the nodes the DaemonSet's pods are bound to."""
         template = (daemonset.get("spec") or {}).get("template") or {}
         namespace = (daemonset.get("metadata") or {}).get("namespace", "default")
-        taken: set[str] | None = None  # pod names of the namespace, read when a pod is first needed
+        taken: set[str] | _StoredPodNames | None = None  # the namespace's pod names, when a pod is first needed
         pod_total = 0
         for node in nodes:
             node_name = node["metadata"]["name"]
@@ -256,10 +256,7 @@ class WorkloadControllers:
             if not self._daemon_fits(template, node):
                 continue
             if taken is None:
-                every_pod = self._snapshot("Pod")
-                pod_total = len(every_pod)
-                taken = {p["metadata"]["name"] for p in every_pod
-                         if (p.get("metadata") or {}).get("namespace", "default") == namespace}
+                taken, pod_total = self._pod_names(namespace)
             if pod_total >= MAX_TOTAL_PODS:
                 owner = daemonset["metadata"]["name"]
                 raise ScenarioError(f"objects: DaemonSet {namespace}/{owner}: its pods would take the cluster past "
@@ -271,6 +268,16 @@ class WorkloadControllers:
             pod["spec"]["nodeName"] = node_name
             pod["status"] = running_status(self._clock())
             await create_with_status(self._kube, pod)
+
+    def _pod_names(self, namespace: str) -> tuple[set[str] | _StoredPodNames, int]:
+        """The namespace's pod names (``in`` and ``add``) and the cluster's pod count; the simulator's store
+        answers both without copying every pod (one DaemonSet pod per new node would otherwise cost O(pods))."""
+        if isinstance(self._kube, MemoryKube):
+            return _StoredPodNames(self._kube, namespace), self._kube.count(POD)
+        every_pod = self._snapshot("Pod")
+        names = {p["metadata"]["name"] for p in every_pod
+                 if (p.get("metadata") or {}).get("namespace", "default") == namespace}
+        return names, len(every_pod)
 
     async def _delete_pod(self, pod: Manifest) -> None:
         with contextlib.suppress(NotFoundError):
@@ -289,7 +296,20 @@ def running_status(now: datetime) -> dict[str, Any]:
     }
 
 
-def _free_name(name: str, taken: set[str]) -> str:
+class _StoredPodNames:
+    """Pod names of one namespace in a ``MemoryKube``, plus those given out since (not yet created)."""
+
+    def __init__(self, kube: MemoryKube, namespace: str) -> None:
+        self._kube, self._namespace, self._given = kube, namespace, set[str]()
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._given or (isinstance(name, str) and self._kube.has(POD, name, self._namespace))
+
+    def add(self, name: str) -> None:
+        self._given.add(name)
+
+
+def _free_name(name: str, taken: Container[str]) -> str:
     """``name``, or ``name-2``, ``name-3``... when a pod already has it (an unowned pod, or a snapshot's
     DaemonSet pod that moved or lost its owner): the real controller never collides, it uses generateName."""
     candidate, suffix = name, 1

@@ -30,7 +30,7 @@ class StartupError(RuntimeError):
 def simulated_cloud(catalog_path: str | None, clock: Clock) -> CloudProvider:
     """The simulated cloud with a scenario file's ``catalog:`` section, or the aws-us-east-1 preset."""
     from reconciler.cloud.sim.provider import SimulatedCloud
-    from reconciler.sim.catalog import build_catalog, catalog_shaper
+    from reconciler.sim.catalog import build_catalog, catalog_shaper, shutdown_seconds
     from reconciler.sim.scenario import ScenarioError, load_scenario_file
 
     try:
@@ -40,7 +40,8 @@ def simulated_cloud(catalog_path: str | None, clock: Clock) -> CloudProvider:
             catalog = load_scenario_file(catalog_path).catalog
         else:
             catalog = {"preset": "aws-us-east-1"}
-        return SimulatedCloud(build_catalog(catalog), clock=clock.now, shaper=catalog_shaper(catalog))
+        return SimulatedCloud(build_catalog(catalog), clock=clock.now, shaper=catalog_shaper(catalog),
+                              shutdown_seconds=shutdown_seconds(catalog))
     except ScenarioError as err:
         raise StartupError(f"--catalog {catalog_path}: {err}") from None
 

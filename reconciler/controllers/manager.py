@@ -21,6 +21,7 @@ from reconciler.controllers.drift import DriftMarker
 from reconciler.controllers.expiration import ExpirationController
 from reconciler.controllers.garbage import GarbageCollector
 from reconciler.controllers.hashes import HashStamper
+from reconciler.controllers.health import HealthController
 from reconciler.controllers.lifecycle import NodeClaimLifecycle
 from reconciler.controllers.nodeclass_termination import NodeClassTermination
 from reconciler.controllers.podevents import PodEventsController
@@ -92,6 +93,9 @@ class Reconciler:
             "nodeclaim.consolidation": self.consolidatable.run,
             "metrics": self.state_metrics.run,
         }
+        if ctx.settings.gate("NodeRepair"):  # as Karpenter: the node.health controller runs only behind its gate
+            self.health = HealthController(ctx, self.store)
+            self.loops["node.health"] = self.health.run
         if disruption:
             self.loops["disruption"] = self.disruption.run
             self.loops["nodeclaim.disruption"] = self.drift.run

@@ -73,6 +73,7 @@ class Timings:
     registration_timeout: float = 15 * 60
     lifecycle_resync: float = 10.0  # periodic pass that catches timeouts without any event
     termination_requeue: float = 1.0
+    instance_termination_poll: float = 5.0  # how often a terminating instance is looked up again
     min_drain_time: float = 5.0  # a drain lasts at least this long (pods bound just before the taint go too)
     command_poll: float = 1.0  # how often an in-flight disruption command is advanced
     gc_fast_interval: float = 10.0

@@ -3,7 +3,8 @@
 NodeClaims: every NodeClaim with a deletionTimestamp and the
 ``karpenter.sh/termination`` finalizer is stepped through the shared
 ``Terminator`` (taint, tiered eviction through the Eviction API, forced
-deletion at the terminationGracePeriod deadline, instance deletion, finalizer
+deletion at the terminationGracePeriod deadline, instance termination, and a
+look at the instance every 5 s until the cloud reports it gone, then finalizer
 release) until it reports done; a refused eviction (PDB, 429) is retried with
 backoff up to 10 s.
 
@@ -151,6 +152,9 @@ class TerminationController:
         pool = labels.get(wk.NODEPOOL, "")
         if result.drained and node is not None:
             metrics.nodes_drained.labels(nodepool=pool).inc()
+        if result.instance_termination_seconds is not None:
+            metrics.nodeclaims_instance_termination_duration.labels(nodepool=pool).observe(
+                result.instance_termination_seconds)
         if result.finished:
             self._forget(name)
             metrics.nodeclaims_terminated.labels(
@@ -176,6 +180,12 @@ class TerminationController:
                 log.info("waiting on drain", NodeClaim=ref(name), blocked=result.blocked[:5], pods=len(result.blocked))
                 await self.ctx.event(node or claim, "Warning", "FailedDraining",
                                      f"Failed to drain node, {len(result.blocked)} pods are waiting to be evicted")
+        elif result.awaiting_instance:
+            # Terminate was asked for; the cloud still reports the instance: look again after a while (Karpenter: 5 s).
+            self._retry_at[name] = self.ctx.clock.monotonic() + self.ctx.timings.instance_termination_poll
+            if result.instance_deleted:
+                log.info("terminating instance; waiting until it is gone", NodeClaim=ref(name),
+                         **{"provider-id": (claim.get("status") or {}).get("providerID", "")})
         else:
             self._blocked_runs.pop(name, None)
             self._retry_at.pop(name, None)

@@ -11,7 +11,8 @@ simulator need to know about it, so none of them keeps its own list:
 - ``validate``: how its command is re-checked after
   ``settings.consolidation_validation_wait``; None acts at once (drift).
 
-Emptiness goes first (deleting empty nodes costs nothing), then drift, then
+Emptiness goes first (deleting empty nodes costs nothing), then the drift of static NodePools (a
+fresh node from the template each, ``static_drift``), then drift, then
 multi-node consolidation (several nodes at once, less churn), then single-node.
 """
 
@@ -28,6 +29,7 @@ from reconciler.disruption.drift_method import drift
 from reconciler.disruption.emptiness import emptiness, validate_emptiness
 from reconciler.disruption.outcome import MethodOutcome, ValidationResult
 from reconciler.disruption.pass_context import PassContext
+from reconciler.disruption.static_drift import is_static_drift_candidate, static_drift
 from reconciler.disruption.types import (
     DRIFT,
     EMPTINESS,
@@ -35,6 +37,7 @@ from reconciler.disruption.types import (
     GRACEFUL,
     MULTI_NODE,
     SINGLE_NODE,
+    STATIC_DRIFT,
     Candidate,
     Command,
 )
@@ -92,6 +95,7 @@ def _drifted(run: PassContext, candidate: Candidate) -> bool:
 
 METHODS: tuple[Method, ...] = (
     Method(EMPTINESS, REASON_EMPTY, "empty", GRACEFUL, _empty, emptiness, validate_emptiness),
+    Method(STATIC_DRIFT, REASON_DRIFTED, "", EVENTUAL, is_static_drift_candidate, static_drift),
     Method(DRIFT, REASON_DRIFTED, "", EVENTUAL, _drifted, drift),
     Method(MULTI_NODE, REASON_UNDERUTILIZED, "multi", GRACEFUL, _not_empty, multi_node, validate_consolidation),
     Method(SINGLE_NODE, REASON_UNDERUTILIZED, "single", GRACEFUL, _not_empty, single_node, validate_consolidation),

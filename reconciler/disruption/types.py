@@ -17,6 +17,7 @@ from reconciler.scheduling.results import ScheduledClaim
 # is — its reason, class, whether it is validated, its order — is ``reconciler.disruption.methods.METHODS``.
 EMPTINESS = "emptiness"
 DRIFT = "drift"
+STATIC_DRIFT = "static-drift"
 MULTI_NODE = "multi-node"
 SINGLE_NODE = "single-node"
 
@@ -98,7 +99,7 @@ class Replacement:
 @dataclass(slots=True)
 class Command:
     reason: str  # the method's reason: Empty | Underutilized | Drifted (budgets.REASON_*)
-    method: str  # emptiness | drift | multi-node | single-node
+    method: str  # emptiness | static-drift | drift | multi-node | single-node
     candidates: list[Candidate]
     replacements: list[Replacement] = field(default_factory=list)
     # Pod key -> node: where the simulation placed the candidates' pods on existing capacity.

@@ -7,6 +7,13 @@ of drained pods are gone (their volumes can attach elsewhere) unless the termina
 deadline has passed. Pods whose own terminationGracePeriodSeconds would outlast that deadline are
 deleted with ``gracePeriodSeconds`` = the time left, so they are gone before the instance is.
 
+The NodeClaim (and its Node) keep their finalizers until the cloud reports the instance gone: after
+the terminate request is accepted the instance is looked up again (``CloudProvider.get``), and while it
+still exists (AWS: ``shutting-down``) the claim stays, its ``InstanceTerminating`` condition True, and the
+next step asks again (``TerminationStep.awaiting_instance``). When the cloud no longer knows it, the step
+reports how long that took since ``InstanceTerminating`` turned True (Karpenter's
+``karpenter_nodeclaims_instance_termination_duration_seconds``) and releases the finalizers.
+
 ``Terminator.step`` does as much as it can right now and returns; callers (the live finalizer
 controller, the simulator) call it again later (``TerminationStep.drain_ends_at`` says when the
 minimum drain time is over). Every step is idempotent, so a crash at any point is resumed by the
@@ -44,6 +51,7 @@ from reconciler.lifecycle.drain import (
 )
 from reconciler.lifecycle.reads import ApiReads, TerminationReads
 from reconciler.model import labels as wk
+from reconciler.model.meta import parse_time_or_none
 
 DISRUPTED_TAINT = {"key": wk.DISRUPTED_TAINT_KEY, "effect": "NoSchedule"}
 
@@ -63,7 +71,11 @@ class TerminationStep:
     awaiting_volumes: list[str] = field(default_factory=list)
     # VolumeAttachments still there when the terminationGracePeriod deadline passed: not waited for.
     volumes_left_attached: list[str] = field(default_factory=list)
-    instance_deleted: bool = False
+    instance_deleted: bool = False  # this step asked the cloud to terminate the instance
+    # The instance was asked to terminate and the cloud still reports it (e.g. shutting-down): ask again later.
+    awaiting_instance: bool = False
+    # Set when the cloud reports the instance gone: seconds since InstanceTerminating turned True.
+    instance_termination_seconds: float | None = None
     drained: bool = False  # this step found the node drained
     finished: bool = False
 
@@ -90,7 +102,9 @@ class Terminator:
         name = nodeclaim["metadata"]["name"]
         result = TerminationStep(name)
         node = await self._reads.node_of(nodeclaim)
-        if node is not None and await self._machine_is_gone(nodeclaim, node):
+        if _condition_true(nodeclaim, INSTANCE_TERMINATING):
+            pass  # drained (or past its deadline) and told to terminate already: only the instance is awaited
+        elif node is not None and await self._machine_is_gone(nodeclaim, node):
             # Nothing runs there any more: draining would wait on pods that are already dead (a PDB could
             # hold them "Running" forever). As Karpenter (and the node lifecycle controller): a NotReady
             # node whose instance the cloud no longer knows is released without a drain.
@@ -112,9 +126,9 @@ class Terminator:
                                        "TerminationGracePeriodElapsed")
             else:
                 await mark_termination(self._kube, nodeclaim, VOLUMES_DETACHED, "True", now)
-        await self._delete_instance(nodeclaim, result)
-        if result.instance_deleted:
-            await mark_termination(self._kube, nodeclaim, INSTANCE_TERMINATING, "True", now)
+        if not await self._terminate_instance(nodeclaim, now, result):
+            result.awaiting_instance = True
+            return result
         if node is not None:
             result.deleted_with_node = await self._release_node(node)
         await self._release(NODECLAIM, name, None, current=None)  # its conditions were just written
@@ -216,15 +230,32 @@ class Terminator:
                 continue
         result.blocked.extend(f"{pod}: {why}" for pod, why in plan.blocked.items())
 
-    async def _delete_instance(self, nodeclaim: Manifest, result: TerminationStep) -> None:
+    async def _terminate_instance(self, nodeclaim: Manifest, now: datetime, result: TerminationStep) -> bool:
+        """Ask the cloud to terminate the claim's instance (idempotent) and look it up again: True once the
+        cloud no longer knows it. ``InstanceTerminating`` turns True at the first request and keeps its time,
+        so the duration reported when the instance is gone counts from then."""
         provider_id = (nodeclaim.get("status") or {}).get("providerID")
         if not provider_id:
-            return
+            return True  # never launched: nothing to wait for
+        gone = False
         try:
             await self._cloud.delete(provider_id)
-            result.instance_deleted = True
+            result.instance_deleted = not _condition_true(nodeclaim, INSTANCE_TERMINATING)
         except InstanceNotFoundError:
-            pass  # already gone: deletion is idempotent
+            gone = True
+        if not gone:
+            try:
+                await self._cloud.get(provider_id)  # re-checked, never assumed from an accepted request
+            except InstanceNotFoundError:
+                gone = True
+        started = _condition_time(nodeclaim, INSTANCE_TERMINATING) if _condition_true(
+            nodeclaim, INSTANCE_TERMINATING) else None
+        if started is None:
+            await mark_termination(self._kube, nodeclaim, INSTANCE_TERMINATING, "True", now)
+            started = now
+        if gone:
+            result.instance_termination_seconds = max(0.0, (now - started).total_seconds())
+        return gone
 
     async def _release_node(self, node: Manifest) -> list[str]:
         """The instance is gone: its pods die with it (returned), the Node object goes."""
@@ -254,6 +285,14 @@ def _node_ready(node: Manifest) -> bool:
         if isinstance(condition, Mapping) and condition.get("type") == "Ready":
             return condition.get("status") == "True"
     return True  # no condition reported: treat as Ready (never skip a drain on missing data)
+
+
+def _condition_true(manifest: Manifest, kind: str) -> bool:
+    return (condition_of(manifest, kind) or {}).get("status") == "True"
+
+
+def _condition_time(manifest: Manifest, kind: str) -> datetime | None:
+    return parse_time_or_none((condition_of(manifest, kind) or {}).get("lastTransitionTime"))
 
 
 def _uid(nodeclaim: Manifest) -> str:

@@ -76,6 +76,14 @@ class Metrics:
         self.nodeclaims_termination_duration = f.histogram(
             "karpenter_nodeclaims_termination_duration_seconds", "Duration of NodeClaim termination in seconds.",
             ["nodepool"], buckets=exponential_buckets(1, 2, 12))
+        self.nodeclaims_instance_termination_duration = f.histogram(
+            "karpenter_nodeclaims_instance_termination_duration_seconds",
+            "Duration of CloudProvider Instance termination in seconds.", ["nodepool"],
+            buckets=exponential_buckets(1, 2, 11))
+        self.nodeclaims_unhealthy_disrupted = f.counter(
+            "karpenter_nodeclaims_unhealthy_disrupted_total", "Number of unhealthy nodeclaims disrupted in total by "
+            "Karpenter. Labeled by condition on the node was disrupted, the owning nodepool, and the image ID.",
+            ["condition", "nodepool", "capacity_type", "image_id"])
         # -- Nodes -------------------------------------------------------------------------------------
         self.nodes_created = f.counter("karpenter_nodes_created_total", "Number of nodes created in total by "
                                        "Karpenter. Labeled by owning nodepool and zone.", ["nodepool", "zone"])

@@ -1,7 +1,8 @@
 """NodePool limits during a run: what is left, which types still fit, and Karpenter's pessimistic accounting.
 
 Limits are compared with node *capacity*. Existing nodes of the pool count in
-full; each planned claim reserves the largest capacity among its instance-type
+full, and so do nodes being deleted until their instance is gone (the scheduler passes
+them in); each planned claim reserves the largest capacity among its instance-type
 options (it might launch as that one), so a batch never overshoots a limit.
 """
 

@@ -69,7 +69,10 @@ class Scheduler:
         # (pod class, existing slot) -> why the slot last refused a pod of that class, for explanations.
         self._refusals: dict[tuple[int, int], str] = {}
         limited = any(template.nodepool.limits for template in context.templates)
-        self.remaining = remaining_limits(context.templates, [slot.state for slot in bases]) if limited else {}
+        # Nodes being deleted still run (draining, instance shutting down) and count against limits until gone;
+        # nodes only marked as disruption candidates do not (their replacements may take their room).
+        counted = [slot.state for slot in bases] + [n for n in context.state.state_nodes() if n.deleting]
+        self.remaining = remaining_limits(context.templates, counted) if limited else {}
         self.new_claims: list[NewNodeClaim] = []
         self._claim_order = ClaimOrder()
         self._claim_number = 0

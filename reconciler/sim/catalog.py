@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 PRESET_PREFIX = "aws-"
 _TYPE_KEYS = {"name", "arch", "os", "capacity", "labels", "overhead", "offerings"}
-_CATALOG_KEYS = {"preset", "zones", "region", "overhead", "instanceTypes", "prices"}
+_CATALOG_KEYS = {"preset", "zones", "region", "overhead", "instanceTypes", "prices", "shutdownDuration"}
 _OFFERING_KEYS = {"capacityType", "zone", "price", "available", "zoneID", "priceSource"}
 
 
@@ -81,6 +81,20 @@ def build_catalog(catalog: Mapping[str, Any]) -> list[InstanceType]:
         except PriceFileError as err:
             raise ScenarioError(f"catalog.prices: {err}") from None
     return list(types.values())
+
+
+def shutdown_seconds(catalog: Mapping[str, Any]) -> float:
+    """``catalog.shutdownDuration`` (optional, default 0s): how long a terminated instance stays
+    ``shutting-down`` before the simulated cloud reports it gone (its NodeClaim waits for that)."""
+    raw = catalog.get("shutdownDuration")
+    if raw is None:
+        return 0.0
+    from reconciler.api.durations import DurationError, parse_length
+
+    try:
+        return parse_length(str(raw))
+    except DurationError as err:
+        raise ScenarioError(f"catalog.shutdownDuration: {err}") from None
 
 
 def catalog_shaper(catalog: Mapping[str, Any]) -> PresetShaper | None:

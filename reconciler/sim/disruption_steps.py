@@ -197,8 +197,9 @@ async def _machine_died(cluster: SimulatedCluster, node: Any, claim_name: str) -
     claim = env.kube.peek(NODECLAIM, claim_name)
     provider_id = ((claim or {}).get("status") or {}).get("providerID")
     if provider_id:
+        gone = getattr(env.cloud, "terminated_now", None)  # the simulated cloud skips its shutdown time
         with contextlib.suppress(InstanceNotFoundError):
-            await env.cloud.delete(provider_id)
+            await (gone(provider_id) if gone is not None else env.cloud.delete(provider_id))
     conditions = [c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") != "Ready"]
     conditions.append({"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
                        "message": "Kubelet stopped posting node status."})

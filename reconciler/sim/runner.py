@@ -26,7 +26,7 @@ from reconciler.kube.memory import MemoryKube
 from reconciler.model import labels as wk
 from reconciler.model.meta import format_time
 from reconciler.model.resources import Resources
-from reconciler.sim.catalog import build_catalog, catalog_shaper
+from reconciler.sim.catalog import build_catalog, catalog_shaper, shutdown_seconds
 from reconciler.sim.cluster import SimulatedCluster
 from reconciler.sim.environment import SimEnvironment
 from reconciler.sim.scenario import Scenario, ScenarioError, Step, load_scenario_file
@@ -84,7 +84,8 @@ class Simulation:
             cloud(self)
             if cloud is not None
             else SimulatedCloud(
-                build_catalog(scenario.catalog), clock=lambda: self.now, shaper=catalog_shaper(scenario.catalog)
+                build_catalog(scenario.catalog), clock=lambda: self.now, shaper=catalog_shaper(scenario.catalog),
+                shutdown_seconds=shutdown_seconds(scenario.catalog),
             )
         )
         self.names = NameGenerator(scenario.name)
@@ -250,6 +251,16 @@ class Simulation:
     async def _step_interrupt(self, step: Step, record: dict[str, Any]) -> None:
         await _disruption_steps().interrupt(self.cluster, step.args["node"], step.args.get("kind", "spot_interrupted"),
                                             record, path=f"{step.path}.interrupt.node")
+
+    async def _step_nodeCondition(self, step: Step, record: dict[str, Any]) -> None:  # noqa: N802 (step name)
+        from reconciler.sim import repair_steps
+
+        await repair_steps.node_condition(self.cluster, step.args, record, path=f"{step.path}.nodeCondition")
+
+    async def _step_repair(self, step: Step, record: dict[str, Any]) -> None:
+        from reconciler.sim import repair_steps
+
+        await repair_steps.repair(self.cluster, record)
 
     async def _step_unavailable(self, step: Step, record: dict[str, Any]) -> None:
         for index, offering in enumerate(step.args):

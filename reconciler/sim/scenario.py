@@ -22,7 +22,9 @@ from reconciler.model.pod import Pod, SpecFactsMemo
 from reconciler.model.shape import MAX_REPLICAS, check_document_bounds, check_manifest_shape
 from reconciler.settings import Settings, SettingsError, parse_duration
 
-STEP_KINDS = ("provision", "disrupt", "expire", "advance", "apply", "delete", "interrupt", "unavailable")
+STEP_KINDS = ("provision", "disrupt", "expire", "advance", "apply", "delete", "interrupt", "unavailable",
+              "nodeCondition", "repair")
+CONDITION_STATUSES = ("True", "False", "Unknown")
 INTERRUPTION_KINDS = (
     "spot_interrupted",
     "rebalance_recommendation",
@@ -160,6 +162,9 @@ def parse_scenario(
     if not isinstance(raw_steps, list):
         raise ScenarioError("steps: expected a list")
     steps = [_parse_step(raw, f"steps[{index}]") for index, raw in enumerate(raw_steps)]
+    for step in steps:
+        if step.kind == "repair" and not settings.gate("NodeRepair"):
+            raise ScenarioError(f"{step.path}.repair: node repair needs settings.featureGates.NodeRepair: true")
     _check_total_pods(objects, steps)
     return Scenario(name, settings, clock, catalog, [dict(o) for o in objects], steps, source,
                     spec_memo=checked.spec_memo if checked is not None else None)
@@ -322,8 +327,9 @@ def _parse_step(raw: Any, path: str) -> Step:
         if seconds < 0:
             raise ScenarioError(f"{where}: cannot move the clock backwards")
         return Step(kind, seconds, path)
-    if kind in ("provision", "disrupt", "expire"):
-        args = _check_options(args, where, {"provision": {"launch"}, "disrupt": {"until"}, "expire": set()}[kind])
+    if kind in ("provision", "disrupt", "expire", "repair"):
+        allowed = {"provision": {"launch"}, "disrupt": {"until"}, "expire": set(), "repair": set()}[kind]
+        args = _check_options(args, where, allowed)
         if kind == "provision" and args.get("launch", "ready") not in ("ready", "pending"):
             raise ScenarioError(f"{where}.launch: must be ready or pending")
         if kind == "disrupt" and args.get("until", "once") not in ("once", "stable"):
@@ -345,6 +351,8 @@ def _parse_step(raw: Any, path: str) -> Step:
                 if key in ref and not isinstance(ref[key], str):
                     raise ScenarioError(f"{where}[{index}].{key}: expected a string")
         return Step(kind, args, path)
+    if kind == "nodeCondition":
+        return Step(kind, _check_node_condition(args, where), path)
     if kind == "interrupt":
         if not isinstance(args, Mapping) or not args.get("node") or not isinstance(args["node"], str):
             raise ScenarioError(f"{where}.node: required, a node name (the node whose instance is interrupted)")
@@ -364,6 +372,27 @@ def _parse_step(raw: Any, path: str) -> Step:
         if unknown:
             raise ScenarioError(f"{where}[{index}].{sorted(unknown)[0]}: unknown key")
     return Step(kind, args, path)
+
+
+def _check_node_condition(args: Any, where: str) -> dict[str, Any]:
+    """``{node, type, status[, reason, message]}``: a condition the node's kubelet or agent reports from now on."""
+    if not isinstance(args, Mapping):
+        raise ScenarioError(f"{where}: expected a map {{node, type, status}}")
+    for key in ("node", "type"):
+        if not isinstance(args.get(key), str) or not args[key]:
+            raise ScenarioError(f"{where}.{key}: required, a string")
+    args = dict(args)
+    if isinstance(args.get("status"), bool):  # YAML reads an unquoted False as a boolean
+        args["status"] = str(args["status"])
+    if args.get("status") not in CONDITION_STATUSES:
+        raise ScenarioError(f"{where}.status: {args.get('status')!r} must be one of {', '.join(CONDITION_STATUSES)}")
+    for key in ("reason", "message"):
+        if key in args and not isinstance(args[key], str):
+            raise ScenarioError(f"{where}.{key}: expected a string")
+    unknown = set(args) - {"node", "type", "status", "reason", "message"}
+    if unknown:
+        raise ScenarioError(f"{where}.{sorted(unknown)[0]}: unknown key")
+    return dict(args)
 
 
 def _check_options(args: Any, where: str, allowed: set[str]) -> dict[str, Any]:

@@ -17,11 +17,12 @@ from reconciler.state import ClusterState
 def test_methods_in_karpenters_order_with_their_reason_class_and_validation() -> None:
     assert [(m.name, m.reason, m.disruption_class, m.validated) for m in METHODS] == [
         ("emptiness", REASON_EMPTY, GRACEFUL, True),
+        ("static-drift", REASON_DRIFTED, EVENTUAL, False),  # static NodePools (StaticCapacity), before drift
         ("drift", REASON_DRIFTED, EVENTUAL, False),  # acts at once, no validation wait
         ("multi-node", REASON_UNDERUTILIZED, GRACEFUL, True),
         ("single-node", REASON_UNDERUTILIZED, GRACEFUL, True),
     ]
-    assert method_named("drift") is METHODS[1]
+    assert method_named("drift") is METHODS[2]
     with pytest.raises(ValueError, match="unknown disruption method 'defrag'"):
         method_named("defrag")
 

@@ -6,6 +6,9 @@ reserved offering when one is allowed, like Karpenter's fake provider. Ties go
 to the earlier option, then zone name. Metal, GPU and accelerator options are
 left out while a generic option can launch, as the AWS provider does.
 
+A deleted instance shuts down for ``shutdown_seconds`` of simulated time (state ``shutting-down``, still
+returned by ``get``, as EC2 reports it) before it is gone; 0 (the default) removes it at once.
+
 With a ``shaper`` (a preset catalogue), each EC2NodeClass gets the types as its AMI family and
 kubelet shape them (``NodeClassShape``, shared with the live provider); availability and prices
 stay those of the one catalogue, so capacity shortages apply to every NodeClass.
@@ -63,8 +66,11 @@ class SimulatedCloud:
         instance_types: Iterable[InstanceType],
         clock: Callable[[], datetime],
         shaper: PresetShaper | None = None,
+        shutdown_seconds: float = 0.0,
     ) -> None:
         self._types: dict[str, InstanceType] = {t.name: t for t in instance_types}
+        self.shutdown = timedelta(seconds=shutdown_seconds)
+        self._gone_at: dict[str, datetime] = {}  # shutting-down instance -> when it is terminated
         self._clock = clock
         self._shaper = shaper
         self._version = 0  # bumped whenever an offering's availability changes
@@ -211,17 +217,47 @@ class SimulatedCloud:
 
     async def delete(self, provider_id: str) -> None:
         self.calls.append(("delete", provider_id))
-        if self._instances.pop(provider_id, None) is None:
+        self._finish_shutdowns()
+        instance = self._instances.get(provider_id)
+        if instance is None:
             raise InstanceNotFoundError(f"instance {provider_id} not found")
+        if provider_id in self._gone_at:
+            return  # already shutting down (as EC2: no second terminate)
+        if not self.shutdown:
+            del self._instances[provider_id]
+            return
+        instance.state = "shutting-down"
+        self._gone_at[provider_id] = self._clock() + self.shutdown
 
     async def get(self, provider_id: str) -> Instance:
+        self._finish_shutdowns()
         try:
             return self._instances[provider_id]
         except KeyError:
             raise InstanceNotFoundError(f"instance {provider_id} not found") from None
 
     async def list(self) -> list[Instance]:
+        self._finish_shutdowns()
         return list(self._instances.values())
+
+    async def terminated_now(self, provider_id: str) -> None:
+        """EC2 ended the instance itself (an instance-terminated interruption): gone without a shutdown."""
+        self._gone_at.pop(provider_id, None)
+        if self._instances.pop(provider_id, None) is None:
+            raise InstanceNotFoundError(f"instance {provider_id} not found")
+
+    def shutting_down(self) -> dict[str, datetime]:
+        """Instances still shutting down -> when they will be terminated."""
+        self._finish_shutdowns()
+        return dict(self._gone_at)
+
+    def _finish_shutdowns(self) -> None:
+        if not self._gone_at:
+            return
+        now = self._clock()
+        for provider_id in [p for p, at in self._gone_at.items() if at <= now]:
+            del self._gone_at[provider_id]
+            self._instances.pop(provider_id, None)
 
     async def is_drifted(self, instance: Instance, nodeclass: Mapping[str, Any] | None) -> str | None:
         return None

@@ -29,6 +29,7 @@ from reconciler.controllers.provisioner import Provisioner
 from reconciler.controllers.registration_health import RegistrationHealth
 from reconciler.controllers.runtime import CURRENT_CONTROLLER, ControllerContext, ControllerLog, NameGenerator
 from reconciler.controllers.state_metrics import StateMetrics
+from reconciler.controllers.static_capacity import StaticCapacityController
 from reconciler.controllers.status import StatusController
 from reconciler.controllers.termination import TerminationController
 from reconciler.kube.api import VOLUMEATTACHMENT
@@ -93,6 +94,9 @@ class Reconciler:
             "nodeclaim.consolidation": self.consolidatable.run,
             "metrics": self.state_metrics.run,
         }
+        if ctx.settings.gate("StaticCapacity"):  # static NodePools (spec.replicas), behind their gate
+            self.static_capacity = StaticCapacityController(ctx, self.store, self.names)
+            self.loops["static.provisioning"] = self.static_capacity.run
         if ctx.settings.gate("NodeRepair"):  # as Karpenter: the node.health controller runs only behind its gate
             self.health = HealthController(ctx, self.store)
             self.loops["node.health"] = self.health.run

@@ -122,6 +122,10 @@ def _decision(
         if command is not None:
             message = f"{command.method} acted this pass ({command.describe()})"
             explanations.append(explain(candidate.node, "NotEvaluated", message))
+        elif candidate.nodepool.is_static:
+            explanations.append(explain(candidate.node, "StaticNodePool",
+                                        f"NodePool {candidate.pool} is static (replicas {candidate.nodepool.replicas}):"
+                                        " its nodes are never consolidated, only replaced when drifted"))
         elif candidate.is_empty:
             explanations.append(explain(candidate.node, "NoAction", "empty, but not removable this pass"))
         else:

@@ -20,6 +20,7 @@ from reconciler.lifecycle.launch import has_condition, initialize, launch, node_
 from reconciler.lifecycle.termination import Terminator
 from reconciler.model import labels as wk
 from reconciler.model.meta import ManifestError
+from reconciler.provisioning.static import plan_static
 from reconciler.sim import engine
 from reconciler.sim.environment import SimEnvironment
 from reconciler.sim.scenario import ScenarioError
@@ -98,6 +99,7 @@ class SimulatedCluster:
 
     # -- provisioning ---------------------------------------------------------------------------
     async def provision(self, record: dict[str, Any], *, launch_ready: bool) -> None:
+        await self.provision_static(record, launch_ready=launch_ready)
         for _ in range(MAX_LAUNCH_RETRIES):
             plan = await self._plan()
             await self._bind(plan.existing, record)
@@ -110,6 +112,26 @@ class SimulatedCluster:
                 record["events"].append({"object": f"Pod/{key}", "reason": "FailedScheduling", "message": reason})
             if not retry:
                 break
+
+    async def provision_static(self, record: dict[str, Any], *, launch_ready: bool) -> None:
+        """Static NodePools (``spec.replicas``, gate StaticCapacity) brought to their replica count: missing
+        claims launched (with no pods), surplus ones deleted and drained."""
+        state = self.state()
+        if not any(pool.is_static for pool in state.nodepools.values()):
+            return
+        types = await engine.types_by_nodepool(state, self.env.cloud)
+        plan = plan_static(state, types, self.env.settings, self.env.now, self.env.names)
+        for pool, note in plan.notes:
+            record["events"].append({"object": f"NodePool/{pool}", "reason": "StaticCapacityBlocked",
+                                     "message": note})
+        for planned in plan.create:
+            await self._launch_planned(planned, record, launch_ready=launch_ready)
+        for name in plan.delete:
+            await self.env.kube.delete(NODECLAIM, name)
+            record["events"].append({"object": f"NodeClaim/{name}", "reason": "StaticScaleDown",
+                                     "message": "deleted: its static NodePool has more nodes than its replicas"})
+        if plan.delete:
+            await self.drain_out(record)
 
     async def _plan(self) -> Any:
         types = await engine.types_by_nodepool(self.state(), self.env.cloud)

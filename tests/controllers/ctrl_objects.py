@@ -117,6 +117,7 @@ def fast_timings(**overrides: Any) -> Timings:
     values: dict[str, Any] = {
         "lifecycle_resync": 0.1,
         "termination_requeue": 0.05,
+        "instance_termination_poll": 0.05,
         "min_drain_time": 0.2,
         "command_poll": 0.05,
         "gc_fast_interval": 0.2,

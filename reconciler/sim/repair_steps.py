@@ -71,6 +71,8 @@ async def repair(cluster: SimulatedCluster, record: dict[str, Any]) -> None:
     if repaired:
         # As after an expiration: the provisioner plans a home for the pods of the deleting nodes, then the
         # termination deletes them at once (no eviction) and their workloads re-create them there.
+        # The pods' deletion takes a second of grace (the time left before the termination timestamp, at least
+        # 1 s): simulated time runs on until they are gone, as in a disrupt step.
         await cluster.provision(record, launch_ready=True)
-        await cluster.drain_out(record)
+        await cluster.finish_terminations(record)
         await cluster.settle(record)

@@ -252,7 +252,7 @@ class Simulation:
         await _disruption_steps().interrupt(self.cluster, step.args["node"], step.args.get("kind", "spot_interrupted"),
                                             record, path=f"{step.path}.interrupt.node")
 
-    async def _step_nodeCondition(self, step: Step, record: dict[str, Any]) -> None:  # noqa: N802 (step name)
+    async def _step_nodeCondition(self, step: Step, record: dict[str, Any]) -> None:  # the step name
         from reconciler.sim import repair_steps
 
         await repair_steps.node_condition(self.cluster, step.args, record, path=f"{step.path}.nodeCondition")

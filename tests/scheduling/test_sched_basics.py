@@ -327,6 +327,20 @@ def test_node_count_limit_blocks_the_pool():
     assert "limits.nodes 1 reached" in result.pending["default/p"]
 
 
+def test_nodes_being_deleted_still_count_against_limits_until_they_are_gone():
+    """A deleting node runs (draining, its instance shutting down) until it is gone: it uses the pool's limits.
+    A node merely chosen for disruption does not (its replacement takes its room)."""
+    deleting = node("old", cpu="4")
+    deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:05:00Z"
+    deleting["metadata"]["finalizers"] = [wk.TERMINATION_FINALIZER]
+    blocked = solve([nodepool(limits={"nodes": "1"}), deleting, pod("p", cpu="1")])
+    assert not blocked.nodeclaims and "limits.nodes 1 reached" in blocked.pending["default/p"]
+    blocked = solve([nodepool(limits={"cpu": "6"}), deleting, pod("p", cpu="3")])
+    assert not blocked.nodeclaims  # 4 CPU of the deleting node + any type that fits 3 CPU > 6
+    freed = solve([nodepool(limits={"nodes": "1"}), pod("p", cpu="1")])
+    assert len(freed.nodeclaims) == 1
+
+
 def test_max_pods_is_a_resource():
     result = solve(
         [nodepool(), *pods("tiny", 12, cpu="10m", memory="10Mi")],

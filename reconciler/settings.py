@@ -12,15 +12,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from reconciler.api import durations
+from reconciler.api.support import FEATURE_GATES
 
-DEFAULT_FEATURE_GATES: dict[str, bool] = {
-    "NodeRepair": False,
-    "ReservedCapacity": True,
-    "SpotToSpotConsolidation": False,
-    "NodeOverlay": False,
-    "StaticCapacity": False,
-    "CapacityBuffer": False,
-}
+# Karpenter's gates and their defaults (v1.14); which of them Adze implements is ``reconciler.api.support``.
+DEFAULT_FEATURE_GATES: dict[str, bool] = {name: gate.upstream_default for name, gate in FEATURE_GATES.items()}
 
 # REBALANCE_HANDLING: "event" only records a Kubernetes event for a spot rebalance recommendation (Karpenter's
 # behaviour); "drain" cordons the node and deletes its NodeClaim so it drains while a replacement comes up.
@@ -70,6 +65,8 @@ def parse_duration(text: str, *, name: str = "duration") -> float:
 
 
 def parse_feature_gates(text: str | Mapping[str, Any], *, name: str = "FEATURE_GATES") -> dict[str, bool]:
+    from reconciler.api.support_check import gate_refusal
+
     gates = dict(DEFAULT_FEATURE_GATES)
     items: list[tuple[str, Any]]
     if isinstance(text, Mapping):
@@ -90,6 +87,9 @@ def parse_feature_gates(text: str | Mapping[str, Any], *, name: str = "FEATURE_G
             gates[key] = str(value).lower() == "true"
         else:
             raise SettingsError(f"{name}.{key}: {value!r} is not true or false")
+        refusal = gate_refusal(key, gates[key])
+        if refusal:  # a gate Adze does not implement, turned on: refused by name, never accepted and ignored
+            raise SettingsError(f"{name}: {refusal}")
     return gates
 
 
@@ -128,7 +128,13 @@ class Settings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
-        """Karpenter's environment variable names; bad values raise ``SettingsError`` naming the variable."""
+        """Karpenter's environment variable names; bad values raise ``SettingsError`` naming the variable, and so
+        does a setting given a value Adze does not honour (``reconciler.api.support``)."""
+        from reconciler.api.support_check import environment_check
+
+        refusal, _ = environment_check(env)
+        if refusal:
+            raise SettingsError(refusal)
         values: dict[str, Any] = {}
         text_settings = {
             "CLUSTER_NAME": "cluster_name",

@@ -1,8 +1,9 @@
 """``python -m reconciler run``: the live reconciler process.
 
 Start-up: settings from Karpenter's environment variables (refusing, with one
-line on stderr and exit code 2, when CLUSTER_NAME or the AWS region is missing
-or a value is malformed), Kubernetes configuration from a kubeconfig or the
+line on stderr and exit code 2, when CLUSTER_NAME or the AWS region is missing,
+a value is malformed, or a feature gate or setting asks for something Adze does
+not implement: ``reconciler.api.support``), Kubernetes configuration from a kubeconfig or the
 pod's service account, the cloud (AWS by default; ``--cloud simulated`` for
 local runs), ``/metrics`` on METRICS_PORT (8080) and ``/healthz`` + ``/readyz``
 on HEALTH_PROBE_PORT (8081). Then it campaigns for the Lease
@@ -36,6 +37,7 @@ from pathlib import Path
 
 import structlog
 
+from reconciler.api.support_check import environment_check
 from reconciler.cloud.types import CloudProvider
 from reconciler.controllers.clouds import StartupError, aws_cloud, close_cloud, simulated_cloud
 from reconciler.controllers.manager import BackgroundLoop, Reconciler
@@ -63,6 +65,11 @@ def leader_config(env: Mapping[str, str], namespace_file: Path = SERVICE_ACCOUNT
         name=env.get("LEADER_ELECTION_NAME") or DEFAULT_LEASE_NAME,
         identity=f"{host}_{uuid.uuid4()}",
     )
+
+
+def app_leader(settings: Settings, env: Mapping[str, str]) -> LeaderElectionConfig | None:
+    """The Lease to campaign for; None with DISABLE_LEADER_ELECTION=true (the controllers run at once)."""
+    return leader_config(env) if settings.leader_elect else None
 
 
 def missing_settings(settings: Settings, cloud: str) -> str:
@@ -224,6 +231,8 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         print("error: --catalog only applies with --cloud simulated", file=sys.stderr)
         return EXIT_INVALID
     configure_logging(settings.log_level)
+    for warning in environment_check(env)[1]:  # Karpenter defaults Adze accepts without acting on them
+        log.warning("setting not implemented", detail=warning)
     try:
         return asyncio.run(_run(args, settings, env))
     except StartupError as err:
@@ -247,7 +256,7 @@ async def _run(args: argparse.Namespace, settings: Settings, env: Mapping[str, s
     try:
         cloud = simulated_cloud(args.catalog, clock) if args.cloud == "simulated" else await aws_cloud(
             settings, env, kube, metrics)
-        app = App(settings, kube, cloud, leader=leader_config(env) if settings.leader_elect else None, clock=clock,
+        app = App(settings, kube, cloud, leader=app_leader(settings, env), clock=clock,
                   metrics=metrics, extra_loops=cloud_loops(settings, cloud, env))
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

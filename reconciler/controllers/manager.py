@@ -19,6 +19,7 @@ from reconciler.controllers.consolidatable import ConsolidatableMarker
 from reconciler.controllers.disruption_loop import DisruptionController
 from reconciler.controllers.drift import DriftMarker
 from reconciler.controllers.expiration import ExpirationController
+from reconciler.controllers.field_support import FieldSupportController
 from reconciler.controllers.garbage import GarbageCollector
 from reconciler.controllers.hashes import HashStamper
 from reconciler.controllers.health import HealthController
@@ -80,6 +81,7 @@ class Reconciler:
         self.hashes = HashStamper(ctx, self.store)
         self.consolidatable = ConsolidatableMarker(ctx, self.store)
         self.state_metrics = StateMetrics(ctx, self.store)
+        self.field_support = FieldSupportController(ctx, self.store)
         self.provisioner.on_decided = self.state_metrics.pods_decided
         self.loops: dict[str, Callable[[], Awaitable[None]]] = {
             "provisioner": self.provisioner.run,
@@ -93,6 +95,7 @@ class Reconciler:
             "nodepool.hash": self.hashes.run,
             "nodeclaim.consolidation": self.consolidatable.run,
             "metrics": self.state_metrics.run,
+            "fields.support": self.field_support.run,
         }
         if ctx.settings.gate("StaticCapacity"):  # static NodePools (spec.replicas), behind their gate
             self.static_capacity = StaticCapacityController(ctx, self.store, self.names)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from reconciler.api.support_check import support_matrix_markdown  # noqa: E402
+from reconciler.api.support_check import support_matrix_markdown
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "karpenter-compatibility.md"
 START, END = "<!-- support-matrix:start -->", "<!-- support-matrix:end -->"

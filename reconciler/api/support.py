@@ -80,11 +80,13 @@ CONSOL = _T + "disruption/test_disruption_consolidation.py::"
 BUDGETS = _T + "disruption/test_disruption_budgets.py::"
 STATUS = _T + "controllers/test_ctrl_status.py::"
 CONDS = _T + "controllers/test_ctrl_conditions.py::"
-REGISTER = _T + "lifecycle/test_launch_register.py::test_registration_syncs_labels_taints_and_initialization_waits_for_startup_taints"
+REGISTER = (_T + "lifecycle/test_launch_register.py::"
+            "test_registration_syncs_labels_taints_and_initialization_waits_for_startup_taints")
 LAUNCH_REQUEST = _T + "lifecycle/test_launch_register.py::test_launch_request_reads_nodeclaim_requirements"
 PLANNED = _T + "provisioning/test_prov_plan.py::test_nodeclaim_manifest_is_complete"
 MOTO = _T + "cloud/aws/test_aws_provider_moto.py::"
-LAUNCH_OPTIONS = _T + "cloud/aws/test_aws_launch_options.py::test_launch_template_and_fleet_carry_the_nodeclass_launch_options"
+LAUNCH_OPTIONS = (_T + "cloud/aws/test_aws_launch_options.py::"
+                  "test_launch_template_and_fleet_carry_the_nodeclass_launch_options")
 ALLOCATABLE = _T + "cloud/aws/test_aws_allocatable.py::"
 AWS_PURE = _T + "cloud/aws/test_aws_pure.py::"
 CRDS = _T + "api/test_api_crds.py::"
@@ -106,22 +108,27 @@ NODEPOOL: dict[str, Support] = {
     "spec.template.spec.requirements": implemented(
         SCHED + "test_node_selector_and_custom_labels_need_the_pool_to_define_them"),
     "spec.template.spec.requirements[].minValues": implemented(SCHED + "test_min_values_strict_and_best_effort"),
-    "spec.template.spec.nodeClassRef": implemented(STATUS + "test_nodepool_without_its_nodeclass_is_not_ready_and_says_why"),
+    "spec.template.spec.nodeClassRef": implemented(
+        STATUS + "test_nodepool_without_its_nodeclass_is_not_ready_and_says_why"),
     "spec.template.spec.expireAfter": implemented(
         _T + "sim/test_sim_steps.py::test_expire_deletes_expired_claims_and_reprovisions_their_pods"),
     "spec.template.spec.terminationGracePeriod": implemented(
         _T + "lifecycle/test_termination_exec.py::test_termination_grace_period_force_deletes_a_do_not_disrupt_pod"),
     "spec.disruption.consolidateAfter": implemented(CONSOL + "test_consolidate_after_counts_from_the_last_pod_event"),
-    "spec.disruption.consolidationPolicy": implemented(CONSOL + "test_when_empty_policy_leaves_busy_nodes_alone",
-                                                       note="Balanced too (tests/disruption/test_disruption_balanced_order.py)"),
+    "spec.disruption.consolidationPolicy": implemented(
+        CONSOL + "test_when_empty_policy_leaves_busy_nodes_alone",
+        note="Balanced: tests/disruption/test_disruption_balanced_order.py"),
     "spec.disruption.budgets[].nodes": implemented(BUDGETS + "test_count_and_percent_budgets_take_the_minimum"),
-    "spec.disruption.budgets[].schedule": implemented(BUDGETS + "test_scheduled_zero_budget_blocks_only_inside_its_window"),
-    "spec.disruption.budgets[].duration": implemented(BUDGETS + "test_scheduled_zero_budget_blocks_only_inside_its_window"),
+    "spec.disruption.budgets[].schedule": implemented(
+        BUDGETS + "test_scheduled_zero_budget_blocks_only_inside_its_window"),
+    "spec.disruption.budgets[].duration": implemented(
+        BUDGETS + "test_scheduled_zero_budget_blocks_only_inside_its_window"),
     "spec.disruption.budgets[].reasons": implemented(BUDGETS + "test_reasons_scope_a_budget"),
     "spec.limits": implemented(SCHED + "test_nodepool_limits_count_existing_nodes_and_explain_the_block"),
     "spec.weight": implemented(SCHED + "test_pools_are_tried_by_weight_then_name_descending_never_by_price"),
     "spec.replicas": implemented(
-        _T + "sim/test_static_nodepools.py::test_a_replicas_3_pool_runs_exactly_3_nodes_of_its_cheapest_type_and_is_never_consolidated",
+        _T + "sim/test_static_nodepools.py::"
+        "test_a_replicas_3_pool_runs_exactly_3_nodes_of_its_cheapest_type_and_is_never_consolidated",
         gate="StaticCapacity"),
     "status.conditions": implemented(STATUS + "test_nodepool_without_its_nodeclass_is_not_ready_and_says_why"),
     "status.resources": implemented(STATUS + "test_nodeclass_and_nodepool_become_ready_and_count_resources"),
@@ -141,14 +148,16 @@ NODECLAIM: dict[str, Support] = {
     "spec.nodeClassRef": implemented(LAUNCH_REQUEST),
     "spec.terminationGracePeriod": implemented(
         _T + "lifecycle/test_drain_plan.py::test_termination_deadline_from_annotation_or_deletion_plus_tgp"),
-    "spec.expireAfter": implemented(_T + "lifecycle/test_expiration_nodeclaims.py::test_expired_at_creation_plus_expire_after"),
+    "spec.expireAfter": implemented(
+        _T + "lifecycle/test_expiration_nodeclaims.py::test_expired_at_creation_plus_expire_after"),
     "status.conditions": _CONDITIONS,
     "status.nodeName": implemented(REGISTER),
     "status.providerID": implemented(LAUNCHED),
     "status.imageID": implemented(LAUNCHED),
     "status.capacity": implemented(LAUNCHED),
     "status.allocatable": implemented(LAUNCHED),
-    "status.lastPodEventTime": implemented(STATUS + "test_pod_binding_stamps_last_pod_event_time_but_daemonset_pods_do_not"),
+    "status.lastPodEventTime": implemented(
+        STATUS + "test_pod_binding_stamps_last_pod_event_time_but_daemonset_pods_do_not"),
 }
 
 _KUBELET_NOT_RENDERED = ("is rendered into the user data of AL2023 nodes only; AL2, Bottlerocket and Windows nodes do "
@@ -168,12 +177,13 @@ EC2NODECLASS: dict[str, Support] = {
     "spec.associatePublicIPAddress": implemented(LAUNCH_OPTIONS),
     "spec.ipPrefixCount": unsupported(
         "prefix delegation counts are not passed to the network interface; max pods ignore them", owner=LAUNCH),
-    "spec.amiSelectorTerms": implemented(NODECLASS_STATUS,
-                                         note="alias, id, name, owner, tags, ssmParameter (tests/cloud/aws/test_aws_policy_coverage.py)"),
+    "spec.amiSelectorTerms": implemented(
+        NODECLASS_STATUS, note="ssmParameter: tests/cloud/aws/test_aws_policy_coverage.py"),
     "spec.amiFamily": implemented(AWS_PURE + "test_family_from_alias_or_field"),
     "spec.userData": implemented(AWS_PURE + "test_al2023_user_data_is_mime_with_a_nodeconfig_after_the_users_part"),
     "spec.role": implemented(NODECLASS_STATUS),
-    "spec.instanceProfile": implemented(_T + "cloud/aws/test_aws_nodeclass_cleanup.py::test_a_profile_the_class_only_names_is_never_deleted"),
+    "spec.instanceProfile": implemented(
+        _T + "cloud/aws/test_aws_nodeclass_cleanup.py::test_a_profile_the_class_only_names_is_never_deleted"),
     "spec.tags": implemented(LAUNCH_OPTIONS),
     "spec.kubelet.maxPods": implemented(ALLOCATABLE + "test_max_pods_override_and_pods_per_core"),
     "spec.kubelet.clusterDNS": unsupported(
@@ -213,7 +223,8 @@ class GateSupport:
 # Karpenter v1.14 FEATURE_GATES (kubernetes-sigs/karpenter pkg/operator/options/options.go).
 FEATURE_GATES: dict[str, GateSupport] = {
     "NodeRepair": GateSupport(False, implemented(
-        _T + "controllers/test_ctrl_health.py::test_an_unhealthy_node_is_replaced_without_a_drain_past_its_toleration")),
+        _T + "controllers/test_ctrl_health.py::"
+        "test_an_unhealthy_node_is_replaced_without_a_drain_past_its_toleration")),
     "ReservedCapacity": GateSupport(True, unsupported(
         "capacity reservations are not implemented (capacityReservationSelectorTerms are refused on EC2NodeClasses)",
         owner=CAPACITY)),
@@ -222,7 +233,8 @@ FEATURE_GATES: dict[str, GateSupport] = {
     "NodeOverlay": GateSupport(False, unsupported(
         "NodeOverlay (karpenter.sh/v1alpha1) is not served: no price or capacity overrides", owner=CAPACITY)),
     "StaticCapacity": GateSupport(False, implemented(
-        _T + "controllers/test_ctrl_static_capacity.py::test_keeps_exactly_the_replicas_follows_scaling_and_never_consolidates")),
+        _T + "controllers/test_ctrl_static_capacity.py::"
+        "test_keeps_exactly_the_replicas_follows_scaling_and_never_consolidates")),
     "CapacityBuffer": GateSupport(False, unsupported(
         "CapacityBuffer is not implemented: no buffer capacity is provisioned", owner=LAUNCH)),
 }
@@ -247,17 +259,23 @@ SETTINGS: dict[str, SettingSupport] = {
     # -- kubernetes-sigs/karpenter pkg/operator/options (v1.14) --
     "KARPENTER_SERVICE": SettingSupport("", unsupported(
         "Adze serves no webhook, so it has no service name to use"), honoured=None),
-    "METRICS_PORT": SettingSupport("8080", implemented(APP + "test_app_leads_serves_probes_and_metrics_and_releases_the_lease_on_stop")),
-    "HEALTH_PROBE_PORT": SettingSupport("8081", implemented(APP + "test_app_leads_serves_probes_and_metrics_and_releases_the_lease_on_stop")),
-    "KUBE_CLIENT_QPS": SettingSupport("200", implemented(_T + "kube/test_kube_rate_limit.py::test_karpenters_environment_variables_size_the_bucket")),
-    "KUBE_CLIENT_BURST": SettingSupport("300", implemented(_T + "kube/test_kube_rate_limit.py::test_karpenters_environment_variables_size_the_bucket")),
+    "METRICS_PORT": SettingSupport("8080", implemented(
+        APP + "test_app_leads_serves_probes_and_metrics_and_releases_the_lease_on_stop")),
+    "HEALTH_PROBE_PORT": SettingSupport("8081", implemented(
+        APP + "test_app_leads_serves_probes_and_metrics_and_releases_the_lease_on_stop")),
+    "KUBE_CLIENT_QPS": SettingSupport("200", implemented(
+        _T + "kube/test_kube_rate_limit.py::test_karpenters_environment_variables_size_the_bucket")),
+    "KUBE_CLIENT_BURST": SettingSupport("300", implemented(
+        _T + "kube/test_kube_rate_limit.py::test_karpenters_environment_variables_size_the_bucket")),
     "ENABLE_PROFILING": SettingSupport("false", unsupported("profiling endpoints are not served"), _honours("false")),
     "DISABLE_CONTROLLER_WARMUP": SettingSupport("true", unsupported(
         "controller warm-up is not implemented: caches fill once leadership is won"), _honours("true")),
-    "DISABLE_LEADER_ELECTION": SettingSupport("false", implemented(SUPPORT_SETTINGS + "test_disable_leader_election_runs_without_a_lease")),
+    "DISABLE_LEADER_ELECTION": SettingSupport("false", implemented(
+        SUPPORT_SETTINGS + "test_disable_leader_election_runs_without_a_lease")),
     "DISABLE_CLUSTER_STATE_OBSERVABILITY": SettingSupport("false", unsupported(
         "cluster-state metrics and events cannot be turned off"), _honours("false")),
-    "LEADER_ELECTION_NAME": SettingSupport("karpenter-leader-election", implemented(APP + "test_lease_defaults_are_karpenters")),
+    "LEADER_ELECTION_NAME": SettingSupport("karpenter-leader-election", implemented(
+        APP + "test_lease_defaults_are_karpenters")),
     "LEADER_ELECTION_NAMESPACE": SettingSupport("", implemented(APP + "test_lease_defaults_are_karpenters")),
     "MEMORY_LIMIT": SettingSupport("-1", unsupported(
         "no runtime memory limit to set (a Go GC setting); the container's limit applies"), honoured=None),
@@ -267,18 +285,24 @@ SETTINGS: dict[str, SettingSupport] = {
     "LOG_OUTPUT_PATHS": SettingSupport("stdout", unsupported("logs go to stdout only"), _honours("stdout")),
     "LOG_ERROR_OUTPUT_PATHS": SettingSupport("stderr", unsupported(
         "error logs go to stdout with the others"), _honours("stdout")),
-    "BATCH_MAX_DURATION": SettingSupport("10s", implemented(_T + "provisioning/test_prov_plan.py::test_batch_window_closes_after_idle_or_max")),
-    "BATCH_IDLE_DURATION": SettingSupport("1s", implemented(_T + "provisioning/test_prov_plan.py::test_batch_window_closes_after_idle_or_max")),
-    "PREFERENCE_POLICY": SettingSupport("Respect", implemented(SCHED + "test_preference_policy_ignore_never_considers_preferences")),
+    "BATCH_MAX_DURATION": SettingSupport("10s", implemented(
+        _T + "provisioning/test_prov_plan.py::test_batch_window_closes_after_idle_or_max")),
+    "BATCH_IDLE_DURATION": SettingSupport("1s", implemented(
+        _T + "provisioning/test_prov_plan.py::test_batch_window_closes_after_idle_or_max")),
+    "PREFERENCE_POLICY": SettingSupport("Respect", implemented(
+        SCHED + "test_preference_policy_ignore_never_considers_preferences")),
     "MIN_VALUES_POLICY": SettingSupport("Strict", implemented(SCHED + "test_min_values_strict_and_best_effort")),
     "IGNORE_DRA_REQUESTS": SettingSupport("true", unsupported(
         "Dynamic Resource Allocation is not scheduled: pods with resource claims are always ignored"),
         _honours("true")),
-    "FEATURE_GATES": SettingSupport(None, implemented(SUPPORT_SETTINGS + "test_an_unimplemented_gate_stops_start_up_with_one_line")),
+    "FEATURE_GATES": SettingSupport(None, implemented(
+        SUPPORT_SETTINGS + "test_an_unimplemented_gate_stops_start_up_with_one_line")),
     # -- aws/karpenter-provider-aws pkg/operator/options (v1.14) --
-    "CLUSTER_CA_BUNDLE": SettingSupport("", implemented(SUPPORT_SETTINGS + "test_cluster_endpoint_and_ca_bundle_stand_in_for_describe_cluster")),
+    "CLUSTER_CA_BUNDLE": SettingSupport("", implemented(
+        SUPPORT_SETTINGS + "test_cluster_endpoint_and_ca_bundle_stand_in_for_describe_cluster")),
     "CLUSTER_NAME": SettingSupport("", implemented(APP + "test_refuses_to_start_with_one_clear_line")),
-    "CLUSTER_ENDPOINT": SettingSupport("", implemented(SUPPORT_SETTINGS + "test_cluster_endpoint_and_ca_bundle_stand_in_for_describe_cluster")),
+    "CLUSTER_ENDPOINT": SettingSupport("", implemented(
+        SUPPORT_SETTINGS + "test_cluster_endpoint_and_ca_bundle_stand_in_for_describe_cluster")),
     "ISOLATED_VPC": SettingSupport("false", implemented(
         _T + "controllers/test_ctrl_awsrefresh.py::test_isolated_vpcs_and_govcloud_keep_the_bundled_on_demand_prices")),
     "EKS_CONTROL_PLANE": SettingSupport("false", unsupported(
@@ -287,7 +311,8 @@ SETTINGS: dict[str, SettingSupport] = {
     "VM_MEMORY_OVERHEAD_PERCENT": SettingSupport("0.075", implemented(
         ALLOCATABLE + "test_memory_capacity_subtracts_vm_overhead_and_graviton_cma")),
     "INTERRUPTION_QUEUE": SettingSupport("", implemented(
-        _T + "interruption/test_interruption_consumer.py::test_spot_interruption_deletes_the_nodeclaim_and_marks_the_offering")),
+        _T + "interruption/test_interruption_consumer.py::"
+        "test_spot_interruption_deletes_the_nodeclaim_and_marks_the_offering")),
     "RESERVED_ENIS": SettingSupport("0", implemented(ALLOCATABLE + "test_eni_limited_pods_matches_eks_max_pods_table")),
     "DISABLE_DRY_RUN": SettingSupport("false", unsupported(
         "EC2NodeClass validation checks the spec only; there is no dry-run launch to disable", owner=LAUNCH),
@@ -298,8 +323,10 @@ SETTINGS: dict[str, SettingSupport] = {
     "SUBNET_REFRESH_INTERVAL": SettingSupport("1m", unsupported(
         "subnets are refreshed every minute; the interval cannot be changed"), _honours("1m", "60s")),
     # -- Adze's own --
-    "AWS_REGION": SettingSupport(None, implemented(APP + "test_in_karpenters_deployment_adze_reads_its_environment_and_campaigns_for_its_lease")),
-    "AWS_DEFAULT_REGION": SettingSupport(None, implemented(SUPPORT_SETTINGS + "test_aws_default_region_names_the_region")),
+    "AWS_REGION": SettingSupport(None, implemented(
+        APP + "test_in_karpenters_deployment_adze_reads_its_environment_and_campaigns_for_its_lease")),
+    "AWS_DEFAULT_REGION": SettingSupport(None, implemented(
+        SUPPORT_SETTINGS + "test_aws_default_region_names_the_region")),
     "SYSTEM_NAMESPACE": SettingSupport(None, implemented(APP + "test_lease_defaults_are_karpenters")),
     "REBALANCE_HANDLING": SettingSupport("event", implemented(
         _T + "interruption/test_interruption_consumer.py::test_rebalance_drain_mode_cordons_then_deletes")),

@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,9 +130,7 @@ def unsupported_fields(manifest: Mapping[str, Any], gates: Mapping[str, bool] | 
     registry = FIELDS.get(kind)
     if registry is None:
         return []
-    from reconciler.settings import DEFAULT_FEATURE_GATES
-
-    gates = DEFAULT_FEATURE_GATES if gates is None else gates
+    gates = {name: gate.upstream_default for name, gate in FEATURE_GATES.items()} if gates is None else gates
     name = str((manifest.get("metadata") or {}).get("name", ""))
     findings = []
     for path, support in registry.items():
@@ -156,6 +154,11 @@ def unsupported_fields(manifest: Mapping[str, Any], gates: Mapping[str, bool] | 
         if any(not _covered_elsewhere(registry, path, leaf) for leaf in set_leaves):
             findings.append(Finding(kind, name, path, message))
     return findings
+
+
+def findings_of(manifests: Iterable[Mapping[str, Any]], gates: Mapping[str, bool] | None = None) -> list[Finding]:
+    """``unsupported_fields`` of every manifest, in order (plan and explain list them as risks)."""
+    return [finding for manifest in manifests for finding in unsupported_fields(manifest, gates)]
 
 
 def condition_message(findings: list[Finding]) -> str:
@@ -188,12 +191,10 @@ def environment_check(env: Mapping[str, str]) -> tuple[str | None, list[str]]:
             warnings.append(f"{var}={value} (Karpenter's default) is accepted, but {support.message}")
             continue
         return f"{var}={value} is not supported by Adze: {support.message}", warnings
-    from reconciler.settings import DEFAULT_FEATURE_GATES
-
     for name, gate in FEATURE_GATES.items():
-        if gate.support.status == UNSUPPORTED and gate.upstream_default and DEFAULT_FEATURE_GATES.get(name):
-            if _gate_value(env.get("FEATURE_GATES", ""), name) is not False:
-                warnings.append(f"feature gate {name} is on (Karpenter's default), but {gate.support.message}")
+        on = _gate_value(env.get("FEATURE_GATES", ""), name) is not False
+        if gate.support.status == UNSUPPORTED and gate.upstream_default and on:
+            warnings.append(f"feature gate {name} is on (Karpenter's default), but {gate.support.message}")
     return None, warnings
 
 
@@ -238,7 +239,8 @@ def support_matrix_markdown() -> str:
     for var, setting in SETTINGS.items():
         status, detail = _cell(setting.support)
         if setting.support.status == UNSUPPORTED:
-            honoured = "any value" if setting.honoured is None else ", ".join(f"`{v}`" for v in sorted(setting.honoured))
+            values = setting.honoured
+            honoured = "any value" if values is None else ", ".join(f"`{v}`" for v in sorted(values))
             detail += f" (accepted: {honoured})" if honoured else ""
         default = "" if setting.upstream_default is None else f"`{setting.upstream_default}`"
         lines.append(f"| `{var}` | {default} | {status} | {detail} |")

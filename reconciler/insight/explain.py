@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.api.durations import format_duration_short
+from reconciler.api.support_check import findings_of
 from reconciler.disruption.decide import decide
 from reconciler.disruption.drift_detection import drift_reason
 from reconciler.disruption.policy import consolidation_wait, settings_of
@@ -36,6 +37,8 @@ class Explanation:
     verdict: str  # one line: the answer
     reasons: list[str] = field(default_factory=list)  # the concrete blockers, one per line
     facts: list[str] = field(default_factory=list)  # what the answer is based on
+    # Fields of the objects involved that Adze does not act on (``reconciler.api.support``).
+    risks: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -43,6 +46,7 @@ class Explanation:
             "verdict": self.verdict,
             "reasons": self.reasons,
             "facts": self.facts,
+            "risks": self.risks,
         }
 
     def render(self) -> str:
@@ -56,6 +60,9 @@ class Explanation:
         if self.facts:
             lines.append("facts:")
             lines += [f"  - {fact}" for fact in self.facts]
+        if self.risks:
+            lines.append("risks:")
+            lines += [f"  - {risk}" for risk in self.risks]
         return "\n".join(lines) + "\n"
 
 
@@ -109,7 +116,33 @@ def _namer() -> Any:
     return lambda pool: f"{pool}-planned-{next(counter)}"
 
 
+def _risks(sim: RecordingSimulation, manifests: Sequence[Mapping[str, Any] | None]) -> list[str]:
+    """Fields of these objects Adze does not act on, as explain shows them."""
+    present = [m for m in manifests if m is not None]
+    return [f"not implemented by Adze: {f.describe()}" for f in findings_of(present, sim.settings.feature_gates)]
+
+
+def _pool_objects(state: ClusterState, pools: Sequence[str]) -> list[Mapping[str, Any] | None]:
+    """The NodePools' manifests and their EC2NodeClasses' (each class once)."""
+    found: list[Mapping[str, Any] | None] = []
+    classes: dict[str, Mapping[str, Any] | None] = {}
+    for name in pools:
+        pool = state.nodepools.get(name)
+        found.append(state.nodepool_manifests.get(name))
+        if pool is not None:
+            classes.setdefault(str(pool.node_class_ref.get("name", "")), state.nodeclass(pool))
+    return found + list(classes.values())
+
+
 async def explain_pod(sim: RecordingSimulation, key: str) -> Explanation:
+    explanation = await _explain_pod(sim, key)
+    state = sim.cluster.state()
+    if not (state.pods.get(key) and state.pods[key].node_name):
+        explanation.risks = _risks(sim, _pool_objects(state, sorted(state.nodepools)))
+    return explanation
+
+
+async def _explain_pod(sim: RecordingSimulation, key: str) -> Explanation:
     if key.count("/") != 1:
         raise InsightError(f"pod: {key!r} must be NAMESPACE/NAME")
     state, types = await _loaded(sim)
@@ -205,6 +238,16 @@ def pod_facts(pod: Pod, manifest: Mapping[str, Any]) -> list[str]:
 
 
 async def explain_node(sim: RecordingSimulation, name: str) -> Explanation:
+    explanation = await _explain_node(sim, name)
+    state = sim.cluster.state()
+    node = state.state_node(name)
+    if node is not None and node.managed:
+        claim = state.nodeclaim_manifests.get(node.nodeclaim_name) if node.nodeclaim_name else None
+        explanation.risks = _risks(sim, [claim, *_pool_objects(state, [node.nodepool])])
+    return explanation
+
+
+async def _explain_node(sim: RecordingSimulation, name: str) -> Explanation:
     state, types = await _loaded(sim)
     node = state.state_node(name)
     if node is None:

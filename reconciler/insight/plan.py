@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from reconciler.api.support_check import Finding, findings_of
 from reconciler.disruption.drift_detection import drift_reason
 from reconciler.insight.catalog import narrowed_catalog
 from reconciler.insight.frames import (
@@ -104,6 +105,8 @@ class PlanResult:
     stuck_drift: list[dict[str, Any]] = field(default_factory=list)
     evictions: list[dict[str, Any]] = field(default_factory=list)  # plan_impact.evictions_by_workload
     prices: dict[str, str] = field(default_factory=dict)  # price_source: where every price came from
+    # Fields the proposed NodePools / EC2NodeClasses (or the snapshot's NodeClaims) set that Adze ignores.
+    unsupported: list[Finding] = field(default_factory=list)
 
     @property
     def newly_pending(self) -> dict[str, str]:
@@ -158,6 +161,9 @@ class PlanResult:
             "floorUnschedulable": self.floor.pending,
             "steps": len(self.records),
             "priceSources": self.price_sources,
+            "unsupportedFields": [
+                {"kind": f.kind, "name": f.name, "path": f.path, "message": f.message} for f in self.unsupported
+            ],
         }
 
 
@@ -205,6 +211,10 @@ async def compute_plan(
     await sim.load()
     start = sim.now
     unready = _unready_pools(sim)
+    unsupported = findings_of(
+        (o for o in applied.objects if o.get("kind") in ("NodePool", "EC2NodeClass", "NodeClaim")),
+        sim.settings.feature_gates,
+    )
     drifted_at_start = _drifted_nodes(sim)
     pods_before = _pods(sim)
     doomed = nodeclaims_of_pools(applied.objects, applied.removed_pools)
@@ -256,6 +266,7 @@ async def compute_plan(
         records=sim.records,
         frames=sim.frames,
         unready_pools=unready,
+        unsupported=unsupported,
         prices=prices,
         stuck_drift=_stuck_drift(sim, drifted_at_start, sorted_blockers),
         evictions=evictions_by_workload(

@@ -2,9 +2,9 @@
 
 ``verdict`` is what a reviewer reads first (BLOCKED / REVIEW / SAFE and the main risk), decided from
 structured facts of the plan (pending pods, NodePools that are not Ready, drifted nodes left in place,
-churn), never from message text. ``risk_lines`` are the bullet points under it: requirement changes
-as before → after values, capacity moving between spot and on-demand, architectures and zones, pods
-evicted per workload and the PDBs pacing them.
+fields Adze does not implement, churn), never from message text. ``risk_lines`` are the bullet points
+under it: fields Adze does not implement, requirement changes as before → after values, capacity moving
+between spot and on-demand, architectures and zones, pods evicted per workload and the PDBs pacing them.
 """
 
 from __future__ import annotations
@@ -40,6 +40,11 @@ def verdict(plan: PlanResult) -> tuple[str, str]:
         held = ", ".join(first["blockedBy"]) or "not replaced"
         return "review", (f"{len(plan.stuck_drift)} drifted node(s) cannot be replaced as asked and stay as they "
                           f"are ({first['node']}: {held}); see the drift table")
+    if plan.unsupported:
+        first = plan.unsupported[0]
+        more = f"; {len(plan.unsupported) - 1} more" if len(plan.unsupported) > 1 else ""
+        return "review", (f"{first.kind} {first.name} sets {first.path}, which Adze does not act on "
+                          f"({first.message}){more}")
     churn = plan.churn
     if churn["nodesDisrupted"] or churn["podsEvicted"] or plan.removed_nodes:
         return "review", (f"{churn['nodesDisrupted']} node(s) replaced or removed, {churn['podsEvicted']} pod(s) "
@@ -57,6 +62,7 @@ def headline(plan: PlanResult) -> str:
 def risk_lines(plan: PlanResult) -> list[str]:
     """Plain-words risks, most severe first (pending pods are the verdict's and their own list's)."""
     lines = [problem for _, problem in sorted(plan.unready_pools.items())]
+    lines += [f"not implemented by Adze: {finding.describe()}" for finding in plan.unsupported]
     for stuck in plan.stuck_drift:
         held = ", ".join(stuck["blockedBy"]) or "not replaced before the plan ended"
         lines.append(f"Node {stuck['node']} ({stuck['nodepool']}) drifted ({stuck['driftReason']}) but stays: {held}")

@@ -77,7 +77,7 @@ def test_every_feature_gate_of_karpenter_is_registered_with_its_default() -> Non
 
 
 def test_every_setting_of_karpenter_is_registered() -> None:
-    assert UPSTREAM_CORE_SETTINGS | UPSTREAM_AWS_SETTINGS <= set(SETTINGS)
+    assert set(SETTINGS) >= UPSTREAM_CORE_SETTINGS | UPSTREAM_AWS_SETTINGS
     for name, setting in SETTINGS.items():
         assert_described(f"setting {name}", setting.support)
         if setting.support.status == UNSUPPORTED:
@@ -124,7 +124,8 @@ def test_every_unsupported_or_gated_field_is_reported_when_set(kind: str, path: 
 
 
 def test_kubelet_settings_are_reported_only_where_they_are_not_rendered() -> None:
-    bottlerocket = _set(copy.deepcopy(NODECLASS), "spec.kubelet", {"maxPods": 110, "evictionHard": {"memory.available": "5%"}})
+    kubelet = {"maxPods": 110, "evictionHard": {"memory.available": "5%"}}
+    bottlerocket = _set(copy.deepcopy(NODECLASS), "spec.kubelet", kubelet)
     assert [f.path for f in unsupported_fields(bottlerocket)] == ["spec.kubelet"]
     only_max_pods = _set(copy.deepcopy(NODECLASS), "spec.kubelet", {"maxPods": 110})
     assert unsupported_fields(only_max_pods) == []  # rendered for every family

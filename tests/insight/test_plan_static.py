@@ -45,3 +45,6 @@ def test_a_replicas_3_static_pool_runs_3_nodes_in_the_plan(tmp_path: Path) -> No
 def test_without_the_gate_the_plan_shows_the_static_pool_empty_and_says_why(tmp_path: Path) -> None:
     plan = plan_with(tmp_path, {"StaticCapacity": False})
     assert plan.proposed.by_pool.get("fixed", {}).get("nodes", 0) == 0
+    (finding,) = plan.unsupported
+    assert (finding.kind, finding.name, finding.path) == ("NodePool", "fixed", "spec.replicas")
+    assert "StaticCapacity feature gate, which is off" in finding.message

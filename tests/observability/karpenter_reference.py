@@ -21,12 +21,6 @@ KARPENTER_PREFIXES = ("karpenter_", "operator_", "controller_runtime_", "workque
 
 # Every metric of the reference that Adze does not serve, and why its behaviour cannot produce it.
 NOT_PRODUCED = {
-    "karpenter_nodeclaims_unhealthy_disrupted_total":
-        "node auto-repair is not implemented (FEATURE_GATES NodeRepair is accepted but does nothing): Adze never "
-        "deletes a NodeClaim for an unhealthy node condition",
-    "karpenter_nodeclaims_instance_termination_duration_seconds":
-        "Adze releases a NodeClaim once TerminateInstances is accepted; it does not poll the instance until it is "
-        "terminated, so there is no instance-termination time to measure",
     "karpenter_cloudprovider_batcher_batch_time_seconds":
         "Adze's AWS provider sends each NodeClaim's CreateFleet / DescribeInstances / TerminateInstances on its own; "
         "it has no request batcher",
@@ -59,6 +53,11 @@ NOT_PRODUCED = {
 _EVENTS = "tests/observability/test_metrics_events.py::"
 _AWS = "tests/cloud/aws/test_aws_metrics.py::"
 ELSEWHERE = {
+    "karpenter_nodeclaims_unhealthy_disrupted_total":
+        "tests/controllers/test_ctrl_health.py::test_an_unhealthy_node_is_replaced_without_a_drain_past_its_toleration",
+    "karpenter_nodeclaims_instance_termination_duration_seconds":
+        "tests/controllers/test_ctrl_termination_waits.py::"
+        "test_the_finalizer_stays_while_the_instance_shuts_down_and_the_duration_is_measured",
     "karpenter_pods_provisioning_scheduling_undecided_time_seconds":
         _EVENTS + "test_a_pending_pod_reports_how_long_it_waits_for_a_provisioning_decision",
     "karpenter_voluntary_disruption_failed_validations_total":

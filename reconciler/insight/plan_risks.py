@@ -41,10 +41,10 @@ def verdict(plan: PlanResult) -> tuple[str, str]:
         return "review", (f"{len(plan.stuck_drift)} drifted node(s) cannot be replaced as asked and stay as they "
                           f"are ({first['node']}: {held}); see the drift table")
     if plan.unsupported:
-        first = plan.unsupported[0]
+        field = plan.unsupported[0]
         more = f"; {len(plan.unsupported) - 1} more" if len(plan.unsupported) > 1 else ""
-        return "review", (f"{first.kind} {first.name} sets {first.path}, which Adze does not act on "
-                          f"({first.message}){more}")
+        return "review", (f"{field.kind} {field.name} sets {field.path}, which Adze does not act on "
+                          f"({field.message}){more}")
     churn = plan.churn
     if churn["nodesDisrupted"] or churn["podsEvicted"] or plan.removed_nodes:
         return "review", (f"{churn['nodesDisrupted']} node(s) replaced or removed, {churn['podsEvicted']} pod(s) "

@@ -29,10 +29,10 @@ async def node_condition(cluster: SimulatedCluster, args: dict[str, Any], record
     stamp = format_time(env.now)
     conditions = [dict(c) for c in (node.get("status") or {}).get("conditions") or []]
     previous = next((c for c in conditions if c.get("type") == args["type"]), None)
-    changed = previous is None or previous.get("status") != args["status"]
+    since = stamp if previous is None or previous.get("status") != args["status"] else \
+        previous.get("lastTransitionTime", stamp)
     desired = {"type": args["type"], "status": args["status"], "reason": args.get("reason", ""),
-               "message": args.get("message", ""), "lastHeartbeatTime": stamp,
-               "lastTransitionTime": stamp if changed else previous.get("lastTransitionTime", stamp)}
+               "message": args.get("message", ""), "lastHeartbeatTime": stamp, "lastTransitionTime": since}
     conditions = [c for c in conditions if c.get("type") != args["type"]] + [desired]
     await env.kube.patch(NODE, args["node"], {"status": {"conditions": conditions}}, subresource="status")
     record["events"].append({"object": f"Node/{args['node']}", "reason": "NodeCondition",

@@ -25,6 +25,8 @@ async def test_the_finalizer_stays_while_the_instance_shuts_down_and_the_duratio
 
     await one_pass()
     assert steps.kube.objects(NODECLAIM)  # terminate asked for; the instance is still shutting down
+    state = steps.store.snapshot()  # the pool's usage still counts the claim (status.nodes, limits)
+    assert state.nodepool_node_counts() == {"default": 1} and state.nodepool_usage("default").amount("cpu") > 0
     assert (await steps.cloud.get(provider_id)).state == "shutting-down"
     calls = steps.cloud.calls.count(("delete", provider_id))
     await one_pass()  # within the 5 s poll: not looked at again

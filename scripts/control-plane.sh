@@ -53,9 +53,10 @@ build() {
     return 4
   fi
   export GOMODCACHE=$CACHE/gomod GOCACHE=$CACHE/gocache
-  # Kubernetes 1.33 needs Go >= 1.24; the machine's Go is newer, so no toolchain download. A release that needs a
-  # newer Go than the machine's names it here (e.g. go1.27.3), fetched once through the module proxy.
-  export GOTOOLCHAIN=${ADZE_GOTOOLCHAIN:-local}
+  # Kubernetes 1.33 needs Go >= 1.24 (go.mod): a newer local Go is used as is, an older one makes Go fetch 1.24 once
+  # through the module proxy (GOTOOLCHAIN=auto). ADZE_GOTOOLCHAIN pins another (e.g. go1.27.3 for a release that
+  # needs it).
+  export GOTOOLCHAIN=${ADZE_GOTOOLCHAIN:-auto}
   export CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false -trimpath"
   if built; then
     return 0

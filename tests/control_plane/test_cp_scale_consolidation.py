@@ -128,13 +128,13 @@ def test_scale_out_and_in_across_two_nodepools_respects_pod_disruption_budgets(a
     removed = before - {c["metadata"]["name"] for c in _claims(adze)}
     assert removed, "no NodeClaim was consolidated away"
     user = adze.identity.user
-    evictions = list(plane.audit_events(lambda e: (e.get("user") or {}).get("username") == user
-                                        and (e.get("objectRef") or {}).get("subresource") == "eviction"))
+    evictions = list(plane.audit_events(lambda e: _user(e).get("username") == user
+                                        and _ref(e).get("subresource") == "eviction"))
     accepted = [e for e in evictions if e["responseStatus"]["code"] == 201]
     assert accepted, "consolidation removed nodes without evicting a pod"
     deletes = [e["objectRef"]["name"] for e in plane.audit_events(
-        lambda e: (e.get("user") or {}).get("username") == user and e["verb"] == "delete"
-        and (e.get("objectRef") or {}).get("resource") == "pods" and not (e.get("objectRef") or {}).get("subresource"))]
+        lambda e: _user(e).get("username") == user and e["verb"] == "delete"
+        and _ref(e).get("resource") == "pods" and not _ref(e).get("subresource"))]
     assert not deletes, f"pods deleted without the Eviction API: {deletes}"
     refused = Counter(e["responseStatus"]["code"] for e in evictions if e["responseStatus"]["code"] != 201)
     assert set(refused) <= {429}, f"evictions failed other than by a budget: {refused}"
@@ -155,9 +155,17 @@ def _consolidated(claims: Objects) -> dict[str, int] | None:
 def _binders(adze: AdzeCluster, pod_names: set[str]) -> set[str]:
     """Who created each pod's binding (``pods/binding``), from the audit log."""
     events = adze.plane.audit_events(
-        lambda e: (e.get("objectRef") or {}).get("subresource") == "binding" and (e.get("objectRef") or {}).get("namespace") == adze.namespace
-        and (e.get("objectRef") or {}).get("name") in pod_names and e["responseStatus"]["code"] == 201
+        lambda e: _ref(e).get("subresource") == "binding" and _ref(e).get("namespace") == adze.namespace
+        and _ref(e).get("name") in pod_names and e["responseStatus"]["code"] == 201
     )
     by_pod = {e["objectRef"]["name"]: e["user"]["username"] for e in events}
     assert set(by_pod) == pod_names, f"pods without a recorded binding: {sorted(pod_names - set(by_pod))[:5]}"
     return set(by_pod.values())
+
+
+def _ref(event: dict[str, Any]) -> dict[str, Any]:
+    return event.get("objectRef") or {}
+
+
+def _user(event: dict[str, Any]) -> dict[str, Any]:
+    return event.get("user") or {}

@@ -44,7 +44,8 @@ def watch_events(
     assert plane.admin is not None
     host, port = plane.url.removeprefix("https://").rsplit(":", 1)
     connection = http.client.HTTPSConnection(host, int(port), context=plane.admin.context, timeout=seconds + 30)
-    query = f"watch=1&allowWatchBookmarks=true&resourceVersion={resource_version}&timeoutSeconds={max(1, math.ceil(seconds))}"
+    query = (f"watch=1&allowWatchBookmarks=true&resourceVersion={resource_version}"
+             f"&timeoutSeconds={max(1, math.ceil(seconds))}")
     if selector:
         query += f"&labelSelector={selector}"
     try:

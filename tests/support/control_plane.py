@@ -143,7 +143,9 @@ class ControlPlane:
     # --- start and stop ---------------------------------------------------------------------------
 
     @classmethod
-    def start(cls, workdir: Path, binaries: Path | None = None, *, extra_apiserver_flags: Sequence[str] = ()) -> ControlPlane:
+    def start(
+        cls, workdir: Path, binaries: Path | None = None, *, extra_apiserver_flags: Sequence[str] = ()
+    ) -> ControlPlane:
         plane = cls(workdir=workdir, bin=binaries or locate_binaries())
         try:
             plane._start(extra_apiserver_flags)
@@ -261,13 +263,12 @@ class ControlPlane:
         raise TimeoutError(f"{name} not ready after {scaled(seconds):.0f} s:\n{component.tail()}")
 
     def stop(self, grace: float = 10.0) -> None:
-        """SIGTERM every process group (newest first), SIGKILL what is left after ``grace`` seconds."""
+        """Stop the components newest first (kwok ... etcd), each by SIGTERM to its process group, SIGKILL
+        after ``grace`` seconds."""
         for component in reversed(self.components):
             _signal_group(component.process, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        for component in reversed(self.components):
             with contextlib.suppress(subprocess.TimeoutExpired):
-                component.process.wait(max(0.0, deadline - time.monotonic()))
+                component.process.wait(grace)
             _signal_group(component.process, signal.SIGKILL)
             component.process.wait()
         self.components.clear()
@@ -394,7 +395,9 @@ class ControlPlane:
     def _get_status(self, path: str) -> int:
         return self.raw_request("GET", path, timeout=5)[0]
 
-    def apply(self, manifest: Mapping[str, Any], *, identity: Identity | None = None, manager: str = "adze-tests") -> Any:
+    def apply(
+        self, manifest: Mapping[str, Any], *, identity: Identity | None = None, manager: str = "adze-tests"
+    ) -> Any:
         """Server-side apply (create or update) of one object."""
         return self.request(
             "PATCH", object_path(manifest), manifest, identity=identity,
@@ -417,7 +420,8 @@ class ControlPlane:
     # --- namespaces and audit -----------------------------------------------------------------------
 
     def create_namespace(self, name: str) -> None:
-        self.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        self.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                    "metadata": {"name": name}})
 
     def delete_namespace(self, name: str) -> None:
         self.request("DELETE", f"/api/v1/namespaces/{name}", expect=(200, 202, 404))
@@ -427,7 +431,8 @@ class ControlPlane:
         return self.workdir / "audit.log"
 
     def audit_events(self, predicate: Callable[[dict[str, Any]], bool] = lambda _e: True) -> Iterator[dict[str, Any]]:
-        """Audit events (``AUDIT_POLICY``: writes, and every request of a ServiceAccount under test) matching ``predicate``."""
+        """Audit events matching ``predicate`` (``AUDIT_POLICY``: every write, and every request of a
+        ServiceAccount under test)."""
         if not self.audit_log.exists():
             return
         with self.audit_log.open() as lines:

@@ -6,6 +6,7 @@
 #   scripts/control-plane.sh path      print the directory holding the binaries (exit 3 when not built)
 #   scripts/control-plane.sh env       print 'export ADZE_CONTROL_PLANE_BIN=…' for eval
 #   scripts/control-plane.sh version   print the pinned Kubernetes version
+#   scripts/control-plane.sh prune     delete the Go caches (about 4 GB), keep the binaries (warm runs stay no-ops)
 #
 # The version and every dependency are pinned by tools/control-plane/go.mod and go.sum (kwok by
 # tools/control-plane/kwok/). Binaries and Go's caches live outside the work tree, under
@@ -90,8 +91,15 @@ case "${1:-build}" in
     echo "export ADZE_CONTROL_PLANE_BIN=$BIN"
     ;;
   version) echo "$VERSION" ;;
+  prune)
+    if command -v go > /dev/null 2>&1; then
+      GOMODCACHE=$CACHE/gomod go clean -modcache
+      GOCACHE=$CACHE/gocache go clean -cache
+    fi
+    rm -rf "$CACHE/gomod" "$CACHE/gocache"
+    ;;
   *)
-    echo "usage: $0 build|path|env|version" >&2
+    echo "usage: $0 build|path|env|version|prune" >&2
     exit 2
     ;;
 esac

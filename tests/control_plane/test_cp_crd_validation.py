@@ -44,7 +44,7 @@ def _fields(answer: Any) -> list[str]:
 
 
 def _rejected(status: int, answer: Any) -> bool:
-    return status == 422 and answer.get("reason") == "Invalid" or (
+    return (status == 422 and answer.get("reason") == "Invalid") or (
         status == 400 and "strict decoding error" in str(answer.get("message")))
 
 

@@ -26,30 +26,21 @@ NODECLASS_WIDE = [*NODECLASS_COLUMNS, "ROLE"]
 
 
 def tables(output: str) -> dict[str, tuple[list[str], list[dict[str, str]]]]:
-    """kubectl's blank-line separated tables -> resource prefix -> (headers, rows by header), cut at the
-    columns' header positions (a cell may be empty)."""
+    """kubectl's blank-line separated tables -> resource prefix -> (headers, rows by header), each row cut
+    at the headers' positions (kubectl aligns cells under them; a cell may be empty)."""
     found: dict[str, tuple[list[str], list[dict[str, str]]]] = {}
     for block in output.strip().split("\n\n"):
-        lines = block.splitlines()
-        header = lines[0]
-        names = header.split()
-        starts = [header.index(f"{name}") if i == 0 else _column_start(header, name, i, names)
-                  for i, name in enumerate(names)]
-        rows = []
-        for line in lines[1:]:
-            cells = [line[start:(starts[i + 1] if i + 1 < len(starts) else None)].strip()
-                     for i, start in enumerate(starts)]
-            rows.append(dict(zip(names, cells, strict=True)))
-        prefix = rows[0]["NAME"].split("/", 1)[0] if rows else ""
-        found[prefix] = (names, rows)
+        header, *lines = block.splitlines()
+        names, starts, position = header.split(), [], 0
+        for name in names:
+            position = header.index(name, position)
+            starts.append(position)
+            position += len(name)
+        ends = [*starts[1:], None]
+        rows = [{name: line[start:end].strip() for name, start, end in zip(names, starts, ends, strict=True)}
+                for line in lines]
+        found[rows[0]["NAME"].split("/", 1)[0] if rows else ""] = (names, rows)
     return found
-
-
-def _column_start(header: str, name: str, index: int, names: list[str]) -> int:
-    position = 0
-    for earlier in names[:index]:
-        position = header.index(earlier, position) + len(earlier)
-    return header.index(name, position)
 
 
 def _row(table: tuple[list[str], list[dict[str, str]]], name: str) -> dict[str, str]:

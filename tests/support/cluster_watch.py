@@ -103,7 +103,7 @@ def follow(
 def wait_for(
     plane: ControlPlane,
     path: str,
-    predicate: Callable[[Objects], T],
+    predicate: Callable[[Objects], T | None],
     timeout: float,
     *,
     what: str = "",

@@ -32,7 +32,7 @@ def install() -> None:
     timings = _overrides("ADZE_TEST_TIMINGS")
     settings = _overrides("ADZE_TEST_SETTINGS")
     if timings:
-        app_module.App = functools.partial(app_module.App, timings=Timings(**timings))  # type: ignore[misc]
+        app_module.App = functools.partial(app_module.App, timings=Timings(**timings))  # type: ignore[misc, assignment]
     if settings:
         from_env = Settings.from_env.__func__  # type: ignore[attr-defined]
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from support.adze_cluster import AdzeCluster, adze_cluster, prepare_control_plane
 from support.control_plane import ControlPlane, ControlPlaneUnavailable, locate_binaries
+from support.slow_dirs import mark_slow_under
 
 from reconciler.cloud.aws.offline import OfflineAWS, start_offline_aws
 
@@ -26,10 +27,7 @@ _clusters = itertools.count(1)
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test here starts a control plane and processes (the ``slow`` set)."""
-    here = Path(__file__).resolve().parent
-    for item in items:
-        if here in item.path.resolve().parents:
-            item.add_marker(pytest.mark.slow)
+    mark_slow_under(Path(__file__).resolve().parent, items)
 
 
 @pytest.fixture(scope="session")

@@ -341,21 +341,11 @@ class ControlPlane:
     # --- requests ---------------------------------------------------------------------------------
 
     def request(
-        self,
-        method: str,
-        path: str,
-        body: Any = None,
-        *,
-        identity: Identity | None = None,
-        query: Mapping[str, str] | None = None,
-        content_type: str = "application/json",
-        expect: Sequence[int] = (200, 201, 202),
-        timeout: float = 30.0,
+        self, method: str, path: str, body: Any = None, *, expect: Sequence[int] = (200, 201, 202), **options: Any
     ) -> Any:
-        """One request as ``identity`` (admin by default); the decoded JSON body, or ``ApiError``."""
-        status, decoded = self.raw_request(
-            method, path, body, identity=identity, query=query, content_type=content_type, timeout=timeout
-        )
+        """``raw_request`` (same options), answering the decoded JSON body, or raising ``ApiError`` when the
+        status is not in ``expect``."""
+        status, decoded = self.raw_request(method, path, body, **options)
         if status not in expect:
             raise ApiError(status, decoded, f"{method} {path}")
         return decoded
@@ -371,6 +361,7 @@ class ControlPlane:
         content_type: str = "application/json",
         timeout: float = 30.0,
     ) -> tuple[int, Any]:
+        """One request as ``identity`` (admin by default): (status, decoded JSON body or text)."""
         who = identity or self.admin
         assert who is not None, "the control plane is not started"
         host, port = self.url.removeprefix("https://").rsplit(":", 1)

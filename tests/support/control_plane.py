@@ -273,9 +273,6 @@ class ControlPlane:
             component.process.wait()
         self.components.clear()
 
-    def pids(self) -> list[int]:
-        return [c.process.pid for c in self.components]
-
     def leftovers(self) -> list[str]:
         """Processes with this control plane's work directory in their command line (every component has
         it in a flag): after ``stop()``, none."""

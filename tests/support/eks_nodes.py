@@ -25,7 +25,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import threading
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -218,15 +217,6 @@ class EksNodes:
     def _error(self, message: str) -> None:
         if message not in self.errors:
             self.errors.append(message)
-
-    def wait_idle(self, timeout: float = 30.0) -> None:
-        """Until no Node of a gone instance is left (after the cluster's instances were terminated)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not self._nodes({_provider_id(i) for i in self._instances()}):
-                return
-            time.sleep(self.interval)
-        raise TimeoutError(f"Nodes of {self.aws.cluster} still present after {timeout:.0f} s")
 
 
 def node_name(instance: dict[str, Any]) -> str:

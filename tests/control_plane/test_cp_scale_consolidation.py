@@ -123,6 +123,11 @@ def test_scale_out_and_in_across_two_nodepools_respects_pod_disruption_budgets(a
     assert not pod_watch.violations, pod_watch.violations[:5]
     assert not pdb_watch.violations, pdb_watch.violations[:5]
     assert set(per_pool) == set(POOLS)
+    # The budgets' status is the server's disruption controller's, settled on the final pods.
+    budgets = {b["metadata"]["name"]: b["status"] for b in plane.request(
+        "GET", f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets")["items"]}
+    assert (budgets["inflate"]["expectedPods"], budgets["inflate"]["desiredHealthy"]) == (5, 5 - SCALED_BUDGET)
+    assert (budgets["steady"]["expectedPods"], budgets["steady"]["desiredHealthy"]) == (STEADY, STEADY * 8 // 10)
 
     # Consolidation removed nodes that held pods, through the Eviction API only.
     removed = before - {c["metadata"]["name"] for c in _claims(adze)}

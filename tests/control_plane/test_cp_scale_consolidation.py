@@ -83,12 +83,10 @@ def test_scale_out_and_in_across_two_nodepools_respects_pod_disruption_budgets(a
     binders = _binders(adze, {p["metadata"]["name"] for p in pods.values()})
     assert binders == {"system:kube-scheduler"}, binders
 
-    _scale(adze, "inflate", 5)
-    wait_for(plane, pods_path, lambda pods: _running(pods, "inflate", 5) and _running(pods, "steady", STEADY),
-             timeout=120, what="scaled down to 5", describe=_describe)
     before = {c["metadata"]["name"] for c in _claims(adze)}
 
-    # From here on every pod removal is the reconciler's: sample both budgets at every change.
+    # From the scale-down on, every pod removal beyond the ReplicaSet's own is the reconciler's: at every
+    # change of the pods, the 5 kept inflate pods and the steady ones must stay within their budgets.
     def budgets_kept(pods: Objects) -> str | None:
         scaled, steady = _healthy(pods, "inflate"), _healthy(pods, "steady")
         if scaled < 5 - SCALED_BUDGET or steady < STEADY * 8 // 10:
@@ -103,9 +101,12 @@ def test_scale_out_and_in_across_two_nodepools_respects_pod_disruption_budgets(a
         return None
 
     pod_watch = Recorder(plane, pods_path, budgets_kept).start()
-    pdb_watch = Recorder(plane, f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets",
-                         server_status_kept).start()
+    pdb_watch = Recorder(plane, f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets", server_status_kept)
     try:
+        _scale(adze, "inflate", 5)
+        wait_for(plane, pods_path, lambda pods: _running(pods, "inflate", 5) and _running(pods, "steady", STEADY),
+                 timeout=120, what="scaled down to 5", describe=_describe)
+        pdb_watch.start()  # the server's budget status once the scale-down has settled (not mid-way)
         per_pool = wait_for(
             plane, "/apis/karpenter.sh/v1/nodeclaims", lambda claims: _consolidated(claims), timeout=600,
             what="consolidation down to one node per NodePool",

@@ -3,7 +3,9 @@
 Reads cover everything the scheduler simulation looks at (pods and their owners,
 nodes, disruption budgets, volumes and storage, priority and runtime classes).
 Writes are limited to nodes (labels, taints, finalizers, deletion), evictions,
-events and its own API objects; the Lease is the only namespaced permission.
+events and its own API objects. Namespaced: the leader-election Lease in the
+reconciler's namespace, and reading the ``kube-dns`` Service in ``kube-system``
+(its clusterIP is the DNS server nodes are bootstrapped with, as Karpenter reads it).
 """
 
 from __future__ import annotations
@@ -55,6 +57,14 @@ def leader_election_rules(lease_name: str) -> list[Rule]:
         _rule("coordination.k8s.io", ["leases"], ("create",)),
         _rule("coordination.k8s.io", ["leases"], ("get", "watch", "update", "patch"), [lease_name]),
     ]
+
+
+KUBE_DNS_NAMESPACE = "kube-system"
+
+
+def dns_discovery_rules() -> list[Rule]:
+    """Read the cluster DNS Service, and only it (a Role in ``KUBE_DNS_NAMESPACE``)."""
+    return [_rule("", ["services"], ("get",), ["kube-dns"])]
 
 
 def writes_outside_own_api(rules: list[Rule]) -> list[tuple[str, str, str]]:

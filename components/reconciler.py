@@ -16,7 +16,7 @@ import pulumi_kubernetes as k8s
 from components.common import LEADER_ELECTION_LEASE, SERVICE_ACCOUNT_NAME, type_token
 from components.config import StackConfig
 from components.image import ReconcilerImage, ReconcilerImageArgs
-from components.rbac import cluster_role_rules, leader_election_rules
+from components.rbac import KUBE_DNS_NAMESPACE, cluster_role_rules, dns_discovery_rules, leader_election_rules
 from components.workload import (
     APP_LABELS,
     WorkloadSpec,
@@ -183,4 +183,18 @@ class Reconciler(pulumi.ComponentResource):
             subjects=subject,
             opts=pulumi.ResourceOptions.merge(namespaced, pulumi.ResourceOptions(depends_on=[role])),
         )
-        return [cluster_role, cluster_binding, role, binding]
+        # kube-system always exists: no dependency on the reconciler's namespace.
+        dns_role = k8s.rbac.v1.Role(
+            f"{name}-dns",
+            metadata={"name": "adze-dns", "namespace": KUBE_DNS_NAMESPACE, "labels": dict(APP_LABELS)},
+            rules=dns_discovery_rules(),
+            opts=k8s_opts,
+        )
+        dns_binding = k8s.rbac.v1.RoleBinding(
+            f"{name}-dns",
+            metadata={"name": "adze-dns", "namespace": KUBE_DNS_NAMESPACE, "labels": dict(APP_LABELS)},
+            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "adze-dns"},
+            subjects=subject,
+            opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[dns_role])),
+        )
+        return [cluster_role, cluster_binding, role, binding, dns_role, dns_binding]

@@ -146,9 +146,20 @@ def test_rbac_is_bound_to_the_service_account(dev: ProgramRun) -> None:
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT_NAME, "namespace": "adze"}
     ]
-    role = dev.one("kubernetes:rbac.authorization.k8s.io/v1:Role").inputs
+    role = dev.one("kubernetes:rbac.authorization.k8s.io/v1:Role", "leader-election").inputs
     assert role["metadata"]["namespace"] == "adze"
     assert role["rules"] == leader_election_rules(LEADER_ELECTION_LEASE)
+    dns = dev.one("kubernetes:rbac.authorization.k8s.io/v1:Role", "-dns").inputs
+    assert dns["metadata"]["namespace"] == "kube-system"
+    assert dns["rules"] == [
+        {"apiGroups": [""], "resources": ["services"], "verbs": ["get"], "resourceNames": ["kube-dns"]}
+    ]
+    dns_binding = dev.one("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding", "-dns").inputs
+    assert dns_binding["metadata"]["namespace"] == "kube-system"
+    assert dns_binding["roleRef"]["name"] == "adze-dns"
+    assert dns_binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT_NAME, "namespace": "adze"}
+    ]
     assert pod(dev)["serviceAccountName"] == SERVICE_ACCOUNT_NAME
 
 

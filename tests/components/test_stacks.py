@@ -59,7 +59,7 @@ EVERY_STACK = {
     "kubernetes:core/v1:Service": 1,
     "kubernetes:core/v1:ServiceAccount": 1,
     "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole": 1,
-    "kubernetes:rbac.authorization.k8s.io/v1:Role": 1,
+    "kubernetes:rbac.authorization.k8s.io/v1:Role": 2,  # leader election; kube-dns lookup in kube-system
 }
 COMPONENTS = {
     "Network",

@@ -14,6 +14,8 @@ for _path in (str(_TESTS), str(_TESTS / "controllers")):
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
+from support.slow_dirs import mark_slow_under  # noqa: E402
+
 from reconciler.cloud.aws.offline import OfflineAWS, start_offline_aws  # noqa: E402
 
 _clusters = itertools.count(1)
@@ -21,10 +23,7 @@ _clusters = itertools.count(1)
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test here starts processes or servers (the ``slow`` set: ``pytest -m "not slow"`` skips them)."""
-    here = Path(__file__).resolve().parent
-    for item in items:
-        if here in item.path.resolve().parents:
-            item.add_marker(pytest.mark.slow)
+    mark_slow_under(Path(__file__).resolve().parent, items)
 
 
 @pytest.fixture(scope="session")

@@ -49,6 +49,7 @@ FAST_TIMINGS: dict[str, float] = {
     "status_interval": 2.0,
     "provisioner_recheck": 2.0,
     "expiration_max_wait": 5.0,
+    "instance_termination_poll": 1.0,
 }
 FAST_SETTINGS: dict[str, float] = {
     "batch_idle_duration": 0.5,

@@ -16,20 +16,21 @@ only: 100m-1.5 CPU, 100Mi-4Gi), ``diverse`` (Karpenter's benchmark mix: a fifth 
 hostname spread, zonal self-affinity, hostname anti-affinity) at each size, and ``preferences`` (4,000 pods
 with a preferred zone and preferred anti-affinity, under PreferencePolicy Respect and Ignore).
 
-For each side: ``core s`` is the in-process time to build the scheduler for the problem and solve it
-(excluding process start and reading the input), pods/s is pods / core s; nodes and $/h are the NodeClaims it
-decided on, each priced at the cheapest available offering of its options in the zones and capacity types it
-allows, from the one catalogue; wall, CPU (user + system) and peak RSS are the child process's, start to exit
-(``wait4``). ``speed`` is Adze's pods/s over Karpenter's (>1: Adze faster), ``cost`` Adze's $/h over
-Karpenter's (<=1: Adze at least as cheap). Every run checks that both sides read the same problem (type,
-offering and pod counts, price sums, allocatable and requests), that every pod is placed exactly once, that
-options come from the catalogue and fit their pods, and that Karpenter's own prices match the catalogue's.
-Exits 1 when a check fails.
+For each side: ``core s`` and ``core CPU`` are the in-process wall and CPU (user + system, all threads) time to
+build the scheduler for the problem and solve it, excluding process start and reading the input; pods/s is pods /
+core CPU (CPU time is what a loaded machine disturbs least). Nodes and $/h are the NodeClaims it decided on, each
+priced at the cheapest available offering of its options in the zones and capacity types it allows, from the one
+catalogue; wall, CPU and peak RSS are the child process's, start to exit (``wait4``). ``speed`` is Karpenter's core
+CPU over Adze's (>1: Adze faster), ``cost`` Adze's $/h over Karpenter's (<=1: Adze at least as cheap). Every run
+checks that both sides read the same problem (type, offering and pod counts, price sums, allocatable and
+requests), that every pod is placed exactly once, that options come from the catalogue and fit their pods, and
+that Karpenter's own prices match the catalogue's. Exits 1 when a check fails.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -122,7 +123,8 @@ def catalogue(name: str) -> list[InstanceType]:
 
 def problems(catalogue_name: str, types: list[InstanceType], workloads: Sequence[str], sizes: Sequence[int],
              preference_pods: int) -> list[tuple[str, dict[str, Any]]]:
-    from bench.scheduling import PodFactory, diverse_pods, nodepool, preference_pods as make_preference_pods
+    from bench.scheduling import PodFactory, diverse_pods, nodepool
+    from bench.scheduling import preference_pods as make_preference_pods
 
     # As bench/scheduling.py: limits on the synthetic catalogue (Karpenter's benchmark), none on the real one.
     pools = [nodepool(limits=catalogue_name == "synthetic-400")]
@@ -165,11 +167,11 @@ def adze_child(problem_path: str, result_path: str) -> int:
     pending = state.pending_pods()
     settings = Settings(preference_policy=policy)
     pool_types = {name: types for name in state.nodepools}
-    parsed = time.perf_counter()
+    parsed, cpu_parsed = time.perf_counter(), time.process_time()
     context = SchedulingContext.build(state, pool_types, settings)
     built = time.perf_counter()
     result = Scheduler(context, datetime(2026, 1, 1, tzinfo=UTC)).solve(pending)
-    solved = time.perf_counter()
+    solved, cpu_solved = time.perf_counter(), time.process_time()
     zones = sorted({o.zone for t in types for o in t.offerings})
     capacity_types = sorted({o.capacity_type for t in types for o in t.offerings})
     claims = []
@@ -189,6 +191,7 @@ def adze_child(problem_path: str, result_path: str) -> int:
         "parseSeconds": parsed - started,
         "buildSeconds": built - parsed,
         "solveSeconds": solved - built,
+        "coreCpuSeconds": cpu_solved - cpu_parsed,
         "claims": claims,
         "existingPods": len(result.existing),
         "podErrors": dict(result.errors),
@@ -203,7 +206,8 @@ def adze_child(problem_path: str, result_path: str) -> int:
 @dataclass
 class Side:
     name: str
-    core: float  # build + solve, in process
+    core: float  # build + solve, in process, wall
+    core_cpu: float  # the same, CPU time (user + system) of the process
     nodes: int
     cost: float
     wall: float
@@ -234,6 +238,8 @@ def check(side: str, result: Mapping[str, Any], pods: Mapping[str, Resources],
     placed: dict[str, int] = {}
     total = 0.0
     for index, claim in enumerate(result["claims"]):
+        for key in claim["pods"]:
+            placed[key] = placed.get(key, 0) + 1
         if claim["nodePool"] not in nodepools:
             problems.append(f"claim {index}: unknown NodePool {claim['nodePool']!r}")
         unknown = [n for n in claim["instanceTypes"] if n not in types_by_name]
@@ -249,7 +255,6 @@ def check(side: str, result: Mapping[str, Any], pods: Mapping[str, Resources],
         total += price
         requested = Resources()
         for key in claim["pods"]:
-            placed[key] = placed.get(key, 0) + 1
             requested = requested + pods.get(key, Resources())
         cheapest = min(claim["instanceTypes"], key=lambda n: claim_price(types_by_name, [n], claim["zones"],
                                                                          claim["capacityTypes"]))
@@ -293,8 +298,8 @@ def solve_both(name: str, document: dict[str, Any], work: Path, binary: Path, wo
         result = json.loads(output.read_text())
         mismatches += [f"{side} read: {d}" for d in summary_differences(expected, result["input"])]
         cost, problems = check(side, result, pods, types_by_name, set(state.nodepools))
-        sides.append(Side(side, result["buildSeconds"] + result["solveSeconds"], len(result["claims"]), cost, wall,
-                          cpu, peak, len(result["podErrors"]), problems))
+        sides.append(Side(side, result["buildSeconds"] + result["solveSeconds"], result["coreCpuSeconds"],
+                          len(result["claims"]), cost, wall, cpu, peak, len(result["podErrors"]), problems))
     return sides[0], sides[1], mismatches
 
 
@@ -303,11 +308,9 @@ def solve_both(name: str, document: dict[str, Any], work: Path, binary: Path, wo
 
 def machine() -> str:
     model = ""
-    try:
+    with contextlib.suppress(OSError, StopIteration):
         model = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                      if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     return (f"{os.cpu_count()} CPUs ({model or platform.machine()}), {memory:.0f} GiB, load average {load}; "
@@ -323,19 +326,20 @@ def go_version(binary: Path) -> str:
     return f"Karpenter {karpenter.group(1) if karpenter else '?'} built with {go.group(1) if go else '?'}"
 
 
-HEADER = (f"{'catalogue':<14} {'workload':<20} {'pods':>6} {'side':<9} {'core s':>8} {'pods/s':>8} {'nodes':>6} "
-          f"{'$/h':>10} {'wall s':>8} {'CPU s':>8} {'peak MB':>8}  {'speed':>6} {'cost':>6}")
+HEADER = (f"{'catalogue':<14} {'workload':<20} {'pods':>6} {'side':<9} {'core s':>7} {'core CPU':>8} {'pods/s':>7} "
+          f"{'nodes':>6} {'$/h':>9} {'wall s':>7} {'CPU s':>7} {'peak MB':>7}  {'speed':>6} {'cost':>6}")
 
 
 def print_rows(catalogue_name: str, workload: str, pods: int, adze: Side, karpenter: Side) -> None:
-    speed = karpenter.core / adze.core if adze.core else float("inf")
+    speed = karpenter.core_cpu / adze.core_cpu if adze.core_cpu else float("inf")
     cost = adze.cost / karpenter.cost if karpenter.cost else float("inf")
     for index, side in enumerate((adze, karpenter)):
-        rate = pods / side.core if side.core else float("inf")
+        rate = pods / side.core_cpu if side.core_cpu else float("inf")
         ratios = f"  {speed:>5.2f}x {cost:>6.3f}" if index == 0 else ""
         print(f"{catalogue_name if index == 0 else '':<14} {workload if index == 0 else '':<20} "
-              f"{pods if index == 0 else '':>6} {side.name:<9} {side.core:>8.3f} {rate:>8.0f} {side.nodes:>6} "
-              f"{side.cost:>10.2f} {side.wall:>8.2f} {side.cpu:>8.2f} {side.peak_mb:>8.0f}{ratios}", flush=True)
+              f"{pods if index == 0 else '':>6} {side.name:<9} {side.core:>7.3f} {side.core_cpu:>8.3f} {rate:>7.0f} "
+              f"{side.nodes:>6} {side.cost:>9.2f} {side.wall:>7.2f} {side.cpu:>7.2f} {side.peak_mb:>7.0f}{ratios}",
+              flush=True)
         for problem in side.problems[:5]:
             print(f"    {side.name}: {problem}")
 
@@ -363,8 +367,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(machine())
     print(f"{go_version(binary)}, {args.karpenter_workers} worker(s); Adze from {REPO}")
-    print("core = build the scheduler + solve, in process; wall/CPU/peak = the child process, start to exit;")
-    print("speed = Adze pods/s / Karpenter pods/s; cost = Adze $/h / Karpenter $/h")
+    print("core s / core CPU: building the scheduler + solving, in process (wall / user+system CPU);")
+    print("pods/s = pods / core CPU; wall s / CPU s / peak MB: the child process, start to exit;")
+    print("speed = Karpenter core CPU / Adze core CPU (>1: Adze faster); cost = Adze $/h / Karpenter $/h")
     print(HEADER)
     print("-" * len(HEADER))
     rows: list[dict[str, Any]] = []
@@ -373,11 +378,10 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(folder)
         for catalogue_name in catalogues:
             types = catalogue(catalogue_name)
-            for workload, document in problems(catalogue_name, types, workloads, sizes, preference_pods):
+            for label, document in problems(catalogue_name, types, workloads, sizes, preference_pods):
                 adze, karpenter, mismatches = solve_both(document["name"], document, work, binary,
                                                          args.karpenter_workers)
                 pods = len(document["pods"])
-                label = document["name"].rsplit(" ", 1)[0] if workload != "preferences" else document["name"]
                 print_rows(catalogue_name, label, pods, adze, karpenter)
                 for mismatch in mismatches:
                     print(f"    INPUT MISMATCH {mismatch}")

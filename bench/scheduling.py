@@ -6,7 +6,8 @@
 Catalogue: 400 synthetic instance types; type i has cpu i+1, memory 2(i+1) Gi,
 pods 10(i+1), spot offerings in 2 zones and on-demand in 3, price 0.1*cpu +
 0.1*memory-GB, overhead 100m / 10Mi. One NodePool with limits cpu 10,000,000
-and memory 8,000,000Gi (upstream: 10,000,000Gi, past int64 milli-units); no existing nodes or DaemonSets. Pods are split evenly
+and memory 8,000,000Gi (upstream: 10,000,000Gi, past int64 milli-units); no existing
+nodes or DaemonSets. Pods are split evenly
 into generic, zonal spread (maxSkew 1), hostname spread, zonal self-affinity
 and hostname anti-affinity, CPU from {100m, 250m, 500m, 1, 1.5}, memory from
 {100, 256, 512, 1024, 2048, 4096} Mi, seeded. The same workloads also run on the real aws-us-east-1 catalogue (without

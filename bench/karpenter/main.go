@@ -17,6 +17,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sort"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -47,17 +48,19 @@ type claimResult struct {
 }
 
 type scheduleResult struct {
-	Karpenter     string            `json:"karpenter"`
-	Go            string            `json:"go"`
-	Workers       int               `json:"workers"`
-	Input         inputSummary      `json:"input"`
-	ParseSeconds  float64           `json:"parseSeconds"`
-	BuildSeconds  float64           `json:"buildSeconds"`
-	SolveSeconds  float64           `json:"solveSeconds"`
-	Claims        []claimResult     `json:"claims"`
-	ExistingPods  int               `json:"existingPods"`
-	PodErrors     map[string]string `json:"podErrors"`
-	HeapPeakBytes uint64            `json:"heapSysBytes"`
+	Karpenter    string       `json:"karpenter"`
+	Go           string       `json:"go"`
+	Workers      int          `json:"workers"`
+	Input        inputSummary `json:"input"`
+	ParseSeconds float64      `json:"parseSeconds"`
+	BuildSeconds float64      `json:"buildSeconds"`
+	SolveSeconds float64      `json:"solveSeconds"`
+	// CPU time (user + system, every thread: the scheduler's and the garbage collector's) of building and solving.
+	CoreCPUSeconds float64           `json:"coreCpuSeconds"`
+	Claims         []claimResult     `json:"claims"`
+	ExistingPods   int               `json:"existingPods"`
+	PodErrors      map[string]string `json:"podErrors"`
+	HeapPeakBytes  uint64            `json:"heapSysBytes"`
 }
 
 func main() {
@@ -133,7 +136,7 @@ func schedule(problemPath, resultPath string, workers int) error {
 	kubeClient := fakecr.NewFakeClient()
 	clk := &clock.RealClock{}
 	cluster := state.NewCluster(clk, kubeClient, cloudProvider)
-	parsed := time.Now()
+	parsed, cpuParsed := time.Now(), cpuSeconds()
 
 	// Timed as Adze's core is: building the scheduler for the snapshot (topology, templates) and solving.
 	topology, err := scheduling.NewTopology(ctx, kubeClient, cluster, nil, p.NodePools, byPool, p.Pods, opts...)
@@ -147,20 +150,21 @@ func schedule(problemPath, resultPath string, workers int) error {
 	if err != nil {
 		return fmt.Errorf("solving: %w", err)
 	}
-	solved := time.Now()
+	solved, cpuSolved := time.Now(), cpuSeconds()
 
 	var stats runtime.MemStats
 	runtime.ReadMemStats(&stats)
 	out := scheduleResult{
-		Karpenter:     karpenterVersion(),
-		Go:            runtime.Version(),
-		Workers:       workers,
-		Input:         summarize(p, its),
-		ParseSeconds:  parsed.Sub(started).Seconds(),
-		BuildSeconds:  built.Sub(parsed).Seconds(),
-		SolveSeconds:  solved.Sub(built).Seconds(),
-		PodErrors:     map[string]string{},
-		HeapPeakBytes: stats.HeapSys,
+		Karpenter:      karpenterVersion(),
+		Go:             runtime.Version(),
+		Workers:        workers,
+		Input:          summarize(p, its),
+		ParseSeconds:   parsed.Sub(started).Seconds(),
+		BuildSeconds:   built.Sub(parsed).Seconds(),
+		SolveSeconds:   solved.Sub(built).Seconds(),
+		CoreCPUSeconds: cpuSolved - cpuParsed,
+		PodErrors:      map[string]string{},
+		HeapPeakBytes:  stats.HeapSys,
 	}
 	zones, capacityTypes := offeringValues(its)
 	for _, claim := range results.NewNodeClaims {
@@ -177,6 +181,14 @@ func schedule(problemPath, resultPath string, workers int) error {
 		return err
 	}
 	return os.WriteFile(resultPath, data, 0o644)
+}
+
+func cpuSeconds() float64 {
+	var usage syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &usage); err != nil {
+		return 0
+	}
+	return time.Duration(usage.Utime.Nano() + usage.Stime.Nano()).Seconds()
 }
 
 func offeringValues(its []*cloudprovider.InstanceType) (zones, capacityTypes []string) {

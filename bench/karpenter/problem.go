@@ -174,4 +174,3 @@ func summarize(p *problem, its []*cloudprovider.InstanceType) inputSummary {
 	}
 	return s
 }
-

@@ -1,0 +1,147 @@
+"""bench/compare.py and bench/exchange.py: the shared problem format, the equivalence check, the result checks."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench.compare import adze_child, check, problems  # noqa: E402
+from bench.exchange import (  # noqa: E402
+    input_summary,
+    instance_type_document,
+    instance_type_from_document,
+    problem_document,
+    read_problem,
+    summary_differences,
+)
+from bench.scheduling import diverse_pods, nodepool, synthetic_types  # noqa: E402
+from reconciler.cloud.aws.preset import load_preset  # noqa: E402
+from reconciler.model.resources import Resources  # noqa: E402
+from reconciler.state import ClusterState  # noqa: E402
+
+
+def comparable(itype: Any) -> tuple:
+    offerings = tuple((o.zone, o.capacity_type, o.price, o.available, o.zone_id) for o in itype.offerings)
+    return itype.name, itype.capacity, itype.overhead, dict(itype.labels), offerings
+
+
+@pytest.mark.parametrize("catalogue", ["synthetic", "aws-us-east-1"])
+def test_instance_types_survive_the_exchange_format(catalogue: str) -> None:
+    types = synthetic_types() if catalogue == "synthetic" else load_preset()
+    document = json.loads(json.dumps([instance_type_document(t) for t in types]))
+    assert [comparable(instance_type_from_document(d)) for d in document] == [comparable(t) for t in types]
+
+
+def small_problem(pods: int = 50, policy: str = "Respect") -> dict[str, Any]:
+    return problem_document("test", [nodepool()], synthetic_types(20), diverse_pods(pods), policy)
+
+
+def summary_of(document: dict[str, Any]) -> dict[str, Any]:
+    pools, types, pods, _ = read_problem(document)
+    state = ClusterState.from_manifests([*pools, *pods])
+    return input_summary(types, state.pending_pods(), state.nodepools)
+
+
+def test_summary_differences_name_what_changed() -> None:
+    document = small_problem()
+    expected = summary_of(document)
+    assert summary_differences(expected, json.loads(json.dumps(expected))) == []
+    document["instanceTypes"][3]["offerings"][0]["price"] += 0.01
+    document["instanceTypes"][4]["offerings"][1]["available"] = False
+    document["pods"][0]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "7"
+    changed = summary_differences(expected, summary_of(document))
+    assert [line.split(":")[0] for line in changed] == ["availableOfferings", "offeringPriceSum", "podRequestsMilli"]
+
+
+def test_read_problem_refuses_another_format() -> None:
+    with pytest.raises(ValueError, match="format"):
+        read_problem({**small_problem(), "format": "something-else"})
+    with pytest.raises(ValueError, match="preferencePolicy"):
+        problem_document("x", [], [], [], "Sometimes")
+
+
+def adze_result(tmp_path: Path, document: dict[str, Any]) -> dict[str, Any]:
+    problem, result = tmp_path / "problem.json", tmp_path / "result.json"
+    problem.write_text(json.dumps(document))
+    assert adze_child(str(problem), str(result)) == 0
+    return json.loads(result.read_text())
+
+
+def check_args(document: dict[str, Any]) -> tuple:
+    pools, types, pods, _ = read_problem(document)
+    state = ClusterState.from_manifests([*pools, *pods])
+    return ({p.key: p.scheduling_requests for p in state.pending_pods()}, {t.name: t for t in types},
+            set(state.nodepools))
+
+
+def test_adze_side_places_every_pod_and_its_result_passes_the_checks(tmp_path: Path) -> None:
+    document = small_problem()
+    result = adze_result(tmp_path, document)
+    assert summary_differences(summary_of(document), result["input"]) == []
+    cost, found = check("Adze", result, *check_args(document))
+    assert found == []
+    assert sum(len(c["pods"]) for c in result["claims"]) == 50
+    assert cost == pytest.approx(sum(c["price"] for c in result["claims"]))
+    assert result["buildSeconds"] > 0 and result["solveSeconds"] > 0
+
+
+def test_checks_catch_a_missing_pod_a_wrong_price_an_overfull_claim_and_unknown_types(tmp_path: Path) -> None:
+    document = small_problem()
+    result = adze_result(tmp_path, document)
+    args = check_args(document)
+    broken = json.loads(json.dumps(result))
+    dropped = broken["claims"][0]["pods"].pop()
+    broken["claims"][1]["price"] += 1
+    broken["claims"][2]["instanceTypes"] = ["fake-it-0"]  # 1 CPU: too small for what it holds
+    broken["claims"][2]["price"] = 0.1 + 0.1 * 2 * 2**30 / 1e9
+    broken["claims"][2]["pods"] += broken["claims"][3]["pods"] * 3
+    broken["claims"][4]["instanceTypes"] = ["no-such-type"]
+    _, found = check("Karpenter", broken, *args)
+    text = "\n".join(found)
+    assert f"missing from every claim, e.g. {dropped}" in text
+    assert "claim 1: Karpenter priced it" in text
+    assert "claim 2: its pods do not fit its cheapest option fake-it-0" in text
+    assert "in two claims" in text
+    assert "claim 4: options ['no-such-type'] not in the catalogue" in text
+    broken = json.loads(json.dumps(result))
+    broken["podErrors"] = {"default/pod-1": "no instance type fits"}
+    assert any("1 pods unscheduled" in line for line in check("Karpenter", broken, *args)[1])
+
+
+def test_problems_cover_the_scheduling_benchmark_workloads() -> None:
+    types = synthetic_types(10)
+    found = problems("synthetic-400", types, ["generic", "diverse", "preferences"], [100, 200], 40)
+    assert [name for name, _ in found] == ["generic", "generic", "diverse", "diverse", "preferences Respect",
+                                           "preferences Ignore"]
+    assert [len(doc["pods"]) for _, doc in found] == [100, 200, 100, 200, 40, 40]
+    assert found[5][1]["preferencePolicy"] == "Ignore"
+    generic_pod = found[0][1]["pods"][0]["spec"]
+    assert set(generic_pod) == {"containers"}
+    assert Resources.from_manifest(generic_pod["containers"][0]["resources"]["requests"])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("go") is None, reason="Go is not installed")
+def test_compare_runs_karpenter_on_the_same_problem(tmp_path: Path) -> None:
+    """Builds bench/karpenter (once per source version, cached outside the tree) and compares a small run."""
+    out = tmp_path / "figures.json"
+    run = subprocess.run([sys.executable, str(REPO / "bench" / "compare.py"), "--quick", "--sizes", "200",
+                          "--workloads", "diverse", "generic", "--json", str(out)], capture_output=True, text=True,
+                         timeout=3600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["workload"] for r in rows] == ["generic", "diverse"]
+    for row in rows:
+        assert row["mismatches"] == []
+        for side in ("adze", "karpenter"):
+            assert row[side]["problems"] == [] and row[side]["nodes"] > 0 and row[side]["cost"] > 0
+    assert "Karpenter v1.14.1" in json.loads(out.read_text())["karpenter"]

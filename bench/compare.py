@@ -48,13 +48,14 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.exchange import (  # noqa: E402 - run as a script
+from bench.exchange import (  # noqa: E402
     claim_price,
     input_summary,
     problem_document,
     read_problem,
     summary_differences,
 )
+from bench.measure import measured  # noqa: E402 - run as a script
 from reconciler.cloud.types import InstanceType  # noqa: E402
 from reconciler.model.resources import Resources  # noqa: E402
 
@@ -217,18 +218,12 @@ class Side:
     problems: list[str] = field(default_factory=list)
 
 
-def measured(argv: Sequence[str]) -> tuple[float, float, float]:
-    """(wall s, CPU s, peak RSS MB) of one child process, start to exit."""
-    with tempfile.TemporaryFile() as errors:
-        started = time.perf_counter()
-        process = subprocess.Popen(list(argv), cwd=REPO, env=CHILD_ENV, stdout=subprocess.DEVNULL, stderr=errors)
-        _, status, usage = os.wait4(process.pid, 0)
-        wall = time.perf_counter() - started
-        process.returncode = os.waitstatus_to_exitcode(status)
-        if process.returncode != 0:
-            errors.seek(0)
-            raise RuntimeError(f"{' '.join(argv)}: exit {process.returncode}: {errors.read().decode()[-1500:]}")
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+def measured_child(argv: Sequence[str]) -> tuple[float, float, float]:
+    """(wall s, CPU s, peak RSS MB) of one child process, start to exit (bench/measure.py)."""
+    wall, cpu, peak, code, errors = measured(argv, cwd=REPO, env=CHILD_ENV)
+    if code != 0:
+        raise RuntimeError(f"{' '.join(argv)}: exit {code}: {errors}")
+    return wall, cpu, peak
 
 
 def check(side: str, result: Mapping[str, Any], pods: Mapping[str, Resources],
@@ -294,7 +289,7 @@ def solve_both(name: str, document: dict[str, Any], work: Path, binary: Path, wo
                        str(workers)]),
     ):
         output = work / ("adze.json" if side == "Adze" else "karpenter.json")
-        wall, cpu, peak = measured(argv)
+        wall, cpu, peak = measured_child(argv)
         result = json.loads(output.read_text())
         mismatches += [f"{side} read: {d}" for d in summary_differences(expected, result["input"])]
         cost, problems = check(side, result, pods, types_by_name, set(state.nodepools))

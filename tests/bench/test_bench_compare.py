@@ -145,3 +145,18 @@ def test_compare_runs_karpenter_on_the_same_problem(tmp_path: Path) -> None:
         for side in ("adze", "karpenter"):
             assert row[side]["problems"] == [] and row[side]["nodes"] > 0 and row[side]["cost"] > 0
     assert "Karpenter v1.14.1" in json.loads(out.read_text())["karpenter"]
+
+
+def test_measured_peak_is_the_commands_own_not_the_benchmarks() -> None:
+    from bench.measure import measured
+
+    ballast = bytearray(150 * 2**20)
+    ballast[:: 4096] = b"\1" * len(ballast[:: 4096])  # resident in this process
+    _, _, small_peak, code, _ = measured([sys.executable, "-c", "pass"])
+    assert code == 0 and small_peak < 100
+    grow = "x = bytearray(200 * 2**20); x[::4096] = b'1' * len(x[::4096])"
+    _, cpu, big_peak, code, _ = measured([sys.executable, "-c", grow])
+    assert code == 0 and big_peak > 200 and cpu > 0
+    failing = "import sys; print('boom', file=sys.stderr); sys.exit(3)"
+    assert measured([sys.executable, "-c", failing])[3:] == (3, "boom\n")
+    del ballast

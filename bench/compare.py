@@ -201,6 +201,99 @@ def adze_child(problem_path: str, result_path: str) -> int:
     return 0
 
 
+# --- a consolidation decision (`compare.py adze-consolidate PROBLEM RESULT`) -----------------------------------
+
+
+def consolidation_problem(nodes: int, seed: int = 7) -> dict[str, Any]:
+    """bench/consolidation.py's cluster at ``nodes`` nodes after its 60 % scale-in, as a problem document.
+
+    The nodes the scale-in emptied are left out (emptiness takes them first, and both sides agree on which): the
+    decision compared is a consolidation that moves pods."""
+    import random
+    from datetime import timedelta
+
+    from bench.consolidation import NOW, PODS_PER_NODE, bind, launch, nodepool
+    from bench.scheduling import diverse_pods, synthetic_types
+    from reconciler.scheduling import SchedulingContext
+    from reconciler.scheduling.scheduler import Scheduler
+    from reconciler.settings import Settings
+    from reconciler.state import ClusterState
+
+    types = synthetic_types()
+    pods = diverse_pods(nodes * PODS_PER_NODE)
+    state = ClusterState.from_manifests([nodepool(), *pods])
+    result = Scheduler(SchedulingContext.build(state, {"default": types}, Settings()), NOW).solve(state.pending_pods())
+    by_key = {f"{p['metadata']['namespace']}/{p['metadata']['name']}": p for p in pods}
+    node_manifests: list[dict[str, Any]] = []
+    claims: list[dict[str, Any]] = []
+    bound: list[dict[str, Any]] = []
+    for index, claim in enumerate(result.new_claims[:nodes]):
+        name = f"node-{index:05d}"
+        (node, nodeclaim), _ = launch(claim, name, NOW - timedelta(hours=1))
+        node_manifests.append(node)
+        claims.append(nodeclaim)
+        bound.extend(bind(by_key[key], name) for key in claim.pod_keys)
+    doomed = set(random.Random(seed).sample(range(len(bound)), int(len(bound) * 0.6)))
+    remaining = [pod for index, pod in enumerate(bound) if index not in doomed]
+    busy = {pod["spec"]["nodeName"] for pod in remaining}
+    node_manifests = [n for n in node_manifests if n["metadata"]["name"] in busy]
+    claims = [c for c in claims if c["status"]["nodeName"] in busy]
+    document = problem_document(f"consolidation {nodes} nodes", [nodepool()], types, remaining)
+    document.update(nodes=node_manifests, nodeClaims=claims, now=NOW.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    return document
+
+
+def adze_consolidate_child(problem_path: str, result_path: str) -> int:
+    started = time.perf_counter()
+    from datetime import datetime
+
+    from reconciler.disruption.decide import decide
+    from reconciler.model import labels as wk
+    from reconciler.settings import Settings
+    from reconciler.state import ClusterState
+
+    document = json.loads(Path(problem_path).read_text())
+    nodepools, types, pods, policy = read_problem(document)
+    state = ClusterState.from_manifests([*nodepools, *document["nodeClaims"], *document["nodes"], *pods])
+    now = datetime.fromisoformat(document["now"].replace("Z", "+00:00"))
+    settings = Settings(preference_policy=policy)
+    pool_types = {name: types for name in state.nodepools}
+    counter = iter(range(1, 10**9))
+    loaded, cpu_loaded = time.perf_counter(), time.process_time()
+    decision = decide(state, pool_types, settings, now, name_for=lambda pool: f"{pool}-r{next(counter):05d}")
+    decided, cpu_decided = time.perf_counter(), time.process_time()
+    command = decision.command
+    zones = sorted({o.zone for t in types for o in t.offerings})
+    capacity_types = sorted({o.capacity_type for t in types for o in t.offerings})
+    replacements = []
+    for replacement in command.replacements if command else []:
+        claim = replacement.claim
+        zone_requirement = claim.requirements.get(wk.ZONE) if claim else None
+        ct_requirement = claim.requirements.get(wk.CAPACITY_TYPE) if claim else None
+        replacements.append({
+            "nodePool": replacement.nodepool, "pods": list(replacement.pods),
+            "instanceTypes": list(replacement.instance_type_options),
+            "zones": [z for z in zones if zone_requirement is None or zone_requirement.has(z)],
+            "capacityTypes": [c for c in capacity_types if ct_requirement is None or ct_requirement.has(c)],
+            "price": replacement.price,
+        })
+    result = {
+        "input": input_summary(types, [p for p in state.pods.values()], state.nodepools),
+        "nodes": len(document["nodes"]),
+        "loadSeconds": loaded - started,
+        "decideSeconds": decided - loaded,
+        "decideCpuSeconds": cpu_decided - cpu_loaded,
+        "method": f"{command.reason}/{command.method}" if command else "",
+        "decision": command.action if command else "no-op",
+        "candidatesDisrupted": [{"name": c.name, "price": c.price} for c in command.candidates] if command else [],
+        "replacements": replacements,
+        "savingsPerHour": command.savings_per_hour if command else 0.0,
+        "simulations": decision.simulations,
+    }
+    Path(result_path).write_text(json.dumps(result))
+    return 0
+
+
 # --- running and checking -------------------------------------------------------------------------------------
 
 
@@ -298,6 +391,77 @@ def solve_both(name: str, document: dict[str, Any], work: Path, binary: Path, wo
     return sides[0], sides[1], mismatches
 
 
+@dataclass
+class Decision:
+    name: str
+    decide: float  # in process, wall
+    decide_cpu: float
+    method: str
+    action: str
+    candidates: int
+    savings: float  # $/h: candidates' prices minus the replacements', from the catalogue
+    wall: float
+    cpu: float
+    peak_mb: float
+    problems: list[str] = field(default_factory=list)
+
+
+def check_decision(side: str, result: Mapping[str, Any], document: Mapping[str, Any],
+                   types_by_name: Mapping[str, InstanceType]) -> tuple[float, list[str]]:
+    """The decision's savings from the catalogue, and what is wrong with it."""
+    from reconciler.model import labels as wk
+
+    problems: list[str] = []
+    nodes = {n["metadata"]["name"]: n["metadata"]["labels"] for n in document["nodes"]}
+    savings = 0.0
+    for candidate in result["candidatesDisrupted"]:
+        labels = nodes.get(candidate["name"])
+        if labels is None:
+            problems.append(f"candidate {candidate['name']} is not a node of the problem")
+            continue
+        offering = types_by_name[labels[wk.INSTANCE_TYPE]].offering(labels[wk.ZONE], labels[wk.CAPACITY_TYPE])
+        price = offering.price if offering else float("nan")
+        if abs(price - candidate["price"]) > 1e-9:
+            problems.append(f"candidate {candidate['name']}: {side} priced it {candidate['price']}, catalogue {price}")
+        savings += price
+    for index, claim in enumerate(result["replacements"] or []):
+        price = claim_price(types_by_name, claim["instanceTypes"], claim["zones"], claim["capacityTypes"])
+        if abs(price - claim["price"]) > 1e-9:
+            problems.append(f"replacement {index}: {side} priced it {claim['price']}, the catalogue says {price}")
+        savings -= price
+    if result["candidatesDisrupted"] and savings <= 0:
+        problems.append(f"the command saves nothing ({savings:.4f} $/h)")
+    return savings, problems
+
+
+def decide_both(document: dict[str, Any], work: Path, binary: Path) -> tuple[Decision, Decision, list[str]]:
+    problem = work / "cluster.json"
+    problem.write_text(json.dumps(document))
+    _, types, pods, _ = read_problem(document)
+    from reconciler.state import ClusterState
+
+    state = ClusterState.from_manifests([*document["nodePools"], *document["nodeClaims"], *document["nodes"], *pods])
+    expected = input_summary(types, list(state.pods.values()), state.nodepools)
+    types_by_name = {t.name: t for t in types}
+    decisions, mismatches = [], []
+    for side, argv, output in (
+        ("Adze", [sys.executable, str(Path(__file__).resolve()), "adze-consolidate", str(problem),
+                  str(work / "adze-decision.json")], work / "adze-decision.json"),
+        ("Karpenter", [str(binary), "consolidate", str(problem), str(work / "karpenter-decision.json")],
+         work / "karpenter-decision.json"),
+    ):
+        wall, cpu, peak = measured_child(argv)
+        result = json.loads(output.read_text())
+        mismatches += [f"{side} read: {d}" for d in summary_differences(expected, result["input"])]
+        if result["nodes"] != len(document["nodes"]):
+            mismatches.append(f"{side} read {result['nodes']} nodes of {len(document['nodes'])}")
+        savings, problems = check_decision(side, result, document, types_by_name)
+        decisions.append(Decision(side, result["decideSeconds"], result["decideCpuSeconds"], result["method"],
+                                  result["decision"], len(result["candidatesDisrupted"]), savings, wall, cpu, peak,
+                                  problems))
+    return decisions[0], decisions[1], mismatches
+
+
 # --- reporting ------------------------------------------------------------------------------------------------
 
 
@@ -339,10 +503,29 @@ def print_rows(catalogue_name: str, workload: str, pods: int, adze: Side, karpen
             print(f"    {side.name}: {problem}")
 
 
+DECISION_HEADER = (f"{'cluster':<14} {'side':<9} {'decide s':>8} {'CPU s':>7} {'method':<28} {'action':<8} "
+                   f"{'nodes':>5} {'saves $/h':>9} {'wall s':>7} {'CPU s':>7} {'peak MB':>7}  {'speed':>6} "
+                   f"{'saved':>6}")
+
+
+def print_decisions(label: str, adze: Decision, karpenter: Decision) -> None:
+    speed = karpenter.decide_cpu / adze.decide_cpu if adze.decide_cpu else float("inf")
+    saved = adze.savings / karpenter.savings if karpenter.savings else float("inf")
+    for index, side in enumerate((adze, karpenter)):
+        ratios = f"  {speed:>5.2f}x {saved:>6.3f}" if index == 0 else ""
+        print(f"{label if index == 0 else '':<14} {side.name:<9} {side.decide:>8.3f} {side.decide_cpu:>7.3f} "
+              f"{side.method or '-':<28} {side.action:<8} {side.candidates:>5} {side.savings:>9.2f} {side.wall:>7.2f} "
+              f"{side.cpu:>7.2f} {side.peak_mb:>7.0f}{ratios}", flush=True)
+        for problem in side.problems[:5]:
+            print(f"    {side.name}: {problem}")
+
+
 def main(argv: list[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else argv
     if arguments[:1] == ["adze"]:
         return adze_child(arguments[1], arguments[2])
+    if arguments[:1] == ["adze-consolidate"]:
+        return adze_consolidate_child(arguments[1], arguments[2])
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="*", help=f"pod counts (default {' '.join(map(str, SIZES))})")
     parser.add_argument("--quick", action="store_true", help="1,000 pods, 400 preference pods, synthetic catalogue")
@@ -350,6 +533,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workloads", nargs="*", choices=WORKLOADS)
     parser.add_argument("--karpenter-workers", type=int, default=1,
                         help="Karpenter's NumConcurrentReconciles (its provisioner's default is 1; its benchmark 5)")
+    parser.add_argument("--consolidation", type=int, nargs="*", metavar="NODES",
+                        help="cluster sizes for one consolidation decision (default 1000; --quick 100; none: skip)")
     parser.add_argument("--json", metavar="FILE", help="also write every row as JSON here")
     parser.add_argument("--build-only", action="store_true", help="build Karpenter's side and stop")
     args = parser.parse_args(arguments)
@@ -357,6 +542,7 @@ def main(argv: list[str] | None = None) -> int:
     catalogues = args.catalogues or (["synthetic-400"] if args.quick else list(CATALOGUES))
     workloads = args.workloads or list(WORKLOADS)
     preference_pods = 400 if args.quick else PREFERENCE_PODS
+    clusters = args.consolidation if args.consolidation is not None else ([100] if args.quick else [1000])
     binary = ensure_karpenter_binary()
     if args.build_only:
         return 0
@@ -383,6 +569,22 @@ def main(argv: list[str] | None = None) -> int:
                 failed = failed or bool(mismatches or adze.problems or karpenter.problems)
                 rows.append({"catalogue": catalogue_name, "workload": label, "pods": pods,
                              "adze": adze.__dict__, "karpenter": karpenter.__dict__, "mismatches": mismatches})
+        if clusters:
+            print()
+            print("One disruption decision on bench/consolidation.py's cluster after its 60 % scale-in")
+            print("(synthetic-400 catalogue). decide s / CPU s: the decision in process (methods in order until one")
+            print("acts); saves $/h: the candidates' prices minus the replacements', from the catalogue;")
+            print("speed = Karpenter decide CPU / Adze decide CPU; saved = Adze's savings / Karpenter's")
+            print(DECISION_HEADER)
+            print("-" * len(DECISION_HEADER))
+        for nodes in clusters:
+            adze_decision, karpenter_decision, mismatches = decide_both(consolidation_problem(nodes), work, binary)
+            print_decisions(f"{nodes} nodes", adze_decision, karpenter_decision)
+            for mismatch in mismatches:
+                print(f"    INPUT MISMATCH {mismatch}")
+            failed = failed or bool(mismatches or adze_decision.problems or karpenter_decision.problems)
+            rows.append({"consolidation": nodes, "adze": adze_decision.__dict__,
+                         "karpenter": karpenter_decision.__dict__, "mismatches": mismatches})
     print(f"load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
     if args.json:
         Path(args.json).write_text(json.dumps({"machine": machine(), "karpenter": go_version(binary),

@@ -2,6 +2,7 @@
 // problem written by bench/compare.py: the same pods, NodePools and instance types Adze's core is given.
 //
 //	karpenter-bench schedule PROBLEM.json RESULT.json [-workers N]
+//	karpenter-bench consolidate PROBLEM.json RESULT.json
 //
 // The result holds what the driver saw (for the equivalence check), the in-process timings (building the topology
 // and scheduler; solving), and every NodeClaim the scheduler decided on with its pods, instance type options and the
@@ -66,7 +67,7 @@ type scheduleResult struct {
 func main() {
 	log.SetLogger(logging.NopLogger)
 	if len(os.Args) < 4 {
-		fmt.Fprintln(os.Stderr, "usage: karpenter-bench schedule PROBLEM.json RESULT.json [-workers N]")
+		fmt.Fprintln(os.Stderr, "usage: karpenter-bench schedule|consolidate PROBLEM.json RESULT.json [-workers N]")
 		os.Exit(2)
 	}
 	flags := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
@@ -76,6 +77,8 @@ func main() {
 	switch os.Args[1] {
 	case "schedule":
 		err = schedule(os.Args[2], os.Args[3], *workers)
+	case "consolidate":
+		err = consolidate(os.Args[2], os.Args[3])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}

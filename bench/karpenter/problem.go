@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -42,6 +43,11 @@ type problem struct {
 	NodePools        []*v1.NodePool     `json:"nodePools"`
 	InstanceTypes    []instanceTypeSpec `json:"instanceTypes"`
 	Pods             []*corev1.Pod      `json:"pods"`
+	// A consolidation problem also has the running cluster (the pods above are then bound to these nodes) and the
+	// time of the decision.
+	Nodes      []*corev1.Node  `json:"nodes,omitempty"`
+	NodeClaims []*v1.NodeClaim `json:"nodeClaims,omitempty"`
+	Now        time.Time       `json:"now,omitempty"`
 }
 
 func readProblem(path string) (*problem, error) {

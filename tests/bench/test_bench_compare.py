@@ -160,3 +160,49 @@ def test_measured_peak_is_the_commands_own_not_the_benchmarks() -> None:
     failing = "import sys; print('boom', file=sys.stderr); sys.exit(3)"
     assert measured([sys.executable, "-c", failing])[3:] == (3, "boom\n")
     del ballast
+
+
+def test_the_go_side_is_built_once_per_source_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import bench.compare as compare
+
+    binary = tmp_path / "bin" / "karpenter-bench"
+    monkeypatch.setattr(compare, "BINARY", binary)
+    monkeypatch.setattr(compare, "CACHE", tmp_path)
+    monkeypatch.setattr(compare.shutil, "which", lambda name: "/usr/bin/go")
+    builds: list[list[str]] = []
+
+    def fake_build(argv: list[str], **kwargs: Any) -> None:
+        builds.append(argv)
+        assert kwargs["cwd"] == compare.GO_MODULE
+        assert kwargs["env"]["GOMODCACHE"] == str(tmp_path / "gomod")
+        assert kwargs["env"]["GOCACHE"] == str(tmp_path / "gocache")
+        binary.write_bytes(b"built")
+
+    monkeypatch.setattr(compare.subprocess, "run", fake_build)
+    assert compare.ensure_karpenter_binary() == binary
+    assert compare.ensure_karpenter_binary() == binary  # warm: the stamp matches, nothing is built
+    assert len(builds) == 1 and builds[0][:2] == ["/usr/bin/go", "build"]
+    (tmp_path / "bin" / "karpenter-bench.stamp").write_text("an older source")
+    compare.ensure_karpenter_binary()
+    assert len(builds) == 2
+
+
+def test_adze_consolidation_decision_on_the_shared_cluster_passes_the_checks(tmp_path: Path) -> None:
+    from bench.compare import adze_consolidate_child, check_decision, consolidation_problem
+
+    document = json.loads(json.dumps(consolidation_problem(30)))
+    names = {n["metadata"]["name"] for n in document["nodes"]}
+    assert {p["spec"]["nodeName"] for p in document["pods"]} == names  # the emptied nodes are left out
+    assert {c["status"]["nodeName"] for c in document["nodeClaims"]} == names
+    problem, out = tmp_path / "cluster.json", tmp_path / "decision.json"
+    problem.write_text(json.dumps(document))
+    assert adze_consolidate_child(str(problem), str(out)) == 0
+    result = json.loads(out.read_text())
+    assert result["nodes"] == len(names) and result["decision"] in ("delete", "replace")
+    types = {t.name: t for t in read_problem(document)[1]}
+    savings, found = check_decision("Adze", result, document, types)
+    assert found == [] and savings == pytest.approx(result["savingsPerHour"], abs=1e-5)
+    result["candidatesDisrupted"][0]["price"] += 1
+    result["candidatesDisrupted"].append({"name": "node-99999", "price": 1.0})
+    found = check_decision("Karpenter", result, document, types)[1]
+    assert any("priced it" in line for line in found) and any("node-99999" in line for line in found)

@@ -529,19 +529,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="*", help=f"pod counts (default {' '.join(map(str, SIZES))})")
     parser.add_argument("--quick", action="store_true", help="1,000 pods, 400 preference pods, synthetic catalogue")
-    parser.add_argument("--catalogues", nargs="*", choices=CATALOGUES)
-    parser.add_argument("--workloads", nargs="*", choices=WORKLOADS)
+    parser.add_argument("--catalogues", nargs="*", choices=CATALOGUES, help="(given alone: none)")
+    parser.add_argument("--workloads", nargs="*", choices=WORKLOADS, help="(given alone: no scheduling rows)")
     parser.add_argument("--karpenter-workers", type=int, default=1,
                         help="Karpenter's NumConcurrentReconciles (its provisioner's default is 1; its benchmark 5)")
+    parser.add_argument("--preference-pods", type=int, help=f"pods of the preferences workload (default "
+                        f"{PREFERENCE_PODS}, upstream's; --quick 400)")
     parser.add_argument("--consolidation", type=int, nargs="*", metavar="NODES",
                         help="cluster sizes for one consolidation decision (default 1000; --quick 100; none: skip)")
     parser.add_argument("--json", metavar="FILE", help="also write every row as JSON here")
     parser.add_argument("--build-only", action="store_true", help="build Karpenter's side and stop")
     args = parser.parse_args(arguments)
     sizes = args.sizes or ([1000] if args.quick else list(SIZES))
-    catalogues = args.catalogues or (["synthetic-400"] if args.quick else list(CATALOGUES))
-    workloads = args.workloads or list(WORKLOADS)
-    preference_pods = 400 if args.quick else PREFERENCE_PODS
+    catalogues = args.catalogues if args.catalogues is not None else (["synthetic-400"] if args.quick
+                                                                       else list(CATALOGUES))
+    workloads = args.workloads if args.workloads is not None else list(WORKLOADS)  # "--workloads": none
+    preference_pods = args.preference_pods or (400 if args.quick else PREFERENCE_PODS)
     clusters = args.consolidation if args.consolidation is not None else ([100] if args.quick else [1000])
     binary = ensure_karpenter_binary()
     if args.build_only:

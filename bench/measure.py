@@ -18,11 +18,20 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 LAUNCHER = """
-import json, os, sys, time
+import ctypes, json, os, signal, sys, time
+
+def die_with_parent():  # Linux: PR_SET_PDEATHSIG, so an interrupted benchmark leaves nothing running
+    try:
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+
+die_with_parent()
 started = time.perf_counter()
 pid = os.fork()
 if pid == 0:
     try:
+        die_with_parent()
         os.execvp(sys.argv[2], sys.argv[2:])
     finally:
         os._exit(127)

@@ -206,3 +206,24 @@ def test_adze_consolidation_decision_on_the_shared_cluster_passes_the_checks(tmp
     result["candidatesDisrupted"].append({"name": "node-99999", "price": 1.0})
     found = check_decision("Karpenter", result, document, types)[1]
     assert any("priced it" in line for line in found) and any("node-99999" in line for line in found)
+
+
+def test_an_interrupted_measurement_leaves_nothing_running() -> None:
+    import time
+
+    script = "import sys; sys.path.insert(0, 'bench'); from measure import measured; measured(['sleep', '417.25'])"
+    parent = subprocess.Popen([sys.executable, "-c", script], cwd=REPO)
+
+    def sleeping() -> list[str]:
+        return subprocess.run(["pgrep", "-f", "^sleep 417.25$"], capture_output=True, text=True).stdout.split()
+
+    deadline = time.monotonic() + 60
+    while not sleeping() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert sleeping(), "the measured command did not start"
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 60
+    while sleeping() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert sleeping() == []

@@ -551,11 +551,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(machine())
     print(f"{go_version(binary)}, {args.karpenter_workers} worker(s); Adze from {REPO}")
-    print("core s / core CPU: building the scheduler + solving, in process (wall / user+system CPU);")
-    print("pods/s = pods / core CPU; wall s / CPU s / peak MB: the child process, start to exit;")
-    print("speed = Karpenter core CPU / Adze core CPU (>1: Adze faster); cost = Adze $/h / Karpenter $/h")
-    print(HEADER)
-    print("-" * len(HEADER))
+    if catalogues and workloads:
+        print("core s / core CPU: building the scheduler + solving, in process (wall / user+system CPU);")
+        print("pods/s = pods / core CPU; wall s / CPU s / peak MB: the child process, start to exit;")
+        print("speed = Karpenter core CPU / Adze core CPU (>1: Adze faster); cost = Adze $/h / Karpenter $/h")
+        print(HEADER)
+        print("-" * len(HEADER))
     rows: list[dict[str, Any]] = []
     failed = False
     with tempfile.TemporaryDirectory(prefix="adze-compare-") as folder:
@@ -573,7 +574,8 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append({"catalogue": catalogue_name, "workload": label, "pods": pods,
                              "adze": adze.__dict__, "karpenter": karpenter.__dict__, "mismatches": mismatches})
         if clusters:
-            print()
+            if catalogues and workloads:
+                print()
             print("One disruption decision on bench/consolidation.py's cluster after its 60 % scale-in")
             print("(synthetic-400 catalogue). decide s / CPU s: the decision in process (methods in order until one")
             print("acts); saves $/h: the candidates' prices minus the replacements', from the catalogue;")

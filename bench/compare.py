@@ -247,6 +247,7 @@ def adze_consolidate_child(problem_path: str, result_path: str) -> int:
     started = time.perf_counter()
     from datetime import datetime
 
+    from bench.consolidation import PASS_DEADLINE_SECONDS, deadline_after
     from reconciler.disruption.decide import decide
     from reconciler.model import labels as wk
     from reconciler.settings import Settings
@@ -260,7 +261,9 @@ def adze_consolidate_child(problem_path: str, result_path: str) -> int:
     pool_types = {name: types for name in state.nodepools}
     counter = iter(range(1, 10**9))
     loaded, cpu_loaded = time.perf_counter(), time.process_time()
-    decision = decide(state, pool_types, settings, now, name_for=lambda pool: f"{pool}-r{next(counter):05d}")
+    # Karpenter's single-node consolidation gives up after 3 minutes; so does bench/consolidation.py's pass.
+    decision = decide(state, pool_types, settings, now, name_for=lambda pool: f"{pool}-r{next(counter):05d}",
+                      should_stop=deadline_after(PASS_DEADLINE_SECONDS))
     decided, cpu_decided = time.perf_counter(), time.process_time()
     command = decision.command
     zones = sorted({o.zone for t in types for o in t.offerings})
@@ -404,6 +407,11 @@ class Decision:
     cpu: float
     peak_mb: float
     problems: list[str] = field(default_factory=list)
+    method_seconds: dict[str, float] = field(default_factory=dict)  # Karpenter: wall time of each method tried
+
+
+# Karpenter's time limits per method (multinodeconsolidation.go, singlenodeconsolidation.go).
+TIME_LIMITS = {"Underutilized/multi": 60.0, "Underutilized/single": 180.0}
 
 
 def check_decision(side: str, result: Mapping[str, Any], document: Mapping[str, Any],
@@ -458,7 +466,7 @@ def decide_both(document: dict[str, Any], work: Path, binary: Path) -> tuple[Dec
         savings, problems = check_decision(side, result, document, types_by_name)
         decisions.append(Decision(side, result["decideSeconds"], result["decideCpuSeconds"], result["method"],
                                   result["decision"], len(result["candidatesDisrupted"]), savings, wall, cpu, peak,
-                                  problems))
+                                  problems, result.get("methodSeconds", {})))
     return decisions[0], decisions[1], mismatches
 
 
@@ -518,6 +526,9 @@ def print_decisions(label: str, adze: Decision, karpenter: Decision) -> None:
               f"{side.cpu:>7.2f} {side.peak_mb:>7.0f}{ratios}", flush=True)
         for problem in side.problems[:5]:
             print(f"    {side.name}: {problem}")
+        for method, seconds in side.method_seconds.items():
+            if seconds >= TIME_LIMITS.get(method, float("inf")) * 0.95:
+                print(f"    {side.name}: {method} ran {seconds:.0f} s, into its time limit: it gave up early")
 
 
 def main(argv: list[str] | None = None) -> int:

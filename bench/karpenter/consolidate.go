@@ -19,7 +19,7 @@ import (
 	"github.com/samber/lo"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"
-	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	fakecr "sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -38,21 +38,22 @@ type candidateResult struct {
 }
 
 type decisionResult struct {
-	Karpenter      string            `json:"karpenter"`
-	Go             string            `json:"go"`
-	Input          inputSummary      `json:"input"`
-	Nodes          int               `json:"nodes"`
-	Candidates     map[string]int    `json:"candidates"` // per method: nodes it may disrupt
-	ParseSeconds   float64           `json:"parseSeconds"`
-	LoadSeconds    float64           `json:"loadSeconds"`
-	DecideSeconds  float64           `json:"decideSeconds"`
-	DecideCPU      float64           `json:"decideCpuSeconds"`
-	Method         string            `json:"method"`
-	Decision       string            `json:"decision"`
-	Commands       int               `json:"commands"`
-	Disrupted      []candidateResult `json:"candidatesDisrupted"`
-	Replacements   []claimResult     `json:"replacements"`
-	SavingsPerHour float64           `json:"savingsPerHour"`
+	Karpenter      string             `json:"karpenter"`
+	Go             string             `json:"go"`
+	Input          inputSummary       `json:"input"`
+	Nodes          int                `json:"nodes"`
+	Candidates     map[string]int     `json:"candidates"`    // per method: nodes it may disrupt
+	MethodSeconds  map[string]float64 `json:"methodSeconds"` // per method tried: wall time, to see a time limit hit
+	ParseSeconds   float64            `json:"parseSeconds"`
+	LoadSeconds    float64            `json:"loadSeconds"`
+	DecideSeconds  float64            `json:"decideSeconds"`
+	DecideCPU      float64            `json:"decideCpuSeconds"`
+	Method         string             `json:"method"`
+	Decision       string             `json:"decision"`
+	Commands       int                `json:"commands"`
+	Disrupted      []candidateResult  `json:"candidatesDisrupted"`
+	Replacements   []claimResult      `json:"replacements"`
+	SavingsPerHour float64            `json:"savingsPerHour"`
 }
 
 // acceptAll stands in for the 15-second re-validation a command gets before it is executed: it is not part of
@@ -62,6 +63,17 @@ type acceptAll struct{}
 func (acceptAll) Validate(_ context.Context, cmd disruption.Command, _ time.Duration) (disruption.Command, error) {
 	return cmd, nil
 }
+
+// shiftedClock is the real clock moved to the problem's time: the cluster's timestamps read as in the problem, and
+// Karpenter's own time limits (single-node consolidation gives up after 3 minutes, multi-node after 1) run in real
+// time, as in a live controller.
+type shiftedClock struct {
+	clock.RealClock
+	offset time.Duration
+}
+
+func (c *shiftedClock) Now() time.Time                  { return time.Now().Add(c.offset) }
+func (c *shiftedClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
 
 // The fake cloud provider manages only its test node class; the problem's NodePools and NodeClaims are pointed at
 // it (nothing in scheduling or disruption reads the node class beyond that check).
@@ -86,7 +98,7 @@ func consolidate(problemPath, resultPath string) error {
 	its := instanceTypes(p.InstanceTypes)
 	parsed := time.Now()
 
-	clk := clocktesting.NewFakeClock(p.Now)
+	clk := &shiftedClock{offset: p.Now.Sub(time.Now())}
 	cloudProvider := fake.NewCloudProvider()
 	cloudProvider.InstanceTypes = its
 	objects := []client.Object{}
@@ -154,10 +166,11 @@ func consolidate(problemPath, resultPath string) error {
 	loaded, cpuLoaded := time.Now(), cpuSeconds()
 
 	out := decisionResult{Karpenter: karpenterVersion(), Go: runtime.Version(), Input: summarize(p, its),
-		Nodes: len(p.Nodes), Candidates: map[string]int{}, Decision: string(disruption.NoOpDecision),
+		Nodes: len(p.Nodes), Candidates: map[string]int{}, MethodSeconds: map[string]float64{}, Decision: string(disruption.NoOpDecision),
 		Disrupted: []candidateResult{}, Replacements: []claimResult{}}
 	for _, method := range methods {
 		label := fmt.Sprintf("%s/%s", method.Reason(), method.ConsolidationType())
+		methodStarted := time.Now()
 		candidates, totals, err := disruption.GetCandidatesWithTotals(ctx, cluster, kubeClient, recorder, clk,
 			cloudProvider, method.ShouldDisrupt, method.Class(), queue, nil)
 		if err != nil {
@@ -182,6 +195,7 @@ func consolidate(problemPath, resultPath string) error {
 		commands = lo.Filter(commands, func(cmd disruption.Command, _ int) bool {
 			return cmd.Decision() != disruption.NoOpDecision
 		})
+		out.MethodSeconds[label] = time.Since(methodStarted).Seconds()
 		if len(commands) == 0 {
 			continue
 		}

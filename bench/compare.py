@@ -328,7 +328,7 @@ def check(side: str, result: Mapping[str, Any], pods: Mapping[str, Resources],
     problems: list[str] = []
     placed: dict[str, int] = {}
     total = 0.0
-    for index, claim in enumerate(result["claims"]):
+    for index, claim in enumerate(result["claims"] or []):
         for key in claim["pods"]:
             placed[key] = placed.get(key, 0) + 1
         if claim["nodePool"] not in nodepools:
@@ -390,7 +390,7 @@ def solve_both(name: str, document: dict[str, Any], work: Path, binary: Path, wo
         mismatches += [f"{side} read: {d}" for d in summary_differences(expected, result["input"])]
         cost, problems = check(side, result, pods, types_by_name, set(state.nodepools))
         sides.append(Side(side, result["buildSeconds"] + result["solveSeconds"], result["coreCpuSeconds"],
-                          len(result["claims"]), cost, wall, cpu, peak, len(result["podErrors"]), problems))
+                          len(result["claims"] or []), cost, wall, cpu, peak, len(result["podErrors"]), problems))
     return sides[0], sides[1], mismatches
 
 

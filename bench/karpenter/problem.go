@@ -88,6 +88,8 @@ func instanceTypes(specs []instanceTypeSpec) []*cloudprovider.InstanceType {
 	for key := range keys {
 		v1.WellKnownLabels.Insert(key)
 	}
+	// Offerings carry the zone ID (as the AWS provider's do), a well-known label there too.
+	v1.WellKnownLabels.Insert(zoneIDLabel)
 	sortedKeys := make([]string, 0, len(keys))
 	for key := range keys {
 		sortedKeys = append(sortedKeys, key)

@@ -135,15 +135,19 @@ def test_compare_runs_karpenter_on_the_same_problem(tmp_path: Path) -> None:
     """Builds bench/karpenter (once per source version, cached outside the tree) and compares a small run."""
     out = tmp_path / "figures.json"
     run = subprocess.run([sys.executable, str(REPO / "bench" / "compare.py"), "--quick", "--sizes", "200",
-                          "--workloads", "diverse", "generic", "--json", str(out)], capture_output=True, text=True,
-                         timeout=3600)
+                          "--workloads", "diverse", "generic", "--catalogues", "synthetic-400", "aws-us-east-1",
+                          "--consolidation", "40", "--json", str(out)], capture_output=True, text=True, timeout=3600)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     rows = json.loads(out.read_text())["rows"]
-    assert [r["workload"] for r in rows] == ["generic", "diverse"]
-    for row in rows:
+    assert [(r.get("catalogue"), r.get("workload", r.get("consolidation"))) for r in rows] == [
+        ("synthetic-400", "generic"), ("synthetic-400", "diverse"), ("aws-us-east-1", "generic"),
+        ("aws-us-east-1", "diverse"), (None, 40)]
+    for row in rows[:4]:
         assert row["mismatches"] == []
         for side in ("adze", "karpenter"):
             assert row[side]["problems"] == [] and row[side]["nodes"] > 0 and row[side]["cost"] > 0
+    for side in ("adze", "karpenter"):
+        assert rows[4][side]["problems"] == [] and rows[4][side]["action"] in ("delete", "replace")
     assert "Karpenter v1.14.1" in json.loads(out.read_text())["karpenter"]
 
 

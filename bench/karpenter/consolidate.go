@@ -125,7 +125,7 @@ func consolidate(problemPath, resultPath string) error {
 	for _, pod := range p.Pods {
 		objects = append(objects, pod)
 	}
-	kubeClient := fakecr.NewClientBuilder().
+	objectStore := fakecr.NewClientBuilder().
 		WithObjects(objects...).
 		WithIndex(&corev1.Pod{}, "spec.nodeName", func(o client.Object) []string {
 			return []string{o.(*corev1.Pod).Spec.NodeName}
@@ -137,6 +137,7 @@ func consolidate(problemPath, resultPath string) error {
 			return []string{o.(*v1.NodeClaim).Status.ProviderID}
 		}).
 		Build()
+	kubeClient := newPodCache(objectStore, p.Pods)
 	recorder := events.NewRecorder(&record.FakeRecorder{})
 	cluster := state.NewCluster(clk, kubeClient, cloudProvider)
 	for _, nc := range p.NodeClaims {

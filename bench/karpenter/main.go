@@ -17,6 +17,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"sort"
 	"syscall"
 	"time"
@@ -72,7 +73,19 @@ func main() {
 	}
 	flags := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
 	workers := flags.Int("workers", 1, "scheduler.NumConcurrentReconciles (the provisioner's default: ceil(CPU_REQUESTS/1000) = 1)")
+	profile := flags.String("cpuprofile", "", "write a CPU profile of the whole run here (go tool pprof)")
 	_ = flags.Parse(os.Args[4:])
+	if *profile != "" {
+		out, err := os.Create(*profile)
+		if err == nil {
+			err = pprof.StartCPUProfile(out)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "karpenter-bench:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var err error
 	switch os.Args[1] {
 	case "schedule":
@@ -83,6 +96,7 @@ func main() {
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
 	if err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "karpenter-bench:", err)
 		os.Exit(1)
 	}

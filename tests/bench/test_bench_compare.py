@@ -135,7 +135,7 @@ def test_compare_runs_karpenter_on_the_same_problem(tmp_path: Path) -> None:
     """Builds bench/karpenter (once per source version, cached outside the tree) and compares a small run."""
     out = tmp_path / "figures.json"
     run = subprocess.run([sys.executable, str(REPO / "bench" / "compare.py"), "--quick", "--sizes", "200",
-                          "--workloads", "diverse", "generic", "--catalogues", "synthetic-400", "aws-us-east-1",
+                          "--workloads", "generic", "diverse", "--catalogues", "synthetic-400", "aws-us-east-1",
                           "--consolidation", "40", "--json", str(out)], capture_output=True, text=True, timeout=3600)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     rows = json.loads(out.read_text())["rows"]

@@ -32,7 +32,6 @@ import random
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +42,7 @@ sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO))
 
 from kubectl_dump import kubectl_dump  # noqa: E402 - bench modules, run as scripts
+from measure import measured as measure_command  # noqa: E402
 from plan import CHANGES, cluster  # noqa: E402
 
 CPUS = ("100m", "250m", "500m", "1", "1500m")
@@ -85,18 +85,12 @@ def simulate_scenario(pods: int) -> dict[str, Any]:
 
 
 def measured(argv: list[str]) -> tuple[float, float, float, int]:
-    """(wall s, CPU s, peak RSS MB, exit code) of one process."""
-    with tempfile.TemporaryFile() as errors:
-        started = time.perf_counter()
-        process = subprocess.Popen(argv, cwd=REPO, env=ENV, stdout=subprocess.DEVNULL, stderr=errors)
-        _, status, usage = os.wait4(process.pid, 0)
-        wall = time.perf_counter() - started
-        code = os.waitstatus_to_exitcode(status)
-        process.returncode = code
-        if code not in (0, 3, 4):
-            errors.seek(0)
-            sys.exit(f"{' '.join(argv)}: exit {code}: {errors.read().decode()[-500:]}")
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, code
+    """(wall s, CPU s, peak RSS MB, exit code) of one process (bench/measure.py: started by a small launcher, so
+    its peak RSS is its own, not this benchmark's)."""
+    wall, cpu, peak, code, errors = measure_command(argv, cwd=REPO, env=ENV)
+    if code not in (0, 3, 4):
+        sys.exit(f"{' '.join(argv)}: exit {code}: {errors[-500:]}")
+    return wall, cpu, peak, code
 
 
 def row(command: str, size: str, argv: list[str]) -> None:

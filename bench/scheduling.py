@@ -6,12 +6,14 @@
 Catalogue: 400 synthetic instance types; type i has cpu i+1, memory 2(i+1) Gi,
 pods 10(i+1), spot offerings in 2 zones and on-demand in 3, price 0.1*cpu +
 0.1*memory-GB, overhead 100m / 10Mi. One NodePool with limits cpu 10,000,000
-and memory 10,000,000Gi; no existing nodes or DaemonSets. Pods are split evenly
+and memory 8,000,000Gi (upstream: 10,000,000Gi, past int64 milli-units); no existing
+nodes or DaemonSets. Pods are split evenly
 into generic, zonal spread (maxSkew 1), hostname spread, zonal self-affinity
 and hostname anti-affinity, CPU from {100m, 250m, 500m, 1, 1.5}, memory from
 {100, 256, 512, 1024, 2048, 4096} Mi, seeded. The same workloads also run on the real aws-us-east-1 catalogue (without
-limits) when ``reconciler.cloud.aws.preset`` is available. Timed: building the scheduler for
-the snapshot and solving (the snapshot itself is built beforehand). Exits 1
+limits) when ``reconciler.cloud.aws.preset`` is available. Timed (wall and CPU): building the
+scheduler for the snapshot and solving (the snapshot itself is built beforehand); the process's CPU and peak
+RSS at the end. Exits 1
 when any pod stays unscheduled.
 """
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import resource
 import sys
 import time
 from collections.abc import Sequence
@@ -71,7 +74,9 @@ def nodepool(limits: bool = True) -> dict[str, Any]:
         }},
     }
     if limits:
-        spec["limits"] = {"cpu": "10000000", "memory": "10000000Gi"}
+        # Upstream's benchmark says 10000000Gi; that is past int64 milli-units (8,589,934Gi), which Adze's input
+        # bounds refuse, so the same effectively unlimited pool is written with the largest round figure that fits.
+        spec["limits"] = {"cpu": "10000000", "memory": "8000000Gi"}
     return {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"}, "spec": spec}
 
 
@@ -145,15 +150,16 @@ def run(pods: Sequence[dict[str, Any]], types: list[InstanceType], settings: Set
         limits: bool = True) -> dict[str, Any]:
     state = ClusterState.from_manifests([nodepool(limits), *pods])
     pending = state.pending_pods()
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     context = SchedulingContext.build(state, {"default": types}, settings)
     result = Scheduler(context, NOW).solve(pending)
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     return {
         "pods": len(pending),
         "nodes": len(result.new_claims),
         "unscheduled": len(result.errors),
         "seconds": elapsed,
+        "cpu_seconds": cpu,
         "pods_per_second": len(pending) / elapsed if elapsed else float("inf"),
         "first_error": next(iter(result.errors.items()), None),
     }
@@ -184,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
         if real:
             catalogues.append(("aws-us-east-1", real))
     failed = False
-    header = f"{'catalogue':<15} {'workload':<28} {'pods':>6} {'nodes':>6} {'seconds':>8} {'pods/s':>9} {'unsched':>8}"
+    header = (f"{'catalogue':<15} {'workload':<28} {'pods':>6} {'nodes':>6} {'seconds':>8} {'CPU s':>8} {'pods/s':>9} "
+              f"{'unsched':>8}")
     print(header)
     print("-" * len(header))
     respect, ignore = Settings(), Settings(preference_policy="Ignore")
@@ -202,9 +209,12 @@ def main(argv: list[str] | None = None) -> int:
             row = run(pods, types, settings, limits=catalogue == "synthetic-400")
             failed = failed or row["unscheduled"] > 0
             print(f"{catalogue:<15} {name:<28} {row['pods']:>6} {row['nodes']:>6} {row['seconds']:>8.3f} "
-                  f"{row['pods_per_second']:>9.0f} {row['unscheduled']:>8}", flush=True)
+                  f"{row['cpu_seconds']:>8.3f} {row['pods_per_second']:>9.0f} {row['unscheduled']:>8}", flush=True)
             if row["first_error"]:
                 print(f"    e.g. {row['first_error'][0]}: {row['first_error'][1][:300]}")
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    print(f"this process: CPU {usage.ru_utime + usage.ru_stime:.1f} s, peak RSS {usage.ru_maxrss / 1024:.0f} MB; "
+          f"Karpenter's scheduler on the same problems: bench/compare.py")
     if failed:
         print("FAIL: some pods stayed unscheduled", file=sys.stderr)
         return 1

@@ -86,9 +86,14 @@ class ClusterState:
         # per build the names whose StateNode changed (``node_changes_since``).
         self._last_nodes: dict[str, StateNode] | None = None
         self._dirty: set[str] | None = None
+        self._rematch = False  # a Node or NodeClaim came, went or changed how it is matched
         self._claim_of: dict[str, str | None] = {}
-        self._key_of_claim: dict[str, str] = {}
+        self._keys_of_claim: dict[str, list[str]] = {}  # two Nodes may match one NodeClaim
         self._generation = 0
+        # NodeClaims with a deletionTimestamp, and every NodeClaim's place in ``nodeclaims`` (insertion order).
+        self._deleting_claims: set[str] = set()
+        self._claim_places: dict[str, int] = {}
+        self._claims_added = 0
         self._journal: list[tuple[int, frozenset[str]]] = []
         self._daemon_pods: list[Pod] | None = None
         # Rebuilding every StateNode after each write would throw away their memoized scheduling
@@ -129,14 +134,18 @@ class ClusterState:
             self.node_manifests[key] = dict(manifest)
             # The same node again (its claim still found the same way): only its StateNode changes.
             same = previous_node is not None and previous_node.provider_id == node.provider_id
-            self._invalidate(key if same else None)
+            self._invalidate(key, rematch=not same)
         elif kind == "NodeClaim":
             claim, previous_claim = NodeClaim.from_manifest(manifest), self.nodeclaims.get(key)
+            if previous_claim is None:
+                self._claims_added += 1
+                self._claim_places[key] = self._claims_added
             self.nodeclaims[key] = claim
+            (self._deleting_claims.add if claim.deletion_timestamp else self._deleting_claims.discard)(key)
             self.nodeclaim_manifests[key] = dict(manifest)
             same = (previous_claim is not None and previous_claim.node_name == claim.node_name
                     and previous_claim.provider_id == claim.provider_id)
-            self._invalidate(self._key_of_claim.get(key) if same else None)
+            self._invalidate(key, rematch=not same)
         elif kind == "NodePool":
             self.nodepools[key] = NodePool.from_manifest(manifest)
             self.nodepool_manifests[key] = dict(manifest)
@@ -163,11 +172,13 @@ class ClusterState:
         elif kind == "Node":
             self.nodes.pop(key, None)
             self.node_manifests.pop(key, None)
-            self._invalidate(None)
+            self._invalidate(key, rematch=True)
         elif kind == "NodeClaim":
             self.nodeclaims.pop(key, None)
             self.nodeclaim_manifests.pop(key, None)
-            self._invalidate(None)
+            self._claim_places.pop(key, None)
+            self._deleting_claims.discard(key)
+            self._invalidate(key, rematch=True)
         elif kind == "NodePool":
             self.nodepools.pop(key, None)
             self.nodepool_manifests.pop(key, None)
@@ -216,21 +227,21 @@ class ClusterState:
         self._pod_versions[node_name] = self._pod_versions.get(node_name, 0) + 1
         self._invalidate(node_name)
 
-    def _invalidate(self, name: str | None) -> None:
-        """The StateNode named ``name`` may have changed (None: any StateNode, or which ones exist, may)."""
+    def _invalidate(self, name: str | None, *, rematch: bool = False) -> None:
+        """The StateNode of ``name`` (a Node's or NodeClaim's name) may have changed; ``rematch``: which Node goes
+        with which NodeClaim may have too; None: any StateNode may have (volumes)."""
         self._state_nodes = None
         if name is None:
             self._dirty = None
         elif self._dirty is not None:
             self._dirty.add(name)
+            self._dirty.update(self._keys_of_claim.get(name, ()))  # a NodeClaim's StateNode: by its Node's name
+        self._rematch = self._rematch or rematch
 
     def _invalidate_flagged(self, names: Iterable[str]) -> None:
         """Flags are set by node or NodeClaim name: the StateNodes they belong to may have changed."""
         for name in names:
             self._invalidate(name)
-            key = self._key_of_claim.get(name)
-            if key is not None:
-                self._invalidate(key)
 
     def _runtime_overheads(self) -> dict[str, Resources]:
         overheads = {}
@@ -293,33 +304,46 @@ class ClusterState:
             if previous is not None:
                 changed |= previous.keys() - result.keys()
         else:
+            if self._rematch:
+                dirty |= self._match_claims()
             result, changed = self._rebuild_state_nodes(previous, dirty)
-        self._last_nodes, self._dirty = result, set()
+        self._last_nodes, self._dirty, self._rematch = result, set(), False
         self._generation += 1
         self._journal.append((self._generation, changed))
         del self._journal[:-_JOURNAL_LENGTH]
         return result
 
-    def _build_all_state_nodes(self) -> dict[str, StateNode]:
+    def _match_claims(self) -> set[str]:
+        """Match every Node with its NodeClaim (by provider ID, else by node name; the rest are in-flight
+        StateNodes of their own): ``_claim_of`` (StateNode name -> NodeClaim name or None, in ``nodes`` then
+        ``nodeclaims`` order) and ``_keys_of_claim``. Returns the StateNode names whose match changed, came or went."""
         claims_by_provider = {c.provider_id: c for c in self.nodeclaims.values() if c.provider_id}
         claims_by_node = {c.node_name: c for c in self.nodeclaims.values() if c.node_name}
-        pvc_drivers = self.pvc_drivers()
-        used_claims: set[str] = set()
-        result: dict[str, StateNode] = {}
-        self._claim_of, self._key_of_claim = {}, {}
+        claim_of: dict[str, str | None] = {}
+        keys_of_claim: dict[str, list[str]] = {}
         for name, node in self.nodes.items():
             claim = claims_by_provider.get(node.provider_id) if node.provider_id else None
             claim = claim or claims_by_node.get(name)
             if claim is not None:
-                used_claims.add(claim.name)
-                self._key_of_claim[claim.name] = name
-            self._claim_of[name] = claim.name if claim is not None else None
-            result[name] = self._state_node(name, node, claim, pvc_drivers)
-        for name, claim in self.nodeclaims.items():
-            if name in used_claims or name in result:
-                continue
-            self._claim_of[name] = self._key_of_claim[name] = name
-            result[name] = self._state_node(name, None, claim, pvc_drivers)
+                keys_of_claim.setdefault(claim.name, []).append(name)
+            claim_of[name] = claim.name if claim is not None else None
+        for name in self.nodeclaims:
+            if name not in keys_of_claim and name not in claim_of:
+                claim_of[name] = name
+                keys_of_claim[name] = [name]
+        before = self._claim_of
+        moved = {name for name, claim in claim_of.items() if before.get(name, "") != claim}
+        moved.update(name for name in before if name not in claim_of)
+        self._claim_of, self._keys_of_claim = claim_of, keys_of_claim
+        return moved
+
+    def _build_all_state_nodes(self) -> dict[str, StateNode]:
+        self._match_claims()
+        pvc_drivers = self.pvc_drivers()
+        result: dict[str, StateNode] = {}
+        for name, claim_name in self._claim_of.items():
+            claim = self.nodeclaims[claim_name] if claim_name is not None else None
+            result[name] = self._state_node(name, self.nodes.get(name), claim, pvc_drivers)
         self._previous = {
             name: (node, self._pod_versions.get(name, 0), self._volume_version) for name, node in result.items()
         }
@@ -333,25 +357,30 @@ class ClusterState:
     def _rebuild_state_nodes(
         self, previous: dict[str, StateNode], dirty: set[str]
     ) -> tuple[dict[str, StateNode], frozenset[str]]:
-        """The last build with the StateNodes of ``dirty`` names brought up to date: no Node or NodeClaim came
-        or went and none changed how it is matched (else ``_invalidate(None)``), so the same names exist, each
-        with the same NodeClaim (by name) as in the last full build."""
+        """The last build with the StateNodes of ``dirty`` names brought up to date (built, rebuilt or dropped),
+        matched as ``_claim_of`` says."""
         result = dict(previous)
         changed: list[str] = []
         pvc_drivers: dict[str, str] | None = None
+        reorder = False
         for name in dirty:
-            if name not in result:
-                continue  # pods bound to a name that is no node
+            if name not in self._claim_of:
+                if result.pop(name, None) is not None:
+                    self._previous.pop(name, None)  # a name that comes back starts without a previous node
+                    changed.append(name)
+                continue  # or pods bound to a name that is no node
             claim_name = self._claim_of[name]
             claim = self.nodeclaims[claim_name] if claim_name is not None else None
-            node = self.nodes.get(name)  # None for an in-flight claim's name: no Node has it (or it would be its)
             if pvc_drivers is None:
                 pvc_drivers = self.pvc_drivers() if self.persistent_volume_claims else {}
-            found = self._state_node(name, node, claim, pvc_drivers)
+            found = self._state_node(name, self.nodes.get(name), claim, pvc_drivers)
             self._previous[name] = (found, self._pod_versions.get(name, 0), self._volume_version)
-            if found is not result[name]:
+            if found is not result.get(name):
+                reorder = reorder or name not in result
                 result[name] = found
                 changed.append(name)
+        if reorder:
+            result = dict(sorted(result.items()))
         return result, frozenset(changed)
 
     @property
@@ -433,6 +462,11 @@ class ClusterState:
         value = derive(manifest)
         views[derive] = (manifest, value)
         return value
+
+    def deleting_nodeclaim_manifests(self) -> list[Manifest]:
+        """The NodeClaims with a deletionTimestamp, in ``nodeclaim_manifests`` order (kept indexed as written)."""
+        names = sorted(self._deleting_claims, key=self._claim_places.__getitem__)
+        return [self.nodeclaim_manifests[name] for name in names]
 
     def pending_pods(self) -> list[Pod]:
         """Pods Karpenter provisions for (see ``Pod.is_provisionable``), in a stable order (by key)."""

@@ -38,6 +38,7 @@ operations = st.lists(
         st.tuples(st.just("claim"), st.sampled_from(NAMES), st.sampled_from(["i-0", "i-1", "i-3", ""]),
                   st.booleans()),
         st.tuples(st.just("unclaim"), st.sampled_from(NAMES)),
+        st.tuples(st.just("deleting"), st.sampled_from(NAMES)),
         st.tuples(st.just("mark"), st.sampled_from(NAMES), st.booleans()),
         st.tuples(st.just("nominate"), st.sampled_from(NAMES), st.integers(-1, 1)),
         st.tuples(st.just("pvc"), st.integers(0, 1)),
@@ -53,6 +54,7 @@ operations = st.lists(
 @example([("node", "n0", "i-1"), ("claim", "c1", "i-1", False), ("node", "n0", "i-2")])  # the claim lets go
 @example([("claim", "c1", "i-1", False), ("node", "n0", "i-1"), ("claim", "c1", "i-3", False)])
 @example([("node", "n0", "i-0"), ("claim", "c0", "", True), ("mark", "c0", True), ("pod", 1, "n0", "1")])
+@example([("node", "n0", "i-0"), ("node", "n1", ""), ("claim", "c1", "i-0", True), ("claim", "c1", "i-0", True)])
 def test_state_nodes_after_random_changes_equal_a_fresh_build(moves: list[tuple[Any, ...]]) -> None:
     state = ClusterState()
     marked: set[str] = set()
@@ -75,6 +77,10 @@ def test_state_nodes_after_random_changes_equal_a_fresh_build(moves: list[tuple[
             state.upsert(manifest)
         elif kind == "unclaim":
             state.remove({"kind": "NodeClaim", "metadata": {"name": move[1]}})
+        elif kind == "deleting":
+            manifest = claim(move[1], "aws:///i-0")
+            manifest["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+            state.upsert(manifest)
         elif kind == "mark":
             if move[2]:
                 state.mark_for_deletion(move[1])
@@ -93,6 +99,8 @@ def test_state_nodes_after_random_changes_equal_a_fresh_build(moves: list[tuple[
         expected = fresh(state, marked, nominated).state_nodes_by_name()
         assert list(current) == list(expected)
         assert list(current.values()) == list(expected.values())
+        assert state.deleting_nodeclaim_manifests() == [
+            m for m in state.nodeclaim_manifests.values() if m["metadata"].get("deletionTimestamp")]
         generation = state.nodes_generation
         for earlier, nodes in seen:
             changes = state.node_changes_since(earlier)

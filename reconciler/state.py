@@ -136,7 +136,12 @@ class ClusterState:
             same = previous_node is not None and previous_node.provider_id == node.provider_id
             self._invalidate(key, rematch=not same)
         elif kind == "NodeClaim":
-            claim, previous_claim = NodeClaim.from_manifest(manifest), self.nodeclaims.get(key)
+            previous_claim = self.nodeclaims.get(key)
+            kept = self.nodeclaim_manifests.get(key) if self._spec_memo is not None else None
+            spec = manifest.get("spec")
+            # Never edited (immutable_manifests): a status write shares the spec; its parse is the same.
+            parsed = previous_claim if kept is not None and spec is not None and kept.get("spec") is spec else None
+            claim = NodeClaim.from_manifest(manifest, same_spec=parsed)
             if previous_claim is None:
                 self._claims_added += 1
                 self._claim_places[key] = self._claims_added

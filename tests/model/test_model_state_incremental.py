@@ -157,3 +157,24 @@ def test_views_kept_across_versions_equal_views_computed_afresh(moves: list[tupl
         assert node_counts(state, "test.budget", _budget_keys) == counts
         assert state.nodepool_node_counts() == {"default": sum(1 for n in nodes if n.nodepool == "default")} \
             if any(n.nodepool for n in nodes) else state.nodepool_node_counts() == {}
+
+
+def test_a_status_write_sharing_the_spec_reuses_its_parse_only_for_never_edited_manifests() -> None:
+    from reconciler.model.node import NodeClaim
+
+    first = claim("c0", "aws:///i-0")
+    status_write = {**first, "status": {**first["status"], "lastPodEventTime": "2026-01-01T00:00:00Z"}}
+    for immutable in (True, False):
+        state = ClusterState(immutable_manifests=immutable)
+        state.upsert(first)
+        before = state.nodeclaims["c0"]
+        state.upsert(status_write)
+        after = state.nodeclaims["c0"]
+        assert after == NodeClaim.from_manifest(status_write) and after.last_pod_event_time is not None
+        assert (after.requirements is before.requirements) is immutable
+    # A new spec (not the same object) is parsed again, even when it is equal.
+    state = ClusterState(immutable_manifests=True)
+    state.upsert(first)
+    again = {**first, "spec": {**first["spec"], "taints": [{"key": "k", "effect": "NoSchedule"}]}}
+    state.upsert(again)
+    assert state.nodeclaims["c0"] == NodeClaim.from_manifest(again) and state.nodeclaims["c0"].taints

@@ -29,6 +29,44 @@ def fresh(state: ClusterState, marked: set[str], nominated: dict[str, Any]) -> C
     return rebuilt
 
 
+def apply(state: ClusterState, move: tuple[Any, ...], marked: set[str], nominated: dict[str, Any]) -> None:
+    """One generated change; ``marked`` and ``nominated`` follow the flags it sets."""
+    kind = move[0]
+    if kind == "pod":
+        state.upsert(pod(f"p{move[1]}", move[2], cpu=move[3]))
+    elif kind == "unpod":
+        state.remove({"kind": "Pod", "metadata": {"name": f"p{move[1]}", "namespace": "default"}})
+    elif kind == "node":
+        state.upsert(node(move[1], f"aws:///{move[2]}" if move[2] else ""))
+    elif kind == "unnode":
+        state.remove({"kind": "Node", "metadata": {"name": move[1]}})
+    elif kind == "claim":
+        manifest = claim(move[1], f"aws:///{move[2]}" if move[2] else "", initialized=move[3])
+        if move[3]:
+            manifest["status"]["nodeName"] = move[1].replace("c", "n")
+        state.upsert(manifest)
+    elif kind == "unclaim":
+        state.remove({"kind": "NodeClaim", "metadata": {"name": move[1]}})
+    elif kind == "deleting":
+        manifest = claim(move[1], "aws:///i-0")
+        manifest["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        state.upsert(manifest)
+    elif kind == "mark":
+        if move[2]:
+            state.mark_for_deletion(move[1])
+            marked.add(move[1])
+        else:
+            state.unmark_for_deletion(move[1])
+            marked.discard(move[1])
+    elif kind == "nominate":
+        nominated[move[1]] = NOW + timedelta(minutes=move[2])
+        state.nominate(move[1], nominated[move[1]])
+    elif kind == "pvc":
+        state.upsert({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                      "metadata": {"name": "data", "namespace": "default"},
+                      "spec": {"storageClassName": f"sc{move[1]}"}})
+
+
 operations = st.lists(
     st.one_of(
         st.tuples(st.just("pod"), st.integers(0, 9), st.sampled_from([*NAMES, ""]), st.sampled_from(["1", "2"])),
@@ -61,40 +99,7 @@ def test_state_nodes_after_random_changes_equal_a_fresh_build(moves: list[tuple[
     nominated: dict[str, Any] = {}
     seen: list[tuple[int, dict[str, Any]]] = []
     for move in moves:
-        kind = move[0]
-        if kind == "pod":
-            state.upsert(pod(f"p{move[1]}", move[2], cpu=move[3]))
-        elif kind == "unpod":
-            state.remove({"kind": "Pod", "metadata": {"name": f"p{move[1]}", "namespace": "default"}})
-        elif kind == "node":
-            state.upsert(node(move[1], f"aws:///{move[2]}" if move[2] else ""))
-        elif kind == "unnode":
-            state.remove({"kind": "Node", "metadata": {"name": move[1]}})
-        elif kind == "claim":
-            manifest = claim(move[1], f"aws:///{move[2]}" if move[2] else "", initialized=move[3])
-            if move[3]:
-                manifest["status"]["nodeName"] = move[1].replace("c", "n")
-            state.upsert(manifest)
-        elif kind == "unclaim":
-            state.remove({"kind": "NodeClaim", "metadata": {"name": move[1]}})
-        elif kind == "deleting":
-            manifest = claim(move[1], "aws:///i-0")
-            manifest["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-            state.upsert(manifest)
-        elif kind == "mark":
-            if move[2]:
-                state.mark_for_deletion(move[1])
-                marked.add(move[1])
-            else:
-                state.unmark_for_deletion(move[1])
-                marked.discard(move[1])
-        elif kind == "nominate":
-            nominated[move[1]] = NOW + timedelta(minutes=move[2])
-            state.nominate(move[1], nominated[move[1]])
-        elif kind == "pvc":
-            state.upsert({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-                          "metadata": {"name": "data", "namespace": "default"},
-                          "spec": {"storageClassName": f"sc{move[1]}"}})
+        apply(state, move, marked, nominated)
         current = state.state_nodes_by_name()
         expected = fresh(state, marked, nominated).state_nodes_by_name()
         assert list(current) == list(expected)
@@ -132,19 +137,7 @@ def test_views_kept_across_versions_equal_views_computed_afresh(moves: list[tupl
 
     state = ClusterState()
     for index, move in enumerate(moves):
-        kind = move[0]
-        if kind == "pod":
-            state.upsert(pod(f"p{move[1]}", move[2], cpu=move[3]))
-        elif kind == "unpod":
-            state.remove({"kind": "Pod", "metadata": {"name": f"p{move[1]}", "namespace": "default"}})
-        elif kind == "node":
-            state.upsert(node(move[1], f"aws:///{move[2]}" if move[2] else ""))
-        elif kind == "unnode":
-            state.remove({"kind": "Node", "metadata": {"name": move[1]}})
-        elif kind == "claim":
-            state.upsert(claim(move[1], f"aws:///{move[2]}" if move[2] else "", initialized=move[3]))
-        elif kind == "mark":
-            (state.mark_for_deletion if move[2] else state.unmark_for_deletion)(move[1])
+        apply(state, move, set(), {})
         if every and index % every:
             continue
         nodes = state.state_nodes()

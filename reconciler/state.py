@@ -24,8 +24,10 @@ from reconciler.model.nodepool import NODES, NodePool
 from reconciler.model.pod import Pod, SpecFactsMemo
 from reconciler.model.resources import Resources
 from reconciler.model.state_node import StateNode, build_state_node
+from reconciler.state_views import node_counts
 
 Manifest = dict[str, Any]
+_JOURNAL_LENGTH = 64  # versions of the nodes whose changed names are kept (``node_changes_since``)
 
 # kind -> attribute holding the raw manifests of kinds kept as-is.
 _RAW_KINDS = {
@@ -79,6 +81,20 @@ class ClusterState:
         self._marked: set[str] = set()
         self._nominated: dict[str, datetime] = {}
         self._state_nodes: dict[str, StateNode] | None = None
+        # Incremental builds: the names whose StateNode may differ from the last build's (None: any may), what
+        # the last full build matched (StateNode name -> its NodeClaim's name, NodeClaim -> StateNode name), and
+        # per build the names whose StateNode changed (``node_changes_since``).
+        self._last_nodes: dict[str, StateNode] | None = None
+        self._dirty: set[str] | None = None
+        self._rematch = False  # a Node or NodeClaim came, went or changed how it is matched
+        self._claim_of: dict[str, str | None] = {}
+        self._keys_of_claim: dict[str, list[str]] = {}  # two Nodes may match one NodeClaim
+        self._generation = 0
+        # NodeClaims with a deletionTimestamp, and every NodeClaim's place in ``nodeclaims`` (insertion order).
+        self._deleting_claims: set[str] = set()
+        self._claim_places: dict[str, int] = {}
+        self._claims_added = 0
+        self._journal: list[tuple[int, frozenset[str]]] = []
         self._daemon_pods: list[Pod] | None = None
         # Rebuilding every StateNode after each write would throw away their memoized scheduling
         # views; a node whose inputs are unchanged keeps its StateNode (see ``_state_node``).
@@ -113,13 +129,28 @@ class ClusterState:
         if kind == "Pod":
             self._upsert_pod(key, dict(manifest))
         elif kind == "Node":
-            self.nodes[key] = Node.from_manifest(manifest)
+            node, previous_node = Node.from_manifest(manifest), self.nodes.get(key)
+            self.nodes[key] = node
             self.node_manifests[key] = dict(manifest)
-            self._state_nodes = None
+            # The same node again (its claim still found the same way): only its StateNode changes.
+            same = previous_node is not None and previous_node.provider_id == node.provider_id
+            self._invalidate(key, rematch=not same)
         elif kind == "NodeClaim":
-            self.nodeclaims[key] = NodeClaim.from_manifest(manifest)
+            previous_claim = self.nodeclaims.get(key)
+            kept = self.nodeclaim_manifests.get(key) if self._spec_memo is not None else None
+            spec = manifest.get("spec")
+            # Never edited (immutable_manifests): a status write shares the spec; its parse is the same.
+            parsed = previous_claim if kept is not None and spec is not None and kept.get("spec") is spec else None
+            claim = NodeClaim.from_manifest(manifest, same_spec=parsed)
+            if previous_claim is None:
+                self._claims_added += 1
+                self._claim_places[key] = self._claims_added
+            self.nodeclaims[key] = claim
+            (self._deleting_claims.add if claim.deletion_timestamp else self._deleting_claims.discard)(key)
             self.nodeclaim_manifests[key] = dict(manifest)
-            self._state_nodes = None
+            same = (previous_claim is not None and previous_claim.node_name == claim.node_name
+                    and previous_claim.provider_id == claim.provider_id)
+            self._invalidate(key, rematch=not same)
         elif kind == "NodePool":
             self.nodepools[key] = NodePool.from_manifest(manifest)
             self.nodepool_manifests[key] = dict(manifest)
@@ -146,11 +177,13 @@ class ClusterState:
         elif kind == "Node":
             self.nodes.pop(key, None)
             self.node_manifests.pop(key, None)
-            self._state_nodes = None
+            self._invalidate(key, rematch=True)
         elif kind == "NodeClaim":
             self.nodeclaims.pop(key, None)
             self.nodeclaim_manifests.pop(key, None)
-            self._state_nodes = None
+            self._claim_places.pop(key, None)
+            self._deleting_claims.discard(key)
+            self._invalidate(key, rematch=True)
         elif kind == "NodePool":
             self.nodepools.pop(key, None)
             self.nodepool_manifests.pop(key, None)
@@ -166,7 +199,7 @@ class ClusterState:
                 self._upsert_pod(key, manifest)
         elif kind in ("PersistentVolume", "PersistentVolumeClaim", "StorageClass", "CSINode"):
             self._volume_version += 1
-            self._state_nodes = None
+            self._invalidate(None)
 
     def _upsert_pod(self, key: str, manifest: Manifest) -> None:
         pod = Pod.from_manifest(manifest, runtime_class_overhead=self._runtime_overheads(), memo=self._spec_memo)
@@ -197,8 +230,23 @@ class ClusterState:
 
     def _invalidate_node(self, node_name: str) -> None:
         self._pod_versions[node_name] = self._pod_versions.get(node_name, 0) + 1
-        if self._state_nodes is not None:
-            self._state_nodes = None
+        self._invalidate(node_name)
+
+    def _invalidate(self, name: str | None, *, rematch: bool = False) -> None:
+        """The StateNode of ``name`` (a Node's or NodeClaim's name) may have changed; ``rematch``: which Node goes
+        with which NodeClaim may have too; None: any StateNode may have (volumes)."""
+        self._state_nodes = None
+        if name is None:
+            self._dirty = None
+        elif self._dirty is not None:
+            self._dirty.add(name)
+            self._dirty.update(self._keys_of_claim.get(name, ()))  # a NodeClaim's StateNode: by its Node's name
+        self._rematch = self._rematch or rematch
+
+    def _invalidate_flagged(self, names: Iterable[str]) -> None:
+        """Flags are set by node or NodeClaim name: the StateNodes they belong to may have changed."""
+        for name in names:
+            self._invalidate(name)
 
     def _runtime_overheads(self) -> dict[str, Resources]:
         overheads = {}
@@ -212,16 +260,16 @@ class ClusterState:
 
     def mark_for_deletion(self, *names: str) -> None:
         self._marked.update(names)
-        self._state_nodes = None
+        self._invalidate_flagged(names)
 
     def unmark_for_deletion(self, *names: str) -> None:
         self._marked.difference_update(names)
-        self._state_nodes = None
+        self._invalidate_flagged(names)
 
     def nominate(self, name: str, until: datetime) -> None:
         """Protect a node (by node or NodeClaim name) from disruption until ``until``."""
         self._nominated[name] = until
-        self._state_nodes = None
+        self._invalidate_flagged((name,))
 
     # -- views ---------------------------------------------------------------------------------
 
@@ -253,21 +301,54 @@ class ClusterState:
         return next((n for n in self._state_nodes.values() if n.nodeclaim_name == name), None)
 
     def _build_state_nodes(self) -> dict[str, StateNode]:
+        previous, dirty = self._last_nodes, self._dirty
+        if previous is None or dirty is None:
+            result = self._build_all_state_nodes()
+            changed = frozenset(name for name, node in result.items()
+                                if previous is None or previous.get(name) is not node)
+            if previous is not None:
+                changed |= previous.keys() - result.keys()
+        else:
+            if self._rematch:
+                dirty |= self._match_claims()
+            result, changed = self._rebuild_state_nodes(previous, dirty)
+        self._last_nodes, self._dirty, self._rematch = result, set(), False
+        self._generation += 1
+        self._journal.append((self._generation, changed))
+        del self._journal[:-_JOURNAL_LENGTH]
+        return result
+
+    def _match_claims(self) -> set[str]:
+        """Match every Node with its NodeClaim (by provider ID, else by node name; the rest are in-flight
+        StateNodes of their own): ``_claim_of`` (StateNode name -> NodeClaim name or None, in ``nodes`` then
+        ``nodeclaims`` order) and ``_keys_of_claim``. Returns the StateNode names whose match changed, came or went."""
         claims_by_provider = {c.provider_id: c for c in self.nodeclaims.values() if c.provider_id}
         claims_by_node = {c.node_name: c for c in self.nodeclaims.values() if c.node_name}
-        pvc_drivers = self.pvc_drivers()
-        used_claims: set[str] = set()
-        result: dict[str, StateNode] = {}
+        claim_of: dict[str, str | None] = {}
+        keys_of_claim: dict[str, list[str]] = {}
         for name, node in self.nodes.items():
             claim = claims_by_provider.get(node.provider_id) if node.provider_id else None
             claim = claim or claims_by_node.get(name)
             if claim is not None:
-                used_claims.add(claim.name)
-            result[name] = self._state_node(name, node, claim, pvc_drivers)
-        for name, claim in self.nodeclaims.items():
-            if name in used_claims or name in result:
-                continue
-            result[name] = self._state_node(name, None, claim, pvc_drivers)
+                keys_of_claim.setdefault(claim.name, []).append(name)
+            claim_of[name] = claim.name if claim is not None else None
+        for name in self.nodeclaims:
+            if name not in keys_of_claim and name not in claim_of:
+                claim_of[name] = name
+                keys_of_claim[name] = [name]
+        before = self._claim_of
+        moved = {name for name, claim in claim_of.items() if before.get(name, "") != claim}
+        moved.update(name for name in before if name not in claim_of)
+        self._claim_of, self._keys_of_claim = claim_of, keys_of_claim
+        return moved
+
+    def _build_all_state_nodes(self) -> dict[str, StateNode]:
+        self._match_claims()
+        pvc_drivers = self.pvc_drivers()
+        result: dict[str, StateNode] = {}
+        for name, claim_name in self._claim_of.items():
+            claim = self.nodeclaims[claim_name] if claim_name is not None else None
+            result[name] = self._state_node(name, self.nodes.get(name), claim, pvc_drivers)
         self._previous = {
             name: (node, self._pod_versions.get(name, 0), self._volume_version) for name, node in result.items()
         }
@@ -277,6 +358,53 @@ class ClusterState:
             if name in result or self._pods_by_node.get(name)
         }
         return dict(sorted(result.items()))
+
+    def _rebuild_state_nodes(
+        self, previous: dict[str, StateNode], dirty: set[str]
+    ) -> tuple[dict[str, StateNode], frozenset[str]]:
+        """The last build with the StateNodes of ``dirty`` names brought up to date (built, rebuilt or dropped),
+        matched as ``_claim_of`` says."""
+        result = dict(previous)
+        changed: list[str] = []
+        pvc_drivers: dict[str, str] | None = None
+        reorder = False
+        for name in dirty:
+            if name not in self._claim_of:
+                if result.pop(name, None) is not None:
+                    self._previous.pop(name, None)  # a name that comes back starts without a previous node
+                    changed.append(name)
+                continue  # or pods bound to a name that is no node
+            claim_name = self._claim_of[name]
+            claim = self.nodeclaims[claim_name] if claim_name is not None else None
+            if pvc_drivers is None:
+                pvc_drivers = self.pvc_drivers() if self.persistent_volume_claims else {}
+            found = self._state_node(name, self.nodes.get(name), claim, pvc_drivers)
+            self._previous[name] = (found, self._pod_versions.get(name, 0), self._volume_version)
+            if found is not result.get(name):
+                reorder = reorder or name not in result
+                result[name] = found
+                changed.append(name)
+        if reorder:
+            result = dict(sorted(result.items()))
+        return result, frozenset(changed)
+
+    @property
+    def nodes_generation(self) -> int:
+        """Counts versions of the StateNodes (see ``node_changes_since``)."""
+        if self._state_nodes is None:
+            self._state_nodes = self._build_state_nodes()
+        return self._generation
+
+    def node_changes_since(self, generation: int) -> frozenset[str] | None:
+        """Every name whose StateNode is another object now than at ``generation`` (a ``nodes_generation``), or
+        came or went since (a name may be in it and be unchanged after all), or None when that is too long ago
+        to say: views of every node kept across versions update those names only."""
+        current = self.nodes_generation
+        if generation == current:
+            return frozenset()
+        if generation < current - len(self._journal):
+            return None
+        return frozenset().union(*(names for seen, names in self._journal if seen > generation))
 
     def _state_node(
         self, name: str, node: Node | None, claim: NodeClaim | None, pvc_drivers: Mapping[str, str]
@@ -339,6 +467,11 @@ class ClusterState:
         value = derive(manifest)
         views[derive] = (manifest, value)
         return value
+
+    def deleting_nodeclaim_manifests(self) -> list[Manifest]:
+        """The NodeClaims with a deletionTimestamp, in ``nodeclaim_manifests`` order (kept indexed as written)."""
+        names = sorted(self._deleting_claims, key=self._claim_places.__getitem__)
+        return [self.nodeclaim_manifests[name] for name in names]
 
     def pending_pods(self) -> list[Pod]:
         """Pods Karpenter provisions for (see ``Pod.is_provisionable``), in a stable order (by key)."""
@@ -412,16 +545,8 @@ class ClusterState:
         return Resources(total)
 
     def nodepool_node_counts(self) -> dict[str, int]:
-        """NodePool -> how many nodes (and in-flight claims) it has (counted once per version of the nodes)."""
-
-        def count() -> dict[str, int]:
-            counts: dict[str, int] = {}
-            for node in self.state_nodes():
-                if node.nodepool:
-                    counts[node.nodepool] = counts.get(node.nodepool, 0) + 1
-            return counts
-
-        return dict(self.nodes_memo("state.nodepool_node_counts", count))
+        """NodePool -> how many nodes (and in-flight claims) it has (kept up to date by the nodes that change)."""
+        return node_counts(self, "state.nodepool_node_counts", _nodepool_of)  # type: ignore[return-value]
 
     def nodeclass(self, nodepool: NodePool) -> Manifest | None:
         return self.nodeclasses.get(nodepool.node_class_ref.get("name", ""))
@@ -440,6 +565,10 @@ class ClusterState:
 
     def is_managed_label(self, labels: Mapping[str, str]) -> bool:
         return bool(labels.get(wk.NODEPOOL))
+
+
+def _nodepool_of(node: StateNode) -> tuple[str, ...]:
+    return (node.nodepool,) if node.nodepool else ()
 
 
 def _template(daemonset: Mapping[str, Any]) -> Any:

@@ -16,7 +16,7 @@ import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from reconciler.api.durations import DurationError, parse_length
 from reconciler.cloud.types import InstanceType
@@ -31,6 +31,7 @@ from reconciler.model.nodepool import NodePool
 from reconciler.model.pod import Pod
 from reconciler.model.state_node import StateNode
 from reconciler.state import ClusterState
+from reconciler.state_views import node_counts
 
 
 @dataclass(slots=True)
@@ -398,15 +399,20 @@ def budget_allowances(state: ClusterState, reason: str, now: datetime) -> dict[s
 
 def _budget_counts(state: ClusterState) -> tuple[dict[str, int], dict[str, int]]:
     """Per NodePool: its nodes that count toward budgets, and those of them already disrupting (the same for
-    every reason and moment while the nodes are unchanged)."""
+    every reason and moment while the nodes are unchanged; kept up to date by the nodes that change)."""
     counts: dict[str, int] = {}
     disrupting: dict[str, int] = {}
-    for node in state.state_nodes():
-        if node.nodeclaim is None or not node.initialized or not node.nodepool:
-            continue
-        if node.nodeclaim.condition_true("InstanceTerminating"):
-            continue
-        counts[node.nodepool] = counts.get(node.nodepool, 0) + 1
-        if node.marked_for_deletion or (node.node is not None and not node.node.is_ready):
-            disrupting[node.nodepool] = disrupting.get(node.nodepool, 0) + 1
+    for key, count in node_counts(state, "disruption.budget_counts", _budget_keys).items():
+        kind, pool = cast(tuple[str, str], key)
+        (counts if kind == "count" else disrupting)[pool] = count
     return counts, disrupting
+
+
+def _budget_keys(node: StateNode) -> tuple[tuple[str, str], ...]:
+    if node.nodeclaim is None or not node.initialized or not node.nodepool:
+        return ()
+    if node.nodeclaim.condition_true("InstanceTerminating"):
+        return ()
+    if node.marked_for_deletion or (node.node is not None and not node.node.is_ready):
+        return ("count", node.nodepool), ("disrupting", node.nodepool)
+    return (("count", node.nodepool),)

@@ -91,7 +91,7 @@ def consolidation_wait(node: StateNode, settings: ConsolidationSettings, now: da
         return timedelta.max
     if settings.consolidate_after <= 0:
         return None
-    until = _quiet_until(node, settings.consolidate_after)
+    until = quiet_until(node, settings.consolidate_after)
     if until is None:
         return None
     remaining = until - now
@@ -101,7 +101,7 @@ def consolidation_wait(node: StateNode, settings: ConsolidationSettings, now: da
 _ZERO = timedelta(0)
 
 
-def _quiet_until(node: StateNode, consolidate_after: float) -> datetime | None:
+def quiet_until(node: StateNode, consolidate_after: float) -> datetime | None:
     """When the node's consolidateAfter runs out (kept on the StateNode per consolidateAfter)."""
     kept = node.memo_get("disruption.quiet_until")
     if kept is not None and kept[0] == consolidate_after:

@@ -19,14 +19,17 @@ from datetime import datetime
 from reconciler.cloud.types import InstanceType
 from reconciler.disruption.candidates import deleting_nodes_pods
 from reconciler.disruption.pdb import PdbLimits
-from reconciler.disruption.policy import consolidation_wait, settings_of
+from reconciler.disruption.policy import quiet_until, settings_of
 from reconciler.disruption.savings_bound import SavingsBound
 from reconciler.disruption.types import Candidate
+from reconciler.model.nodepool import NodePool
 from reconciler.model.pod import Pod
+from reconciler.model.state_node import StateNode
 from reconciler.provisioning.validation import split_pods
 from reconciler.scheduling import Scheduler, SchedulingContext, SchedulingResult
 from reconciler.settings import Settings
 from reconciler.state import ClusterState
+from reconciler.state_views import node_values
 
 
 @dataclass(slots=True)
@@ -39,6 +42,17 @@ class Simulation:
     @property
     def ok(self) -> bool:
         return not self.failures and not self.stopped
+
+
+def _consolidate_after_ends(node: StateNode, nodepools: Mapping[str, NodePool]) -> datetime | None:
+    """Until when the node is inside its NodePool's consolidateAfter (None: it is not, at any moment)."""
+    pool = nodepools.get(node.nodepool)
+    if pool is None or node.nodeclaim is None or not node.initialized:
+        return None
+    settings = settings_of(pool)
+    if not settings.enabled or not settings.consolidate_after or settings.consolidate_after <= 0:
+        return None
+    return quiet_until(node, settings.consolidate_after)
 
 
 class SimulationBudgetExceeded(Exception):
@@ -79,15 +93,11 @@ class Simulator:
         return self._savings_bound
 
     def _under_consolidate_after(self) -> set[str]:
-        busy = set()
-        for node in self.state.state_nodes():
-            pool = self.state.nodepools.get(node.nodepool)
-            if pool is None or node.nodeclaim is None or not node.initialized:
-                continue
-            settings = settings_of(pool)
-            if settings.enabled and consolidation_wait(node, settings, self.now) is not None:
-                busy.add(node.name)
-        return busy
+        now = self.now
+        pools = self.state.nodepools
+        view = node_values(self.state, "disruption.consolidate_after_ends",
+                           lambda node: _consolidate_after_ends(node, pools), tuple(pools.values()))
+        return {name for name, until in view.values.items() if until is not None and now < until}
 
     def exhausted(self) -> bool:
         if self._max_runs is not None and self.runs >= self._max_runs:

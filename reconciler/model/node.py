@@ -152,23 +152,35 @@ class NodeClaim:
         return self.condition_true("Initialized")
 
     @classmethod
-    def from_manifest(cls, manifest: Mapping[str, Any]) -> NodeClaim:
+    def from_manifest(cls, manifest: Mapping[str, Any], *, same_spec: NodeClaim | None = None) -> NodeClaim:
+        """``same_spec``: a NodeClaim parsed from a manifest whose ``spec`` is this one's, never edited since (a
+        status write): its spec fields (~450 instance-type values in the requirements) are taken as they are."""
         metadata = manifest.get("metadata") or {}
         spec = manifest.get("spec") or {}
         status = manifest.get("status") or {}
         name = str(metadata.get("name") or "")
         try:
+            if same_spec is not None:
+                requirements, requests = same_spec.requirements, same_spec.requests
+                taints, startup_taints = same_spec.taints, same_spec.startup_taints
+                node_class_ref = same_spec.node_class_ref
+            else:
+                requirements = Requirements.from_manifest(spec.get("requirements"), path="spec.requirements")
+                taints = parse_taints(spec.get("taints"), path="spec.taints")
+                startup_taints = parse_taints(spec.get("startupTaints"), path="spec.startupTaints")
+                requests = Resources.from_manifest(
+                    (spec.get("resources") or {}).get("requests"), path="spec.resources.requests"
+                )
+                node_class_ref = str_map(spec.get("nodeClassRef"), path="spec.nodeClassRef")
             return cls(
                 name=name,
                 labels=_normalized(str_map(metadata.get("labels"), path="metadata.labels")),
                 annotations=str_map(metadata.get("annotations"), path="metadata.annotations"),
-                requirements=Requirements.from_manifest(spec.get("requirements"), path="spec.requirements"),
-                taints=parse_taints(spec.get("taints"), path="spec.taints"),
-                startup_taints=parse_taints(spec.get("startupTaints"), path="spec.startupTaints"),
-                requests=Resources.from_manifest(
-                    (spec.get("resources") or {}).get("requests"), path="spec.resources.requests"
-                ),
-                node_class_ref=str_map(spec.get("nodeClassRef"), path="spec.nodeClassRef"),
+                requirements=requirements,
+                taints=taints,
+                startup_taints=startup_taints,
+                requests=requests,
+                node_class_ref=node_class_ref,
                 provider_id=str(status.get("providerID") or ""),
                 node_name=str(status.get("nodeName") or ""),
                 capacity=Resources.from_manifest(status.get("capacity"), path="status.capacity"),

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from operator import is_
 from typing import Any, TypeVar
 
@@ -29,6 +30,7 @@ from reconciler.scheduling.topology import Topology
 from reconciler.scheduling.topology_counts import CountedPod, NodeDomains
 from reconciler.settings import Settings
 from reconciler.state import ClusterState
+from reconciler.state_views import node_values
 
 T = TypeVar("T")
 
@@ -69,13 +71,12 @@ class SchedulingContext:
             def build() -> list[SlotBase]:
                 # state_nodes() is in name order (names unique), so initialized-then-the-rest keeps that
                 # order within each part: the order of a sort by (not initialized, name), without sorting.
-                slots: list[SlotBase] = []
-                uninitialized: list[SlotBase] = []
-                for node in self.state.state_nodes():
-                    if not node.marked_for_deletion:
-                        (slots if node.initialized else uninitialized).append(_slot_base(node, daemon_pods))
-                slots.extend(uninitialized)
-                return slots
+                # Each node's SlotBase (None while marked) is kept across versions for the nodes that stay.
+                view = node_values(self.state, "scheduling.slot_bases", lambda node: _slot_base(node, daemon_pods),
+                                   daemon_pods)
+                bases = [slot for slot in view.values.values() if slot is not None]
+                return [slot for slot in bases if slot.state.initialized] + \
+                    [slot for slot in bases if not slot.state.initialized]
 
             self._slots = _shared(self.state, "scheduling.slots", (daemon_pods,), build)
         return self._slots
@@ -108,8 +109,7 @@ class SchedulingContext:
             policy = self.settings.preference_policy
 
             def build() -> Topology:
-                nodes = [(slot.name, slot.state.hostname, slot.state.labels, slot.state.taints,
-                          slot.state.requirements()) for slot in slots]
+                nodes = [slot.domains for slot in slots]
                 previous: _BaseTopology | None = state.carried.get("scheduling.topology")
                 topology = None
                 if previous is not None and previous.reusable(self.domain_sources, policy, namespaces):
@@ -203,8 +203,11 @@ def _same_input(seen: Any, given: Any) -> bool:
     return seen is given
 
 
-def _slot_base(node: StateNode, daemon_pods: tuple[Pod, ...]) -> SlotBase:
-    """The node's SlotBase, kept on its StateNode for the same DaemonSet pods (by identity)."""
+def _slot_base(node: StateNode, daemon_pods: tuple[Pod, ...]) -> SlotBase | None:
+    """The node's SlotBase (None when it is marked for deletion), kept on its StateNode for the same DaemonSet
+    pods (by identity)."""
+    if node.marked_for_deletion:
+        return None
     kept: tuple[tuple[Pod, ...], SlotBase] | None = node.memo_get("scheduling.slot_base")
     if kept is not None and len(kept[0]) == len(daemon_pods) and all(map(is_, kept[0], daemon_pods)):
         return kept[1]
@@ -215,24 +218,17 @@ def _slot_base(node: StateNode, daemon_pods: tuple[Pod, ...]) -> SlotBase:
 
 def _counted_pods(state: ClusterState) -> tuple[dict[str, list[CountedPod]], list[CountedPod], set[str]]:
     """Every active pod bound to a known node, as topology counts it (shared by the runs on one state), in
-    ``bound_pods`` order, by node and all together, and their namespaces. Each node's part is kept on its
-    StateNode (rebuilt whenever its pods change), so an unchanged node's list is the same object."""
-    nodes = state.state_nodes_by_name()
-    by_node: dict[str, list[CountedPod]] = {}
-    counted: list[CountedPod] = []
-    namespaces: set[str] = set()
-    for name in state.bound_node_names():
-        node = nodes.get(name)
-        if node is None:
-            continue
-        kept = node.memo_get("scheduling.counted_pods")
-        if kept is None:
-            kept = _node_counted_pods(node)
-            node.memo_set("scheduling.counted_pods", kept)
-        pods = by_node[name] = kept[0]
-        counted.extend(pods)
-        namespaces.update(kept[1])
+    ``bound_pods`` order, by node and all together, and their namespaces. Each node's part is kept across
+    versions of the nodes while its StateNode is the same, so an unchanged node's list is the same object."""
+    per_node = node_values(state, "scheduling.counted_pods", _kept_counted_pods).values
+    by_node = {name: per_node[name][0] for name in state.bound_node_names() if name in per_node}
+    counted = list(chain.from_iterable(by_node.values()))
+    namespaces: set[str] = set().union(*(per_node[name][1] for name in by_node))
     return by_node, counted, namespaces
+
+
+def _kept_counted_pods(node: StateNode) -> tuple[list[CountedPod], frozenset[str]]:
+    return node.memo("scheduling.counted_pods", lambda: _node_counted_pods(node))
 
 
 def _node_counted_pods(node: StateNode) -> tuple[list[CountedPod], frozenset[str]]:

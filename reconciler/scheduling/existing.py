@@ -12,6 +12,7 @@ from reconciler.model.taints import Taint
 from reconciler.scheduling.podinfo import PodClass, SchedulingPod
 from reconciler.scheduling.templates import daemon_pod_fits_node
 from reconciler.scheduling.topology import Topology, TopologyError
+from reconciler.scheduling.topology_counts import NodeDomains
 
 
 class PlacementRefusal:
@@ -103,13 +104,16 @@ class SlotBase(_Fits):
     requirements: Requirements
     host_ports: Sequence[tuple[str, HostPort]]
     volume_usage: Mapping[str, Set[str]]
+    domains: NodeDomains  # the node as topology sees it (its own taints, not only those a pod must tolerate)
 
     @classmethod
     def of(cls, node: StateNode, daemon_pods: Sequence[Pod]) -> SlotBase:
         taints = node.scheduling_taints()
         # DaemonSet pods that belong here but are not running yet still need room.
         room = node.room(daemon_pods, lambda pod: daemon_pod_fits_node(pod, taints, node.labels))
-        return cls(node, taints, room, node.name, node.requirements(), node.host_ports, node.volume_usage)
+        requirements = node.requirements()
+        return cls(node, taints, room, node.name, requirements, node.host_ports, node.volume_usage,
+                   (node.name, node.hostname, node.labels, node.taints, requirements))
 
     @property
     def room(self) -> Mapping[str, int]:

@@ -292,9 +292,7 @@ class SimulatedCluster:
 
     def _drain_ends_on_deleting_nodes(self) -> datetime | None:
         """When the first drain of a still deleting NodeClaim reaches its minimum duration."""
-        deleting = {
-            c["metadata"]["name"] for c in self.manifests("NodeClaim") if c["metadata"].get("deletionTimestamp")
-        }
+        deleting = {c["metadata"]["name"] for c in self._state.deleting_nodeclaim_manifests()}
         ends = [when for name, when in self._drain_ends.items() if name in deleting]
         return min(ends) if ends else None
 
@@ -302,7 +300,7 @@ class SimulatedCluster:
         """When the first terminating pod on a deleting NodeClaim's node is due to be gone."""
         nodes = {
             (claim.get("status") or {}).get("nodeName") or claim["metadata"]["name"]
-            for claim in self.manifests("NodeClaim") if claim["metadata"].get("deletionTimestamp")
+            for claim in self._state.deleting_nodeclaim_manifests()
         }
         ends = [
             pod.deletion_timestamp
@@ -312,7 +310,7 @@ class SimulatedCluster:
 
     async def _drive_terminations(self, record: dict[str, Any]) -> None:
         for _ in range(10):
-            deleting = [c for c in self.manifests("NodeClaim") if c["metadata"].get("deletionTimestamp")]
+            deleting = self._state.deleting_nodeclaim_manifests()
             if not deleting:
                 return
             progressed = displaced = False

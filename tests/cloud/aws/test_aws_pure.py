@@ -384,8 +384,14 @@ def test_al2023_user_data_is_mime_with_a_nodeconfig_after_the_users_part() -> No
     assert nodeconfig["spec"]["cluster"]["apiServerEndpoint"] == "https://api.example"
     assert nodeconfig["spec"]["kubelet"]["config"]["maxPods"] == 29
     assert nodeconfig["spec"]["kubelet"]["config"]["clusterDNS"] == ["172.20.0.10"]
-    flags = " ".join(nodeconfig["spec"]["kubelet"]["flags"])
-    assert "gpu=true:NoSchedule" in flags and "karpenter.sh/unregistered=:NoExecute" in flags
+    assert nodeconfig["spec"]["kubelet"]["config"]["registerWithTaints"] == [
+        {"key": "gpu", "value": "true", "effect": "NoSchedule"},
+        {"key": "karpenter.sh/unregistered", "effect": "NoExecute"},
+    ]
+    assert nodeconfig["spec"]["kubelet"]["flags"] == [
+        '--node-labels="karpenter.sh/nodepool=default,kubernetes.io/hostname=x,'
+        'node.kubernetes.io/instance-type=m5.large,team=a"'
+    ]
 
 
 def test_al2_and_windows_bootstrap_scripts() -> None:
@@ -405,7 +411,7 @@ def test_bottlerocket_toml_merges_user_settings() -> None:
     kubernetes = settings["kubernetes"]
     assert kubernetes["cluster-name"] == "demo" and kubernetes["max-pods"] == 29
     assert kubernetes["node-labels"]["mine"] == "yes" and kubernetes["node-labels"]["team"] == "a"
-    assert kubernetes["node-taints"]["gpu"] == ["true:NoSchedule"]
+    assert kubernetes["node-taints"] == {"gpu": ["true:NoSchedule"], "karpenter.sh/unregistered": [":NoExecute"]}
     assert settings["host-containers"]["admin"]["enabled"] is True
 
 

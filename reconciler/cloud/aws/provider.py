@@ -38,6 +38,7 @@ from reconciler.cloud.aws.instances import (
 from reconciler.cloud.aws.launch import Launcher, TemplateGone
 from reconciler.cloud.aws.launchtemplate import LaunchTemplateProvider
 from reconciler.cloud.aws.metrics import AWSMetrics
+from reconciler.cloud.aws.netinterfaces import EFA_RESOURCE
 from reconciler.cloud.aws.nodeclass import NodeClassResolver, ResolvedNodeClass, subnets_for_launch
 from reconciler.cloud.aws.preset import load_catalog
 from reconciler.cloud.aws.pricing import PriceSource, PricingProvider
@@ -53,10 +54,19 @@ from reconciler.cloud.types import (
     NodeClassNotReadyError,
 )
 from reconciler.model import labels as wk
-from reconciler.model.resources import EMPTY
+from reconciler.model.resources import EMPTY, Resources
 from reconciler.observability import Metrics
 
 NODECLASS_CACHE_SECONDS = 60.0
+
+
+def efa_attached(request: LaunchRequest, spec: Mapping[str, Any]) -> bool:
+    """A launch gets EFA interfaces when the NodeClaim requests EFA or the NodeClass lists interfaces."""
+    return request.requests.amount(EFA_RESOURCE) > 0 or spec.get("networkInterfaces") is not None
+
+
+def without(resources: Resources, name: str) -> Resources:
+    return Resources({k: v for k, v in resources.items() if k != name}) if name in resources else resources
 
 
 @dataclass(slots=True, frozen=True)
@@ -238,6 +248,9 @@ class AWSCloudProvider:
             instance = self._instance(record, types.get(record.instance_type), request)
             if zone_id:
                 instance.labels = {**instance.labels, wk.ZONE_ID: zone_id}
+            if not efa_attached(request, resolved.spec):  # the node only advertises EFAs it was given
+                instance.capacity = without(instance.capacity, EFA_RESOURCE)
+                instance.allocatable = without(instance.allocatable, EFA_RESOURCE)
             return instance
         raise AssertionError("unreachable")
 

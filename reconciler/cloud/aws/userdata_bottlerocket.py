@@ -68,7 +68,7 @@ def supports_default_bind(ami_version: str) -> bool:
     if ami_version == "latest":
         return True
     match = _VERSION.search(ami_version or "")
-    return bool(match) and tuple(int(g) for g in match.groups()) >= _DEFAULT_BIND_SINCE
+    return match is not None and tuple(int(g) for g in match.groups()) >= _DEFAULT_BIND_SINCE
 
 
 def raid0_bootstrap_command(ami_version: str) -> dict[str, Any]:

@@ -12,6 +12,7 @@ user's script runs first and the generated bootstrap has the final word.
 from __future__ import annotations
 
 import email
+import email.message
 import email.policy
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -64,6 +65,8 @@ def parse(text: str, *, where: str = "spec.userData") -> list[Part]:
         raise MimeError(f"{where}: MIME user data has no parts (is the boundary {message.get_boundary()!r} used?)")
     parts = []
     for sub in payload:
+        if not isinstance(sub, email.message.Message):
+            raise MimeError(f"{where}: unreadable MIME part")
         body = sub.get_payload()
         if not isinstance(body, str):
             raise MimeError(f"{where}: nested multipart parts are not supported")

@@ -6,6 +6,7 @@ import base64
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import yaml
 from aws_harness import FaultPlan, Recorder
 
 from reconciler.cloud.aws import tags as owned
@@ -56,6 +57,7 @@ async def test_nodeclass_status_resolves_subnets_groups_amis_and_profile(aws: Of
             "SecurityGroupsReady",
             "AMIsReady",
             "InstanceProfileReady",
+            "PlacementGroupReady",
             "ValidationSucceeded",
             "Ready",
         ],
@@ -154,7 +156,11 @@ async def test_create_launches_cheapest_spot_with_owned_launch_template(aws: Off
     assert data["BlockDeviceMappings"][0]["Ebs"]["VolumeSize"] == 20
     user_data = base64.b64decode(data["UserData"]).decode()
     assert "kind: NodeConfig" in user_data and "maxPods:" in user_data
-    assert "dedicated=db:NoSchedule" in user_data and "karpenter.sh/unregistered=:NoExecute" in user_data
+    nodeconfig = yaml.safe_load(user_data.split("Content-Type: application/node.eks.aws\n\n")[1].split("--//")[0])
+    assert nodeconfig["spec"]["kubelet"]["config"]["registerWithTaints"] == [
+        {"key": "dedicated", "value": "db", "effect": "NoSchedule"},
+        {"key": "karpenter.sh/unregistered", "effect": "NoExecute"},
+    ]
     assert "team=a" in user_data
 
     described = ec2.describe_instances(InstanceIds=[instance.provider_id.rsplit("/", 1)[1]])

@@ -18,6 +18,7 @@ from reconciler.cloud.aws.gc import orphans, referenced_instance_ids
 from reconciler.cloud.aws.ice import UnavailableOfferings
 from reconciler.cloud.aws.instances import InstanceRecord, parse_provider_id, provider_id
 from reconciler.cloud.aws.launchtemplate import LaunchTemplateSpec, block_device_mappings, metadata_options
+from reconciler.cloud.aws.netinterfaces import network_interfaces
 from reconciler.cloud.aws.nodeclass import ResolvedNodeClass, SecurityGroup, Subnet, subnets_for_launch
 from reconciler.cloud.aws.tags import launch_tags, validate_user_tags
 from reconciler.cloud.aws.userdata import BootstrapOptions, ClusterInfo, kubelet_labels, render
@@ -344,7 +345,10 @@ def test_launch_template_defaults_to_imdsv2_and_is_content_addressed() -> None:
     assert spec.name == same.name != other.name and spec.name.startswith("karpenter.k8s.aws/")
     data = spec.data()
     assert base64.b64decode(data["UserData"]).decode() == "#!/bin/bash"
-    public = LaunchTemplateSpec("ami-1", "", "p", ("sg-1",), (), options, {}, associate_public_ip=True).data()
+    interfaces = network_interfaces(security_groups=("sg-1",), associate_public_ip=True)
+    assert interfaces == [{"DeviceIndex": 0, "Groups": ["sg-1"], "AssociatePublicIpAddress": True}]
+    public = LaunchTemplateSpec("ami-1", "", "p", ("sg-1",), (), options, {},
+                                network_interfaces=tuple(interfaces)).data()
     assert "SecurityGroupIds" not in public and public["NetworkInterfaces"][0]["Groups"] == ["sg-1"]
 
 

@@ -74,7 +74,7 @@ def install_fleet_patch(faithful_security_groups: bool = True) -> None:
 
     def response_create_fleet(self: Any) -> Any:
         faults = _FleetPatchState.faults
-        if faults is None:
+        if faults is None or self._get_param("DryRun"):  # a dry run only checks permissions
             return original_response(self)
         faults.on_fleet_call()
         capacity_type = self._get_param("TargetCapacitySpecification", {}).get("DefaultTargetCapacityType")

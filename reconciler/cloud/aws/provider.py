@@ -44,6 +44,7 @@ from reconciler.cloud.aws.preset import load_catalog
 from reconciler.cloud.aws.pricing import PriceSource, PricingProvider
 from reconciler.cloud.aws.typeprovider import InstanceTypeProvider
 from reconciler.cloud.aws.userdata import ClusterInfo
+from reconciler.cloud.aws.validation import DryRunValidator
 from reconciler.cloud.types import (
     CloudError,
     Instance,
@@ -83,6 +84,8 @@ class AWSProviderConfig:
     max_attempts: int = 8
     access_key_id: str | None = None
     secret_access_key: str | None = None
+    # DISABLE_DRY_RUN: skip the CreateLaunchTemplate/CreateFleet/RunInstances authorization dry runs.
+    disable_dry_run: bool = False
 
     def client_options(self) -> ClientOptions:
         return ClientOptions(
@@ -154,6 +157,7 @@ class AWSCloudProvider:
         self.launcher = Launcher(
             self.caller, self.clients.ec2, config.cluster, self.unavailable, self.launch_templates, now, self.metrics
         )
+        self.validator = DryRunValidator(self.caller, self.clients.ec2, self.launcher, self.cluster, clock=monotonic)
         self._nodeclass_cache: dict[str, _CachedNodeClass] = {}
 
     def close(self) -> None:
@@ -175,6 +179,11 @@ class AWSCloudProvider:
         if cached and cached.key == key and cached.expires > self._monotonic():
             return cached.resolved
         resolved = await self.nodeclasses.resolve(nodeclass, self._now())
+        if resolved.ready and not self.config.disable_dry_run:
+            failure = await self.validator.validate(resolved, await self.instance_type_provider.list(resolved))
+            if failure is not None:
+                resolved.errors["ValidationSucceeded"] = failure.message
+                resolved.reasons["ValidationSucceeded"] = failure.reason
         if resolved.ready:
             self._nodeclass_cache[name] = _CachedNodeClass(
                 key, resolved, self._monotonic() + NODECLASS_CACHE_SECONDS

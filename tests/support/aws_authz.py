@@ -310,7 +310,8 @@ class AuthorizationModel:
         image, subnets and groups it uses, each resource it creates with its request tags, tagging on
         creation and the instance profile's PassRole (a dry run is authorized exactly like the real call)."""
         spec = params.get("LaunchTemplate") or {}
-        template = self.state.launch_template(name=spec.get("LaunchTemplateName"), template_id=spec.get("LaunchTemplateId"))
+        template = self.state.launch_template(name=spec.get("LaunchTemplateName"),
+                                              template_id=spec.get("LaunchTemplateId"))
         if template is None:
             return []  # EC2 answers "launch template not found" before authorizing anything
         data = template.data

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from reconciler.cloud.aws import placementgroup
 from reconciler.cloud.aws import tags as owned
 from reconciler.cloud.aws.allocatable import KubeletOverrides
 from reconciler.cloud.aws.amifamily import AMIFamily, family_of_nodeclass, unsupported_settings
@@ -51,14 +52,6 @@ class SecurityGroup:
     name: str
 
 
-@dataclass(slots=True, frozen=True)
-class PlacementGroup:
-    id: str
-    name: str
-    strategy: str  # cluster | partition | spread
-    partition_count: int = 0
-
-
 @dataclass(slots=True)
 class ResolvedNodeClass:
     name: str
@@ -70,7 +63,7 @@ class ResolvedNodeClass:
     security_groups: list[SecurityGroup] = field(default_factory=list)
     amis: ResolvedAMIs | None = None
     instance_profile: str = ""
-    placement_group: PlacementGroup | None = None
+    placement_group: placementgroup.PlacementGroup | None = None
     errors: dict[str, str] = field(default_factory=dict)  # condition type -> message
     reasons: dict[str, str] = field(default_factory=dict)  # condition type -> reason, when not Not<Type>
 
@@ -266,41 +259,13 @@ class NodeClassResolver:
         resolved.amis = amis
 
     async def _placement_group(self, resolved: ResolvedNodeClass, spec: Mapping[str, Any]) -> None:
-        """``spec.placementGroupSelector`` (name or id) to an available placement group."""
-        selector = spec.get("placementGroupSelector")
-        if not selector:
-            return
-        wanted = str(selector.get("id") or selector.get("name") or "")
-        by = {"GroupIds": [wanted]} if selector.get("id") else {"GroupNames": [wanted]}
         try:
-            answer = await self._caller.call(
-                self._ec2.describe_placement_groups, Filters=[{"Name": "state", "Values": ["available"]}], **by
+            resolved.placement_group = await placementgroup.resolve(
+                self._caller, self._ec2, spec.get("placementGroupSelector")
             )
-        except Exception as err:
-            if error_code(err) in ("InvalidPlacementGroup.Unknown", "InvalidGroup.NotFound"):
-                answer = {}
-            else:
-                resolved.reasons["PlacementGroupReady"] = "PlacementGroupResolutionFailed"
-                raise
-        groups = answer.get("PlacementGroups") or []
-        if not groups:
-            resolved.reasons["PlacementGroupReady"] = "PlacementGroupNotFound"
-            raise NodeClassError(f"Placement group {wanted!r} not found")
-        group = groups[0]
-        found = PlacementGroup(
-            id=str(group.get("GroupId", "")),
-            name=str(group.get("GroupName", "")),
-            strategy=str(group.get("Strategy", "")),
-            partition_count=int(group.get("PartitionCount") or 0),
-        )
-        if found.strategy == "partition":
-            resolved.reasons["PlacementGroupReady"] = "PlacementGroupStrategyUnsupported"
-            raise NodeClassError(
-                f"spec.placementGroupSelector: placement group {wanted!r} uses the partition strategy, which "
-                "Adze does not support (it cannot offer per-partition scheduling on "
-                "karpenter.k8s.aws/placement-group-partition); use a cluster or spread group"
-            )
-        resolved.placement_group = found
+        except placementgroup.PlacementGroupError as err:
+            resolved.reasons["PlacementGroupReady"] = err.reason
+            raise NodeClassError(str(err)) from None
 
     async def _instance_profile(
         self, resolved: ResolvedNodeClass, nodeclass: Mapping[str, Any], user_tags: dict[str, str]

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from reconciler.cloud.aws import placementgroup
 from reconciler.cloud.aws.amifamily import AL2023
 from reconciler.cloud.aws.catalog import InstanceTypeInfo
 from reconciler.cloud.aws.clients import AwsCaller
@@ -28,7 +29,6 @@ from reconciler.cloud.aws.pricing import PriceSource
 from reconciler.cloud.types import InstanceType, Offering
 
 REFRESH_SECONDS = 12 * 3600.0
-PLACEMENT_GROUP_ID = "karpenter.k8s.aws/placement-group-id"
 BASE_FILTERS: tuple[dict[str, Any], ...] = (
     {"Name": "supported-virtualization-type", "Values": ["hvm"]},
     {"Name": "processor-info.supported-architecture", "Values": ["x86_64", "arm64"]},
@@ -127,7 +127,7 @@ class InstanceTypeProvider:
         result = []
         for name, shape in shapes.items():
             base = shape.instance_type
-            labels = {**base.labels, PLACEMENT_GROUP_ID: placement.id} if placement else base.labels
+            labels = {**base.labels, placementgroup.LABEL: placement.id} if placement else base.labels
             runnable = shape.runs and (
                 nodeclass is None
                 or nodeclass.amis is None

@@ -29,6 +29,7 @@ from reconciler.cloud.aws import tags as owned
 from reconciler.cloud.aws.clients import AwsCaller, error_code
 from reconciler.cloud.aws.launch import Launcher
 from reconciler.cloud.aws.nodeclass import ResolvedNodeClass
+from reconciler.cloud.aws.userdata import UserDataError
 from reconciler.cloud.types import InstanceType, LaunchRequest
 
 CACHE_SECONDS = 30 * 60.0
@@ -42,6 +43,7 @@ LAUNCH_TEMPLATE_REASON = "CreateLaunchTemplateAuthCheckFailed"
 CREATE_FLEET_REASON = "CreateFleetAuthCheckFailed"
 RUN_INSTANCES_REASON = "RunInstancesAuthCheckFailed"
 USER_DATA_REASON = "UserDataSizeLimitExceeded"
+INVALID_USER_DATA = "InvalidUserData"
 _MESSAGES = {
     LAUNCH_TEMPLATE_REASON: "Controller isn't authorized to call ec2:CreateLaunchTemplate",
     CREATE_FLEET_REASON: "Controller isn't authorized to call ec2:CreateFleet",
@@ -98,7 +100,10 @@ class DryRunValidator:
         request = LaunchRequest(nodeclaim="", nodepool="", nodeclass=resolved.name,
                                 instance_types=[instance_type.name], capacity_types=["on-demand"])
         max_pods = instance_type.capacity.amount("pods") // 1000
-        spec = self.launcher.template_spec(request, resolved, "on-demand", image_id, max_pods, 0, tags)
+        try:
+            spec = self.launcher.template_spec(request, resolved, "on-demand", image_id, max_pods, 0, tags)
+        except UserDataError as err:  # e.g. spec.userData that is not valid TOML or MIME: no launch can work
+            raise _Failed(ValidationFailure(INVALID_USER_DATA, str(err))) from None
         try:
             template = await self.launcher.launch_templates.ensure(spec)
         except Exception as err:

@@ -120,6 +120,13 @@ async def test_validation_waits_for_the_class_dependencies(aws: OfflineAWS, prov
     assert provider.validator.calls == 0
 
 
+async def test_user_data_no_launch_could_use_fails_validation(aws: OfflineAWS, provider) -> None:
+    nodeclass = aws.nodeclass(amiSelectorTerms=[{"alias": "bottlerocket@latest"}], userData="[settings\n")
+    validation = condition(await provider.nodeclass_status(nodeclass))
+    assert (validation["status"], validation["reason"]) == ("False", "InvalidUserData")
+    assert "spec.userData: not valid Bottlerocket TOML" in validation["message"]
+
+
 def test_disable_dry_run_setting_is_read_strictly() -> None:
     assert _flag({"DISABLE_DRY_RUN": "true"}, "DISABLE_DRY_RUN") is True
     assert _flag({}, "DISABLE_DRY_RUN") is False

@@ -37,6 +37,8 @@ from reconciler.cloud.aws.amifamily import AMIFamily
 from reconciler.model import labels as wk
 
 RAID0 = "RAID0"
+# libyaml's safe dumper when built (same output, ~5x less CPU per launch template), else PyYAML's.
+_YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 _KUBELET_ALLOWED_DOMAINS = ("kubelet.kubernetes.io", "node.kubernetes.io")
 _KUBELET_ALLOWED_KEYS = frozenset(
     {wk.HOSTNAME, wk.ZONE, wk.REGION, wk.INSTANCE_TYPE, wk.ARCH, wk.OS, *wk.NORMALIZED_LABELS}
@@ -226,7 +228,7 @@ def _al2023_nodeconfig(cluster: ClusterInfo, options: BootstrapOptions) -> str:
     if options.instance_store_policy == RAID0:
         spec["instance"] = {"localStorage": {"strategy": RAID0}}
     document = {"apiVersion": "node.eks.aws/v1alpha1", "kind": "NodeConfig", "spec": spec}
-    return "# Karpenter Generated NodeConfig\n" + yaml.safe_dump(document, sort_keys=True)
+    return "# Karpenter Generated NodeConfig\n" + yaml.dump(document, Dumper=_YAML_DUMPER, sort_keys=True)
 
 
 def _bottlerocket(cluster: ClusterInfo, options: BootstrapOptions) -> str:

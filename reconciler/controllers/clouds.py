@@ -58,6 +58,7 @@ async def aws_cloud(settings: Settings, env: Mapping[str, str], kube: KubeAPI,
             endpoint_url=env.get("AWS_ENDPOINT_URL") or None,
             vm_memory_overhead_percent=float(env.get("VM_MEMORY_OVERHEAD_PERCENT") or 0.075),
             reserved_enis=int(env.get("RESERVED_ENIS") or 0),
+            disable_dry_run=_flag(env, "DISABLE_DRY_RUN"),
         )
     except ValueError as err:
         raise StartupError(f"VM_MEMORY_OVERHEAD_PERCENT / RESERVED_ENIS: {err}") from None
@@ -68,6 +69,13 @@ async def aws_cloud(settings: Settings, env: Mapping[str, str], kube: KubeAPI,
         provider.close()
         raise StartupError(f"cannot reach EC2 in {settings.aws_region}: {err}") from None
     return provider
+
+
+def _flag(env: Mapping[str, str], name: str) -> bool:
+    text = (env.get(name) or "false").strip().lower()
+    if text not in ("true", "false"):
+        raise StartupError(f"{name}: {env.get(name)!r} must be true or false")
+    return text == "true"
 
 
 async def check_ec2_access(provider: Any) -> None:
@@ -107,8 +115,9 @@ async def discover_cluster(settings: Settings, env: Mapping[str, str], kube: Kub
     }
     if described.get("version"):
         info["kubernetes_version"] = str(described["version"])
-    if network.get("serviceIpv4Cidr"):
-        info["service_cidr"] = str(network["serviceIpv4Cidr"])
+    # nodeadm's cluster CIDR: the IPv4 service range, else the IPv6 one (an IPv6 cluster), as upstream reads it.
+    if network.get("serviceIpv4Cidr") or network.get("serviceIpv6Cidr"):
+        info["service_cidr"] = str(network.get("serviceIpv4Cidr") or network["serviceIpv6Cidr"])
     if not info["endpoint"] or not info["ca_bundle"]:
         raise StartupError(f"cluster {settings.cluster_name!r} has no endpoint or CA bundle; set CLUSTER_ENDPOINT "
                            "and CLUSTER_CA_BUNDLE")

@@ -104,6 +104,7 @@ WELL_KNOWN_LABELS = frozenset(
         "karpenter.k8s.aws/instance-capability-flex",
         "karpenter.k8s.aws/instance-tenancy",
         NITRO_SANDBOX,
+        "karpenter.k8s.aws/placement-group-id",  # types of a NodeClass with a placement group carry it
         # No offering here carries a capacity reservation yet, so types declare these DoesNotExist.
         "karpenter.k8s.aws/capacity-reservation-id",
         "karpenter.k8s.aws/capacity-reservation-type",

@@ -188,6 +188,7 @@ class AuthorizationModel:
         self._handlers: dict[str, Callable[[str, Mapping[str, Any], str], list[Check]]] = {
             "ec2:CreateFleet": self._create_fleet,
             "ec2:CreateLaunchTemplate": self._create_launch_template,
+            "ec2:RunInstances": self._run_instances,
             "ec2:TerminateInstances": self._terminate_instances,
             "ec2:DeleteLaunchTemplate": self._delete_launch_template,
             "ec2:CreateTags": self._create_tags,
@@ -302,6 +303,42 @@ class AuthorizationModel:
             for role in found.role_arns if found else ():
                 checks.append(self._check(op, "iam:PassRole", role, region,
                                           passed={"iam:PassedToService": ("ec2.amazonaws.com",)}))
+        return checks
+
+    def _run_instances(self, op: str, params: Mapping[str, Any], region: str) -> list[Check]:
+        """RunInstances from a launch template (the validation dry run): the template (its resource tags),
+        image, subnets and groups it uses, each resource it creates with its request tags, tagging on
+        creation and the instance profile's PassRole (a dry run is authorized exactly like the real call)."""
+        spec = params.get("LaunchTemplate") or {}
+        template = self.state.launch_template(name=spec.get("LaunchTemplateName"),
+                                              template_id=spec.get("LaunchTemplateId"))
+        if template is None:
+            return []  # EC2 answers "launch template not found" before authorizing anything
+        data = template.data
+        checks = [self._check(op, op, self._ec2_arn(region, "launch-template", template.id), region,
+                              tags=_tag_context(template.tags, "ResourceTag"))]
+        interfaces = [*(params.get("NetworkInterfaces") or []), *(data.get("NetworkInterfaces") or [])]
+        subnets = {str(s) for s in [params.get("SubnetId"), *(i.get("SubnetId") for i in interfaces)] if s}
+        groups = {str(g) for g in [*(data.get("SecurityGroupIds") or []),
+                                   *(g for i in interfaces for g in i.get("Groups") or [])]}
+        images = {str(data["ImageId"])} if data.get("ImageId") else set()
+        for kind, ids in (("image", images), ("subnet", subnets), ("security-group", groups)):
+            checks += [self._check(op, op, self._ec2_arn(region, kind, i), region) for i in sorted(ids)]
+        requested = _tags_by_type(params.get("TagSpecifications"))
+        in_template = _tags_by_type(data.get("TagSpecifications"))
+        for kind in _EC2_CREATED_BY_FLEET:
+            tags = requested.get(kind) or in_template.get(kind) or {}
+            arn = self._ec2_arn(region, kind, "new")
+            checks.append(self._check(op, op, arn, region, tags=_tag_context(tags, "RequestTag")))
+            if tags:
+                checks.append(self._check(op, "ec2:CreateTags", arn, region, tags=_tag_context(tags, "RequestTag"),
+                                          creating={"ec2:CreateAction": ("RunInstances",)}))
+        profile = data.get("IamInstanceProfile") or {}
+        name = profile.get("Name") or str(profile.get("Arn") or "").rsplit("/", 1)[-1]
+        found = self.state.instance_profile(str(name)) if name else None
+        for role in found.role_arns if found else ():
+            checks.append(self._check(op, "iam:PassRole", role, region,
+                                      passed={"iam:PassedToService": ("ec2.amazonaws.com",)}))
         return checks
 
     def _create_launch_template(self, op: str, params: Mapping[str, Any], region: str) -> list[Check]:

@@ -8,7 +8,9 @@ Those differences live here as data so the formulas in ``allocatable`` stay flat
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from reconciler.model.quantity import parse_quantity
 
@@ -28,24 +30,32 @@ class AMIFamily:
     os: str = "linux"
     # ``node.kubernetes.io/windows-build`` of the family's nodes (Windows only; Karpenter's values).
     windows_build: str = ""
+    # The bootstrap passes the whole ``spec.kubelet`` map through (nodeadm); else only MANAGED_KUBELET_FIELDS.
+    arbitrary_kubelet_config: bool = False
+    # The bootstrap can assemble the instance-store disks for ``instanceStorePolicy: RAID0``.
+    raid0_supported: bool = True
 
 
 GIB_MILLI = parse_quantity("1Gi")
 
 AL2 = AMIFamily("AL2", True, True, True, "/dev/xvda", 20 * GIB_MILLI)
-AL2023 = AMIFamily("AL2023", True, True, True, "/dev/xvda", 20 * GIB_MILLI)
+AL2023 = AMIFamily("AL2023", True, True, True, "/dev/xvda", 20 * GIB_MILLI, arbitrary_kubelet_config=True)
 # Bottlerocket boots from a 4Gi OS volume; pods live on the 20Gi data volume.
 BOTTLEROCKET = AMIFamily("Bottlerocket", True, False, False, "/dev/xvdb", 20 * GIB_MILLI)
 WINDOWS2019 = AMIFamily(
-    "Windows2019", False, False, True, "/dev/sda1", 50 * GIB_MILLI, os="windows", windows_build="10.0.17763"
+    "Windows2019", False, False, True, "/dev/sda1", 50 * GIB_MILLI, os="windows", windows_build="10.0.17763",
+    raid0_supported=False,
 )
 WINDOWS2022 = AMIFamily(
-    "Windows2022", False, False, True, "/dev/sda1", 50 * GIB_MILLI, os="windows", windows_build="10.0.20348"
+    "Windows2022", False, False, True, "/dev/sda1", 50 * GIB_MILLI, os="windows", windows_build="10.0.20348",
+    raid0_supported=False,
 )
 WINDOWS2025 = AMIFamily(
-    "Windows2025", False, False, True, "/dev/sda1", 50 * GIB_MILLI, os="windows", windows_build="10.0.26100"
+    "Windows2025", False, False, True, "/dev/sda1", 50 * GIB_MILLI, os="windows", windows_build="10.0.26100",
+    raid0_supported=False,
 )
-CUSTOM = AMIFamily("Custom", True, True, True, "", 20 * GIB_MILLI)
+# Custom owns its user data: Karpenter renders nothing, so nothing it could drop.
+CUSTOM = AMIFamily("Custom", True, True, True, "", 20 * GIB_MILLI, arbitrary_kubelet_config=True)
 
 FAMILIES: dict[str, AMIFamily] = {
     family.name: family
@@ -94,3 +104,56 @@ def family_of_nodeclass(nodeclass: dict | None) -> AMIFamily:
                 )
             return family
     return DEFAULT
+
+
+# The ``spec.kubelet`` fields Karpenter maps into every family's bootstrap (upstream's ParsedKubeletConfig).
+MANAGED_KUBELET_FIELDS = frozenset(
+    {
+        "clusterDNS",
+        "maxPods",
+        "podsPerCore",
+        "systemReserved",
+        "kubeReserved",
+        "evictionHard",
+        "evictionSoft",
+        "evictionSoftGracePeriod",
+        "evictionMaxPodGracePeriod",
+        "imageGCHighThresholdPercent",
+        "imageGCLowThresholdPercent",
+        "cpuCFSQuota",
+    }
+)
+
+
+def unsupported_settings(family: AMIFamily, spec: Mapping[str, Any] | None) -> list[str]:
+    """Why ``spec`` asks for something ``family``'s nodes would not get, one message per problem.
+
+    As upstream's validation: a family that only maps Karpenter's kubelet fields refuses any other
+    field, and podsPerCore where it has no setting (Bottlerocket), and more than one clusterDNS entry
+    (its bootstrap takes one). Beyond upstream: RAID0 on a family that cannot assemble the array
+    (Windows), which Karpenter would still count as the node's ephemeral storage.
+    """
+    spec = spec or {}
+    kubelet = spec.get("kubelet") or {}
+    problems = []
+    if kubelet and not family.arbitrary_kubelet_config:
+        unsupported = sorted(set(kubelet) - MANAGED_KUBELET_FIELDS)
+        if kubelet.get("podsPerCore") is not None and not family.pods_per_core_enabled:
+            unsupported = sorted({*unsupported, "podsPerCore"})
+        if unsupported:
+            problems.append(
+                f"spec.kubelet has fields not applied by the {family.name} AMI family that would be silently "
+                f"dropped: {', '.join(unsupported)}"
+            )
+        dns = kubelet.get("clusterDNS") or []
+        if len(dns) > 1:
+            problems.append(
+                f"spec.kubelet.clusterDNS: the {family.name} AMI family doesn't accept multiple entries, only one, "
+                f"but {len(dns)} were set"
+            )
+    if spec.get("instanceStorePolicy") == "RAID0" and not family.raid0_supported:
+        problems.append(
+            f"spec.instanceStorePolicy: RAID0 is not supported by the {family.name} AMI family (its bootstrap "
+            "cannot assemble the instance-store disks, so they would be counted as storage the node lacks)"
+        )
+    return problems

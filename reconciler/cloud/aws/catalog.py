@@ -29,6 +29,7 @@ AWS_NEURON = "aws.amazon.com/neuron"
 AWS_NEURON_CORE = "aws.amazon.com/neuroncore"
 EFA = "vpc.amazonaws.com/efa"
 DEFAULT_USAGE_CLASSES = ("on-demand", "spot")
+PLACEMENT_STRATEGIES = ("cluster", "partition", "spread")
 _GPU_RESOURCES = {"nvidia": NVIDIA_GPU, "amd": AMD_GPU, "habana": HABANA_GAUDI}
 
 
@@ -73,6 +74,11 @@ class InstanceTypeInfo:
     ebs_bandwidth_mbps: int = 0
     network_bandwidth_mbps: int = 0
     nitro_enclaves: bool = False
+    # MaximumNetworkInterfaces per network card, by card index (empty: one card, ``network_interfaces``).
+    network_cards: tuple[int, ...] = ()
+    ena_supported: bool = True
+    nested_virtualization: bool = False
+    placement_strategies: tuple[str, ...] = PLACEMENT_STRATEGIES
 
     @property
     def arch(self) -> str:
@@ -180,6 +186,7 @@ class InstanceTypeInfo:
                 interfaces = int(card.get("MaximumNetworkInterfaces") or interfaces)
                 bandwidth = float(card.get("BaselineBandwidthInGbps") or 0)
         processor = item.get("ProcessorInfo") or {}
+        card_sizes = {int(c.get("NetworkCardIndex", 0)): int(c.get("MaximumNetworkInterfaces") or 0) for c in cards}
         storage = item.get("InstanceStorageInfo") or {}
         ebs = item.get("EbsInfo") or {}
         ebs_optimized = ebs.get("EbsOptimizedInfo") or {}
@@ -227,6 +234,14 @@ class InstanceTypeInfo:
             ),
             network_bandwidth_mbps=round(bandwidth * 1000),
             nitro_enclaves=item.get("NitroEnclavesSupport") == "supported",
+            network_cards=(
+                tuple(card_sizes.get(i, 0) for i in range(max(card_sizes) + 1)) if len(card_sizes) > 1 else ()
+            ),
+            ena_supported=network.get("EnaSupport", "supported") != "unsupported",
+            nested_virtualization="nested-virtualization" in (processor.get("SupportedFeatures") or ()),
+            placement_strategies=tuple(
+                sorted((item.get("PlacementGroupInfo") or {}).get("SupportedStrategies") or PLACEMENT_STRATEGIES)
+            ),
         )
 
     def to_record(self) -> dict[str, Any]:
@@ -253,6 +268,10 @@ class InstanceTypeInfo:
             "ebsMbps": self.ebs_bandwidth_mbps,
             "netMbps": self.network_bandwidth_mbps,
             "enclaves": self.nitro_enclaves,
+            "cards": list(self.network_cards),
+            "noEna": not self.ena_supported,
+            "nestedVirt": self.nested_virtualization,
+            "pg": list(self.placement_strategies) if self.placement_strategies != PLACEMENT_STRATEGIES else [],
         }
         record.update({key: value for key, value in optional.items() if value})
         return record
@@ -280,6 +299,10 @@ class InstanceTypeInfo:
             ebs_bandwidth_mbps=int(record.get("ebsMbps") or 0),
             network_bandwidth_mbps=int(record.get("netMbps") or 0),
             nitro_enclaves=bool(record.get("enclaves")),
+            network_cards=tuple(int(n) for n in record.get("cards") or ()),
+            ena_supported=not record.get("noEna"),
+            nested_virtualization=bool(record.get("nestedVirt")),
+            placement_strategies=tuple(record.get("pg") or PLACEMENT_STRATEGIES),
         )
 
 

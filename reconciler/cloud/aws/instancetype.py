@@ -6,6 +6,7 @@ present exactly the same capacity, overhead and labels for a type.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
@@ -17,7 +18,8 @@ from reconciler.cloud.aws.allocatable import (
     capacity_and_overhead,
 )
 from reconciler.cloud.aws.amifamily import AL2023, CUSTOM, AMIFamily, family_of_nodeclass
-from reconciler.cloud.aws.catalog import InstanceTypeInfo
+from reconciler.cloud.aws.catalog import EFA, InstanceTypeInfo
+from reconciler.cloud.aws.netinterfaces import efa_capacity, efa_only_on_primary_card, interfaces_fit
 from reconciler.cloud.types import InstanceType, Offering
 from reconciler.model import labels as wk
 from reconciler.model.quantity import QuantityError, parse_quantity
@@ -37,15 +39,27 @@ def build_instance_type(
     ephemeral_storage_milli: int | None = None,
     vm_overhead_percent: float = DEFAULT_VM_MEMORY_OVERHEAD_PERCENT,
     reserved_enis: int = 0,
+    network_interfaces: Sequence[Mapping[str, Any]] | None = None,
 ) -> InstanceType | None:
     """The ``InstanceType`` for ``info`` under an AMI family, or None when the family cannot run it.
 
-    Windows families only run on amd64; everything else runs on any arch we list.
+    Windows families only run on amd64; everything else runs on any arch we list. With
+    ``spec.networkInterfaces``, EFA-only interfaces on card 0 take ENIs from the pods and the
+    NodeClass's EFA-only interfaces are the node's ``vpc.amazonaws.com/efa``.
     """
     if family.os == "windows" and info.arch != "amd64":
         return None
+    shape = info.shape()
+    efa_only = efa_only_on_primary_card(network_interfaces)
+    if efa_only:
+        shape = dataclasses.replace(shape, network_interfaces=max(shape.network_interfaces - efa_only, 0))
+    extended = info.extended_resources()
+    efa = efa_capacity(info, network_interfaces)
+    extended.pop(EFA, None)
+    if efa:
+        extended[EFA] = efa * 1000
     capacity, overhead = capacity_and_overhead(
-        info.shape(),
+        shape,
         family=family,
         kubelet=kubelet,
         ephemeral_storage_milli=ephemeral_storage_milli,
@@ -57,7 +71,7 @@ def build_instance_type(
         labels[wk.WINDOWS_BUILD] = family.windows_build
     return InstanceType(
         name=info.name,
-        capacity=capacity + info.extended_resources(),
+        capacity=capacity + extended,
         overhead=overhead,
         offerings=tuple(offerings),
         labels=labels,
@@ -68,6 +82,19 @@ def family_runs(family: AMIFamily, info: InstanceTypeInfo) -> bool:
     """Whether the family's AMIs boot on this type; the AL2023 AMIs do not support a1 (upstream's
     ``compatibility`` check). A type that fails keeps its place with every offering unavailable."""
     return not (family.name == AL2023.name and info.family == "a1")
+
+
+def nodeclass_fits(spec: Mapping[str, Any], info: InstanceTypeInfo, placement_strategy: str | None = None) -> bool:
+    """Whether a type can launch with the NodeClass's settings (upstream's compatibility checks):
+    its network interfaces, nested virtualization when enabled, connection tracking (Nitro only)
+    and the placement group's strategy."""
+    if not interfaces_fit(info, spec.get("networkInterfaces")):
+        return False
+    if (spec.get("cpuOptions") or {}).get("nestedVirtualization") == "enabled" and not info.nested_virtualization:
+        return False
+    if spec.get("connectionTracking") is not None and info.hypervisor != "nitro":
+        return False
+    return placement_strategy is None or placement_strategy in info.placement_strategies
 
 
 class NodeClassShape:
@@ -86,18 +113,24 @@ class NodeClassShape:
         *,
         vm_overhead_percent: float = DEFAULT_VM_MEMORY_OVERHEAD_PERCENT,
         reserved_enis: int = 0,
+        placement_strategy: str | None = None,
     ) -> None:
         self.spec: Mapping[str, Any] = spec or {}
         self.family = family
         self.kubelet = kubelet
         self.vm_overhead_percent = vm_overhead_percent
         self.reserved_enis = reserved_enis
+        self.placement_strategy = placement_strategy
         self.key = json.dumps(
             {
                 "family": family.name,
                 "kubelet": self.spec.get("kubelet"),
                 "bdm": self.spec.get("blockDeviceMappings"),
                 "store": self.spec.get("instanceStorePolicy"),
+                "nics": self.spec.get("networkInterfaces"),
+                "cpu": self.spec.get("cpuOptions"),
+                "conntrack": self.spec.get("connectionTracking") is not None,
+                "pg": placement_strategy,
             },
             sort_keys=True,
         )
@@ -121,10 +154,11 @@ class NodeClassShape:
             ephemeral_storage_milli=ephemeral_storage_milli(self.spec, self.family, info),
             vm_overhead_percent=self.vm_overhead_percent,
             reserved_enis=self.reserved_enis,
+            network_interfaces=self.spec.get("networkInterfaces"),
         )
 
     def runs(self, info: InstanceTypeInfo) -> bool:
-        return family_runs(self.family, info)
+        return family_runs(self.family, info) and nodeclass_fits(self.spec, info, self.placement_strategy)
 
 
 def spot_fraction(instance_type: str, zone: str) -> float:

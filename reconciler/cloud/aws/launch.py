@@ -1,9 +1,10 @@
 """One launch: launch templates for the chosen offerings, then CreateFleet and its errors.
 
-Overrides are grouped per launch template, one template per (AMI, max pods):
-the AMI follows the instance type (architecture, accelerator variant) and the
-kubelet's max pods follow its ENI limits. Fleet errors feed the
-unavailable-offerings cache whether or not something launched.
+Overrides are grouped per launch template, one template per (AMI, max pods, EFA
+interfaces): the AMI follows the instance type (architecture, accelerator
+variant), the kubelet's max pods its ENI limits, and a NodeClaim that requests
+``vpc.amazonaws.com/efa`` gets one EFA interface per EFA the type supports.
+Fleet errors feed the unavailable-offerings cache whether or not something launched.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from reconciler.cloud.aws import fleet as fleets
+from reconciler.cloud.aws import netinterfaces
 from reconciler.cloud.aws import tags as owned
 from reconciler.cloud.aws.clients import AwsCaller, error_code
 from reconciler.cloud.aws.ice import UnavailableOfferings
@@ -68,9 +70,9 @@ class Launcher:
             resolved.subnets, {c.offering.zone for c in chosen}, self.unavailable.is_subnet_unavailable
         )
         tags = owned.launch_tags(self.cluster.name, request.nodepool, resolved.name, resolved.user_tags)
-        spec = resolved.spec
         groups = _Groups()
-        specs: dict[tuple[str, int], str] = {}
+        specs: dict[tuple[str, int, int], str] = {}
+        wants_efa = request.requests.amount(netinterfaces.EFA_RESOURCE) > 0
         for candidate in chosen:
             instance_type = candidate.instance_type
             ami = resolved.amis.for_labels(instance_type.labels) if resolved.amis else None
@@ -78,27 +80,10 @@ class Launcher:
             if ami is None or subnet is None:
                 continue
             max_pods = instance_type.capacity.amount("pods") // 1000
-            key = (ami.id, max_pods)
+            efa_count = instance_type.capacity.amount(netinterfaces.EFA_RESOURCE) // 1000 if wants_efa else 0
+            key = (ami.id, max_pods, efa_count)
             if key not in specs:
-                bootstrap = BootstrapOptions(
-                    labels={**request.labels, wk.NODEPOOL: request.nodepool},
-                    taints=[*request.taints, *request.startup_taints],
-                    max_pods=max_pods,
-                    kubelet=spec.get("kubelet") or {},
-                    custom=spec.get("userData"),
-                )
-                template = LaunchTemplateSpec(
-                    image_id=ami.id,
-                    user_data=render(resolved.family, self.cluster, bootstrap),
-                    instance_profile=resolved.instance_profile,
-                    security_group_ids=tuple(g.id for g in resolved.security_groups),
-                    block_device_mappings=tuple(block_device_mappings(spec, resolved.family)),
-                    metadata_options=metadata_options(spec.get("metadataOptions")),
-                    tags=tags,
-                    detailed_monitoring=bool(spec.get("detailedMonitoring")),
-                    associate_public_ip=spec.get("associatePublicIPAddress"),
-                    spot=capacity_type == "spot",
-                )
+                template = self.template_spec(request, resolved, capacity_type, ami.id, max_pods, efa_count, tags)
                 specs[key] = await self.launch_templates.ensure(template)
             groups.overrides.setdefault(specs[key], []).append(
                 fleets.Override(
@@ -110,6 +95,53 @@ class Launcher:
                 f"NodeClaim {request.nodeclaim}: no compatible AMI or subnet for the remaining offerings"
             )
         return groups
+
+    def template_spec(
+        self,
+        request: LaunchRequest,
+        resolved: ResolvedNodeClass,
+        capacity_type: str,
+        image_id: str,
+        max_pods: int,
+        efa_count: int,
+        tags: dict[str, str],
+    ) -> LaunchTemplateSpec:
+        """The launch template for one (AMI, max pods, EFA count) group of a launch."""
+        spec = resolved.spec
+        bootstrap = BootstrapOptions(
+            labels={**request.labels, wk.NODEPOOL: request.nodepool},
+            taints=[*request.taints, *request.startup_taints],
+            max_pods=max_pods,
+            kubelet=spec.get("kubelet") or {},
+            custom=spec.get("userData"),
+            instance_store_policy=spec.get("instanceStorePolicy"),
+            ami_version=resolved.ami_version,
+        )
+        security_groups = tuple(g.id for g in resolved.security_groups)
+        interfaces = netinterfaces.network_interfaces(
+            security_groups=security_groups,
+            efa_count=efa_count,
+            nodeclass_interfaces=spec.get("networkInterfaces"),
+            ip_prefix_count=spec.get("ipPrefixCount"),
+            ipv6=self.cluster.ipv6,
+            associate_public_ip=spec.get("associatePublicIPAddress"),
+            conntrack=netinterfaces.connection_tracking(spec.get("connectionTracking")),
+        )
+        nested = (spec.get("cpuOptions") or {}).get("nestedVirtualization")
+        return LaunchTemplateSpec(
+            image_id=image_id,
+            user_data=render(resolved.family, self.cluster, bootstrap),
+            instance_profile=resolved.instance_profile,
+            security_group_ids=security_groups,
+            block_device_mappings=tuple(block_device_mappings(spec, resolved.family)),
+            metadata_options=metadata_options(spec.get("metadataOptions"), ipv6=self.cluster.ipv6),
+            tags=tags,
+            detailed_monitoring=bool(spec.get("detailedMonitoring")),
+            spot=capacity_type == "spot",
+            network_interfaces=tuple(interfaces) if interfaces else None,
+            cpu_options={"NestedVirtualization": nested} if nested else None,
+            placement=resolved.placement(),
+        )
 
     async def create_fleet(
         self,

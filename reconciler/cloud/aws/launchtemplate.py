@@ -44,8 +44,11 @@ class LaunchTemplateSpec:
     metadata_options: Mapping[str, Any]
     tags: Mapping[str, str]
     detailed_monitoring: bool = False
-    associate_public_ip: bool | None = None
     spot: bool = False  # spot launches also tag their spot-instances-request
+    # EC2 ``NetworkInterfaces`` (``netinterfaces.network_interfaces``); they carry the security groups.
+    network_interfaces: tuple[Mapping[str, Any], ...] | None = None
+    cpu_options: Mapping[str, Any] | None = None  # EC2 ``CpuOptions`` (nested virtualization)
+    placement: Mapping[str, Any] | None = None  # EC2 ``Placement`` (placement group id, partition)
 
     def data(self) -> dict[str, Any]:
         """EC2 ``LaunchTemplateData``."""
@@ -62,16 +65,15 @@ class LaunchTemplateSpec:
         }
         if self.block_device_mappings:
             data["BlockDeviceMappings"] = [dict(m) for m in self.block_device_mappings]
-        if self.associate_public_ip is not None:
-            data["NetworkInterfaces"] = [
-                {
-                    "DeviceIndex": 0,
-                    "AssociatePublicIpAddress": self.associate_public_ip,
-                    "Groups": list(self.security_group_ids),
-                }
-            ]
+        if self.network_interfaces:
+            # Security groups go inside the interfaces when the template defines them (EC2 refuses both).
+            data["NetworkInterfaces"] = [dict(i) for i in self.network_interfaces]
         else:
             data["SecurityGroupIds"] = list(self.security_group_ids)
+        if self.cpu_options:
+            data["CpuOptions"] = dict(self.cpu_options)
+        if self.placement:
+            data["Placement"] = dict(self.placement)
         return data
 
     @property
@@ -80,9 +82,12 @@ class LaunchTemplateSpec:
         return NAME_PREFIX + hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
 
-def metadata_options(spec: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``spec.metadataOptions`` over the IMDSv2-required defaults."""
+def metadata_options(spec: Mapping[str, Any] | None, *, ipv6: bool = False) -> dict[str, Any]:
+    """``spec.metadataOptions`` over the IMDSv2-required defaults; on an IPv6 cluster a class that says
+    nothing about IMDS gets its IPv6 endpoint too (upstream's default when metadataOptions is unset)."""
     options = dict(DEFAULT_METADATA_OPTIONS)
+    if ipv6 and not spec:
+        options["HttpProtocolIpv6"] = "enabled"
     for key, ec2_key in (
         ("httpEndpoint", "HttpEndpoint"),
         ("httpProtocolIPv6", "HttpProtocolIpv6"),

@@ -1,5 +1,6 @@
 """Patches that make an in-process moto answer CreateFleet more like EC2 (offline simulation and tests).
 
+moto has no placement groups (``install_placement_group_patch`` adds them).
 moto's CreateFleet never returns ``Errors[]`` and ignores the launch template's
 security groups. ``install_fleet_patch`` fixes both inside this process: a
 ``FleetFaults`` source decides per-override errors (insufficient capacity and
@@ -10,6 +11,7 @@ depends on these patches; they only give it AWS-shaped answers to react to.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -54,6 +56,7 @@ def install_fleet_patch(faithful_security_groups: bool = True) -> None:
     and, when ``faithful_security_groups``, to give instances their launch template's security groups
     (moto otherwise puts every fleet instance in the default group)."""
     _FleetPatchState.security_groups = faithful_security_groups
+    install_placement_group_patch()
     if _FleetPatchState.installed:
         return
     from moto.core.responses import ActionResult
@@ -71,7 +74,7 @@ def install_fleet_patch(faithful_security_groups: bool = True) -> None:
 
     def response_create_fleet(self: Any) -> Any:
         faults = _FleetPatchState.faults
-        if faults is None:
+        if faults is None or self._get_param("DryRun"):  # a dry run only checks permissions
             return original_response(self)
         faults.on_fleet_call()
         capacity_type = self._get_param("TargetCapacitySpecification", {}).get("DefaultTargetCapacityType")
@@ -132,3 +135,61 @@ def _apply_template_security_groups(backend: Any, fleet: Any) -> None:
         group_ids = data.get("SecurityGroupIds") or []
         if group_ids:
             backend.modify_instance_security_groups(instance.id, list(group_ids))
+
+
+# Placement groups moto does not model: (account, region) -> name -> group, as DescribePlacementGroups answers.
+_PLACEMENT_GROUPS: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+
+
+def install_placement_group_patch() -> None:
+    """Give moto's EC2 CreatePlacementGroup / DescribePlacementGroups / DeletePlacementGroup (idempotent)."""
+    from moto.core.responses import ActionResult, EmptyResult
+    from moto.ec2.exceptions import EC2ClientError
+    from moto.ec2.responses import EC2Response
+
+    if getattr(EC2Response, "describe_placement_groups", None) is not None:
+        return
+
+    def groups(self: Any) -> dict[str, dict[str, Any]]:
+        return _PLACEMENT_GROUPS.setdefault((self.current_account, self.region), {})
+
+    def create_placement_group(self: Any) -> Any:
+        name = str(self._get_param("GroupName"))
+        if name in groups(self):
+            raise EC2ClientError("InvalidPlacementGroup.Duplicate", f"The placement group '{name}' already exists.")
+        strategy = str(self._get_param("Strategy", "cluster"))
+        group: dict[str, Any] = {
+            "GroupName": name, "GroupId": "pg-" + hashlib.sha256(f"{self.region}/{name}".encode()).hexdigest()[:17],
+            "Strategy": strategy, "State": "available",
+            "GroupArn": f"arn:aws:ec2:{self.region}:{self.current_account}:placement-group/{name}",
+        }
+        if strategy == "partition":
+            group["PartitionCount"] = int(self._get_param("PartitionCount", 2))
+        if strategy == "spread":
+            group["SpreadLevel"] = str(self._get_param("SpreadLevel", "rack"))
+        groups(self)[name] = group
+        return ActionResult({"PlacementGroup": group})
+
+    def describe_placement_groups(self: Any) -> Any:
+        names, ids = self._get_param("GroupNames", []), self._get_param("GroupIds", [])
+        filters = self._filters_from_querystring()
+        found = list(groups(self).values())
+        for wanted, key, code in ((names, "GroupName", "InvalidPlacementGroup.Unknown"),
+                                  (ids, "GroupId", "InvalidPlacementGroupId.NotFound")):
+            if wanted:
+                missing = set(wanted) - {g[key] for g in found}
+                if missing:
+                    raise EC2ClientError(code, f"The Placement Group '{sorted(missing)[0]}' is unknown.")
+                found = [g for g in found if g[key] in wanted]
+        for name, key in (("state", "State"), ("strategy", "Strategy"), ("group-name", "GroupName")):
+            if name in filters:
+                found = [g for g in found if g[key] in filters[name]]
+        return ActionResult({"PlacementGroups": found})
+
+    def delete_placement_group(self: Any) -> Any:
+        groups(self).pop(str(self._get_param("GroupName")), None)
+        return EmptyResult()
+
+    EC2Response.create_placement_group = create_placement_group  # type: ignore[attr-defined]
+    EC2Response.describe_placement_groups = describe_placement_groups  # type: ignore[attr-defined]
+    EC2Response.delete_placement_group = delete_placement_group  # type: ignore[attr-defined]

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from reconciler.cloud.aws import placementgroup
 from reconciler.cloud.aws import tags as owned
 from reconciler.cloud.aws.allocatable import KubeletOverrides
-from reconciler.cloud.aws.amifamily import AMIFamily, family_of_nodeclass
+from reconciler.cloud.aws.amifamily import AMIFamily, family_of_nodeclass, unsupported_settings
 from reconciler.cloud.aws.amis import AMIResolver, AMISelectionError, ResolvedAMIs
 from reconciler.cloud.aws.clients import AwsCaller, error_code
 
@@ -25,8 +26,12 @@ CONDITION_TYPES = (
     "SecurityGroupsReady",
     "AMIsReady",
     "InstanceProfileReady",
+    "PlacementGroupReady",
     "ValidationSucceeded",
 )
+# Conditions the dry-run validation needs settled first (upstream's DependenciesNotReady).
+VALIDATION_DEPENDENCIES = ("SubnetsReady", "SecurityGroupsReady", "AMIsReady", "InstanceProfileReady")
+UNSUPPORTED_CONFIGURATION = "UnsupportedKubeletConfiguration"
 
 
 class NodeClassError(ValueError):
@@ -58,11 +63,31 @@ class ResolvedNodeClass:
     security_groups: list[SecurityGroup] = field(default_factory=list)
     amis: ResolvedAMIs | None = None
     instance_profile: str = ""
+    placement_group: placementgroup.PlacementGroup | None = None
     errors: dict[str, str] = field(default_factory=dict)  # condition type -> message
+    reasons: dict[str, str] = field(default_factory=dict)  # condition type -> reason, when not Not<Type>
 
     @property
     def ready(self) -> bool:
         return not self.errors
+
+    @property
+    def ami_version(self) -> str:
+        """The AMI release the class selects: its alias's version, else one in a resolved AMI's name
+        (Bottlerocket's ``bottlerocket-aws-k8s-1.33-x86_64-v1.46.0-431fe75a``)."""
+        for term in self.spec.get("amiSelectorTerms") or []:
+            alias = str((term or {}).get("alias") or "")
+            if "@" in alias:
+                return alias.partition("@")[2]
+        for ami in self.amis.amis if self.amis else ():
+            version = next((p for p in ami.name.split("-") if p.startswith("v") and "." in p), "")
+            if version:
+                return version
+        return ""
+
+    def placement(self) -> dict[str, str] | None:
+        """The launch template's ``Placement`` for the selected placement group."""
+        return {"GroupId": self.placement_group.id} if self.placement_group else None
 
     @property
     def zones(self) -> set[str]:
@@ -73,15 +98,22 @@ class ResolvedNodeClass:
         stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
         conditions = []
         for condition in (*CONDITION_TYPES, "Ready"):
+            reason = self.reasons.get(condition, "Not" + condition)
             if condition == "Ready":
                 message = "; ".join(f"{k}: {v}" for k, v in self.errors.items())
             else:
                 message = self.errors.get(condition, "")
+            if condition == "ValidationSucceeded" and not message and any(
+                d in self.errors for d in VALIDATION_DEPENDENCIES
+            ):
+                message, reason = "Awaiting AMI, Instance Profile, Security Group, and Subnet resolution", (
+                    "DependenciesNotReady"
+                )
             conditions.append(
                 {
                     "type": condition,
                     "status": "False" if message else "True",
-                    "reason": ("Not" + condition) if message else condition,
+                    "reason": reason if message else condition,
                     "message": message,
                     "lastTransitionTime": stamp,
                     "observedGeneration": generation,
@@ -157,10 +189,15 @@ class NodeClassResolver:
             resolved.errors["ValidationSucceeded"] = str(err)
             return resolved
         resolved = ResolvedNodeClass(name, spec, family, kubelet, user_tags)
+        unsupported = unsupported_settings(family, spec)
+        if unsupported:
+            resolved.errors["ValidationSucceeded"] = "; ".join(unsupported)
+            resolved.reasons["ValidationSucceeded"] = UNSUPPORTED_CONFIGURATION
         await self._step(resolved, "SubnetsReady", self._subnets, spec)
         await self._step(resolved, "SecurityGroupsReady", self._security_groups, spec)
         await self._step(resolved, "AMIsReady", self._resolve_amis, spec, family, now)
         await self._step(resolved, "InstanceProfileReady", self._instance_profile, nodeclass, user_tags)
+        await self._step(resolved, "PlacementGroupReady", self._placement_group, spec)
         return resolved
 
     async def _step(self, resolved: ResolvedNodeClass, condition: str, action: Any, *args: Any) -> None:
@@ -220,6 +257,15 @@ class NodeClassResolver:
         if not amis.amis:
             raise NodeClassError("spec.amiSelectorTerms: no AMI matches")
         resolved.amis = amis
+
+    async def _placement_group(self, resolved: ResolvedNodeClass, spec: Mapping[str, Any]) -> None:
+        try:
+            resolved.placement_group = await placementgroup.resolve(
+                self._caller, self._ec2, spec.get("placementGroupSelector")
+            )
+        except placementgroup.PlacementGroupError as err:
+            resolved.reasons["PlacementGroupReady"] = err.reason
+            raise NodeClassError(str(err)) from None
 
     async def _instance_profile(
         self, resolved: ResolvedNodeClass, nodeclass: Mapping[str, Any], user_tags: dict[str, str]

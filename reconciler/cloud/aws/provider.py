@@ -38,11 +38,13 @@ from reconciler.cloud.aws.instances import (
 from reconciler.cloud.aws.launch import Launcher, TemplateGone
 from reconciler.cloud.aws.launchtemplate import LaunchTemplateProvider
 from reconciler.cloud.aws.metrics import AWSMetrics
+from reconciler.cloud.aws.netinterfaces import EFA_RESOURCE
 from reconciler.cloud.aws.nodeclass import NodeClassResolver, ResolvedNodeClass, subnets_for_launch
 from reconciler.cloud.aws.preset import load_catalog
 from reconciler.cloud.aws.pricing import PriceSource, PricingProvider
 from reconciler.cloud.aws.typeprovider import InstanceTypeProvider
 from reconciler.cloud.aws.userdata import ClusterInfo
+from reconciler.cloud.aws.validation import DryRunValidator
 from reconciler.cloud.types import (
     CloudError,
     Instance,
@@ -53,10 +55,19 @@ from reconciler.cloud.types import (
     NodeClassNotReadyError,
 )
 from reconciler.model import labels as wk
-from reconciler.model.resources import EMPTY
+from reconciler.model.resources import EMPTY, Resources
 from reconciler.observability import Metrics
 
 NODECLASS_CACHE_SECONDS = 60.0
+
+
+def efa_attached(request: LaunchRequest, spec: Mapping[str, Any]) -> bool:
+    """A launch gets EFA interfaces when the NodeClaim requests EFA or the NodeClass lists interfaces."""
+    return request.requests.amount(EFA_RESOURCE) > 0 or spec.get("networkInterfaces") is not None
+
+
+def without(resources: Resources, name: str) -> Resources:
+    return Resources({k: v for k, v in resources.items() if k != name}) if name in resources else resources
 
 
 @dataclass(slots=True, frozen=True)
@@ -73,6 +84,8 @@ class AWSProviderConfig:
     max_attempts: int = 8
     access_key_id: str | None = None
     secret_access_key: str | None = None
+    # DISABLE_DRY_RUN: skip the CreateLaunchTemplate/CreateFleet/RunInstances authorization dry runs.
+    disable_dry_run: bool = False
 
     def client_options(self) -> ClientOptions:
         return ClientOptions(
@@ -144,6 +157,7 @@ class AWSCloudProvider:
         self.launcher = Launcher(
             self.caller, self.clients.ec2, config.cluster, self.unavailable, self.launch_templates, now, self.metrics
         )
+        self.validator = DryRunValidator(self.caller, self.clients.ec2, self.launcher, self.cluster, clock=monotonic)
         self._nodeclass_cache: dict[str, _CachedNodeClass] = {}
 
     def close(self) -> None:
@@ -165,6 +179,11 @@ class AWSCloudProvider:
         if cached and cached.key == key and cached.expires > self._monotonic():
             return cached.resolved
         resolved = await self.nodeclasses.resolve(nodeclass, self._now())
+        if resolved.ready and not self.config.disable_dry_run:
+            failure = await self.validator.validate(resolved, await self.instance_type_provider.list(resolved))
+            if failure is not None:
+                resolved.errors["ValidationSucceeded"] = failure.message
+                resolved.reasons["ValidationSucceeded"] = failure.reason
         if resolved.ready:
             self._nodeclass_cache[name] = _CachedNodeClass(
                 key, resolved, self._monotonic() + NODECLASS_CACHE_SECONDS
@@ -238,6 +257,9 @@ class AWSCloudProvider:
             instance = self._instance(record, types.get(record.instance_type), request)
             if zone_id:
                 instance.labels = {**instance.labels, wk.ZONE_ID: zone_id}
+            if not efa_attached(request, resolved.spec):  # the node only advertises EFAs it was given
+                instance.capacity = without(instance.capacity, EFA_RESOURCE)
+                instance.allocatable = without(instance.allocatable, EFA_RESOURCE)
             return instance
         raise AssertionError("unreachable")
 

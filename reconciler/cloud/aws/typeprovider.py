@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from reconciler.cloud.aws import placementgroup
 from reconciler.cloud.aws.amifamily import AL2023
 from reconciler.cloud.aws.catalog import InstanceTypeInfo
 from reconciler.cloud.aws.clients import AwsCaller
@@ -122,18 +123,18 @@ class InstanceTypeProvider:
         zone_ids = dict(self._zone_ids)
         if nodeclass is not None:
             zone_ids.update({s.zone: s.zone_id for s in nodeclass.subnets if s.zone_id})
+        placement = nodeclass.placement_group if nodeclass is not None else None
         result = []
         for name, shape in shapes.items():
             base = shape.instance_type
+            labels = {**base.labels, placementgroup.LABEL: placement.id} if placement else base.labels
             runnable = shape.runs and (
                 nodeclass is None
                 or nodeclass.amis is None
                 or nodeclass.amis.for_labels(base.labels) is not None
             )
             offerings = self._offerings(name, shape.zones, subnet_zones, runnable, zone_ids)
-            result.append(
-                InstanceType(base.name, base.capacity, base.overhead, tuple(offerings), base.labels)
-            )
+            result.append(InstanceType(base.name, base.capacity, base.overhead, tuple(offerings), labels))
         return result
 
     def _shapes_for(self, nodeclass: ResolvedNodeClass | None) -> dict[str, _Shape]:
@@ -143,6 +144,7 @@ class InstanceTypeProvider:
             nodeclass.kubelet if nodeclass else None,
             vm_overhead_percent=self._vm_overhead,
             reserved_enis=self._reserved_enis,
+            placement_strategy=nodeclass.placement_group.strategy if nodeclass and nodeclass.placement_group else None,
         )
         cached = self._shapes.get(shaper.key)
         if cached is not None:

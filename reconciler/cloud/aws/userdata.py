@@ -1,34 +1,61 @@
 """Bootstrap user data per AMI family, merged with the NodeClass's own ``userData``.
 
-- AL2: MIME multi-part; the user's part(s) first, then ``/etc/eks/bootstrap.sh``.
-- AL2023: MIME multi-part; the user's part(s) first, then a nodeadm ``NodeConfig``.
-- Bottlerocket: TOML; the user's settings with the cluster settings, labels and
-  taints laid over them.
-- Windows: the user's PowerShell followed by ``Start-EKSBootstrap.ps1``.
+Every family receives the same kubelet settings (``spec.kubelet`` with max pods
+resolved for the instance type and ``clusterDNS`` defaulted to the cluster's
+kube-dns address), each in the form its bootstrap reads:
+
+- AL2: MIME; the user's part(s), then ``/etc/eks/bootstrap.sh`` with
+  ``--kubelet-extra-args`` carrying each kubelet field as a kubelet flag,
+  ``--ip-family ipv6`` on IPv6 clusters and ``--local-disks raid0`` for RAID0;
+- AL2023: MIME; the user's part(s), then a nodeadm ``NodeConfig`` whose inline
+  kubelet config is the whole ``spec.kubelet`` map (nodeadm passes any field
+  through) and ``instance.localStorage.strategy: RAID0`` for RAID0;
+- Bottlerocket: TOML ``settings.kubernetes`` keys (``userdata_bottlerocket``);
+- Windows: the user's PowerShell, then ``Start-EKSBootstrap.ps1`` with
+  ``-KubeletExtraArgs`` (the same flags as AL2) and ``-DNSClusterIP``;
 - Custom: the user's data exactly as given.
 
-Node labels and taints are passed to the kubelet so a node registers with them;
-the ``karpenter.sh/unregistered:NoExecute`` taint is always added (core removes
-it once the Node is matched to its NodeClaim).
+The families other than AL2023 apply only the fields Karpenter maps
+(``amifamily.MANAGED_KUBELET_FIELDS``); the NodeClass validation refuses the
+rest for them rather than let them be dropped here. Node labels and taints are
+passed so a node registers with them; the ``karpenter.sh/unregistered:NoExecute``
+taint is always added (core removes it once the Node is matched to its NodeClaim).
 """
 
 from __future__ import annotations
 
-import json
-import tomllib
+import ipaddress
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
+from reconciler.cloud.aws import userdata_bottlerocket as bottlerocket
+from reconciler.cloud.aws import userdata_mime as mime
 from reconciler.cloud.aws.amifamily import AMIFamily
 from reconciler.model import labels as wk
 
-MIME_BOUNDARY = "//"
+RAID0 = "RAID0"
+# libyaml's safe dumper when built (same output, ~5x less CPU per launch template), else PyYAML's.
+_YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 _KUBELET_ALLOWED_DOMAINS = ("kubelet.kubernetes.io", "node.kubernetes.io")
 _KUBELET_ALLOWED_KEYS = frozenset(
     {wk.HOSTNAME, wk.ZONE, wk.REGION, wk.INSTANCE_TYPE, wk.ARCH, wk.OS, *wk.NORMALIZED_LABELS}
+)
+# Kubelet flags for the map-valued fields: (spec.kubelet field, flag, separator between key and value).
+_MAP_FLAGS = (
+    ("systemReserved", "--system-reserved", "="),
+    ("kubeReserved", "--kube-reserved", "="),
+    ("evictionHard", "--eviction-hard", "<"),
+    ("evictionSoft", "--eviction-soft", "<"),
+    ("evictionSoftGracePeriod", "--eviction-soft-grace-period", "="),
+)
+_SCALAR_FLAGS = (
+    ("evictionMaxPodGracePeriod", "--eviction-max-pod-grace-period"),
+    ("imageGCHighThresholdPercent", "--image-gc-high-threshold"),
+    ("imageGCLowThresholdPercent", "--image-gc-low-threshold"),
+    ("cpuCFSQuota", "--cpu-cfs-quota"),
 )
 
 
@@ -45,14 +72,28 @@ class ClusterInfo:
     service_cidr: str = "172.20.0.0/16"
     kubernetes_version: str = "1.32"
 
+    @property
+    def ipv6(self) -> bool:
+        """An IPv6 cluster: its kube-dns Service has an IPv6 address (how Karpenter tells)."""
+        return is_ipv6(self.dns_ip)
+
+
+def is_ipv6(address: str) -> bool:
+    try:
+        return bool(address) and ipaddress.ip_address(address).version == 6
+    except ValueError:
+        return False
+
 
 @dataclass(slots=True, frozen=True)
 class BootstrapOptions:
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: Sequence[Mapping[str, Any]] = ()
     max_pods: int | None = None
-    kubelet: Mapping[str, Any] = field(default_factory=dict)  # spec.kubelet, passed through
+    kubelet: Mapping[str, Any] = field(default_factory=dict)  # spec.kubelet, as stored
     custom: str | None = None  # spec.userData
+    instance_store_policy: str | None = None  # spec.instanceStorePolicy
+    ami_version: str = ""  # Bottlerocket release ("latest", "v1.46.0", ...): decides the RAID0 bind command
 
 
 def kubelet_labels(labels: Mapping[str, str]) -> dict[str, str]:
@@ -69,224 +110,166 @@ def kubelet_labels(labels: Mapping[str, str]) -> dict[str, str]:
     return dict(sorted(allowed.items()))
 
 
-def _taints(options: BootstrapOptions) -> list[Mapping[str, Any]]:
-    taints = list(options.taints)
-    if not any(t.get("key") == wk.UNREGISTERED_TAINT_KEY for t in taints):
-        taints.append({"key": wk.UNREGISTERED_TAINT_KEY, "effect": "NoExecute"})
-    return taints
-
-
-def _taint_flag(taint: Mapping[str, Any]) -> str:
-    return f"{taint['key']}={taint.get('value', '')}:{taint['effect']}"
-
-
-def _kubelet_args(options: BootstrapOptions) -> str:
-    args = []
-    labels = kubelet_labels(options.labels)
-    if labels:
-        args.append("--node-labels=" + ",".join(f"{k}={v}" for k, v in labels.items()))
-    args.append("--register-with-taints=" + ",".join(_taint_flag(t) for t in _taints(options)))
+def effective_kubelet(cluster: ClusterInfo, options: BootstrapOptions) -> dict[str, Any]:
+    """``spec.kubelet`` as the node gets it: max pods resolved for the type, clusterDNS defaulted."""
+    kubelet = dict(options.kubelet or {})
     if options.max_pods is not None:
-        args.append(f"--max-pods={options.max_pods}")
-    return " ".join(args)
+        kubelet["maxPods"] = options.max_pods
+    if not kubelet.get("clusterDNS") and cluster.dns_ip:
+        kubelet["clusterDNS"] = [cluster.dns_ip]
+    return kubelet
+
+
+def taints(options: BootstrapOptions) -> list[Mapping[str, Any]]:
+    """The NodeClaim's taints plus ``karpenter.sh/unregistered:NoExecute``."""
+    result = list(options.taints)
+    if not any(t.get("key") == wk.UNREGISTERED_TAINT_KEY for t in result):
+        result.append({"key": wk.UNREGISTERED_TAINT_KEY, "effect": "NoExecute"})
+    return result
+
+
+def taint_string(taint: Mapping[str, Any]) -> str:
+    """``key=value:Effect``, or ``key:Effect`` without a value (the kubelet's --register-with-taints form)."""
+    value = taint.get("value") or ""
+    return f"{taint['key']}={value}:{taint['effect']}" if value else f"{taint['key']}:{taint['effect']}"
+
+
+def _labels_flag(options: BootstrapOptions) -> str | None:
+    labels = kubelet_labels(options.labels)
+    if not labels:
+        return None
+    return '--node-labels="' + ",".join(f"{k}={v}" for k, v in labels.items()) + '"'
+
+
+def kubelet_flags(kubelet: Mapping[str, Any], options: BootstrapOptions) -> list[str]:
+    """Kubelet command-line flags for AL2's ``--kubelet-extra-args`` and Windows' ``-KubeletExtraArgs``."""
+    flags = [flag for flag in (_labels_flag(options),) if flag]
+    flags.append('--register-with-taints="' + ",".join(taint_string(t) for t in taints(options)) + '"')
+    if kubelet.get("maxPods") is not None:
+        flags.append(f"--max-pods={kubelet['maxPods']}")
+    if kubelet.get("podsPerCore") is not None:
+        flags.append(f"--pods-per-core={kubelet['podsPerCore']}")
+    for name, flag, separator in _MAP_FLAGS:
+        values = kubelet.get(name) or {}
+        if values:
+            joined = ",".join(f"{k}{separator}{v}" for k, v in sorted(values.items()))
+            flags.append(f'{flag}="{joined}"')
+    for name, flag in _SCALAR_FLAGS:
+        value = kubelet.get(name)
+        if value is not None:
+            flags.append(f"{flag}={str(value).lower() if isinstance(value, bool) else value}")
+    return flags
 
 
 def render(family: AMIFamily, cluster: ClusterInfo, options: BootstrapOptions) -> str:
     """Plain-text user data (the launch template stores it base64-encoded)."""
-    if family.name == "Custom":
-        return options.custom or ""
-    if family.name == "AL2":
-        return _mime([*_user_parts(options.custom), ("text/x-shellscript", _al2_script(cluster, options))])
-    if family.name == "AL2023":
-        return _mime(
-            [*_user_parts(options.custom), ("application/node.eks.aws", _al2023_nodeconfig(cluster, options))]
-        )
-    if family.name == "Bottlerocket":
-        return _bottlerocket(cluster, options)
-    if family.os == "windows":
-        return _windows(cluster, options)
+    try:
+        if family.name == "Custom":
+            return options.custom or ""
+        if family.name == "AL2":
+            return mime.archive([*mime.user_parts(options.custom), mime.Part.of(mime.SHELL_SCRIPT,
+                                                                               _al2_script(cluster, options))])
+        if family.name == "AL2023":
+            return mime.archive([
+                *mime.user_parts(options.custom, nodeconfig_yaml=True),
+                mime.Part.of(mime.NODE_CONFIG, _al2023_nodeconfig(cluster, options)),
+            ])
+        if family.name == "Bottlerocket":
+            return _bottlerocket(cluster, options)
+        if family.os == "windows":
+            return _windows(cluster, options)
+    except (mime.MimeError, bottlerocket.BottlerocketError) as err:
+        raise UserDataError(str(err)) from None
     raise UserDataError(f"no user data renderer for AMI family {family.name}")
 
 
 def _al2_script(cluster: ClusterInfo, options: BootstrapOptions) -> str:
+    kubelet = effective_kubelet(cluster, options)
+    # bootstrap.sh takes its parameters with a space, never an equals sign.
     lines = [
         "#!/bin/bash -xe",
         "exec > >(tee /var/log/user-data.log|logger -t user-data -s 2>/dev/console) 2>&1",
         f"/etc/eks/bootstrap.sh '{cluster.name}' --apiserver-endpoint '{cluster.endpoint}' "
-        f"--b64-cluster-ca '{cluster.ca_bundle}' \\",
+        f"--b64-cluster-ca '{cluster.ca_bundle}'",
     ]
-    if cluster.dns_ip:
-        lines.append(f"--dns-cluster-ip '{cluster.dns_ip}' \\")
-    if options.max_pods is not None:
-        lines.append("--use-max-pods false \\")
-    lines.append(f"--kubelet-extra-args '{_kubelet_args(options)}'")
-    return "\n".join(lines) + "\n"
+    dns = list(kubelet.get("clusterDNS") or [])
+    if dns and is_ipv6(str(dns[0])):
+        lines.append("--ip-family ipv6")
+    if dns:
+        lines.append(f"--dns-cluster-ip '{dns[0]}'")
+    if kubelet.get("maxPods") is not None:
+        lines.append("--use-max-pods false")
+    lines.append(f"--kubelet-extra-args '{' '.join(kubelet_flags(kubelet, options))}'")
+    if options.instance_store_policy == RAID0:
+        lines.append("--local-disks raid0")
+    header, command = lines[:2], lines[2:]
+    return "\n".join([*header, " \\\n".join(command)]) + "\n"
 
 
 def _al2023_nodeconfig(cluster: ClusterInfo, options: BootstrapOptions) -> str:
-    config: dict[str, Any] = {
-        key: value
-        for key, value in (options.kubelet or {}).items()
-        if key
-        in (
-            "kubeReserved",
-            "systemReserved",
-            "evictionHard",
-            "evictionSoft",
-            "evictionSoftGracePeriod",
-            "evictionMaxPodGracePeriod",
-            "imageGCHighThresholdPercent",
-            "imageGCLowThresholdPercent",
-            "cpuCFSQuota",
-            "podsPerCore",
-        )
-    }
-    if options.max_pods is not None:
-        config["maxPods"] = options.max_pods
-    if cluster.dns_ip:
-        config["clusterDNS"] = [cluster.dns_ip]
-    flags = []
-    labels = kubelet_labels(options.labels)
+    config = effective_kubelet(cluster, options)
+    config["registerWithTaints"] = [
+        {k: v for k, v in (("key", t["key"]), ("value", t.get("value")), ("effect", t["effect"])) if v}
+        for t in taints(options)
+    ]
+    kubelet: dict[str, Any] = {"config": config}
+    labels = _labels_flag(options)
     if labels:
-        flags.append("--node-labels=" + ",".join(f"{k}={v}" for k, v in labels.items()))
-    flags.append("--register-with-taints=" + ",".join(_taint_flag(t) for t in _taints(options)))
-    document = {
-        "apiVersion": "node.eks.aws/v1alpha1",
-        "kind": "NodeConfig",
-        "spec": {
-            "cluster": {
-                "name": cluster.name,
-                "apiServerEndpoint": cluster.endpoint,
-                "certificateAuthority": cluster.ca_bundle,
-                "cidr": cluster.service_cidr,
-            },
-            "kubelet": {"config": config, "flags": flags},
+        kubelet["flags"] = [labels]
+    spec: dict[str, Any] = {
+        "cluster": {
+            "name": cluster.name,
+            "apiServerEndpoint": cluster.endpoint,
+            "certificateAuthority": cluster.ca_bundle,
+            "cidr": cluster.service_cidr,
         },
+        "kubelet": kubelet,
     }
-    return yaml.safe_dump(document, sort_keys=True)
-
-
-def _user_parts(custom: str | None) -> list[tuple[str, str]]:
-    """The user's data as MIME parts: its own parts if it is MIME, else one part of a guessed type."""
-    if not custom or not custom.strip():
-        return []
-    text = custom.strip()
-    if text.startswith("MIME-Version") or "Content-Type: multipart/mixed" in text.split("\n\n", 1)[0]:
-        return _split_mime(text)
-    if text.startswith("apiVersion") or "kind: NodeConfig" in text:
-        return [("application/node.eks.aws", text + "\n")]
-    return [("text/x-shellscript", text + "\n")]
-
-
-def _split_mime(text: str) -> list[tuple[str, str]]:
-    header, _, body = text.partition("\n\n")
-    boundary = None
-    for token in header.replace("\n", ";").split(";"):
-        token = token.strip()
-        if token.startswith("boundary="):
-            boundary = token.split("=", 1)[1].strip('"')
-    if not boundary:
-        raise UserDataError("spec.userData: MIME user data has no boundary")
-    parts = []
-    for chunk in body.split(f"--{boundary}"):
-        chunk = chunk.strip("\n")
-        if not chunk or chunk.startswith("--"):
-            continue
-        part_header, _, part_body = chunk.partition("\n\n")
-        content_type = "text/x-shellscript"
-        for line in part_header.splitlines():
-            if line.lower().startswith("content-type:"):
-                content_type = line.split(":", 1)[1].split(";")[0].strip()
-        parts.append((content_type, part_body.rstrip("\n") + "\n"))
-    return parts
-
-
-def _mime(parts: Sequence[tuple[str, str]]) -> str:
-    lines = ["MIME-Version: 1.0", f'Content-Type: multipart/mixed; boundary="{MIME_BOUNDARY}"', ""]
-    for content_type, body in parts:
-        lines += [
-            f"--{MIME_BOUNDARY}",
-            f'Content-Type: {content_type}; charset="us-ascii"',
-            "",
-            body.rstrip("\n"),
-        ]
-    lines.append(f"--{MIME_BOUNDARY}--")
-    return "\n".join(lines) + "\n"
+    if options.instance_store_policy == RAID0:
+        spec["instance"] = {"localStorage": {"strategy": RAID0}}
+    document = {"apiVersion": "node.eks.aws/v1alpha1", "kind": "NodeConfig", "spec": spec}
+    return "# Karpenter Generated NodeConfig\n" + yaml.dump(document, Dumper=_YAML_DUMPER, sort_keys=True)
 
 
 def _bottlerocket(cluster: ClusterInfo, options: BootstrapOptions) -> str:
-    try:
-        settings = tomllib.loads(options.custom or "")
-    except tomllib.TOMLDecodeError as err:
-        raise UserDataError(f"spec.userData: not valid Bottlerocket TOML: {err}") from None
-    kubernetes = settings.setdefault("settings", {}).setdefault("kubernetes", {})
-    kubernetes.update(
-        {
-            "api-server": cluster.endpoint,
-            "cluster-certificate": cluster.ca_bundle,
-            "cluster-name": cluster.name,
-        }
-    )
-    if cluster.dns_ip:
-        kubernetes["cluster-dns-ip"] = cluster.dns_ip
-    if options.max_pods is not None:
-        kubernetes["max-pods"] = options.max_pods
-    labels = kubernetes.setdefault("node-labels", {})
-    labels.update(kubelet_labels(options.labels))
-    taints = kubernetes.setdefault("node-taints", {})
-    for taint in _taints(options):
-        value = f"{taint.get('value', '')}:{taint['effect']}"
-        existing = taints.setdefault(taint["key"], [])
-        if value not in existing:
-            existing.append(value)
-    return dump_toml(settings)
+    document = bottlerocket.load_settings(options.custom)
+    settings = document.setdefault("settings", {})
+    kubernetes = settings.setdefault("kubernetes", {})
+    kubelet = effective_kubelet(cluster, options)
+    kubernetes.update({"api-server": cluster.endpoint, "cluster-certificate": cluster.ca_bundle,
+                       "cluster-name": cluster.name})
+    dns = list(kubelet.get("clusterDNS") or [])
+    if dns:
+        kubernetes["cluster-dns-ip"] = str(dns[0])
+    if kubelet.get("maxPods") is not None:
+        kubernetes["max-pods"] = int(kubelet["maxPods"])
+    kubernetes.setdefault("node-labels", {}).update(kubelet_labels(options.labels))
+    bottlerocket.apply_kubelet(kubernetes, kubelet)
+    # Replaced, not merged: a taint only the user data knew would be invisible to scheduling.
+    node_taints: dict[str, list[str]] = {}
+    for taint in taints(options):
+        node_taints.setdefault(str(taint["key"]), []).append(f"{taint.get('value') or ''}:{taint['effect']}")
+    kubernetes["node-taints"] = node_taints
+    if options.instance_store_policy == RAID0:
+        commands = settings.setdefault("bootstrap-commands", {})
+        commands[bottlerocket.RAID0_COMMAND] = bottlerocket.raid0_bootstrap_command(options.ami_version)
+    return bottlerocket.dump_toml(document)
 
 
 def _windows(cluster: ClusterInfo, options: BootstrapOptions) -> str:
+    kubelet = effective_kubelet(cluster, options)
     custom = (options.custom or "").replace("<powershell>", "").replace("</powershell>", "").strip()
-    lines = ["<powershell>"]
-    if custom:
-        lines.append(custom)
-    lines += [
-        '[string]$EKSBootstrapScriptFile = "$env:ProgramFiles\\Amazon\\EKS\\Start-EKSBootstrap.ps1"',
+    command = (
         f"& $EKSBootstrapScriptFile -EKSClusterName '{cluster.name}' -APIServerEndpoint '{cluster.endpoint}' "
-        f"-Base64ClusterCA '{cluster.ca_bundle}' -KubeletExtraArgs '{_kubelet_args(options)}'"
-        + (f" -DNSClusterIP '{cluster.dns_ip}'" if cluster.dns_ip else ""),
-        "</powershell>",
-    ]
+        f"-Base64ClusterCA '{cluster.ca_bundle}' -KubeletExtraArgs '{' '.join(kubelet_flags(kubelet, options))}'"
+    )
+    dns = list(kubelet.get("clusterDNS") or [])
+    if dns:
+        command += f" -DNSClusterIP '{dns[0]}'"
+    lines = ["<powershell>", *([custom] if custom else []),
+             '[string]$EKSBootstrapScriptFile = "$env:ProgramFiles\\Amazon\\EKS\\Start-EKSBootstrap.ps1"',
+             command, "</powershell>"]
     return "\n".join(lines) + "\n"
 
 
-def dump_toml(document: Mapping[str, Any], prefix: str = "") -> str:
-    """A minimal TOML writer for Bottlerocket settings (tables, strings, numbers, booleans, lists)."""
-    scalars, tables = [], []
-    for key, value in document.items():
-        quoted = _toml_key(key)
-        if isinstance(value, Mapping):
-            tables.append((quoted, value))
-        else:
-            scalars.append(f"{quoted} = {_toml_value(value)}")
-    out = []
-    if scalars:
-        if prefix:
-            out.append(f"[{prefix}]")
-        out.extend(scalars)
-        out.append("")
-    for key, value in tables:
-        out.append(dump_toml(value, f"{prefix}.{key}" if prefix else key))
-    return "\n".join(line for line in out if line is not None)
-
-
-def _toml_key(key: str) -> str:
-    bare = all(c.isalnum() or c in "-_" for c in key) and key
-    return key if bare else json.dumps(key)
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    return json.dumps(str(value))
+dump_toml = bottlerocket.dump_toml

@@ -9,7 +9,8 @@ Faults are injected inside moto (ThreadedMotoServer runs in this process):
   spot service-linked role...);
 - ``FaultPlan.throttle``: a fraction of EC2 calls answer ``RequestLimitExceeded``
   before moto touches its state, so a retried call never launches twice;
-- ``FaultPlan.whole_call_errors``: an action fails outright with a code.
+- ``FaultPlan.whole_call_errors``: an action fails outright with a code (``dry_run_errors``: its
+  ``DryRun=True`` calls, the NodeClass validation's).
 
 ``Recorder`` captures the parameters of every boto3 call our code makes
 (botocore ``before-parameter-build`` hook); ``CrashAfter`` raises a
@@ -47,7 +48,8 @@ class FaultPlan:
     fleet_errors: dict[tuple[str, str, str], str] = field(default_factory=dict)
     throttle: float = 0.0
     throttle_actions: frozenset[str] | None = None  # None = every EC2 action
-    whole_call_errors: dict[str, str] = field(default_factory=dict)
+    whole_call_errors: dict[str, str] = field(default_factory=dict)  # real calls (not dry runs)
+    dry_run_errors: dict[str, str] = field(default_factory=dict)  # DryRun=True calls (validation)
     seed: int = 7
     throttled: int = 0
     fleet_calls: int = 0
@@ -110,7 +112,8 @@ def install_patches() -> None:
         plan = ACTIVE.plan
         if plan is not None and self.service_name == "ec2" and not self.headers.get(OBSERVER_HEADER):
             action = self._get_action()
-            code = plan.whole_call_errors.get(action)
+            dry_run = str(self._get_param("DryRun", False)).lower() == "true"
+            code = (plan.dry_run_errors if dry_run else plan.whole_call_errors).get(action)
             if code is None and plan.should_throttle(action):
                 code = "RequestLimitExceeded"
             if code is not None:
@@ -166,8 +169,10 @@ class Recorder:
         with self._lock:
             self.calls.append((model.service_model.service_name, model.name, copy.deepcopy(params)))
 
-    def of(self, operation: str) -> list[dict[str, Any]]:
-        return [params for _, name, params in self.calls if name == operation]
+    def of(self, operation: str, *, dry_run: bool = False) -> list[dict[str, Any]]:
+        """The calls of ``operation``: real ones, or (``dry_run``) the NodeClass validation's dry runs."""
+        return [params for _, name, params in self.calls
+                if name == operation and bool(params.get("DryRun")) == dry_run]
 
 
 class SimulatedCrash(BaseException):

@@ -93,7 +93,8 @@ async def test_crash_after_every_aws_call_converges_without_leaks_or_duplicates(
     baseline = moto_env.for_cluster("crash-baseline")
     operations = await count_calls(baseline)
     assert "CreateFleet" in operations and "CreateLaunchTemplate" in operations
-    assert operations.count("CreateFleet") == len(NODECLAIMS)
+    # One CreateFleet per NodeClaim, and the NodeClass's validation dry run (which launches nothing).
+    assert operations.count("CreateFleet") == len(NODECLAIMS) + 1 and "RunInstances" in operations
     crashed_after = []
     for n in range(1, len(operations) + 1):
         aws = moto_env.for_cluster(f"crash-{n}")
@@ -111,7 +112,7 @@ async def test_crash_after_every_aws_call_converges_without_leaks_or_duplicates(
         running, recorded = await converge(aws, kube)
         assert len(recorded) == len(NODECLAIMS), (n, crash.crashed_after)
         assert running == recorded, (n, crash.crashed_after, running ^ recorded)
-    assert crashed_after.count("CreateFleet") == len(NODECLAIMS)
+    assert crashed_after.count("CreateFleet") == len(NODECLAIMS) + 1
 
 
 async def test_instance_launched_for_a_nodeclaim_deleted_before_restart_is_reclaimed(
@@ -119,7 +120,8 @@ async def test_instance_launched_for_a_nodeclaim_deleted_before_restart_is_recla
 ) -> None:
     aws = moto_env.for_cluster("crash-deleted-claim")
     operations = await count_calls(moto_env.for_cluster("crash-deleted-claim-count"))
-    first_fleet = operations.index("CreateFleet") + 1
+    # The first CreateFleet is the NodeClass validation's dry run; the second launches NODECLAIMS[0].
+    first_fleet = [i for i, op in enumerate(operations) if op == "CreateFleet"][1] + 1
     kube = cluster_objects(aws)
     provider = make_provider(aws)
     CrashAfter(first_fleet).attach(provider)

@@ -51,5 +51,7 @@ async def test_a_profile_the_class_only_names_is_never_deleted(aws: OfflineAWS, 
     nodeclass = aws.nodeclass("named", role=None, instanceProfile=f"{aws.cluster}-shared")
     nodeclass["spec"].pop("role")
     assert (await provider.nodeclass_status(nodeclass))["instanceProfile"] == f"{aws.cluster}-shared"
-    assert await provider.delete_nodeclass_resources(nodeclass) == {"launch-templates": [], "instance-profiles": []}
+    # The validation dry run's launch template goes with the class; the named profile stays.
+    deleted = await provider.delete_nodeclass_resources(nodeclass)
+    assert deleted["instance-profiles"] == [] and len(deleted["launch-templates"]) == 1
     assert f"{aws.cluster}-shared" in profiles(aws)

@@ -108,6 +108,10 @@ async def exercise(aws: OfflineAWS, provider: AWSCloudProvider, queue: str, monk
                                     owned.NODECLASS_TAG: "old", owned.REGION_TAG: aws.region}.items()])
     iam.add_role_to_instance_profile(InstanceProfileName=stale, RoleName=f"{aws.cluster}-old")
     await provider.nodeclasses.ensure_instance_profile(stale, aws.node_role, "old", "x", {})
+    # A class in a placement group (resolved by name).
+    aws.client("ec2").create_placement_group(GroupName=f"{aws.cluster}-pg", Strategy="cluster")
+    grouped = await provider.nodeclass_status(aws.nodeclass(placementGroupSelector={"name": f"{aws.cluster}-pg"}))
+    assert all(c["status"] == "True" for c in grouped["conditions"]), grouped["conditions"]
 
     # Instance types, offerings and prices (moto has no Pricing API: the call is authorized, then fails).
     await provider.instance_types(nodeclass)

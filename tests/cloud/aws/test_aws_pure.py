@@ -18,6 +18,7 @@ from reconciler.cloud.aws.gc import orphans, referenced_instance_ids
 from reconciler.cloud.aws.ice import UnavailableOfferings
 from reconciler.cloud.aws.instances import InstanceRecord, parse_provider_id, provider_id
 from reconciler.cloud.aws.launchtemplate import LaunchTemplateSpec, block_device_mappings, metadata_options
+from reconciler.cloud.aws.netinterfaces import network_interfaces
 from reconciler.cloud.aws.nodeclass import ResolvedNodeClass, SecurityGroup, Subnet, subnets_for_launch
 from reconciler.cloud.aws.tags import launch_tags, validate_user_tags
 from reconciler.cloud.aws.userdata import BootstrapOptions, ClusterInfo, kubelet_labels, render
@@ -344,7 +345,10 @@ def test_launch_template_defaults_to_imdsv2_and_is_content_addressed() -> None:
     assert spec.name == same.name != other.name and spec.name.startswith("karpenter.k8s.aws/")
     data = spec.data()
     assert base64.b64decode(data["UserData"]).decode() == "#!/bin/bash"
-    public = LaunchTemplateSpec("ami-1", "", "p", ("sg-1",), (), options, {}, associate_public_ip=True).data()
+    interfaces = network_interfaces(security_groups=("sg-1",), associate_public_ip=True)
+    assert interfaces == [{"DeviceIndex": 0, "Groups": ["sg-1"], "AssociatePublicIpAddress": True}]
+    public = LaunchTemplateSpec("ami-1", "", "p", ("sg-1",), (), options, {},
+                                network_interfaces=tuple(interfaces)).data()
     assert "SecurityGroupIds" not in public and public["NetworkInterfaces"][0]["Groups"] == ["sg-1"]
 
 
@@ -384,8 +388,14 @@ def test_al2023_user_data_is_mime_with_a_nodeconfig_after_the_users_part() -> No
     assert nodeconfig["spec"]["cluster"]["apiServerEndpoint"] == "https://api.example"
     assert nodeconfig["spec"]["kubelet"]["config"]["maxPods"] == 29
     assert nodeconfig["spec"]["kubelet"]["config"]["clusterDNS"] == ["172.20.0.10"]
-    flags = " ".join(nodeconfig["spec"]["kubelet"]["flags"])
-    assert "gpu=true:NoSchedule" in flags and "karpenter.sh/unregistered=:NoExecute" in flags
+    assert nodeconfig["spec"]["kubelet"]["config"]["registerWithTaints"] == [
+        {"key": "gpu", "value": "true", "effect": "NoSchedule"},
+        {"key": "karpenter.sh/unregistered", "effect": "NoExecute"},
+    ]
+    assert nodeconfig["spec"]["kubelet"]["flags"] == [
+        '--node-labels="karpenter.sh/nodepool=default,kubernetes.io/hostname=x,'
+        'node.kubernetes.io/instance-type=m5.large,team=a"'
+    ]
 
 
 def test_al2_and_windows_bootstrap_scripts() -> None:
@@ -405,7 +415,7 @@ def test_bottlerocket_toml_merges_user_settings() -> None:
     kubernetes = settings["kubernetes"]
     assert kubernetes["cluster-name"] == "demo" and kubernetes["max-pods"] == 29
     assert kubernetes["node-labels"]["mine"] == "yes" and kubernetes["node-labels"]["team"] == "a"
-    assert kubernetes["node-taints"]["gpu"] == ["true:NoSchedule"]
+    assert kubernetes["node-taints"] == {"gpu": ["true:NoSchedule"], "karpenter.sh/unregistered": [":NoExecute"]}
     assert settings["host-containers"]["admin"]["enabled"] is True
 
 

@@ -54,24 +54,6 @@ def unsupported(message: str, *, owner: str = "", applies: Callable[[Mapping[str
     return Support(UNSUPPORTED, message=message, owner=owner, applies=applies, inert=inert)
 
 
-def _family(nodeclass: Mapping[str, Any]) -> str:
-    """The AMI family an EC2NodeClass renders user data for: amiFamily, else its alias's, else Custom."""
-    spec = nodeclass.get("spec") or {}
-    if spec.get("amiFamily"):
-        return str(spec["amiFamily"])
-    from reconciler.api.ec2_selectors import ALIAS_FAMILIES
-
-    for term in spec.get("amiSelectorTerms") or []:
-        alias = str((term or {}).get("alias") or "")
-        if alias:
-            return ALIAS_FAMILIES.get(alias.partition("@")[0], "Custom")
-    return "Custom"
-
-
-def _not_al2023(nodeclass: Mapping[str, Any]) -> bool:
-    return _family(nodeclass) not in ("AL2023", "Custom")  # Custom: the user's own user data, as upstream
-
-
 # -- tests that prove behaviour (shared by several entries) ------------------------------------------------
 _T = "tests/"
 SCHED = _T + "scheduling/test_sched_basics.py::"
@@ -90,6 +72,8 @@ LAUNCH_OPTIONS = (_T + "cloud/aws/test_aws_launch_options.py::"
 ALLOCATABLE = _T + "cloud/aws/test_aws_allocatable.py::"
 AWS_PURE = _T + "cloud/aws/test_aws_pure.py::"
 CRDS = _T + "api/test_api_crds.py::"
+FAMILIES = _T + "cloud/aws/test_aws_userdata_families.py::"
+FEATURES = _T + "cloud/aws/test_aws_launch_features.py::"
 NODECLASS_STATUS = MOTO + "test_nodeclass_status_resolves_subnets_groups_amis_and_profile"
 TERMINATION_CONDITIONS = CONDS + "test_termination_sets_drained_volumes_detached_and_instance_terminating_in_order"
 LAUNCHED = _T + "lifecycle/test_launch_register.py::test_launch_picks_cheapest_allowed_offering_and_records_status"
@@ -160,9 +144,6 @@ NODECLAIM: dict[str, Support] = {
         STATUS + "test_pod_binding_stamps_last_pod_event_time_but_daemonset_pods_do_not"),
 }
 
-_KUBELET_NOT_RENDERED = ("is rendered into the user data of AL2023 nodes only; AL2, Bottlerocket and Windows nodes do "
-                         "not get it, though Adze's allocatable model assumes they do")
-
 EC2NODECLASS: dict[str, Support] = {
     "apiVersion": _API_OBJECT,
     "kind": _API_OBJECT,
@@ -172,36 +153,36 @@ EC2NODECLASS: dict[str, Support] = {
     "spec.capacityReservationSelectorTerms": unsupported(
         "capacity reservations are not used: instances launch as on-demand or spot outside any reservation",
         owner=CAPACITY),
-    "spec.placementGroupSelector": unsupported(
-        "placement groups are not used: instances launch outside any placement group", owner=LAUNCH),
+    "spec.placementGroupSelector": implemented(
+        FEATURES + "test_placement_group_selected_by_name_places_and_labels_the_nodes",
+        note="partition placement groups are refused: PlacementGroupReady False, PlacementGroupStrategyUnsupported"),
     "spec.associatePublicIPAddress": implemented(LAUNCH_OPTIONS),
-    "spec.ipPrefixCount": unsupported(
-        "prefix delegation counts are not passed to the network interface; max pods ignore them", owner=LAUNCH),
+    "spec.ipPrefixCount": implemented(FEATURES + "test_prefixes_conntrack_and_public_ip_on_the_primary_interface"),
     "spec.amiSelectorTerms": implemented(
         NODECLASS_STATUS, note="ssmParameter: tests/cloud/aws/test_aws_policy_coverage.py"),
     "spec.amiFamily": implemented(AWS_PURE + "test_family_from_alias_or_field"),
-    "spec.userData": implemented(AWS_PURE + "test_al2023_user_data_is_mime_with_a_nodeconfig_after_the_users_part"),
+    "spec.userData": implemented(
+        _T + "cloud/aws/test_aws_userdata_merge.py::test_published_nodeclasses_render_with_their_user_data_kept"),
     "spec.role": implemented(NODECLASS_STATUS),
     "spec.instanceProfile": implemented(
         _T + "cloud/aws/test_aws_nodeclass_cleanup.py::test_a_profile_the_class_only_names_is_never_deleted"),
     "spec.tags": implemented(LAUNCH_OPTIONS),
     "spec.kubelet.maxPods": implemented(ALLOCATABLE + "test_max_pods_override_and_pods_per_core"),
-    "spec.kubelet.clusterDNS": unsupported(
-        "kubelet.clusterDNS is not rendered: nodes use the cluster's kube-dns address", owner=LAUNCH),
-    "spec.kubelet": unsupported(f"this kubelet setting {_KUBELET_NOT_RENDERED}", owner=LAUNCH, applies=_not_al2023),
+    "spec.kubelet": implemented(
+        FAMILIES + "test_every_kubelet_field_reaches_the_node_and_matches_the_allocatable_model",
+        note="a field an AMI family would drop is refused: ValidationSucceeded False, UnsupportedKubeletConfiguration "
+             "(tests/cloud/aws/test_aws_userdata_families.py::test_settings_a_family_would_drop_are_refused)"),
     "spec.blockDeviceMappings": implemented(LAUNCH_OPTIONS),
-    "spec.instanceStorePolicy": unsupported(
-        "RAID0 is counted as ephemeral storage, but the user data never assembles the instance-store array",
-        owner=LAUNCH),
-    "spec.networkInterfaces": unsupported(
-        "network interfaces (EFA) are not added to the launch template: pods asking for EFA land on nodes "
-        "without it", owner=LAUNCH),
+    "spec.instanceStorePolicy": implemented(FAMILIES + "test_raid0_assembles_the_instance_store_the_model_counts"),
+    "spec.networkInterfaces": implemented(
+        FEATURES + "test_nodeclass_network_interfaces_shape_templates_pods_and_compatibility",
+        note="EFA requests: " + FEATURES + "test_an_efa_request_gets_one_efa_interface_per_efa_the_type_has"),
     "spec.detailedMonitoring": implemented(LAUNCH_OPTIONS),
     "spec.metadataOptions": implemented(LAUNCH_OPTIONS),
-    "spec.connectionTracking": unsupported("connection tracking timeouts are not passed to EC2", owner=LAUNCH),
+    "spec.connectionTracking": implemented(FEATURES + "test_prefixes_conntrack_and_public_ip_on_the_primary_interface"),
     "spec.context": implemented(LAUNCH_OPTIONS),
-    "spec.cpuOptions.nestedVirtualization": unsupported(
-        "nested virtualization is not requested at launch", owner=LAUNCH),
+    "spec.cpuOptions.nestedVirtualization": implemented(
+        FEATURES + "test_nested_virtualization_only_on_types_that_support_it"),
     "status.conditions": implemented(STATUS + "test_a_provider_that_resolves_nodeclasses_reports_their_status"),
     "status.subnets": implemented(NODECLASS_STATUS),
     "status.securityGroups": implemented(NODECLASS_STATUS),
@@ -236,7 +217,8 @@ FEATURE_GATES: dict[str, GateSupport] = {
         _T + "controllers/test_ctrl_static_capacity.py::"
         "test_keeps_exactly_the_replicas_follows_scaling_and_never_consolidates")),
     "CapacityBuffer": GateSupport(False, unsupported(
-        "CapacityBuffer is not implemented: no buffer capacity is provisioned", owner=LAUNCH)),
+        "CapacityBuffer is not supported by Adze (no CapacityBuffer CRD or buffer controller): no buffer capacity is "
+        "provisioned")),
 }
 
 
@@ -314,9 +296,8 @@ SETTINGS: dict[str, SettingSupport] = {
         _T + "interruption/test_interruption_consumer.py::"
         "test_spot_interruption_deletes_the_nodeclaim_and_marks_the_offering")),
     "RESERVED_ENIS": SettingSupport("0", implemented(ALLOCATABLE + "test_eni_limited_pods_matches_eks_max_pods_table")),
-    "DISABLE_DRY_RUN": SettingSupport("false", unsupported(
-        "EC2NodeClass validation checks the spec only; there is no dry-run launch to disable", owner=LAUNCH),
-        _honours("true")),
+    "DISABLE_DRY_RUN": SettingSupport("false", implemented(
+        _T + "cloud/aws/test_aws_validation.py::test_disable_dry_run_skips_the_checks")),
     "ENABLE_ZONAL_SHIFT": SettingSupport("false", unsupported("zonal shifts are not followed"), _honours("false")),
     "AMI_REFRESH_INTERVAL": SettingSupport("1m", unsupported(
         "AMIs are refreshed every minute; the interval cannot be changed"), _honours("1m", "60s")),

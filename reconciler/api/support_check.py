@@ -153,7 +153,23 @@ def unsupported_fields(manifest: Mapping[str, Any], gates: Mapping[str, bool] | 
         ]
         if any(not _covered_elsewhere(registry, path, leaf) for leaf in set_leaves):
             findings.append(Finding(kind, name, path, message))
+    if kind == "EC2NodeClass":
+        findings.extend(Finding(kind, name, problem.partition(":")[0].split(" ")[0], problem)
+                        for problem in _family_refusals(manifest))
     return findings
+
+
+def _family_refusals(nodeclass: Mapping[str, Any]) -> list[str]:
+    """What the class's AMI family would silently drop (kubelet fields it does not map, RAID0 where it cannot
+    assemble the array): the live NodeClass controller refuses these through ValidationSucceeded; plan and explain
+    name them here. An unknown family is the API validation's error, not a finding."""
+    from reconciler.cloud.aws.amifamily import UnknownAMIFamilyError, family_of_nodeclass, unsupported_settings
+
+    try:
+        family = family_of_nodeclass(dict(nodeclass))
+    except UnknownAMIFamilyError:
+        return []
+    return unsupported_settings(family, nodeclass.get("spec"))
 
 
 def findings_of(manifests: Iterable[Mapping[str, Any]], gates: Mapping[str, bool] | None = None) -> list[Finding]:

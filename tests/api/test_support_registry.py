@@ -123,15 +123,16 @@ def test_every_unsupported_or_gated_field_is_reported_when_set(kind: str, path: 
         assert unsupported_fields(manifest, {support.gate: True}) == []
 
 
-def test_kubelet_settings_are_reported_only_where_they_are_not_rendered() -> None:
-    kubelet = {"maxPods": 110, "evictionHard": {"memory.available": "5%"}}
-    bottlerocket = _set(copy.deepcopy(NODECLASS), "spec.kubelet", kubelet)
-    assert [f.path for f in unsupported_fields(bottlerocket)] == ["spec.kubelet"]
-    only_max_pods = _set(copy.deepcopy(NODECLASS), "spec.kubelet", {"maxPods": 110})
-    assert unsupported_fields(only_max_pods) == []  # rendered for every family
-    al2023 = copy.deepcopy(bottlerocket)
+def test_kubelet_settings_a_family_would_drop_are_reported_the_ones_it_renders_are_not() -> None:
+    rendered = {"maxPods": 110, "systemReserved": {"cpu": "100m"}, "evictionHard": {"memory.available": "5%"}}
+    bottlerocket = _set(copy.deepcopy(NODECLASS), "spec.kubelet", rendered)
+    assert unsupported_fields(bottlerocket) == []  # every family renders Karpenter's kubelet fields
+    dropped = _set(copy.deepcopy(NODECLASS), "spec.kubelet", {"podsPerCore": 4})
+    (finding,) = unsupported_fields(dropped)
+    assert finding.path == "spec.kubelet" and "podsPerCore" in finding.message and "Bottlerocket" in finding.message
+    al2023 = copy.deepcopy(dropped)
     al2023["spec"]["amiSelectorTerms"] = [{"alias": "al2023@latest"}]
-    assert unsupported_fields(al2023) == []
+    assert unsupported_fields(al2023) == []  # nodeadm passes any kubelet field through
 
 
 def test_the_compatibility_doc_carries_the_generated_matrix() -> None:

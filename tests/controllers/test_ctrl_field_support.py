@@ -9,8 +9,7 @@ from ctrl_objects import nodeclass, nodepool
 
 from reconciler.kube.api import EC2NODECLASS, EVENT, NODEPOOL
 
-EFA = [{"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"},
-       {"networkCardIndex": 0, "deviceIndex": 1, "interfaceType": "efa-only"}]
+BOTTLEROCKET = [{"alias": "bottlerocket@latest"}]
 
 
 def fields_supported(rig: Rig, kind: Any, name: str) -> dict[str, Any] | None:
@@ -23,14 +22,15 @@ async def test_unsupported_fields_get_a_false_condition_an_event_and_a_log_line_
     rig = Rig()
     static = nodepool("fixed")
     static["spec"]["replicas"] = 2  # StaticCapacity is off in these settings
-    await rig.apply(nodeclass(networkInterfaces=EFA, ipPrefixCount=2), nodepool(), static)
+    dropped = nodeclass(amiSelectorTerms=BOTTLEROCKET, kubelet={"podsPerCore": 4, "maxPods": 50})
+    await rig.apply(dropped, nodepool(), static)
     async with running(rig):
         assert await wait_for(lambda: _condition_is(rig, EC2NODECLASS, "default", "False"))
         assert await wait_for(lambda: _condition_is(rig, NODEPOOL, "fixed", "False"))
         found = fields_supported(rig, EC2NODECLASS, "default")
         assert found is not None and found["reason"] == "UnsupportedField"
-        assert found["message"].startswith("spec.ipPrefixCount: prefix delegation counts are not passed")
-        assert "spec.networkInterfaces: network interfaces (EFA) are not added" in found["message"]
+        assert found["message"] == ("spec.kubelet: spec.kubelet has fields not applied by the Bottlerocket AMI family "
+                                    "that would be silently dropped: podsPerCore")
         static_condition = fields_supported(rig, NODEPOOL, "fixed")
         assert static_condition is not None
         assert static_condition["message"] == ("spec.replicas: needs the StaticCapacity feature gate, which is "
@@ -39,12 +39,12 @@ async def test_unsupported_fields_get_a_false_condition_an_event_and_a_log_line_
         # Still Ready: Adze uses the class for what it implements.
         assert await wait_for(lambda: _condition_is(rig, EC2NODECLASS, "default", "True", "Ready"))
 
-        await rig.kube.patch(EC2NODECLASS, "default", {"spec": {"networkInterfaces": None, "ipPrefixCount": None}})
+        await rig.kube.patch(EC2NODECLASS, "default", {"spec": {"kubelet": {"podsPerCore": None}}})
         assert await wait_for(lambda: _condition_is(rig, EC2NODECLASS, "default", "True"))
     events = [e for e in rig.kube.objects(EVENT) if e["reason"] == "UnsupportedField"]
     assert {e["involvedObject"]["name"] for e in events} == {"default", "fixed"}
     lines = [line for line in rig.log_lines() if line["message"] == "object sets fields Adze does not implement"]
-    assert {tuple(line["fields"]) for line in lines} == {("spec.ipPrefixCount", "spec.networkInterfaces"),
+    assert {tuple(line["fields"]) for line in lines} == {("spec.kubelet",),
                                                           ("spec.replicas",)}
 
 

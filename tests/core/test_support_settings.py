@@ -71,7 +71,8 @@ def test_karpenters_chart_environment_starts_with_warnings_for_defaults_adze_doe
     assert main(["--cloud", "simulated"], env={**KARPENTER_CHART_ENV, "AWS_REGION": "us-east-1"}) == 0
     warnings = [json.loads(line)["detail"] for line in stream.getvalue().splitlines()
                 if "setting not implemented" in line]
-    assert any(w.startswith("DISABLE_DRY_RUN=false (Karpenter's default) is accepted, but") for w in warnings)
+    assert any(w.startswith("EKS_CONTROL_PLANE=false (Karpenter's default) is accepted, but") for w in warnings)
+    assert not any(w.startswith("DISABLE_DRY_RUN") for w in warnings)  # dry runs are implemented
     assert any(w.startswith("feature gate ReservedCapacity is on (Karpenter's default)") for w in warnings)
 
 

@@ -8,7 +8,7 @@ idempotent so any replica can resume them after a crash.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -64,13 +64,23 @@ class LaunchOutcome:
     unavailable_offerings: list[tuple[str, str, str]] = field(default_factory=list)
     # Why the claim was deleted instead of launched, as Karpenter's disruption metric names it.
     deleted_for: str = ""
+    # The claim as stored after its launch was recorded (None when nothing was written).
+    stored: Manifest | None = None
 
 
-async def launch(kube: KubeAPI, cloud: CloudProvider, nodeclaim: Manifest, now: datetime) -> LaunchOutcome:
+NodeClassLookup = Callable[[str], Manifest | None]
+
+
+async def launch(
+    kube: KubeAPI, cloud: CloudProvider, nodeclaim: Manifest, now: datetime, *,
+    nodeclasses: NodeClassLookup | None = None,
+) -> LaunchOutcome:
     """Launch the instance for a NodeClaim and record it in the claim's status.
 
     Insufficient capacity or a missing node class deletes the claim at once so
     that its pods are planned again in the next batch (Karpenter's behaviour).
+    ``nodeclasses`` finds an EC2NodeClass by name (the live controller's informer cache); without it the
+    class is read from the API server.
     """
     name = nodeclaim["metadata"]["name"]
     status = nodeclaim.get("status") or {}
@@ -79,7 +89,7 @@ async def launch(kube: KubeAPI, cloud: CloudProvider, nodeclaim: Manifest, now: 
     if wk.TERMINATION_FINALIZER not in ((nodeclaim.get("metadata") or {}).get("finalizers") or []):
         # Own the claim before any instance exists, so deleting it can never leak one.
         await add_finalizer(kube, NODECLAIM, name, wk.TERMINATION_FINALIZER, current=nodeclaim)
-    nodeclass = await _nodeclass(kube, nodeclaim)
+    nodeclass = await _nodeclass(kube, nodeclaim, nodeclasses)
     request = LaunchRequest.from_nodeclaim(nodeclaim)
     try:
         instance = await cloud.create(request, nodeclass)
@@ -97,7 +107,7 @@ async def launch(kube: KubeAPI, cloud: CloudProvider, nodeclaim: Manifest, now: 
         if key in instance.labels:
             labels[key] = instance.labels[key]
     labelled = await kube.patch(NODECLAIM, name, {"metadata": {"labels": labels}})
-    await set_condition(
+    stored = await set_condition(
         kube,
         name,
         condition("Launched", True, now),
@@ -107,29 +117,31 @@ async def launch(kube: KubeAPI, cloud: CloudProvider, nodeclaim: Manifest, now: 
         capacity=instance.capacity.to_manifest(),
         allocatable=instance.allocatable.to_manifest(),
     )
-    return LaunchOutcome(name, instance=instance)
+    return LaunchOutcome(name, instance=instance, stored=stored)
 
 
 async def set_condition(
     kube: KubeAPI, nodeclaim_name: str, update: dict[str, Any], *, current: Manifest | None = None, **status: Any
-) -> None:
+) -> Manifest:
     """Set one NodeClaim condition (and other status fields) against the claim, guarded by its
     resourceVersion, so a condition another writer set meanwhile is kept. The root ``Ready`` condition
     (Launched, Registered, Initialized) is recomputed with it. ``current``: a copy already at hand (saves
-    the read; a stale one costs a 409 and a read)."""
+    the read; a stale one costs a 409 and a read). Returns the claim as stored."""
     def edit(claim: Manifest) -> Manifest:
         conditions = with_root(merged_conditions(claim, update), NODECLAIM_DEPENDENTS,
                                str(update.get("lastTransitionTime") or ""))
         claim["status"] = {**(claim.get("status") or {}), "conditions": conditions, **status}
         return claim
 
-    await modify(kube, NODECLAIM, nodeclaim_name, edit, subresource="status", current=current)
+    return await modify(kube, NODECLAIM, nodeclaim_name, edit, subresource="status", current=current)
 
 
-async def _nodeclass(kube: KubeAPI, nodeclaim: Manifest) -> Manifest | None:
+async def _nodeclass(kube: KubeAPI, nodeclaim: Manifest, lookup: NodeClassLookup | None) -> Manifest | None:
     ref = (nodeclaim.get("spec") or {}).get("nodeClassRef") or {}
     if not ref.get("name"):
         return None
+    if lookup is not None:
+        return lookup(str(ref["name"]))
     try:
         return await kube.get(EC2NODECLASS, ref["name"])
     except NotFoundError:
@@ -171,7 +183,7 @@ def node_for_instance(nodeclaim: Manifest, instance: Instance, now: datetime) ->
     }
 
 
-async def register(kube: KubeAPI, nodeclaim: Manifest, node: Manifest, now: datetime) -> None:
+async def register(kube: KubeAPI, nodeclaim: Manifest, node: Manifest, now: datetime) -> Manifest:
     """The Node for this claim appeared: sync labels/taints, drop the unregistered taint, own it.
 
     Taints and finalizers are lists, so they are edited on the Node as it is at write time (guarded by
@@ -200,8 +212,8 @@ async def register(kube: KubeAPI, nodeclaim: Manifest, node: Manifest, now: date
     node_meta = node.get("metadata") or {}
     await edit_node(kube, node_meta["name"], edit, current=node)
     labelled = await kube.patch(NODECLAIM, claim_meta["name"], {"metadata": {"labels": {wk.REGISTERED: "true"}}})
-    await set_condition(kube, claim_meta["name"], condition("Registered", True, now), current=labelled,
-                        nodeName=node_meta["name"])
+    return await set_condition(kube, claim_meta["name"], condition("Registered", True, now), current=labelled,
+                               nodeName=node_meta["name"])
 
 
 def initialization_blockers(nodeclaim: Manifest, node: Manifest) -> list[str]:
@@ -224,11 +236,11 @@ def initialization_blockers(nodeclaim: Manifest, node: Manifest) -> list[str]:
     return blockers
 
 
-async def initialize(kube: KubeAPI, nodeclaim: Manifest, node: Manifest, now: datetime) -> bool:
+async def initialize(kube: KubeAPI, nodeclaim: Manifest, node: Manifest, now: datetime) -> Manifest | None:
+    """Mark a registered claim and its Node initialized; the claim as stored, or None when it is not yet."""
     if initialization_blockers(nodeclaim, node):
-        return False
+        return None
     name = nodeclaim["metadata"]["name"]
     await kube.patch(NODE, node["metadata"]["name"], {"metadata": {"labels": {wk.INITIALIZED: "true"}}})
     labelled = await kube.patch(NODECLAIM, name, {"metadata": {"labels": {wk.INITIALIZED: "true"}}})
-    await set_condition(kube, name, condition("Initialized", True, now), current=labelled)
-    return True
+    return await set_condition(kube, name, condition("Initialized", True, now), current=labelled)

@@ -23,8 +23,19 @@ from typing import Any
 
 from reconciler.cloud.types import CloudProvider, InstanceNotFoundError
 from reconciler.disruption.pdb import PdbLimits
-from reconciler.kube.api import NODE, NODECLAIM, POD, KubeAPI, Manifest, NotFoundError, TooManyRequestsError
+from reconciler.kube.api import (
+    NODE,
+    NODECLAIM,
+    POD,
+    ApiError,
+    ConflictError,
+    KubeAPI,
+    Manifest,
+    NotFoundError,
+    TooManyRequestsError,
+)
 from reconciler.kube.edits import edit_node, remove_finalizer
+from reconciler.kube.leadership import NotLeading
 from reconciler.lifecycle.conditions import (
     DRAINED,
     INSTANCE_TERMINATING,
@@ -55,6 +66,9 @@ class TerminationStep:
     force_deleted: list[str] = field(default_factory=list)
     grace_periods: dict[str, int] = field(default_factory=dict)  # force-deleted pod -> gracePeriodSeconds sent
     blocked: list[str] = field(default_factory=list)
+    # Evictions the API server did not accept, pod -> HTTP status (429: a budget said no; 500: e.g. a pod under
+    # two budgets; 503: no answer). The drain goes on with the other pods; these wait for the eviction backoff.
+    eviction_errors: dict[str, int] = field(default_factory=dict)
     # Pods not drained (they tolerate the disrupted taint) that die with the Node, as pod GC would delete them.
     deleted_with_node: list[str] = field(default_factory=list)
     # Nothing left to evict, but the minimum drain time runs until then: come back at that time.
@@ -101,23 +115,23 @@ class Terminator:
                 await mark_termination(self._kube, nodeclaim, DRAINED, "Unknown", now, "Draining", only_if_absent=True)
                 return result
             if (condition_of(nodeclaim, DRAINED) or {}).get("status") != "True":
-                await mark_termination(self._kube, nodeclaim, DRAINED, "True", now)
+                nodeclaim = await mark_termination(self._kube, nodeclaim, DRAINED, "True", now)
                 result.drained = True  # counted once, when the condition turns True
             if not await self._volumes_detached(nodeclaim, node, now, result):
                 await mark_termination(self._kube, nodeclaim, VOLUMES_DETACHED, "Unknown", now,
                                        "AwaitingVolumeDetachment")
                 return result
             if result.volumes_left_attached:
-                await mark_termination(self._kube, nodeclaim, VOLUMES_DETACHED, "False", now,
-                                       "TerminationGracePeriodElapsed")
+                nodeclaim = await mark_termination(self._kube, nodeclaim, VOLUMES_DETACHED, "False", now,
+                                                   "TerminationGracePeriodElapsed")
             else:
-                await mark_termination(self._kube, nodeclaim, VOLUMES_DETACHED, "True", now)
+                nodeclaim = await mark_termination(self._kube, nodeclaim, VOLUMES_DETACHED, "True", now)
         await self._delete_instance(nodeclaim, result)
         if result.instance_deleted:
-            await mark_termination(self._kube, nodeclaim, INSTANCE_TERMINATING, "True", now)
+            nodeclaim = await mark_termination(self._kube, nodeclaim, INSTANCE_TERMINATING, "True", now)
         if node is not None:
             result.deleted_with_node = await self._release_node(node)
-        await self._release(NODECLAIM, name, None, current=None)  # its conditions were just written
+        await self._release(NODECLAIM, name, None, current=nodeclaim)  # as just written (a stale copy: 409, read)
         self._drain_started.pop(_uid(nodeclaim), None)
         result.finished = True
         return result
@@ -201,10 +215,14 @@ class Terminator:
             try:
                 await self._kube.evict(name, namespace)
                 result.evicted.append(key)
-            except TooManyRequestsError as err:
-                result.blocked.append(f"eviction of {key} refused: {err.message}")
-            except NotFoundError:
-                continue
+            except (NotFoundError, ConflictError):
+                continue  # gone, or a new pod of that name (Karpenter's 404 / 409: nothing left to evict)
+            except NotLeading:
+                raise
+            except ApiError as err:  # as Karpenter's eviction queue: this pod waits, the others go on
+                result.eviction_errors[key] = err.status
+                verdict = "refused" if isinstance(err, TooManyRequestsError) else f"failed ({err.status})"
+                result.blocked.append(f"eviction of {key} {verdict}: {err.message}")
         for forced in plan.force_delete:
             namespace, _, name = forced.pod.partition("/")
             try:

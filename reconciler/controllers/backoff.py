@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(slots=True, frozen=True)
@@ -70,3 +71,17 @@ class Backoffs:
         now = self._clock()
         waiting = [at - now for at in self._retry_at.values() if at > now]
         return max(0.0, min(waiting)) if waiting else None
+
+
+class Retries(Backoffs):
+    """``Backoffs`` for a loop that writes object after object: each failure is one structured warning line
+    (the error, the attempt, when the object is tried again), and the loop skips the object until then."""
+
+    def __init__(self, log: Any, clock: Callable[[], float], policy: ItemBackoff = CONTROLLER_BACKOFF) -> None:
+        super().__init__(policy, clock)
+        self._log = log
+
+    def failure(self, key: str, error: BaseException, message: str, **facts: Any) -> None:
+        attempt, delay = self.failed(key)
+        self._log.warning(message, error=str(error)[:512], errorType=type(error).__name__, attempt=attempt,
+                          retryIn=round(delay, 3), **facts)

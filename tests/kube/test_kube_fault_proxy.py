@@ -127,13 +127,13 @@ async def test_dropped_watches_end_and_a_rewatch_is_answered_gone(server: FakeAp
 
 
 async def test_tcp_mode_pipes_bytes_and_can_stall_and_reset_everything(server: FakeApiServer) -> None:
-    async with FaultProxy(server.url, mode="tcp") as proxy, \
-            LiveKube.for_url(proxy.url, token="t", request_timeout=1.0) as kube:
+    async with FaultProxy(server.url, mode="tcp") as proxy, LiveKube.for_url(proxy.url, token="t") as kube, \
+            LiveKube.for_url(proxy.url, token="t", request_timeout=1.0) as impatient:
         await kube.create(node("a"))
         rule = proxy.stall()
         started = time.monotonic()
         with pytest.raises(ApiError):
-            await kube.get(NODE, "a")  # held bytes: the client's timeout ends it
+            await impatient.get(NODE, "a")  # held bytes: the client's timeout ends it
         assert time.monotonic() - started >= 0.9
         proxy.remove(rule)
         proxy.reset()

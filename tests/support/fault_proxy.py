@@ -234,7 +234,8 @@ class FaultProxy:
 
     def answer(self, status: int, match: Match = ANY, *, retry_after: float | None = None,
                times: int | None = None) -> Rule:
-        """Answer matching requests with an error ``Status`` (and ``Retry-After``) without forwarding them."""
+        """Answer matching requests with an error ``Status`` (and ``Retry-After``) without forwarding them;
+        ``answer(200)`` is an empty answer (a watch that ends at once)."""
         return self._add(Rule("answer", match, status=status, retry_after=retry_after, times=times))
 
     def silence_watches(self, match: Match = WATCHES) -> Rule:
@@ -420,6 +421,8 @@ REASONS = {410: "Expired", 429: "TooManyRequests", 500: "InternalError", 503: "S
 
 
 def _status_response(status: int, retry_after: float | None) -> web.Response:
+    if status == 200:  # an empty answer: for a watch, a stream that ends at once without an event
+        return web.Response(status=200, body=b"", content_type="application/json")
     reason = REASONS.get(status, "Unknown")
     body = _status(status, f"injected by the fault proxy: {reason}", reason)
     headers = {"Retry-After": f"{retry_after:g}"} if retry_after is not None else {}

@@ -27,7 +27,7 @@ from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.registration_health import RegistrationHealth
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wakeup, ref
 from reconciler.controllers.workers import Workers, wait_time
-from reconciler.kube.api import NODECLAIM, ApiError, Manifest, NotFoundError
+from reconciler.kube.api import NODE, NODECLAIM, ApiError, Manifest, NotFoundError
 from reconciler.lifecycle.conditions import make
 from reconciler.lifecycle.launch import (
     has_condition,
@@ -35,6 +35,7 @@ from reconciler.lifecycle.launch import (
     initialize,
     launch,
     register,
+    registration_drift,
     set_condition,
 )
 from reconciler.model import labels as wk
@@ -106,10 +107,15 @@ class NodeClaimLifecycle:
             if since is not None and now - since > timedelta(seconds=self.ctx.timings.registration_timeout):
                 return lambda n: self._delete_for_timeout(n, "registration", self.ctx.timings.registration_timeout)
             return None
+        node = self.store.node_for(claim)
+        if node is not None and not node["metadata"].get("deletionTimestamp") and registration_drift(claim, node):
+            return self._readopt  # the kubelet registered the Node again (it was deleted outside Karpenter)
         if not has_condition(claim, "Initialized"):
-            node = self.store.node_for(claim)
             if node is not None and not initialization_blockers(claim, node):
                 return self._initialize
+        elif node is not None and (node["metadata"].get("labels") or {}).get(wk.INITIALIZED) != "true" \
+                and not initialization_blockers(claim, node):
+            return self._readopt
         return None
 
     # -- steps -------------------------------------------------------------------------------------
@@ -184,6 +190,29 @@ class NodeClaimLifecycle:
         await self.health.record(claim, healthy=True)
         await self.ctx.event(claim, "Normal", "Registered", f"Status condition transitioned, Type: Registered, "
                                                             f"Status: True, Node: {node_name}")
+
+    async def _readopt(self, name: str) -> None:
+        """A Registered claim whose Node came back without what registration gave it (force-deleted, then
+        registered again by its kubelet with ``karpenter.sh/unregistered:NoExecute``): sync it as registration
+        does (labels, taints, finalizer, ownerReference, the unregistered taint removed), then mark it
+        initialized again once nothing blocks that."""
+        claim = self._current(name)
+        node = self.store.node_for(claim) if claim else None
+        if claim is None or node is None or node["metadata"].get("deletionTimestamp"):
+            return
+        missing = registration_drift(claim, node)
+        if missing:
+            self.store.write_through(await register(self.ctx.kube, claim, node, self.ctx.now()))
+            log.info("synced node of a registered nodeclaim", NodeClaim=ref(name),
+                     Node=ref(node["metadata"]["name"]), synced=missing)
+            await self.ctx.event(claim, "Normal", "Registered",
+                                 f"Node {node['metadata']['name']} registered again; synced: {'; '.join(missing)}")
+            return  # initialized (below) on the next pass, from the synced Node
+        if has_condition(claim, "Initialized") and not initialization_blockers(claim, node):
+            await self.ctx.kube.patch(NODE, node["metadata"]["name"],
+                                      {"metadata": {"labels": {wk.INITIALIZED: "true"}}})
+            log.info("re-initialized node of an initialized nodeclaim", NodeClaim=ref(name),
+                     Node=ref(node["metadata"]["name"]))
 
     async def _initialize(self, name: str) -> None:
         claim = self._current(name)

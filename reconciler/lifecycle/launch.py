@@ -183,12 +183,40 @@ def node_for_instance(nodeclaim: Manifest, instance: Instance, now: datetime) ->
     }
 
 
-async def register(kube: KubeAPI, nodeclaim: Manifest, node: Manifest, now: datetime) -> Manifest:
-    """The Node for this claim appeared: sync labels/taints, drop the unregistered taint, own it.
+def owner_reference(nodeclaim: Manifest) -> dict[str, Any]:
+    """The ownerReference a registered Node carries to its NodeClaim (Karpenter's, blocking owner deletion)."""
+    metadata = nodeclaim.get("metadata") or {}
+    return {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "name": str(metadata.get("name", "")),
+            "uid": str(metadata.get("uid", "")), "blockOwnerDeletion": True}
 
-    Taints and finalizers are lists, so they are edited on the Node as it is at write time (guarded by
-    its resourceVersion): a taint or finalizer another controller added since ``node`` was read stays."""
+
+def registration_drift(nodeclaim: Manifest, node: Manifest) -> list[str]:
+    """What a Registered claim's Node lacks of what registration gives it (empty: in sync). A Node deleted
+    outside Karpenter (finalizer stripped) and registered again by its kubelet lacks all of it and carries
+    ``karpenter.sh/unregistered:NoExecute`` again."""
+    metadata = node.get("metadata") or {}
+    missing = []
+    if any(t.get("key") == wk.UNREGISTERED_TAINT_KEY for t in (node.get("spec") or {}).get("taints") or []):
+        missing.append(f"taint {wk.UNREGISTERED_TAINT_KEY} is present")
+    if (metadata.get("labels") or {}).get(wk.REGISTERED) != "true":
+        missing.append(f"label {wk.REGISTERED} is missing")
+    if wk.TERMINATION_FINALIZER not in (metadata.get("finalizers") or []):
+        missing.append(f"finalizer {wk.TERMINATION_FINALIZER} is missing")
+    uid = (nodeclaim.get("metadata") or {}).get("uid")
+    if uid and not any(o.get("uid") == uid for o in metadata.get("ownerReferences") or []):
+        missing.append("ownerReference to the NodeClaim is missing")
+    return missing
+
+
+async def register(kube: KubeAPI, nodeclaim: Manifest, node: Manifest, now: datetime) -> Manifest:
+    """The Node for this claim appeared: sync labels/taints, drop the unregistered taint, own it (finalizer
+    and ownerReference), as Karpenter's registration does. Idempotent: also what re-adopts a Node registered
+    again under a claim already Registered.
+
+    Taints, finalizers and ownerReferences are lists, so they are edited on the Node as it is at write time
+    (guarded by its resourceVersion): an entry another controller added since ``node`` was read stays."""
     claim_meta = nodeclaim.get("metadata") or {}
+    owner = owner_reference(nodeclaim)
 
     def edit(current: Manifest) -> Manifest:
         node_meta = current["metadata"]
@@ -207,6 +235,9 @@ async def register(kube: KubeAPI, nodeclaim: Manifest, node: Manifest, now: date
         finalizers = list(node_meta.get("finalizers") or [])
         if wk.TERMINATION_FINALIZER not in finalizers:
             node_meta["finalizers"] = [*finalizers, wk.TERMINATION_FINALIZER]
+        owners = list(node_meta.get("ownerReferences") or [])
+        if owner["uid"] and not any(o.get("uid") == owner["uid"] for o in owners):
+            node_meta["ownerReferences"] = [*owners, owner]
         return current
 
     node_meta = node.get("metadata") or {}

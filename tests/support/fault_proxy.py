@@ -305,12 +305,14 @@ class FaultProxy:
     def _holding(self, action: str, request: web.Request) -> bool:
         return any(rule.action == action and rule.match(request) for rule in self.rules)
 
+
     def _record(self, request: web.Request, outcome: str, status: int = 0) -> None:
         self.requests.append(ProxiedRequest(request.method, request.path, dict(request.query), time.monotonic(),
                                             outcome, status))
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
-        while self._holding("stall", request):
+        stalled = self._first("stall", request)  # counted in its ``hits`` (a test can wait for a held request)
+        while stalled is not None and stalled in self.rules:
             await self._changed.wait()  # cancelled when the client gives up and closes the connection
         if self._first("reset", request) is not None:
             self._record(request, "reset")

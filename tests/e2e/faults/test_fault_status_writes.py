@@ -41,7 +41,7 @@ async def test_a_held_status_write_keeps_a_condition_added_meanwhile(apiserver: 
     async with fault_rig(apiserver, aws) as rig:
         await rig.seed(aws.nodeclass(), e2e_nodepool(), deployment(replicas=1, cpu="1500m"))
         a = await rig.replica("a")
-        held = a.proxy.stall(Match(methods={"PATCH", "PUT"}, where=lambda r: r.path.startswith(("/apis/")) and
+        held = a.proxy.stall(Match(methods={"PATCH", "PUT"}, where=lambda r: r.path.startswith("/apis/") and
                                    f"/{resource}/" in r.path and r.path.endswith("/status")))
         rig.launch(a)
         assert await wait_for(lambda: _true(held.hits >= 1), timeout=60), "the first status write is held"

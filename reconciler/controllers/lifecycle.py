@@ -21,7 +21,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from reconciler.cloud.types import CloudError
+from reconciler.cloud.types import CloudError, LaunchPendingError
 from reconciler.controllers.backoff import CONTROLLER_BACKOFF, Backoffs
 from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.registration_health import RegistrationHealth
@@ -133,6 +133,11 @@ class NodeClaimLifecycle:
         try:
             outcome = await launch(self.ctx.kube, self.ctx.cloud, claim, now,
                                    nodeclasses=lambda name: self.store.get("EC2NodeClass", name))
+        except LaunchPendingError as err:  # launched before (a crash, a lost answer), not visible yet: wait for it
+            attempt, delay = self.launches.failed(name)
+            log.info("waiting for the instance of an earlier launch to become visible", NodeClaim=ref(name),
+                     detail=str(err), attempt=attempt, retryIn=round(delay, 3))
+            return
         except (CloudError, ApiError) as err:
             await self._launch_failed(name, claim, str(err), now)
             return

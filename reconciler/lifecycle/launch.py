@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from reconciler.cloud.types import (
+    CloudError,
     CloudProvider,
     Instance,
     InsufficientCapacityError,
+    LaunchOutcomeUnknown,
+    LaunchPendingError,
     LaunchRequest,
     NodeClassNotReadyError,
 )
@@ -26,6 +29,10 @@ from reconciler.kube.retry import modify
 from reconciler.lifecycle.conditions import NODECLAIM_DEPENDENTS, with_root
 from reconciler.model import labels as wk
 from reconciler.model.meta import format_time
+
+# When the current launch attempt of a NodeClaim was made (ms since the epoch): the seed of its idempotency
+# token (see ``_launch_attempt``).
+LAUNCH_ATTEMPT_ANNOTATION = "adze.dev/launch-attempt"
 
 
 def condition(kind: str, status: bool, now: datetime, reason: str = "", message: str = "") -> dict[str, Any]:
@@ -90,14 +97,23 @@ async def launch(
         # Own the claim before any instance exists, so deleting it can never leak one.
         await add_finalizer(kube, NODECLAIM, name, wk.TERMINATION_FINALIZER, current=nodeclaim)
     nodeclass = await _nodeclass(kube, nodeclaim, nodeclasses)
-    request = LaunchRequest.from_nodeclaim(nodeclaim)
+    nodeclaim, token = await _launch_attempt(kube, nodeclaim, now)
+    request = replace(LaunchRequest.from_nodeclaim(nodeclaim), client_token=token)
     try:
         instance = await cloud.create(request, nodeclass)
+    except (LaunchPendingError, LaunchOutcomeUnknown):
+        raise  # an instance may exist: the next try reuses the token (and adopts it)
     except (InsufficientCapacityError, NodeClassNotReadyError) as err:
         await _delete_unlaunched(kube, name)
         offerings = list(getattr(err, "offerings", []))
         deleted_for = "insufficient_capacity" if isinstance(err, InsufficientCapacityError) else "nodeclass_not_ready"
         return LaunchOutcome(name, error=str(err), unavailable_offerings=offerings, deleted_for=deleted_for)
+    except CloudError:
+        # The cloud answered "no" and launched nothing: the next try is a new attempt with a new token (a
+        # repeated token would only be answered with this failure again).
+        with contextlib.suppress(NotFoundError):
+            await kube.patch(NODECLAIM, name, {"metadata": {"annotations": {LAUNCH_ATTEMPT_ANNOTATION: None}}})
+        raise
     labels = {
         wk.INSTANCE_TYPE: instance.instance_type,
         wk.ZONE: instance.zone,
@@ -118,6 +134,25 @@ async def launch(
         allocatable=instance.allocatable.to_manifest(),
     )
     return LaunchOutcome(name, instance=instance, stored=stored)
+
+
+async def _launch_attempt(kube: KubeAPI, nodeclaim: Manifest, now: datetime) -> tuple[Manifest, str]:
+    """The launch attempt this try belongs to and its idempotency token.
+
+    An attempt is recorded on the claim (``LAUNCH_ATTEMPT_ANNOTATION``) *before* its launch request goes out,
+    so a replica that takes over after a crash, or a retry after a lost answer, sends the same token: EC2
+    answers a repeated CreateFleet token with the instance it launched the first time (or, when the new request
+    differs, ``IdempotentParameterMismatch``: wait for that instance), never with a second instance. This holds
+    while new instances are still invisible to DescribeInstances' tag search (eventual consistency), which is
+    why finding the instance by its NodeClaim tag alone is not enough."""
+    metadata = nodeclaim.get("metadata") or {}
+    attempt = str((metadata.get("annotations") or {}).get(LAUNCH_ATTEMPT_ANNOTATION) or "")
+    if not attempt:
+        attempt = str(int(now.timestamp() * 1000))
+        nodeclaim = await kube.patch(NODECLAIM, str(metadata.get("name", "")),
+                                     {"metadata": {"annotations": {LAUNCH_ATTEMPT_ANNOTATION: attempt}}})
+    identity = str(metadata.get("uid") or metadata.get("name") or "")
+    return nodeclaim, f"{identity}-{attempt}"[:64]
 
 
 async def set_condition(

@@ -131,7 +131,7 @@ class NodeClaimLifecycle:
             return
         now = self.ctx.now()
         try:
-            outcome = await launch(self.ctx.kube, self.ctx.cloud, claim, now,
+            outcome = await launch(self.ctx.kube, self.ctx.cloud, claim, now, idempotent=True,
                                    nodeclasses=lambda name: self.store.get("EC2NodeClass", name))
         except LaunchPendingError as err:  # launched before (a crash, a lost answer), not visible yet: wait for it
             attempt, delay = self.launches.failed(name)

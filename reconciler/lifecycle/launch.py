@@ -80,14 +80,16 @@ NodeClassLookup = Callable[[str], Manifest | None]
 
 async def launch(
     kube: KubeAPI, cloud: CloudProvider, nodeclaim: Manifest, now: datetime, *,
-    nodeclasses: NodeClassLookup | None = None,
+    nodeclasses: NodeClassLookup | None = None, idempotent: bool = False,
 ) -> LaunchOutcome:
     """Launch the instance for a NodeClaim and record it in the claim's status.
 
     Insufficient capacity or a missing node class deletes the claim at once so
     that its pods are planned again in the next batch (Karpenter's behaviour).
     ``nodeclasses`` finds an EC2NodeClass by name (the live controller's informer cache); without it the
-    class is read from the API server.
+    class is read from the API server. ``idempotent`` (the live reconciler): record the attempt on the claim
+    and send its idempotency token (``_launch_attempt``); the simulator, whose clouds cannot lose an answer and
+    whose seeded uids repeat across runs, launches without.
     """
     name = nodeclaim["metadata"]["name"]
     status = nodeclaim.get("status") or {}
@@ -97,18 +99,22 @@ async def launch(
         # Own the claim before any instance exists, so deleting it can never leak one.
         await add_finalizer(kube, NODECLAIM, name, wk.TERMINATION_FINALIZER, current=nodeclaim)
     nodeclass = await _nodeclass(kube, nodeclaim, nodeclasses)
-    nodeclaim, token = await _launch_attempt(kube, nodeclaim, now)
+    token = ""
+    if idempotent:
+        nodeclaim, token = await _launch_attempt(kube, nodeclaim, now)
     request = replace(LaunchRequest.from_nodeclaim(nodeclaim), client_token=token)
     try:
         instance = await cloud.create(request, nodeclass)
     except (LaunchPendingError, LaunchOutcomeUnknown):
         raise  # an instance may exist: the next try reuses the token (and adopts it)
     except (InsufficientCapacityError, NodeClassNotReadyError) as err:
-        await _delete_unlaunched(kube, name)
+        await _delete_unlaunched(kube, nodeclaim)
         offerings = list(getattr(err, "offerings", []))
         deleted_for = "insufficient_capacity" if isinstance(err, InsufficientCapacityError) else "nodeclass_not_ready"
         return LaunchOutcome(name, error=str(err), unavailable_offerings=offerings, deleted_for=deleted_for)
     except CloudError:
+        if not idempotent:
+            raise
         # The cloud answered "no" and launched nothing: the next try is a new attempt with a new token (a
         # repeated token would only be answered with this failure again).
         with contextlib.suppress(NotFoundError):
@@ -183,9 +189,11 @@ async def _nodeclass(kube: KubeAPI, nodeclaim: Manifest, lookup: NodeClassLookup
         return None
 
 
-async def _delete_unlaunched(kube: KubeAPI, name: str) -> None:
+async def _delete_unlaunched(kube: KubeAPI, nodeclaim: Manifest) -> None:
     """Nothing was launched, so the termination finalizer has nothing to clean up."""
-    await remove_finalizer(kube, NODECLAIM, name, wk.TERMINATION_FINALIZER)  # others' finalizers stay
+    name = str(nodeclaim["metadata"]["name"])
+    # Others' finalizers stay; against the copy at hand (a stale one costs a 409 and a read).
+    await remove_finalizer(kube, NODECLAIM, name, wk.TERMINATION_FINALIZER, current=nodeclaim)
     with contextlib.suppress(NotFoundError):
         await kube.delete(NODECLAIM, name)
 

@@ -180,19 +180,19 @@ async def test_a_launch_attempt_is_recorded_before_the_request_and_its_token_reu
     await kube.create(nodeclaim())
     cloud.fail_with = LaunchOutcomeUnknown("no answer")  # the request went out; what happened is unknown
     with pytest.raises(LaunchOutcomeUnknown):
-        await launch(kube, cloud, await kube.get(NODECLAIM, "default-abcde"), NOW)
+        await launch(kube, cloud, await kube.get(NODECLAIM, "default-abcde"), NOW, idempotent=True)
     stored = await kube.get(NODECLAIM, "default-abcde")
     attempt = stored["metadata"]["annotations"][LAUNCH_ATTEMPT_ANNOTATION]
     first = cloud.requests[-1].client_token
     assert first == f"{stored['metadata']['uid']}-{attempt}" and len(first) <= 64
     with pytest.raises(LaunchOutcomeUnknown):  # a retry (or another replica after a crash): the same token
-        await launch(kube, cloud, stored, NOW)
+        await launch(kube, cloud, stored, NOW, idempotent=True)
     assert cloud.requests[-1].client_token == first
     cloud.fail_with = CloudError("CreateFleet failed: Unauthorized")  # a definite "no": nothing was launched
     with pytest.raises(CloudError):
-        await launch(kube, cloud, await kube.get(NODECLAIM, "default-abcde"), NOW)
+        await launch(kube, cloud, await kube.get(NODECLAIM, "default-abcde"), NOW, idempotent=True)
     cleared = await kube.get(NODECLAIM, "default-abcde")
     assert LAUNCH_ATTEMPT_ANNOTATION not in (cleared["metadata"].get("annotations") or {})
     cloud.fail_with = None
-    outcome = await launch(kube, cloud, cleared, NOW.replace(minute=1))
+    outcome = await launch(kube, cloud, cleared, NOW.replace(minute=1), idempotent=True)
     assert outcome.instance is not None and cloud.requests[-1].client_token != first, "a new attempt, a new token"

@@ -121,8 +121,8 @@ class TerminationController:
             )
             # Any error (a 409 that outlasted the conflict retries too) is the workers' to back off and log.
             result = await self.terminator.step(claim, now)
-            if result.nodeclaim is not None and result.nodeclaim is not claim and not result.finished:
-                self.store.write_through(result.nodeclaim)  # the next step starts from what this one wrote
+            if result.stored is not None and result.stored is not claim and not result.finished:
+                self.store.write_through(result.stored)  # the next step starts from what this one wrote
             if newly_tainted and node is not None:
                 log.info("tainted node", Node=ref(node["metadata"]["name"]), NodeClaim=ref(name),
                          taint=f"{wk.DISRUPTED_TAINT_KEY}:NoSchedule")

@@ -79,7 +79,7 @@ class TerminationStep:
     volumes_left_attached: list[str] = field(default_factory=list)
     instance_deleted: bool = False
     drained: bool = False  # this step found the node drained
-    nodeclaim: Manifest | None = None  # the claim as this step last wrote it (None: not written)
+    stored: Manifest | None = None  # the claim as this step last wrote it (None: not written)
     finished: bool = False
 
     @property
@@ -113,14 +113,14 @@ class Terminator:
         elif node is not None:
             node = await self._taint(node)
             if not await self._drain(nodeclaim, node, now, result):
-                result.nodeclaim = await mark_termination(self._kube, nodeclaim, DRAINED, "Unknown", now, "Draining",
+                result.stored = await mark_termination(self._kube, nodeclaim, DRAINED, "Unknown", now, "Draining",
                                                           only_if_absent=True)
                 return result
             if (condition_of(nodeclaim, DRAINED) or {}).get("status") != "True":
                 nodeclaim = await mark_termination(self._kube, nodeclaim, DRAINED, "True", now)
                 result.drained = True  # counted once, when the condition turns True
             if not await self._volumes_detached(nodeclaim, node, now, result):
-                result.nodeclaim = await mark_termination(self._kube, nodeclaim, VOLUMES_DETACHED, "Unknown", now,
+                result.stored = await mark_termination(self._kube, nodeclaim, VOLUMES_DETACHED, "Unknown", now,
                                                           "AwaitingVolumeDetachment")
                 return result
             if result.volumes_left_attached:
@@ -131,7 +131,7 @@ class Terminator:
         await self._delete_instance(nodeclaim, result)
         if result.instance_deleted:
             nodeclaim = await mark_termination(self._kube, nodeclaim, INSTANCE_TERMINATING, "True", now)
-        result.nodeclaim = nodeclaim
+        result.stored = nodeclaim
         if node is not None:
             result.deleted_with_node = await self._release_node(node)
         await self._release(NODECLAIM, name, None, current=nodeclaim)  # as just written (a stale copy: 409, read)

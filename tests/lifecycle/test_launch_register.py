@@ -196,3 +196,36 @@ async def test_a_launch_attempt_is_recorded_before_the_request_and_its_token_reu
     cloud.fail_with = None
     outcome = await launch(kube, cloud, cleared, NOW.replace(minute=1), idempotent=True)
     assert outcome.instance is not None and cloud.requests[-1].client_token != first, "a new attempt, a new token"
+
+
+async def test_registration_owns_the_node_and_a_node_registered_again_is_synced_again() -> None:
+    """Karpenter's registration sets the Node's ownerReference to its NodeClaim; a Node force-deleted and
+    registered again by its kubelet lacks everything registration gave it, and ``register`` (idempotent)
+    gives it back."""
+    from reconciler.lifecycle.launch import registration_drift
+
+    kube = MemoryKube(clock=lambda: NOW)
+    cloud = SimulatedCloud(catalog(), clock=lambda: NOW)
+    await kube.create(nodeclaim())
+    outcome = await launch(kube, cloud, await kube.get(NODECLAIM, "default-abcde"), NOW)
+    assert outcome.instance is not None
+    claim = await kube.get(NODECLAIM, "default-abcde")
+    fresh = node_for_instance(claim, outcome.instance, NOW)
+    await kube.create(fresh)
+    node = await kube.get(NODE, "default-abcde")
+    assert registration_drift(claim, node) == [
+        "taint karpenter.sh/unregistered is present", "label karpenter.sh/registered is missing",
+        "finalizer karpenter.sh/termination is missing", "ownerReference to the NodeClaim is missing"]
+    claim = await register(kube, claim, node, NOW)
+    node = await kube.get(NODE, "default-abcde")
+    assert registration_drift(claim, node) == []
+    assert node["metadata"]["ownerReferences"] == [{
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "name": "default-abcde",
+        "uid": claim["metadata"]["uid"], "blockOwnerDeletion": True}]
+    await kube.patch(NODE, "default-abcde", {"metadata": {"finalizers": None}})  # force-deleted ...
+    await kube.delete(NODE, "default-abcde")
+    await kube.create(fresh)  # ... and registered again by its kubelet
+    again = await kube.get(NODE, "default-abcde")
+    assert registration_drift(claim, again)
+    await register(kube, claim, again, NOW)
+    assert registration_drift(claim, await kube.get(NODE, "default-abcde")) == []

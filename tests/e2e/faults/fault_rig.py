@@ -24,7 +24,7 @@ from typing import Any
 
 from ctrl_cluster import FakeCluster
 from ctrl_objects import fast_settings, fast_timings
-from e2e_rig import aws_provider
+from e2e_rig import Replica, aws_provider
 from support.fake_apiserver import FakeApiServer
 from support.fault_proxy import FaultProxy
 
@@ -92,21 +92,15 @@ class SteppedClock:
         self.offset += timedelta(seconds=seconds)
 
 
-@dataclass
-class ProxiedReplica:
+@dataclass(kw_only=True)
+class ProxiedReplica(Replica):
+    """One reconciler process talking to the API server only through its own ``proxy``."""
+
     name: str
-    app: App
-    kube: LiveKube
-    cloud: AWSCloudProvider
     proxy: FaultProxy
-    task: asyncio.Task[int] | None = None
 
     async def stop(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
-            await asyncio.gather(self.task, return_exceptions=True)
-        await self.kube.close()
-        self.cloud.close()
+        await super().stop()
         await self.proxy.stop()
 
 
@@ -146,7 +140,7 @@ class FaultRig:
             kube, cloud, leader=lease, timings=timings or fast_timings(gc_min_age=2.0), metrics=metrics,
             serve=False, seed=len(self.replicas) + 1, extra_loops=loops, **({"clock": clock} if clock else {}),
         )
-        replica = ProxiedReplica(name, app, kube, cloud, proxy)
+        replica = ProxiedReplica(app, kube, cloud, name=name, proxy=proxy)
         self.replicas.append(replica)
         return replica
 

@@ -56,6 +56,10 @@ class Backoffs:
         self._retry_at[key] = self._clock() + delay
         return failures, delay
 
+    def defer(self, key: str, seconds: float) -> None:
+        """Not before ``seconds`` from now, without counting a failure (a poll: "look again in 5 s")."""
+        self._retry_at[key] = self._clock() + seconds
+
     def forget(self, key: str) -> None:
         self._failures.pop(key, None)
         self._retry_at.pop(key, None)

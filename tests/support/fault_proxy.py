@@ -8,7 +8,9 @@ Two modes:
   ``Retry-After``...), keep watch streams open but forward nothing (``silence_watches``: the bytes are held
   until the rule is removed), close open watch streams (``drop_watches``) and answer re-watches from a
   resourceVersion with ``410 Gone`` so the client must re-list (``gone_on_rewatch``). Upstream may be HTTP or
-  HTTPS (``upstream_ssl``); the proxy may itself listen on TLS (``listen_ssl``). Bearer tokens pass through.
+  HTTPS (``upstream_ssl``: an ``ssl.SSLContext`` trusting the server's CA, with ``load_cert_chain`` when the
+  proxy itself must present a client certificate); the proxy may itself listen on TLS (``listen_ssl``).
+  Bearer tokens pass through untouched (a ServiceAccount token keeps its RBAC identity).
 - ``mode="tcp"``: a byte pipe that never parses anything (so it also carries TLS end to end); only the
   unselective faults exist there: ``stall()`` holds every byte in both directions, ``reset()`` resets every
   connection (and refuses new ones while the rule stands).

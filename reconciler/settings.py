@@ -119,6 +119,9 @@ class Settings:
     # Client-side rate limit of API-server calls (Karpenter's KUBE_CLIENT_QPS / KUBE_CLIENT_BURST).
     kube_client_qps: float = 200.0
     kube_client_burst: int = 300
+    # A watch that delivers nothing (no event, no bookmark) this long is closed and its kind re-listed
+    # (WATCH_PROGRESS_DEADLINE; twice the API server's one-minute bookmark interval).
+    watch_progress_deadline: float = 120.0
 
     def gate(self, name: str) -> bool:
         return bool(self.feature_gates.get(name, False))
@@ -172,6 +175,11 @@ class Settings:
             values["kube_client_qps"] = _parse_positive(env["KUBE_CLIENT_QPS"], "KUBE_CLIENT_QPS", float)
         if env.get("KUBE_CLIENT_BURST"):
             values["kube_client_burst"] = int(_parse_positive(env["KUBE_CLIENT_BURST"], "KUBE_CLIENT_BURST", int))
+        if env.get("WATCH_PROGRESS_DEADLINE"):
+            deadline = parse_duration(env["WATCH_PROGRESS_DEADLINE"], name="WATCH_PROGRESS_DEADLINE")
+            if deadline <= 0:
+                raise SettingsError(f"WATCH_PROGRESS_DEADLINE: {env['WATCH_PROGRESS_DEADLINE']!r} must be positive")
+            values["watch_progress_deadline"] = deadline
         if env.get("DISABLE_LEADER_ELECTION"):
             values["leader_elect"] = not _parse_bool(env["DISABLE_LEADER_ELECTION"], "DISABLE_LEADER_ELECTION")
         settings = cls(**values)

@@ -149,6 +149,9 @@ class LaunchRequest:
     excluded_capacity_types: frozenset[str] = frozenset()
     zone_ids: Sequence[str] | None = None
     excluded_zone_ids: frozenset[str] = frozenset()
+    # Idempotency token of this launch attempt (EC2's ClientToken): the same for every try of one attempt, so
+    # a request repeated after a crash or a lost answer returns the instance already launched, not a second one.
+    client_token: str = ""
 
     def allows_zone(self, zone: str) -> bool:
         return zone not in self.excluded_zones and (self.zones is None or zone in self.zones)
@@ -256,6 +259,16 @@ class NodeClassNotReadyError(CloudError):
 
 class InstanceNotFoundError(CloudError):
     """The instance does not exist (any more); for delete this means done."""
+
+
+class LaunchPendingError(CloudError):
+    """A launch of this NodeClaim was already made (its idempotency token was used) but its instance cannot be
+    seen yet (EC2's eventual consistency): wait for it instead of launching another."""
+
+
+class LaunchOutcomeUnknown(CloudError):
+    """The launch request went out but no answer came back (connection lost, timeout): an instance may exist.
+    The next try must reuse the same idempotency token."""
 
 
 class CloudProvider(Protocol):

@@ -116,7 +116,8 @@ class App:
             await self.server.start()
         if self.leader is not None:
             self.metrics.runtime.leader.labels(name=self.leader.name).set(0)
-            self.elector = LeaderElector(self._kube, self.leader, clock=self.clock.now)
+            self.elector = LeaderElector(self._kube, self.leader, clock=self.clock.now,
+                                         monotonic=self.clock.monotonic)
             work = asyncio.create_task(self.elector.run(self._lead), name="leader")
             log.info("waiting for leadership", lease=f"{self.leader.namespace}/{self.leader.name}",
                      identity=self.leader.identity)

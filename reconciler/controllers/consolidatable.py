@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 from datetime import datetime
 
+from reconciler.controllers.backoff import Retries
 from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wakeup, ref
 from reconciler.disruption.policy import consolidatable
@@ -28,6 +29,7 @@ class ConsolidatableMarker:
         self.ctx = ctx
         self.store = store
         self.wake = Wakeup()
+        self.retries = Retries(log, ctx.clock.monotonic)  # failed writes, per claim
         store.subscribe(lambda kind, manifest, deleted: self.wake.set() if kind in ("NodeClaim", "NodePool") else None)
 
     async def run(self) -> None:
@@ -35,7 +37,7 @@ class ConsolidatableMarker:
             async with self.ctx.reconciling():
                 due = await self.reconcile_once()
             wait = RESYNC if due is None else min(RESYNC, max(0.0, (due - self.ctx.now()).total_seconds()))
-            await self.wake.wait(wait)
+            await self.wake.wait(min(wait, self.retries.next_due() or wait))
 
     async def reconcile_once(self) -> datetime | None:
         """Bring every claim's condition up to date; returns when the next one changes by time alone."""
@@ -50,15 +52,17 @@ class ConsolidatableMarker:
             if due is not None and (next_due is None or due < next_due):
                 next_due = due
             has = CONSOLIDATABLE in claim.conditions
-            if wanted == has:
+            if wanted == has or not self.retries.ready(name):
                 continue
+            current = self.store.get("NodeClaim", name)
             with contextlib.suppress(NotFoundError):
                 try:
                     if wanted:
-                        await set_condition(self.ctx.kube, name, condition(CONSOLIDATABLE, True, now))
+                        await set_condition(self.ctx.kube, name, condition(CONSOLIDATABLE, True, now), current=current)
                         log.info("marked nodeclaim consolidatable", NodeClaim=ref(name))
                     else:
-                        await drop_condition(self.ctx.kube, name, CONSOLIDATABLE)
+                        await drop_condition(self.ctx.kube, name, CONSOLIDATABLE, current=current)
+                    self.retries.forget(name)
                 except ApiError as err:
-                    log.warning("updating Consolidatable failed", NodeClaim=ref(name), error=str(err))
+                    self.retries.failure(name, err, "updating Consolidatable failed; backing off", NodeClaim=ref(name))
         return next_due

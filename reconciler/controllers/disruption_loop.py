@@ -22,7 +22,7 @@ from reconciler.disruption.decide import decide
 from reconciler.disruption.methods import method_named
 from reconciler.disruption.types import Command, DisruptionDecision
 from reconciler.disruption.validation import validate
-from reconciler.kube.api import NODECLAIM, ApiError, NotFoundError
+from reconciler.kube.api import ApiError, NotFoundError
 from reconciler.kube.edits import drop_condition, edit_taints
 from reconciler.lifecycle.orchestration import CommandExecutor, InFlightCommand
 from reconciler.model import labels as wk
@@ -39,7 +39,9 @@ class DisruptionController:
         self.ctx = ctx
         self.store = store
         self.names = names
-        self.executor = CommandExecutor(ctx.kube, ctx.cloud)
+        self.executor = CommandExecutor(ctx.kube, ctx.cloud, idempotent_launches=True,
+                                        nodeclaims=lambda name: store.get("NodeClaim", name),
+                                        nodes=lambda name: store.get("Node", name))
         self.commands: list[InFlightCommand] = []  # finished commands, newest last (for tests and status)
         self._unseen_pools: list[str] = []
         # Replacement -> the claims it replaces: a replacement stays nominated (never "empty, so remove it")
@@ -137,7 +139,7 @@ class DisruptionController:
             until = now + self.ctx.timings.nomination_window(self.ctx.settings)
             for name in flight.launched:
                 self.store.nominate(name, until)
-                await self._log_launch(name)
+                self._log_launch(name, flight.stored.get(name))
                 await self.ctx.event(self.store.get("NodeClaim", name), "Normal", "DisruptionLaunching",
                                      f"Launching NodeClaim: {command.reason}")
         while flight.state == "waiting":
@@ -157,11 +159,10 @@ class DisruptionController:
         self.commands.append(flight)
         return flight
 
-    async def _log_launch(self, name: str) -> None:
-        """Replacements are launched by the command itself: same log line as the lifecycle's launches."""
-        try:
-            claim = await self.ctx.kube.get(NODECLAIM, name)
-        except NotFoundError:
+    def _log_launch(self, name: str, claim: dict[str, Any] | None) -> None:
+        """Replacements are launched by the command itself: same log line as the lifecycle's launches (from the
+        claim as the launch wrote it, which also goes into the cache at once)."""
+        if claim is None:
             return
         self.store.write_through(claim)
         labels = claim["metadata"].get("labels") or {}

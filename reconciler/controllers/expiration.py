@@ -7,9 +7,10 @@ until the terminationGracePeriod, while the provisioner re-homes the pods.
 
 from __future__ import annotations
 
+from reconciler.controllers.backoff import Retries
 from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wakeup, ref
-from reconciler.kube.api import NODECLAIM, NotFoundError
+from reconciler.kube.api import NODECLAIM, ApiError, NotFoundError
 from reconciler.lifecycle.expiration import Expiration, expired, next_expiration
 from reconciler.model import labels as wk
 
@@ -21,6 +22,7 @@ class ExpirationController:
         self.ctx = ctx
         self.store = store
         self.wake = Wakeup()
+        self.retries = Retries(log, ctx.clock.monotonic)  # failed deletions, per claim
         store.subscribe(self._on_change)
 
     def _on_change(self, kind: str, manifest: dict[str, object], deleted: bool) -> None:
@@ -36,17 +38,24 @@ class ExpirationController:
             wait = self.ctx.timings.expiration_max_wait
             if upcoming is not None:
                 wait = min(wait, max(0.0, (upcoming - now).total_seconds()))
-            await self.wake.wait(wait)
+            await self.wake.wait(min(wait, self.retries.next_due() or wait))
 
     async def reconcile_once(self) -> list[Expiration]:
         now = self.ctx.now()
         done = []
         for item in expired(self.store.nodeclaims(), now):
             claim = self.store.get("NodeClaim", item.nodeclaim)
+            if not self.retries.ready(item.nodeclaim):
+                continue
             try:
                 await self.ctx.kube.delete(NODECLAIM, item.nodeclaim)
             except NotFoundError:
                 continue
+            except ApiError as err:
+                self.retries.failure(item.nodeclaim, err, "deleting expired nodeclaim failed; backing off",
+                                     NodeClaim=ref(item.nodeclaim))
+                continue
+            self.retries.forget(item.nodeclaim)
             log.info(
                 "disrupting nodeclaim(s) via delete, terminating 1 nodes; for Expired",
                 NodeClaim=ref(item.nodeclaim), NodePool=ref(item.nodepool), Node=ref(item.node),

@@ -12,8 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from reconciler.controllers.backoff import Retries
 from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wakeup, ref
+from reconciler.controllers.workers import wait_time
 from reconciler.disruption.drift_hashes import (
     NODECLASS_HASH_ANNOTATION,
     NODECLASS_HASH_VERSION,
@@ -37,6 +39,7 @@ class HashStamper:
         self.ctx = ctx
         self.store = store
         self.wake = Wakeup()
+        self.retries = Retries(log, ctx.clock.monotonic)  # failed writes, per object
         store.subscribe(self._on_change)
 
     def _on_change(self, kind: str, manifest: dict[str, Any], deleted: bool) -> None:
@@ -47,7 +50,7 @@ class HashStamper:
         while True:
             async with self.ctx.reconciling():
                 await self.reconcile_once()
-            await self.wake.wait(RESYNC)
+            await self.wake.wait(wait_time(RESYNC, self.retries.next_due()))
 
     async def reconcile_once(self) -> list[str]:
         """Stamp pools and classes, re-stamp claims of other versions; returns the claims re-stamped."""
@@ -62,7 +65,9 @@ class HashStamper:
         for claim in self.store.nodeclaims():
             if claim["metadata"].get("deletionTimestamp") or not self._update(claim):
                 continue
-            if await self._restamp(str(claim["metadata"]["name"])):
+            if not self.retries.ready(f"NodeClaim/{claim['metadata']['name']}"):
+                continue
+            if await self._restamp(claim):
                 restamped.append(str(claim["metadata"]["name"]))
         return restamped
 
@@ -78,7 +83,8 @@ class HashStamper:
         except (ManifestError, ValueError):
             return {}  # an unreadable NodePool: its status says why; its claims wait
 
-    async def _restamp(self, name: str) -> bool:
+    async def _restamp(self, claim: Manifest) -> bool:
+        name = str(claim["metadata"]["name"])
         applied: dict[str, str] = {}
 
         def edit(current: Manifest) -> Manifest | None:
@@ -90,12 +96,14 @@ class HashStamper:
             return current
 
         try:
-            await modify(self.ctx.kube, NODECLAIM, name, edit)
+            await modify(self.ctx.kube, NODECLAIM, name, edit, current=claim)
         except NotFoundError:
             return False
         except ApiError as err:
-            log.warning("re-stamping nodeclaim hashes failed", NodeClaim=ref(name), error=str(err))
+            self.retries.failure(f"NodeClaim/{name}", err, "re-stamping nodeclaim hashes failed; backing off",
+                                 NodeClaim=ref(name))
             return False
+        self.retries.forget(f"NodeClaim/{name}")
         if applied:
             log.info("re-stamped nodeclaim hashes of another version", NodeClaim=ref(name),
                      annotations=applied)
@@ -111,8 +119,16 @@ class HashStamper:
         annotations = metadata.get("annotations") or {}
         if annotations.get(key) == current and annotations.get(version_key) == version:
             return
+        retry_key = f"{kind.kind}/{metadata.get('name')}"
+        if not self.retries.ready(retry_key):
+            return
         try:  # annotations are a map: a merge patch touches only these two keys
             await self.ctx.kube.patch(kind, str(metadata["name"]),
                                       {"metadata": {"annotations": {key: current, version_key: version}}})
-        except (NotFoundError, ApiError) as err:
-            log.warning("stamping hash failed", kind=kind.kind, name=metadata.get("name"), error=str(err))
+        except NotFoundError:
+            return
+        except ApiError as err:
+            self.retries.failure(retry_key, err, "stamping hash failed; backing off", kind=kind.kind,
+                                 name=metadata.get("name"))
+            return
+        self.retries.forget(retry_key)

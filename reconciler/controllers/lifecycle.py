@@ -1,9 +1,14 @@
 """NodeClaim lifecycle: launch -> Launched, Node appears -> Registered, Node ready -> Initialized.
 
 Each step is the shared executor from ``reconciler.lifecycle.launch``; this
-controller decides which one a claim needs, runs it on a fresh copy of the
-claim (a cached copy may lag the claim's real status), logs it the way
-Karpenter does and records an event. A claim not Launched within the launch
+controller decides which one a claim needs, runs it on the informer's copy of
+the claim and its Node (as Karpenter's controllers read their cache; every
+write is guarded by the copy's resourceVersion, so a stale copy costs a 409 and
+a read, never a lost update, and what a step writes is fed back into the cache
+at once so the next step never acts on an older copy of our own write), logs it
+the way Karpenter does and records an event. A step that fails is retried after
+the per-claim backoff (``workers.Workers``); a failed launch after its own (1 s
+doubling to 1 min, with jitter). A claim not Launched within the launch
 timeout (5 min) or not Registered within the registration timeout (15 min
 after launch) is deleted; its termination finalizer then removes any instance.
 """
@@ -16,12 +21,13 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from reconciler.cloud.types import CloudError
+from reconciler.cloud.types import CloudError, LaunchPendingError
+from reconciler.controllers.backoff import CONTROLLER_BACKOFF, Backoffs
 from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.registration_health import RegistrationHealth
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wakeup, ref
-from reconciler.controllers.workers import Workers
-from reconciler.kube.api import NODE, NODECLAIM, ApiError, NotFoundError
+from reconciler.controllers.workers import Workers, wait_time
+from reconciler.kube.api import NODE, NODECLAIM, ApiError, Manifest, NotFoundError
 from reconciler.lifecycle.conditions import make
 from reconciler.lifecycle.launch import (
     has_condition,
@@ -29,13 +35,13 @@ from reconciler.lifecycle.launch import (
     initialize,
     launch,
     register,
+    registration_drift,
     set_condition,
 )
 from reconciler.model import labels as wk
 from reconciler.model.meta import format_time
 
 log = ControllerLog("nodeclaim.lifecycle")
-MAX_LAUNCH_BACKOFF = 60.0
 
 
 class NodeClaimLifecycle:
@@ -46,9 +52,8 @@ class NodeClaimLifecycle:
         self.on_launch_failed = on_launch_failed
         self.health = health or RegistrationHealth(ctx, store)
         self.wake = Wakeup()
-        self.workers = Workers("lifecycle", on_done=self.wake.set)
-        self._retry_at: dict[str, float] = {}
-        self._failures: dict[str, int] = {}
+        self.workers = Workers("nodeclaim.lifecycle", on_done=self.wake.set, clock=ctx.clock.monotonic)
+        self.launches = Backoffs(CONTROLLER_BACKOFF, ctx.clock.monotonic)  # failed launches, per claim
         store.subscribe(self._on_change)
 
     def _on_change(self, kind: str, manifest: dict[str, Any], deleted: bool) -> None:
@@ -59,7 +64,8 @@ class NodeClaimLifecycle:
         try:
             while True:
                 self.reconcile_all()
-                await self.wake.wait(self.ctx.timings.lifecycle_resync)
+                await self.wake.wait(wait_time(self.ctx.timings.lifecycle_resync, self.workers.retry_in(),
+                                               self.launches.next_due()))
         finally:
             await self.workers.cancel()
 
@@ -88,7 +94,7 @@ class NodeClaimLifecycle:
             created = model.creation_timestamp if model else None
             if created is not None and now - created > timedelta(seconds=self.ctx.timings.launch_timeout):
                 return lambda n: self._delete_for_timeout(n, "launch", self.ctx.timings.launch_timeout)
-            if self._retry_at.get(name, 0.0) > self.ctx.clock.monotonic():
+            if not self.launches.ready(name):
                 return None
             return self._launch
         if not has_condition(claim, "Registered"):
@@ -101,28 +107,37 @@ class NodeClaimLifecycle:
             if since is not None and now - since > timedelta(seconds=self.ctx.timings.registration_timeout):
                 return lambda n: self._delete_for_timeout(n, "registration", self.ctx.timings.registration_timeout)
             return None
+        node = self.store.node_for(claim)
+        if node is not None and not node["metadata"].get("deletionTimestamp") and registration_drift(claim, node):
+            return self._readopt  # the kubelet registered the Node again (it was deleted outside Karpenter)
         if not has_condition(claim, "Initialized"):
-            node = self.store.node_for(claim)
             if node is not None and not initialization_blockers(claim, node):
                 return self._initialize
+        elif node is not None and (node["metadata"].get("labels") or {}).get(wk.INITIALIZED) != "true" \
+                and not initialization_blockers(claim, node):
+            return self._readopt
         return None
 
     # -- steps -------------------------------------------------------------------------------------
 
-    async def _fresh(self, name: str) -> dict[str, Any] | None:
-        try:
-            claim = await self.ctx.kube.get(NODECLAIM, name)
-        except NotFoundError:
-            return None
-        return None if claim["metadata"].get("deletionTimestamp") else claim
+    def _current(self, name: str) -> Manifest | None:
+        """The informer's copy of a claim still to work on (None when gone or deleting)."""
+        claim = self.store.get("NodeClaim", name)
+        return None if claim is None or claim["metadata"].get("deletionTimestamp") else claim
 
     async def _launch(self, name: str) -> None:
-        claim = await self._fresh(name)
+        claim = self._current(name)
         if claim is None or (claim.get("status") or {}).get("providerID"):
             return
         now = self.ctx.now()
         try:
-            outcome = await launch(self.ctx.kube, self.ctx.cloud, claim, now)
+            outcome = await launch(self.ctx.kube, self.ctx.cloud, claim, now, idempotent=True,
+                                   nodeclasses=lambda name: self.store.get("EC2NodeClass", name))
+        except LaunchPendingError as err:  # launched before (a crash, a lost answer), not visible yet: wait for it
+            attempt, delay = self.launches.failed(name)
+            log.info("waiting for the instance of an earlier launch to become visible", NodeClaim=ref(name),
+                     detail=str(err), attempt=attempt, retryIn=round(delay, 3))
+            return
         except (CloudError, ApiError) as err:
             await self._launch_failed(name, claim, str(err), now)
             return
@@ -135,13 +150,10 @@ class NodeClaimLifecycle:
                                  f"NodeClaim {name} event: Failed to launch: {outcome.error}")
             self.on_launch_failed()
             return
-        self._failures.pop(name, None)
-        self._retry_at.pop(name, None)
+        self.launches.forget(name)
         instance = outcome.instance
-        try:
-            self.store.write_through(await self.ctx.kube.get(NODECLAIM, name))
-        except NotFoundError:
-            return
+        if outcome.stored is not None:
+            self.store.write_through(outcome.stored)
         log.info(
             "launched nodeclaim",
             NodeClaim=ref(name),
@@ -160,25 +172,21 @@ class NodeClaimLifecycle:
         )
 
     async def _launch_failed(self, name: str, claim: dict[str, Any], error: str, now: datetime) -> None:
-        failures = self._failures.get(name, 0) + 1
-        self._failures[name] = failures
-        self._retry_at[name] = self.ctx.clock.monotonic() + min(MAX_LAUNCH_BACKOFF, 2.0 ** (failures - 1))
-        log.error("failed launching nodeclaim", NodeClaim=ref(name), error=error, attempt=failures)
+        failures, delay = self.launches.failed(name)
+        log.error("failed launching nodeclaim", NodeClaim=ref(name), error=error, attempt=failures,
+                  retryIn=round(delay, 3))
         await self.ctx.event(claim, "Warning", "LaunchFailed", f"Failed to launch: {error}")
         with contextlib.suppress(NotFoundError):  # Karpenter: Launched=Unknown until the launch timeout
             await set_condition(self.ctx.kube, name, make("Launched", "Unknown", format_time(now),
-                                                          reason="LaunchFailed", message=error[:1024]))
+                                                          reason="LaunchFailed", message=error[:1024]),
+                                current=claim)
 
     async def _register(self, name: str) -> None:
-        claim = await self._fresh(name)
+        claim = self._current(name)
         node = self.store.node_for(claim) if claim else None
         if claim is None or node is None or has_condition(claim, "Registered"):
             return
-        try:
-            node = await self.ctx.kube.get(NODE, node["metadata"]["name"])
-        except NotFoundError:
-            return
-        await register(self.ctx.kube, claim, node, self.ctx.now())
+        self.store.write_through(await register(self.ctx.kube, claim, node, self.ctx.now()))
         node_name = node["metadata"]["name"]
         log.info("registered nodeclaim", NodeClaim=ref(name), Node=ref(node_name),
                  **{"provider-id": (claim.get("status") or {}).get("providerID", "")})
@@ -188,17 +196,38 @@ class NodeClaimLifecycle:
         await self.ctx.event(claim, "Normal", "Registered", f"Status condition transitioned, Type: Registered, "
                                                             f"Status: True, Node: {node_name}")
 
+    async def _readopt(self, name: str) -> None:
+        """A Registered claim whose Node came back without what registration gave it (force-deleted, then
+        registered again by its kubelet with ``karpenter.sh/unregistered:NoExecute``): sync it as registration
+        does (labels, taints, finalizer, ownerReference, the unregistered taint removed), then mark it
+        initialized again once nothing blocks that."""
+        claim = self._current(name)
+        node = self.store.node_for(claim) if claim else None
+        if claim is None or node is None or node["metadata"].get("deletionTimestamp"):
+            return
+        missing = registration_drift(claim, node)
+        if missing:
+            self.store.write_through(await register(self.ctx.kube, claim, node, self.ctx.now()))
+            log.info("synced node of a registered nodeclaim", NodeClaim=ref(name),
+                     Node=ref(node["metadata"]["name"]), synced=missing)
+            await self.ctx.event(claim, "Normal", "Registered",
+                                 f"Node {node['metadata']['name']} registered again; synced: {'; '.join(missing)}")
+            return  # initialized (below) on the next pass, from the synced Node
+        if has_condition(claim, "Initialized") and not initialization_blockers(claim, node):
+            await self.ctx.kube.patch(NODE, node["metadata"]["name"],
+                                      {"metadata": {"labels": {wk.INITIALIZED: "true"}}})
+            log.info("re-initialized node of an initialized nodeclaim", NodeClaim=ref(name),
+                     Node=ref(node["metadata"]["name"]))
+
     async def _initialize(self, name: str) -> None:
-        claim = await self._fresh(name)
+        claim = self._current(name)
         node = self.store.node_for(claim) if claim else None
         if claim is None or node is None or has_condition(claim, "Initialized"):
             return
-        try:
-            node = await self.ctx.kube.get(NODE, node["metadata"]["name"])
-        except NotFoundError:
+        stored = await initialize(self.ctx.kube, claim, node, self.ctx.now())
+        if stored is None:
             return
-        if not await initialize(self.ctx.kube, claim, node, self.ctx.now()):
-            return
+        self.store.write_through(stored)
         node_name = node["metadata"]["name"]
         log.info("initialized nodeclaim", NodeClaim=ref(name), Node=ref(node_name),
                  allocatable=(node.get("status") or {}).get("allocatable") or {},
@@ -207,7 +236,7 @@ class NodeClaimLifecycle:
                                                              f"Status: True, Node: {node_name}")
 
     async def _delete_for_timeout(self, name: str, phase: str, limit: float) -> None:
-        claim = await self._fresh(name)
+        claim = self._current(name)
         if claim is None:
             return
         if phase == "launch" and (claim.get("status") or {}).get("providerID"):

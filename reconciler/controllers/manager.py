@@ -116,7 +116,7 @@ class Reconciler:
     async def run(self) -> None:
         reflectors = Reflectors(
             self.ctx.kube, WATCHED_KINDS, on_upsert=self.store.upsert, on_delete=self.store.remove,
-            backoff=Backoff(initial=0.2, maximum=10.0),
+            backoff=Backoff(initial=0.2, maximum=10.0), progress_deadline=self.ctx.settings.watch_progress_deadline,
         )
         tasks: list[asyncio.Task[None]] = []
         metrics = self.ctx.metrics

@@ -8,17 +8,20 @@ Every EC2NodeClass gets the finalizer. A deleted class then stays until
 2. the cloud has deleted what it created for the class (AWS: its launch templates and the instance
    profiles managed for it; ``delete_nodeclass_resources``, optional for a cloud);
 
-and only then is the finalizer released. A failed cleanup is retried on the next pass (events and logs say
-why), so ``pulumi destroy`` cannot leave launch templates or instance profiles behind while the reconciler
-runs. A deleting class takes no new launches (its NodePools are not Ready and the AWS provider refuses).
+and only then is the finalizer released. A failed cleanup (or a failed finalizer write) is retried after the
+per-class backoff (1 s doubling to 1 min; events and logs say why), so ``pulumi destroy`` cannot leave launch
+templates or instance profiles behind while the reconciler runs. A deleting class takes no new launches (its
+NodePools are not Ready and the AWS provider refuses).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from reconciler.controllers.backoff import Retries
 from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wakeup, ref
+from reconciler.controllers.workers import wait_time
 from reconciler.kube.api import EC2NODECLASS, NODECLAIM, Manifest, NotFoundError
 from reconciler.kube.retry import modify
 from reconciler.model.labels import NODECLASS_TERMINATION_FINALIZER
@@ -37,6 +40,7 @@ class NodeClassTermination:
         self.ctx = ctx
         self.store = store
         self.wake = Wakeup()
+        self.retries = Retries(log, ctx.clock.monotonic)  # failed passes, per class
         self._waiting: dict[str, int] = {}  # class -> NodeClaims it was last seen waiting on (log on change)
         store.subscribe(self._on_change)
 
@@ -47,7 +51,7 @@ class NodeClassTermination:
     async def run(self) -> None:
         while True:
             await self.reconcile_once()
-            await self.wake.wait(self.ctx.timings.status_interval)
+            await self.wake.wait(wait_time(self.ctx.timings.status_interval, self.retries.next_due()))
 
     async def reconcile_once(self) -> list[str]:
         """One pass over every class; returns the names whose finalizer was released."""
@@ -55,21 +59,28 @@ class NodeClassTermination:
         for nodeclass in self.store.manifests("EC2NodeClass"):
             metadata = nodeclass["metadata"]
             name = str(metadata["name"])
+            if not self.retries.ready(name):
+                continue
             try:
                 if not metadata.get("deletionTimestamp"):
-                    await self._ensure_finalizer(name)
+                    await self._ensure_finalizer(nodeclass)
                 elif NODECLASS_TERMINATION_FINALIZER in (metadata.get("finalizers") or []) and \
                         await self._finalize(nodeclass):
                     released.append(name)
+                self.retries.forget(name)
             except NotFoundError:
                 continue
-            except Exception as err:  # AWS or API trouble: keep the finalizer, retry next pass
-                log.warning("finalizing ec2nodeclass failed; will retry", EC2NodeClass=ref(name), error=str(err))
-                await self.ctx.event(nodeclass, "Warning", "FailedCleanup",
-                                     f"Deleting the EC2NodeClass's cloud resources failed: {err}"[:1024])
+            except Exception as err:  # AWS or API trouble: keep the finalizer, retry after the backoff
+                self.retries.failure(name, err, "finalizing ec2nodeclass failed; backing off", EC2NodeClass=ref(name))
+                if metadata.get("deletionTimestamp"):
+                    await self.ctx.event(nodeclass, "Warning", "FailedCleanup",
+                                         f"Deleting the EC2NodeClass's cloud resources failed: {err}"[:1024])
         return released
 
-    async def _ensure_finalizer(self, name: str) -> None:
+    async def _ensure_finalizer(self, nodeclass: Manifest) -> None:
+        name = str(nodeclass["metadata"]["name"])
+        if NODECLASS_TERMINATION_FINALIZER in (nodeclass["metadata"].get("finalizers") or []):
+            return  # the informer's copy has it: nothing to read or write
         added = False
 
         def edit(current: Manifest) -> Manifest | None:
@@ -83,7 +94,7 @@ class NodeClassTermination:
             added = True
             return current
 
-        written = await modify(self.ctx.kube, EC2NODECLASS, name, edit)
+        written = await modify(self.ctx.kube, EC2NODECLASS, name, edit, current=nodeclass)
         if added:
             self.store.write_through(written)
             log.info("added finalizer", EC2NodeClass=ref(name), finalizer=NODECLASS_TERMINATION_FINALIZER)
@@ -107,13 +118,14 @@ class NodeClassTermination:
         for kind, names in deleted.items():
             if names:
                 log.info(f"deleted {kind}", EC2NodeClass=ref(name), names=names)
-        edit_done = await self._release(name)
+        edit_done = await self._release(nodeclass)
         if edit_done:
             log.info("released finalizer", EC2NodeClass=ref(name), finalizer=NODECLASS_TERMINATION_FINALIZER,
                      **{kind: len(names) for kind, names in deleted.items()})
         return edit_done
 
-    async def _release(self, name: str) -> bool:
+    async def _release(self, nodeclass: Manifest) -> bool:
+        name = str(nodeclass["metadata"]["name"])
         released = False
 
         def edit(current: Manifest) -> Manifest | None:
@@ -126,7 +138,7 @@ class NodeClassTermination:
             return current
 
         try:
-            await modify(self.ctx.kube, EC2NODECLASS, name, edit)
+            await modify(self.ctx.kube, EC2NODECLASS, name, edit, current=nodeclass)
         except NotFoundError:
             return False
         return released

@@ -92,7 +92,8 @@ class RegistrationHealth:
             return current
 
         try:
-            await modify(self.ctx.kube, NODEPOOL, pool_name, edit, subresource="status")
+            self.store.write_through(await modify(self.ctx.kube, NODEPOOL, pool_name, edit, subresource="status",
+                                                  current=self.store.get("NodePool", pool_name)))
         except NotFoundError:
             return
         except ApiError as err:

@@ -12,9 +12,12 @@ over both, ``lifecycle.conditions``) and ``NodeRegistrationHealthy`` (Unknown
 again whenever the pool or its EC2NodeClass changes; True/False from the
 lifecycle's ``RegistrationHealth``), plus ``resources`` (summed capacity of its
 nodes and in-flight claims, with ``nodes``) and ``nodes``. A pool that is not
-Ready is not provisioned from. Writes happen only when something changed, and
-against the pool as stored (resourceVersion-guarded) so a condition another
-controller set meanwhile is kept.
+Ready is not provisioned from.
+
+Every status write (both kinds) happens only when something changed, is computed against the object as
+the informer holds it and sent guarded by its resourceVersion, and merges only the conditions this
+controller owns into the list as it stands: a condition another writer added meanwhile is kept (a 409 reads
+the object and merges again). A failed write is retried after the per-object backoff.
 """
 
 from __future__ import annotations
@@ -24,9 +27,11 @@ from typing import Any
 
 from reconciler.api.errors import ValidationFailure
 from reconciler.api.objects import parse_object
+from reconciler.controllers.backoff import Retries
 from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.registration_health import NODE_REGISTRATION_HEALTHY, RegistrationHealth
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wakeup, ref
+from reconciler.controllers.workers import wait_time
 from reconciler.kube.api import EC2NODECLASS, NODEPOOL, ApiError, NotFoundError
 from reconciler.kube.retry import modify
 from reconciler.lifecycle.conditions import NODEPOOL_DEPENDENTS, condition_of, make, with_root
@@ -60,6 +65,7 @@ class StatusController:
         self.store = store
         self.health = health or RegistrationHealth(ctx, store)
         self.wake = Wakeup()
+        self.retries = Retries(log, ctx.clock.monotonic)  # failed status writes, per object
         self._nodeclass_seen: dict[str, tuple[int, float]] = {}  # name -> (generation, monotonic refresh time)
         store.subscribe(self._on_change)
 
@@ -71,7 +77,7 @@ class StatusController:
         while True:
             async with self.ctx.reconciling():
                 await self.reconcile_once()
-            await self.wake.wait(self.ctx.timings.status_interval)
+            await self.wake.wait(wait_time(self.ctx.timings.status_interval, self.retries.next_due()))
 
     async def reconcile_once(self) -> None:
         await self.nodeclasses_once()
@@ -90,24 +96,53 @@ class StatusController:
             due = seen is None or seen[0] != generation or now_mono - seen[1] >= self.ctx.timings.nodeclass_refresh
             if not (due or force):
                 continue
+            if not self.retries.ready(f"EC2NodeClass/{name}"):
+                continue
             self._nodeclass_seen[name] = (generation, now_mono)
             desired = await self._nodeclass_status(nodeclass)
-            desired["conditions"] = merged_conditions(nodeclass, *desired.get("conditions") or [])
-            if not _differs(nodeclass.get("status") or {}, desired):
-                continue
             try:
-                patched = await self.ctx.kube.patch(EC2NODECLASS, name, {"status": desired}, subresource="status")
-            except (NotFoundError, ApiError) as err:
-                log.warning("updating EC2NodeClass status failed", EC2NodeClass=ref(name), error=str(err))
+                patched = await self._write_nodeclass_status(nodeclass, desired)
+            except NotFoundError:
+                continue
+            except ApiError as err:
+                self._nodeclass_seen.pop(name, None)  # refreshed again once the backoff allows, not in a minute
+                self.retries.failure(f"EC2NodeClass/{name}", err, "updating EC2NodeClass status failed; backing off",
+                                     EC2NodeClass=ref(name))
+                continue
+            self.retries.forget(f"EC2NodeClass/{name}")
+            if patched is None:
                 continue
             self.store.write_through(patched)  # NodePool readiness below must see it
-            ready: dict[str, Any] = next((c for c in desired["conditions"] if c.get("type") == "Ready"), {})
+            ready: Mapping[str, Any] = condition_of(patched, "Ready") or {}
             log.info("updated ec2nodeclass status", EC2NodeClass=ref(name), ready=ready.get("status"),
                      detail=ready.get("message", ""))
             await self.ctx.event(nodeclass, "Normal" if ready.get("status") == "True" else "Warning",
                                  "Ready" if ready.get("status") == "True" else "NotReady",
                                  ready.get("message") or f"Status condition transitioned, Type: Ready, "
                                                          f"Status: {ready.get('status')}")
+
+    async def _write_nodeclass_status(
+        self, nodeclass: dict[str, Any], desired: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """Write the resolved status onto the class as stored: the fields we own replaced, our conditions merged
+        into the conditions as they are at write time (another writer's condition stays), guarded by the
+        resourceVersion (a 409 re-reads and merges again). The class as stored, or None when nothing changed."""
+        owned = list(desired.get("conditions") or [])
+        wrote = False
+
+        def edit(current: dict[str, Any]) -> dict[str, Any] | None:
+            nonlocal wrote
+            wanted = {**desired, "conditions": merged_conditions(current, *owned)}
+            if not _differs(current.get("status") or {}, wanted):
+                wrote = False
+                return None
+            current["status"] = {**(current.get("status") or {}), **wanted}
+            wrote = True
+            return current
+
+        stored = await modify(self.ctx.kube, EC2NODECLASS, str(nodeclass["metadata"]["name"]), edit,
+                              subresource="status", current=nodeclass)
+        return stored if wrote else None
 
     async def _nodeclass_status(self, nodeclass: dict[str, Any]) -> dict[str, Any]:
         now = self.ctx.now()
@@ -129,7 +164,7 @@ class StatusController:
             name = pool["metadata"]["name"]
             self.health.hydrate(pool)
             desired = self.nodepool_status(pool)
-            if not _differs(pool.get("status") or {}, desired):
+            if not _differs(pool.get("status") or {}, desired) or not self.retries.ready(f"NodePool/{name}"):
                 continue
 
             def edit(current: dict[str, Any]) -> dict[str, Any] | None:
@@ -140,10 +175,15 @@ class StatusController:
                 return current
 
             try:
-                await modify(self.ctx.kube, NODEPOOL, name, edit, subresource="status")
-            except (NotFoundError, ApiError) as err:
-                log.warning("updating NodePool status failed", NodePool=ref(name), error=str(err))
+                self.store.write_through(await modify(self.ctx.kube, NODEPOOL, name, edit, subresource="status",
+                                                      current=pool))
+            except NotFoundError:
                 continue
+            except ApiError as err:
+                self.retries.failure(f"NodePool/{name}", err, "updating NodePool status failed; backing off",
+                                     NodePool=ref(name))
+                continue
+            self.retries.forget(f"NodePool/{name}")
             before = _condition_view(pool.get("status") or {}).get("Ready")
             after = _condition_view(desired).get("Ready")
             if before != after and after is not None:

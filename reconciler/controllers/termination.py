@@ -3,10 +3,14 @@
 NodeClaims: every NodeClaim with a deletionTimestamp and the
 ``karpenter.sh/termination`` finalizer is stepped through the shared
 ``Terminator`` (taint, tiered eviction through the Eviction API, forced
-deletion at the terminationGracePeriod deadline, instance termination, and a
-look at the instance every 5 s until the cloud reports it gone, then finalizer
-release) until it reports done; a refused eviction (PDB, 429) is retried with
-backoff up to 10 s.
+deletion at the terminationGracePeriod deadline, instance termination, a look
+at the instance every 5 s until the cloud reports it gone, then finalizer
+release) until it reports done. A drain held up by refused or failed evictions
+(a PDB's 429, a 500 for a pod under two PDBs, a dropped connection) is stepped
+again after Karpenter's eviction backoff (100 ms doubling to 10 s, with jitter);
+a step that fails outright (any error of any write) after the controller
+backoff (1 s doubling to 1 min, ``workers.Workers``). The claim is read from the
+informer cache, as Karpenter's controllers read it.
 
 Nodes: deleting a Node that belongs to a NodeClaim deletes the NodeClaim (its
 finalizer then does the work); a Node with our finalizer and no NodeClaim just
@@ -19,18 +23,18 @@ import contextlib
 from datetime import datetime, timedelta
 from typing import Any
 
+from reconciler.controllers.backoff import EVICTION_BACKOFF, Backoffs
 from reconciler.controllers.cache_reads import StoreReads
 from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wakeup, ref
-from reconciler.controllers.workers import Workers
-from reconciler.kube.api import NODE, NODECLAIM, ApiError, ConflictError, NotFoundError
+from reconciler.controllers.workers import Workers, wait_time
+from reconciler.kube.api import NODE, NODECLAIM, ApiError, NotFoundError
 from reconciler.kube.edits import remove_finalizer
 from reconciler.lifecycle.termination import TerminationStep, Terminator
 from reconciler.model import labels as wk
 from reconciler.model.meta import parse_time
 
 log = ControllerLog("nodeclaim.termination")
-MAX_BACKOFF = 10.0
 
 
 def _finalizing(manifest: dict[str, Any]) -> bool:
@@ -45,9 +49,9 @@ class TerminationController:
         self.terminator = Terminator(ctx.kube, ctx.cloud, StoreReads(store),
                                      min_drain=timedelta(seconds=ctx.timings.min_drain_time))
         self.wake = Wakeup()
-        self.workers = Workers("termination", on_done=self.wake.set)
-        self._retry_at: dict[str, float] = {}
-        self._blocked_runs: dict[str, int] = {}
+        self.workers = Workers("nodeclaim.termination", on_done=self.wake.set, clock=ctx.clock.monotonic)
+        self.drains = Backoffs(EVICTION_BACKOFF, ctx.clock.monotonic)  # drains held up by evictions
+        self._node_failures = Backoffs(self.workers.backoffs.policy, ctx.clock.monotonic)
         store.subscribe(self._on_change)
 
     def _on_change(self, kind: str, manifest: dict[str, Any], deleted: bool) -> None:
@@ -59,7 +63,9 @@ class TerminationController:
             while True:
                 async with self.ctx.reconciling():
                     busy = await self.reconcile_all()
-                await self.wake.wait(self.ctx.timings.termination_requeue if busy else None)
+                await self.wake.wait(wait_time(self.ctx.timings.termination_requeue if busy else None,
+                                               self.workers.retry_in(), self.drains.next_due(),
+                                               self._node_failures.next_due()))
         finally:
             await self.workers.cancel()
 
@@ -69,16 +75,22 @@ class TerminationController:
         for node in self.store.nodes():
             if _finalizing(node):
                 active = True
+                name = node["metadata"]["name"]
+                if not self._node_failures.ready(name):
+                    continue
                 try:
                     await self._node_deleted(node)
-                except ApiError as err:  # e.g. still conflicting after the retries: the next pass tries again
-                    log.warning("finalizing deleted node failed", Node=ref(node["metadata"]["name"]), error=str(err))
+                    self._node_failures.forget(name)
+                except ApiError as err:  # e.g. still conflicting after the retries: backed off, then again
+                    attempt, delay = self._node_failures.failed(name)
+                    log.warning("finalizing deleted node failed; backing off", Node=ref(name), error=str(err),
+                                attempt=attempt, retryIn=round(delay, 3))
         for claim in self.store.nodeclaims():
             if not _finalizing(claim):
                 continue
             active = True
             name = claim["metadata"]["name"]
-            if self._retry_at.get(name, 0.0) > self.ctx.clock.monotonic():
+            if not self.drains.ready(name):
                 continue
             if not self.workers.busy(name) and not self.ctx.locks.busy(name):
                 self.workers.start(name, lambda name=name: self.step(name))
@@ -100,22 +112,18 @@ class TerminationController:
         async with self.ctx.locks.holding([name]) as held:
             if not held:
                 return None
-            try:
-                claim = await self.ctx.kube.get(NODECLAIM, name)
-            except NotFoundError:
-                return None
-            if not _finalizing(claim):
+            claim = self.store.get("NodeClaim", name)  # the informer's copy (writes are resourceVersion-guarded)
+            if claim is None or not _finalizing(claim):
                 return None
             now = self.ctx.now()
             node = self.store.node_for(claim)
             newly_tainted = node is not None and not any(
                 t.get("key") == wk.DISRUPTED_TAINT_KEY for t in (node.get("spec") or {}).get("taints") or []
             )
-            try:
-                result = await self.terminator.step(claim, now)
-            except ConflictError as err:  # another writer kept winning: the next pass steps it again
-                log.info("termination step conflicted; retrying", NodeClaim=ref(name), error=str(err))
-                return None
+            # Any error (a 409 that outlasted the conflict retries too) is the workers' to back off and log.
+            result = await self.terminator.step(claim, now)
+            if result.stored is not None and result.stored is not claim and not result.finished:
+                self.store.write_through(result.stored)  # the next step starts from what this one wrote
             if newly_tainted and node is not None:
                 log.info("tainted node", Node=ref(node["metadata"]["name"]), NodeClaim=ref(name),
                          taint=f"{wk.DISRUPTED_TAINT_KEY}:NoSchedule")
@@ -145,9 +153,8 @@ class TerminationController:
         if result.volumes_left_attached:
             log.info("terminating with volumes attached: the termination grace period has elapsed",
                      NodeClaim=ref(name), volumeattachments=result.volumes_left_attached)
-        refused = [b for b in result.blocked if "eviction of" in b]
-        if refused:
-            metrics.pods_eviction_requests.labels(code="429").inc(len(refused))
+        for code in result.eviction_errors.values():
+            metrics.pods_eviction_requests.labels(code=str(code)).inc()
         labels = (claim.get("metadata") or {}).get("labels") or {}
         pool = labels.get(wk.NODEPOOL, "")
         if result.drained and node is not None:
@@ -173,22 +180,20 @@ class TerminationController:
             await self.ctx.event(claim, "Normal", "Terminated", "instance deleted and finalizer released")
             return
         if result.blocked and not result.progressed:
-            runs = self._blocked_runs.get(name, 0) + 1
-            self._blocked_runs[name] = runs
-            self._retry_at[name] = self.ctx.clock.monotonic() + min(MAX_BACKOFF, 0.1 * 2 ** (runs - 1))
+            runs, delay = self.drains.failed(name)
             if runs == 1 or runs % 10 == 0:
-                log.info("waiting on drain", NodeClaim=ref(name), blocked=result.blocked[:5], pods=len(result.blocked))
+                log.info("waiting on drain", NodeClaim=ref(name), blocked=result.blocked[:5], pods=len(result.blocked),
+                         attempt=runs, retryIn=round(delay, 3))
                 await self.ctx.event(node or claim, "Warning", "FailedDraining",
                                      f"Failed to drain node, {len(result.blocked)} pods are waiting to be evicted")
         elif result.awaiting_instance:
             # Terminate was asked for; the cloud still reports the instance: look again after a while (Karpenter: 5 s).
-            self._retry_at[name] = self.ctx.clock.monotonic() + self.ctx.timings.instance_termination_poll
+            self.drains.defer(name, self.ctx.timings.instance_termination_poll)
             if result.instance_deleted:
                 log.info("terminating instance; waiting until it is gone", NodeClaim=ref(name),
                          **{"provider-id": (claim.get("status") or {}).get("providerID", "")})
         else:
-            self._blocked_runs.pop(name, None)
-            self._retry_at.pop(name, None)
+            self.drains.forget(name)
 
     def _record_node(self, node: dict[str, Any], pool: str, claim_deleted: datetime | None, now: datetime) -> None:
         """The Node is gone: counted, and how long it took since its deletion was asked for (the NodeClaim's,
@@ -204,8 +209,7 @@ class TerminationController:
             metrics.nodes_lifetime_duration.labels(nodepool=pool).observe(max(0.0, (now - created).total_seconds()))
 
     def _forget(self, name: str) -> None:
-        self._retry_at.pop(name, None)
-        self._blocked_runs.pop(name, None)
+        self.drains.forget(name)
 
 
 def _time(manifest: dict[str, Any], key: str) -> datetime | None:

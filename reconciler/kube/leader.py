@@ -5,16 +5,19 @@ fails on first acquisition in 37.0.x) so the same code runs on the in-memory clu
 fake server and a real API server. Timings default to controller-runtime's: lease 15 s,
 renew deadline 10 s, retry every 2 s.
 
-Expiry is judged from when *this* candidate last saw the lease record change (its own
-clock), never from the holder's timestamps, so clock skew between replicas cannot cause two
-leaders. Updates carry the read ``resourceVersion``: two candidates racing for an expired
-lease cannot both win. On shutdown the leader releases the lease (empty holder) so a
-standby takes over at once instead of waiting for expiry.
+Expiry is judged from when *this* candidate last saw the lease record change, on its own
+monotonic clock, never from the holder's timestamps, so clock skew between replicas cannot cause
+two leaders; and every deadline (expiry, the renew deadline, the gate) is measured on
+``time.monotonic``, as client-go's (Go's ``time.Now`` carries a monotonic reading), so stepping the
+wall clock (NTP, a VM resumed) changes none of them. The wall clock only stamps the Lease record.
+Updates carry the read ``resourceVersion``: two candidates racing for an expired lease cannot both
+win. On shutdown the leader releases the lease (empty holder) so a standby takes over at once
+instead of waiting for expiry.
 
-``gate`` (``reconciler.kube.leadership``) is open from each successful renewal until its renew
-deadline: the leader's writes and cloud calls check it before they start, so none starts once a
-standby may be about to take over (see that module for why the lease duration's margin covers a call
-already on its way).
+``gate`` (``reconciler.kube.leadership``) is open from the start of each successful renewal request
+until its renew deadline: the leader's writes and cloud calls check it when they are sent, so none is
+sent once a standby may be about to take over (see that module for why the lease duration's margin
+covers a call already on its way).
 """
 
 from __future__ import annotations
@@ -24,10 +27,11 @@ import contextlib
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.kube.api import LEASE, ApiError, ConflictError, KubeAPI, Manifest, NotFoundError
@@ -36,6 +40,7 @@ from reconciler.kube.semantics import format_micro_time
 
 log = logging.getLogger(__name__)
 Clock = Callable[[], datetime]
+Monotonic = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]
 
 
@@ -84,18 +89,20 @@ class LeaderElector:
     """Acquire the lease, run the leader's work while renewing it, release it on the way out."""
 
     def __init__(
-        self, kube: KubeAPI, config: LeaderElectionConfig, *, clock: Clock = _utc_now, sleep: Sleep = asyncio.sleep
+        self, kube: KubeAPI, config: LeaderElectionConfig, *, clock: Clock = _utc_now,
+        monotonic: Monotonic = time.monotonic, sleep: Sleep = asyncio.sleep,
     ) -> None:
         self.kube = kube
         self.config = config
-        self._clock = clock
+        self._clock = clock  # stamps the Lease record only
+        self._monotonic = monotonic  # every deadline
         self._sleep = sleep
         self._observed_spec: dict[str, Any] | None = None
-        self._observed_at: datetime | None = None
-        self._last_renewal: datetime | None = None
+        self._observed_at: float | None = None  # monotonic: when this candidate saw the record change
+        self._last_renewal: float | None = None  # monotonic: start of the last successful renewal request
         self.is_leader = False
         self.observed_holder = ""
-        self.gate = LeadershipGate(clock)
+        self.gate = LeadershipGate(monotonic)
 
     async def run(self, lead: Callable[[], Awaitable[None]]) -> None:
         """Block until elected, then run ``lead()`` while renewing.
@@ -130,7 +137,7 @@ class LeaderElector:
         log.info("acquired leader lease", extra={"lease": self.config.name, "identity": self.config.identity})
 
     async def _keep_renewing(self) -> None:
-        deadline = timedelta(seconds=self.config.renew_deadline)
+        deadline = self.config.renew_deadline
         while True:
             await self._sleep(self.config.retry_period)
             assert self._last_renewal is not None
@@ -138,7 +145,7 @@ class LeaderElector:
             # loop the same way): a call that hangs must not keep us leading after a standby may take over.
             # (asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that arrives as the
             # call completes, and the renewer would then outlive the leader.)
-            left = (self._last_renewal + deadline - self._clock()).total_seconds()
+            left = self._last_renewal + deadline - self._monotonic()
             renewed = False
             if left > 0:
                 try:
@@ -149,7 +156,7 @@ class LeaderElector:
             if renewed:
                 continue
             taken = self.observed_holder not in ("", self.config.identity)
-            if taken or self._clock() - self._last_renewal >= deadline:
+            if taken or self._monotonic() - self._last_renewal >= deadline:
                 self.is_leader = False
                 self.gate.close()
                 raise LeadershipLost(
@@ -160,20 +167,22 @@ class LeaderElector:
                 )
 
     async def try_acquire_or_renew(self) -> bool:
-        """One attempt (client-go's tryAcquireOrRenew); True when we hold the lease afterwards."""
-        now = self._clock()
+        """One attempt (client-go's tryAcquireOrRenew); True when we hold the lease afterwards.
+
+        A success counts from the moment this attempt started (before its first request), as client-go's."""
+        now, started = self._clock(), self._monotonic()
         try:
             lease = await self.kube.get(LEASE, self.config.name, self.config.namespace)
         except NotFoundError:
-            return await self._create(now)
+            return await self._create(now, started)
         except ApiError as error:
             log.warning("reading leader lease failed: %s", error)
             return False
         spec = lease.get("spec") or {}
-        self._observe(spec, now)
+        self._observe(spec, started)
         holder = spec.get("holderIdentity") or ""
         mine = holder == self.config.identity
-        if holder and not mine and not self._expired(spec, now):
+        if holder and not mine and not self._expired(spec, started):
             self.is_leader = False
             self.gate.close()
             return False
@@ -193,7 +202,7 @@ class LeaderElector:
         except ApiError as error:
             log.warning("updating leader lease failed: %s", error)
             return False
-        return self._won(stored, now)
+        return self._won(stored, started)
 
     async def release(self) -> None:
         """Give the lease up (empty holder) if we hold it, so a standby need not wait for expiry.
@@ -228,7 +237,7 @@ class LeaderElector:
         except ApiError as error:
             log.warning("releasing leader lease failed: %s", error)
 
-    async def _create(self, now: datetime) -> bool:
+    async def _create(self, now: datetime, started: float) -> bool:
         lease = {
             "apiVersion": LEASE.api_version,
             "kind": LEASE.kind,
@@ -247,22 +256,22 @@ class LeaderElector:
             if not isinstance(error, ConflictError):
                 log.warning("creating leader lease failed: %s", error)
             return False
-        return self._won(stored, now)
+        return self._won(stored, started)
 
-    def _won(self, stored: Manifest, now: datetime) -> bool:
-        self._observe(stored.get("spec") or {}, now)
-        self._last_renewal = now
+    def _won(self, stored: Manifest, started: float) -> bool:
+        self._observe(stored.get("spec") or {}, started)
+        self._last_renewal = started
         self.is_leader = True
-        self.gate.renewed(now, self.config.renew_deadline)
+        self.gate.renewed(started, self.config.renew_deadline)
         return True
 
-    def _observe(self, spec: Mapping[str, Any], now: datetime) -> None:
+    def _observe(self, spec: Mapping[str, Any], at: float) -> None:
         self.observed_holder = str(spec.get("holderIdentity") or "")
         if spec != self._observed_spec:
             self._observed_spec = dict(spec)
-            self._observed_at = now
+            self._observed_at = at
 
-    def _expired(self, spec: Mapping[str, Any], now: datetime) -> bool:
+    def _expired(self, spec: Mapping[str, Any], at: float) -> bool:
         assert self._observed_at is not None
         duration = float(spec.get("leaseDurationSeconds") or self.config.lease_duration)
-        return now >= self._observed_at + timedelta(seconds=duration)
+        return at >= self._observed_at + duration

@@ -3,26 +3,37 @@
 Cancelling the leader's controllers when its lease cannot be renewed (``LeaderElector``) stops every
 coroutine, but not what already runs elsewhere: a boto3 call in the AWS thread pool goes on with its
 retries and paginator pages after the coroutine that awaited it is gone, and a task that survived
-cancellation could still write. So every write (``GatedKube``) and every AWS request attempt (the AWS
-provider's ``guard``: each call, each retry, each page) first asks the gate, which is open only until
-the last successful renewal + the renew deadline. It reads the clock itself, so a stalled event loop (a
-busy GIL) that has not yet noticed the deadline cannot let a call through after it.
+cancellation could still write. So every write and every AWS request attempt asks the gate *at the moment it
+is sent*, which is open only until the start of the last successful renewal request + the renew deadline:
 
-Why that is enough. A standby takes the lease only after seeing no change for the lease duration,
-measured from when it observed our last renewal, which was after we started that renewal (the time the
-gate counts from). So the standby's first action comes at least ``lease_duration - renew_deadline``
-after our last possible start (5 s with the defaults 15 s / 10 s; 2 s with the end-to-end tests' 6 s /
-4 s). A call started before the deadline has that margin to take effect: AWS and the API server act on
-a request when it arrives, which is within the connection time of its start (an AWS connection is made
-or given up within the client's connect timeout, ``ClientOptions.connect_timeout``, 5 s). A response
-that comes back later changes nothing the new leader could see before acting: Adze's writes are
+- API writes: ``GatedKube`` asks before handing a write to the client, and the client (``LiveKube``) asks
+  again right before each HTTP attempt goes on the wire (``check_at_send``), that is after waiting for the
+  client-side rate limiter and after each Retry-After pause (up to 10 x 10 s), which would otherwise let a
+  write checked in time be sent long after;
+- AWS: the provider's ``guard`` asks before each call, each retry and each page (botocore's ``before-send``).
+
+The gate reads the clock itself, so a stalled event loop (a busy GIL) that has not yet noticed the deadline
+cannot let a call through after it. Every deadline is on ``time.monotonic`` (as client-go's: Go's
+``time.Now`` carries a monotonic reading): stepping the wall clock back (NTP, a resumed VM) does not keep a
+leader's gate open, and stepping it forward does not close a healthy one.
+
+Why that is enough. A standby takes the lease only after seeing no change for the lease duration, measured on
+its own monotonic clock from when it observed our last renewal, which was after we started that renewal (the
+moment the gate counts from). So the standby's first action comes at least ``lease_duration -
+renew_deadline`` after our last possible send (5 s with the defaults 15 s / 10 s; 2 s with the end-to-end
+tests' 6 s / 4 s), whatever either wall clock says. Only the *rates* of the two monotonic clocks matter, and
+they agree to far better than the margin. A request sent before the deadline has that margin to take effect:
+AWS and the API server act on a request when it arrives, within the connection time of its send (an AWS
+connection is made or given up within the client's connect timeout, ``ClientOptions.connect_timeout``, 5 s). A
+response that comes back later changes nothing the new leader could see before acting: Adze's writes are
 idempotent and every launch is tagged with its NodeClaim, so a late instance is adopted or collected.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping
-from datetime import datetime, timedelta
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from contextvars import ContextVar
 from typing import Any
 
 from reconciler.kube.api import ApiError, Kind, KubeAPI, Manifest, WatchEvent
@@ -35,20 +46,33 @@ class NotLeading(ApiError):
         super().__init__(503, "NotLeader", message)
 
 
-class LeadershipGate:
-    def __init__(self, clock: Callable[[], datetime]) -> None:
-        self._clock = clock
-        self._until: datetime | None = None  # replaced whole (one reference), so threads read it safely
+# The check a write's HTTP attempts must pass when they are sent (set by ``GatedKube`` around each write,
+# read by the client right before each attempt goes on the wire).
+SEND_CHECK: ContextVar[Callable[[str], None] | None] = ContextVar("leadership_send_check", default=None)
 
-    def renewed(self, at: datetime, renew_deadline: float) -> None:
-        """A renewal that started at ``at`` succeeded: leading until ``at`` + the renew deadline."""
-        self._until = at + timedelta(seconds=renew_deadline)
+
+def check_at_send(what: str) -> None:
+    """Called by the API client right before it sends a request: refuses it when the write it belongs to may
+    no longer be sent (``NotLeading``); a request outside any gated write passes."""
+    check = SEND_CHECK.get()
+    if check is not None:
+        check(what)
+
+
+class LeadershipGate:
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock  # monotonic seconds
+        self._until: float | None = None  # replaced whole (one reference), so threads read it safely
+
+    def renewed(self, at: float, renew_deadline: float) -> None:
+        """A renewal whose request started at ``at`` (monotonic) succeeded: leading until then + the deadline."""
+        self._until = at + renew_deadline
 
     def close(self) -> None:
         self._until = None
 
     @property
-    def open_until(self) -> datetime | None:
+    def open_until(self) -> float | None:
         return self._until
 
     def is_open(self) -> bool:
@@ -62,11 +86,21 @@ class LeadershipGate:
 
 
 class GatedKube:
-    """A ``KubeAPI`` whose writes go through the gate; reads (and watches) are never refused."""
+    """A ``KubeAPI`` whose writes go through the gate, when asked and again when each HTTP attempt is sent;
+    reads (and watches) are never refused."""
 
     def __init__(self, kube: KubeAPI, gate: LeadershipGate) -> None:
         self._kube = kube
         self._gate = gate
+
+    @contextlib.contextmanager
+    def _gated(self, what: str) -> Iterator[None]:
+        self._gate.check(what)
+        token = SEND_CHECK.set(self._gate.check)
+        try:
+            yield
+        finally:
+            SEND_CHECK.reset(token)
 
     async def get(self, kind: Kind, name: str, namespace: str | None = None) -> Manifest:
         return await self._kube.get(kind, name, namespace)
@@ -85,37 +119,37 @@ class GatedKube:
                                 field_selector=field_selector)
 
     async def create(self, manifest: Manifest) -> Manifest:
-        self._gate.check(f"create {manifest.get('kind')}")
-        return await self._kube.create(manifest)
+        with self._gated(f"create {manifest.get('kind')}"):
+            return await self._kube.create(manifest)
 
     async def replace(self, manifest: Manifest, *, subresource: str | None = None) -> Manifest:
-        self._gate.check(f"update {manifest.get('kind')}")
-        return await self._kube.replace(manifest, subresource=subresource)
+        with self._gated(f"update {manifest.get('kind')}"):
+            return await self._kube.replace(manifest, subresource=subresource)
 
     async def patch(
         self, kind: Kind, name: str, patch: Mapping[str, Any], namespace: str | None = None,
         subresource: str | None = None,
     ) -> Manifest:
-        self._gate.check(f"patch {kind.kind}/{name}")
-        return await self._kube.patch(kind, name, patch, namespace, subresource)
+        with self._gated(f"patch {kind.kind}/{name}"):
+            return await self._kube.patch(kind, name, patch, namespace, subresource)
 
     async def delete(
         self, kind: Kind, name: str, namespace: str | None = None, *, uid: str | None = None,
         grace_period_seconds: int | None = None,
     ) -> None:
-        self._gate.check(f"delete {kind.kind}/{name}")
-        await self._kube.delete(kind, name, namespace, uid=uid, grace_period_seconds=grace_period_seconds)
+        with self._gated(f"delete {kind.kind}/{name}"):
+            await self._kube.delete(kind, name, namespace, uid=uid, grace_period_seconds=grace_period_seconds)
 
     async def evict(self, name: str, namespace: str) -> None:
-        self._gate.check(f"evict {namespace}/{name}")
-        await self._kube.evict(name, namespace)
+        with self._gated(f"evict {namespace}/{name}"):
+            await self._kube.evict(name, namespace)
 
     def __getattr__(self, attribute: str) -> Any:
         """Anything else the wrapped client offers (``apply``, ``close``...), writes gated by name."""
         found = getattr(self._kube, attribute)
         if attribute == "apply" and callable(found):
             async def apply(*args: Any, **kwargs: Any) -> Any:
-                self._gate.check("apply")
-                return await found(*args, **kwargs)
+                with self._gated("apply"):
+                    return await found(*args, **kwargs)
             return apply
         return found

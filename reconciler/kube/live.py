@@ -12,10 +12,12 @@ port.
 
 Like client-go, every request first takes a token from a client-side bucket (KUBE_CLIENT_QPS /
 KUBE_CLIENT_BURST, Karpenter's 200 / 300), and an answer that says "come back later" (429 or 5xx
-with ``Retry-After``) is retried after that long, at most 10 times. Two exceptions: Lease calls skip
-the bucket (controller-runtime's leader election has a client of its own, so a busy controller never
-delays a renewal), and an eviction's 429 is not retried here: it is a PodDisruptionBudget's verdict,
-which the terminator's eviction backoff handles without blocking its step.
+with ``Retry-After``) is retried after that long, at most 10 times. A leader's write asks the leadership
+gate again right before each attempt is sent (``leadership.check_at_send``), after the bucket and any
+pause. Two exceptions: Lease calls skip the bucket (controller-runtime's leader election has a
+client of its own, so a busy controller never delays a renewal), and an eviction's 429 is not
+retried here: it is a PodDisruptionBudget's verdict, which the terminator's eviction backoff handles
+without blocking its step.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from reconciler.kube.api import (
     WatchEvent,
     kind_of,
 )
+from reconciler.kube.leadership import check_at_send
 from reconciler.kube.ratelimit import MAX_RETRY_AFTER_ATTEMPTS, TokenBucket, retry_after_delay
 from reconciler.kube.semantics import check_grace_period, collection_path, object_path
 
@@ -200,6 +203,7 @@ class LiveKube:
     ) -> Any:
         if limited:
             await self._limiter.acquire()
+        check_at_send(f"{method} {path}")  # a leader's write: still leading now, after the bucket and any pause?
         params = [(key, value) for key, value in (query or {}).items() if value not in (None, "")]
         method, url, headers, body, _ = await self._client.param_serialize(
             method,

@@ -2,10 +2,23 @@
 
 A reflector lists the kind, reports each object through ``on_upsert``, then watches from the
 list's resourceVersion (with bookmarks, so the version stays fresh while other kinds change).
-When a watch stream ends it resumes from the last version seen; when the server answers 410
-(the version was compacted away) it lists again and synthesises ``on_delete`` for every object
-that vanished meanwhile, so consumers never keep ghosts. Callbacks may be plain functions or
-coroutines; an exception in one is logged and does not stop the reflector.
+As client-go's reflector:
+
+- a watch stream the server ends (its ``timeoutSeconds``, a dropped connection) is resumed from the
+  last version seen; one that ends at once without a single event counts as a failure (backed off),
+  so a server that closes every watch cannot spin the loop;
+- a watch that fails (410 Gone because the version was compacted away, any other error status, an
+  ``ERROR`` event in the stream) is followed by a new list, never by a watch from the old version;
+  only 429 "too many requests" re-watches (after the backoff). A re-list synthesises ``on_delete``
+  for every object that vanished meanwhile, so consumers never keep ghosts;
+- a watch that delivers nothing at all, no event and no bookmark, for ``progress_deadline`` seconds
+  is presumed stuck (a connection that went silent without closing: HTTP/1.1 has no pings; client-go
+  notices through HTTP/2 pings in about 45 s). The API server sends a bookmark about every minute,
+  so the default deadline (``WATCH_PROGRESS_DEADLINE``, 2 min) is twice that: the stream is closed,
+  the stall logged, and the kind re-listed.
+
+Callbacks may be plain functions or coroutines; an exception in one is logged and does not stop the
+reflector.
 """
 
 from __future__ import annotations
@@ -31,17 +44,27 @@ from reconciler.kube.api import (
     PVC,
     RUNTIMECLASS,
     STORAGECLASS,
-    ApiError,
     GoneError,
     Kind,
     KubeAPI,
     Manifest,
+    TooManyRequestsError,
 )
 
 log = logging.getLogger(__name__)
 
 Callback = Callable[[Manifest], Awaitable[None] | None]
 ObjectKey = tuple[str, str]
+DEFAULT_PROGRESS_DEADLINE = 120.0  # twice the API server's bookmark interval (about a minute)
+SHORT_WATCH = 1.0  # a watch that ends sooner, without any event, is a failure (client-go's "very short watch")
+
+
+class WatchStalled(RuntimeError):
+    """The watch delivered nothing (no event, no bookmark) within the progress deadline."""
+
+
+class ShortWatch(RuntimeError):
+    """The watch ended at once without a single event."""
 
 # What ClusterState is built from (see reconciler/state.py).
 CLUSTER_STATE_KINDS: tuple[Kind, ...] = (
@@ -90,7 +113,10 @@ class Reflector:
         label_selector: str | None = None,
         backoff: Backoff | None = None,
         seed: int | None = None,
+        progress_deadline: float | None = DEFAULT_PROGRESS_DEADLINE,
     ) -> None:
+        if progress_deadline is not None and progress_deadline <= 0:
+            raise ValueError(f"watch progress deadline must be positive, got {progress_deadline}")
         self.kube = kube
         self.kind = kind
         self.namespace = namespace
@@ -99,6 +125,8 @@ class Reflector:
         self.resource_version = ""
         self.synced = asyncio.Event()
         self.relists = 0
+        self.stalls = 0  # watches closed for making no progress
+        self.progress_deadline = progress_deadline
         self._on_upsert = on_upsert
         self._on_delete = on_delete
         self._backoff = backoff or Backoff()
@@ -119,11 +147,22 @@ class Reflector:
                 log.info("watch expired, re-listing", extra={"kind": self.kind.kind})
                 needs_list = True
                 self.relists += 1
-            except Exception as error:  # API errors, dropped connections, garbage on the wire
+            except WatchStalled:
+                self.stalls += 1
+                self.relists += 1
+                needs_list = True
+                log.warning("watch made no progress (no event, no bookmark) for %gs; closed it, re-listing",
+                            self.progress_deadline, extra={"kind": self.kind.kind, "seconds": self.progress_deadline})
+            except Exception as error:  # API errors, dropped connections, garbage on the wire, a very short watch
                 failures += 1
-                needs_list = needs_list or not isinstance(error, ApiError)
+                # A failed list or watch is followed by a list (client-go), except a 429: the server only asks
+                # us to come back later, and the version we hold is still good.
+                needs_list = needs_list or not isinstance(error, TooManyRequestsError)
                 delay = self._backoff.delay(failures, self._rng)
-                log.warning("list/watch failed: %r; retrying in %.1fs", error, delay, extra={"kind": self.kind.kind})
+                log.warning("list/watch failed: %r; %s in %.1fs", error, "re-listing" if needs_list else "re-watching",
+                            delay, extra={"kind": self.kind.kind})
+                if needs_list:
+                    self.relists += 1
                 await asyncio.sleep(delay)
 
     async def _list(self) -> None:
@@ -147,25 +186,41 @@ class Reflector:
         if self.label_selector is not None:
             options["label_selector"] = self.label_selector
         stream = self.kube.watch(self.kind, self.resource_version, self.namespace, **options)
+        loop = asyncio.get_running_loop()
+        started, events = loop.time(), 0
+        deadline = self.progress_deadline
         try:
-            async for event in stream:
-                version = _version(event.object)
-                if event.type == "BOOKMARK":
-                    self.resource_version = version or self.resource_version
-                    continue
-                key = object_key(event.object)
-                if event.type == "DELETED":
-                    self.store.pop(key, None)
-                    await self._deliver(self._on_delete, event.object)
-                else:
-                    self.store[key] = event.object
-                    await self._deliver(self._on_upsert, event.object)
-                if version:
-                    self.resource_version = version
+            async with asyncio.timeout_at(None if deadline is None else loop.time() + deadline) as progress:
+                async for event in stream:
+                    events += 1
+                    if deadline is not None:
+                        progress.reschedule(loop.time() + deadline)
+                    await self._handle(event)
+        except TimeoutError:
+            if progress.expired():
+                raise WatchStalled(f"no watch event or bookmark for {deadline:g}s") from None
+            raise
         finally:
             aclose = getattr(stream, "aclose", None)
             if aclose is not None:
                 await aclose()
+        if events == 0 and loop.time() - started < SHORT_WATCH:
+            raise ShortWatch(f"the watch ended after {loop.time() - started:.2f}s without any event")
+
+    async def _handle(self, event: Any) -> None:
+        version = _version(event.object)
+        if event.type == "BOOKMARK":
+            self.resource_version = version or self.resource_version
+            return
+        key = object_key(event.object)
+        if event.type == "DELETED":
+            self.store.pop(key, None)
+            await self._deliver(self._on_delete, event.object)
+        else:
+            self.store[key] = event.object
+            await self._deliver(self._on_upsert, event.object)
+        if version:
+            self.resource_version = version
 
     async def _deliver(self, callback: Callback, manifest: Manifest) -> None:
         try:
@@ -191,9 +246,12 @@ class Reflectors:
         on_upsert: Callback,
         on_delete: Callback,
         backoff: Backoff | None = None,
+        progress_deadline: float | None = DEFAULT_PROGRESS_DEADLINE,
     ) -> None:
         self.reflectors: Sequence[Reflector] = [
-            Reflector(kube, kind, on_upsert=on_upsert, on_delete=on_delete, backoff=backoff) for kind in kinds
+            Reflector(kube, kind, on_upsert=on_upsert, on_delete=on_delete, backoff=backoff,
+                      progress_deadline=progress_deadline)
+            for kind in kinds
         ]
         self._tasks: list[asyncio.Task[None]] = []
 

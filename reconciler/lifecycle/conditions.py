@@ -15,7 +15,6 @@ Timestamps are RFC 3339 strings: a condition keeps its ``lastTransitionTime`` wh
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -67,15 +66,17 @@ def condition_of(manifest: Mapping[str, Any], kind: str) -> Mapping[str, Any] | 
     return next((c for c in (manifest.get("status") or {}).get("conditions") or [] if c.get("type") == kind), None)
 
 
-async def mark_termination(kube: KubeAPI, nodeclaim: Mapping[str, Any], kind: str, status: str, now: datetime,
-                           reason: str = "", message: str = "", *, only_if_absent: bool = False) -> None:
+async def mark_termination(kube: KubeAPI, nodeclaim: Manifest, kind: str, status: str, now: datetime,
+                           reason: str = "", message: str = "", *, only_if_absent: bool = False) -> Manifest:
     """Set one of a terminating NodeClaim's conditions (Drained, VolumesDetached, InstanceTerminating) unless it
     already reads so, against the claim as stored (guarded by its resourceVersion); a claim gone meanwhile is
-    fine. ``only_if_absent``: leave an existing condition of that type as it is (Karpenter's "Draining")."""
+    fine. ``only_if_absent``: leave an existing condition of that type as it is (Karpenter's "Draining").
+    ``nodeclaim`` is the copy at hand (written against without a read; a stale one costs a 409 and a read).
+    Returns the claim as stored afterwards (``nodeclaim`` itself when nothing was written)."""
     existing = condition_of(nodeclaim, kind)
     if existing is not None and (only_if_absent or (
             existing.get("status") == status and (not reason or existing.get("reason") == reason))):
-        return
+        return nodeclaim
     desired = make(kind, status, format_time(now), reason, message or reason)
 
     def edit(current: Manifest) -> Manifest | None:
@@ -89,5 +90,8 @@ async def mark_termination(kube: KubeAPI, nodeclaim: Mapping[str, Any], kind: st
         status_block["conditions"] = [*kept, {**desired, "lastTransitionTime": stamp or desired["lastTransitionTime"]}]
         return current
 
-    with contextlib.suppress(NotFoundError):
-        await modify(kube, NODECLAIM, str(nodeclaim["metadata"]["name"]), edit, subresource="status")
+    try:
+        return await modify(kube, NODECLAIM, str(nodeclaim["metadata"]["name"]), edit, subresource="status",
+                            current=nodeclaim)
+    except NotFoundError:
+        return nodeclaim

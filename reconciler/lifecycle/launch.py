@@ -8,15 +8,18 @@ idempotent so any replica can resume them after a crash.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from reconciler.cloud.types import (
+    CloudError,
     CloudProvider,
     Instance,
     InsufficientCapacityError,
+    LaunchOutcomeUnknown,
+    LaunchPendingError,
     LaunchRequest,
     NodeClassNotReadyError,
 )
@@ -26,6 +29,10 @@ from reconciler.kube.retry import modify
 from reconciler.lifecycle.conditions import NODECLAIM_DEPENDENTS, with_root
 from reconciler.model import labels as wk
 from reconciler.model.meta import format_time
+
+# When the current launch attempt of a NodeClaim was made (ms since the epoch): the seed of its idempotency
+# token (see ``_launch_attempt``).
+LAUNCH_ATTEMPT_ANNOTATION = "adze.dev/launch-attempt"
 
 
 def condition(kind: str, status: bool, now: datetime, reason: str = "", message: str = "") -> dict[str, Any]:
@@ -64,13 +71,25 @@ class LaunchOutcome:
     unavailable_offerings: list[tuple[str, str, str]] = field(default_factory=list)
     # Why the claim was deleted instead of launched, as Karpenter's disruption metric names it.
     deleted_for: str = ""
+    # The claim as stored after its launch was recorded (None when nothing was written).
+    stored: Manifest | None = None
 
 
-async def launch(kube: KubeAPI, cloud: CloudProvider, nodeclaim: Manifest, now: datetime) -> LaunchOutcome:
+NodeClassLookup = Callable[[str], Manifest | None]
+
+
+async def launch(
+    kube: KubeAPI, cloud: CloudProvider, nodeclaim: Manifest, now: datetime, *,
+    nodeclasses: NodeClassLookup | None = None, idempotent: bool = False,
+) -> LaunchOutcome:
     """Launch the instance for a NodeClaim and record it in the claim's status.
 
     Insufficient capacity or a missing node class deletes the claim at once so
     that its pods are planned again in the next batch (Karpenter's behaviour).
+    ``nodeclasses`` finds an EC2NodeClass by name (the live controller's informer cache); without it the
+    class is read from the API server. ``idempotent`` (the live reconciler): record the attempt on the claim
+    and send its idempotency token (``_launch_attempt``); the simulator, whose clouds cannot lose an answer and
+    whose seeded uids repeat across runs, launches without.
     """
     name = nodeclaim["metadata"]["name"]
     status = nodeclaim.get("status") or {}
@@ -79,15 +98,28 @@ async def launch(kube: KubeAPI, cloud: CloudProvider, nodeclaim: Manifest, now: 
     if wk.TERMINATION_FINALIZER not in ((nodeclaim.get("metadata") or {}).get("finalizers") or []):
         # Own the claim before any instance exists, so deleting it can never leak one.
         await add_finalizer(kube, NODECLAIM, name, wk.TERMINATION_FINALIZER, current=nodeclaim)
-    nodeclass = await _nodeclass(kube, nodeclaim)
-    request = LaunchRequest.from_nodeclaim(nodeclaim)
+    nodeclass = await _nodeclass(kube, nodeclaim, nodeclasses)
+    token = ""
+    if idempotent:
+        nodeclaim, token = await _launch_attempt(kube, nodeclaim, now)
+    request = replace(LaunchRequest.from_nodeclaim(nodeclaim), client_token=token)
     try:
         instance = await cloud.create(request, nodeclass)
+    except (LaunchPendingError, LaunchOutcomeUnknown):
+        raise  # an instance may exist: the next try reuses the token (and adopts it)
     except (InsufficientCapacityError, NodeClassNotReadyError) as err:
-        await _delete_unlaunched(kube, name)
+        await _delete_unlaunched(kube, nodeclaim)
         offerings = list(getattr(err, "offerings", []))
         deleted_for = "insufficient_capacity" if isinstance(err, InsufficientCapacityError) else "nodeclass_not_ready"
         return LaunchOutcome(name, error=str(err), unavailable_offerings=offerings, deleted_for=deleted_for)
+    except CloudError:
+        if not idempotent:
+            raise
+        # The cloud answered "no" and launched nothing: the next try is a new attempt with a new token (a
+        # repeated token would only be answered with this failure again).
+        with contextlib.suppress(NotFoundError):
+            await kube.patch(NODECLAIM, name, {"metadata": {"annotations": {LAUNCH_ATTEMPT_ANNOTATION: None}}})
+        raise
     labels = {
         wk.INSTANCE_TYPE: instance.instance_type,
         wk.ZONE: instance.zone,
@@ -97,7 +129,7 @@ async def launch(kube: KubeAPI, cloud: CloudProvider, nodeclaim: Manifest, now: 
         if key in instance.labels:
             labels[key] = instance.labels[key]
     labelled = await kube.patch(NODECLAIM, name, {"metadata": {"labels": labels}})
-    await set_condition(
+    stored = await set_condition(
         kube,
         name,
         condition("Launched", True, now),
@@ -107,38 +139,61 @@ async def launch(kube: KubeAPI, cloud: CloudProvider, nodeclaim: Manifest, now: 
         capacity=instance.capacity.to_manifest(),
         allocatable=instance.allocatable.to_manifest(),
     )
-    return LaunchOutcome(name, instance=instance)
+    return LaunchOutcome(name, instance=instance, stored=stored)
+
+
+async def _launch_attempt(kube: KubeAPI, nodeclaim: Manifest, now: datetime) -> tuple[Manifest, str]:
+    """The launch attempt this try belongs to and its idempotency token.
+
+    An attempt is recorded on the claim (``LAUNCH_ATTEMPT_ANNOTATION``) *before* its launch request goes out,
+    so a replica that takes over after a crash, or a retry after a lost answer, sends the same token: EC2
+    answers a repeated CreateFleet token with the instance it launched the first time (or, when the new request
+    differs, ``IdempotentParameterMismatch``: wait for that instance), never with a second instance. This holds
+    while new instances are still invisible to DescribeInstances' tag search (eventual consistency), which is
+    why finding the instance by its NodeClaim tag alone is not enough."""
+    metadata = nodeclaim.get("metadata") or {}
+    attempt = str((metadata.get("annotations") or {}).get(LAUNCH_ATTEMPT_ANNOTATION) or "")
+    if not attempt:
+        attempt = str(int(now.timestamp() * 1000))
+        nodeclaim = await kube.patch(NODECLAIM, str(metadata.get("name", "")),
+                                     {"metadata": {"annotations": {LAUNCH_ATTEMPT_ANNOTATION: attempt}}})
+    identity = str(metadata.get("uid") or metadata.get("name") or "")
+    return nodeclaim, f"{identity}-{attempt}"[:64]
 
 
 async def set_condition(
     kube: KubeAPI, nodeclaim_name: str, update: dict[str, Any], *, current: Manifest | None = None, **status: Any
-) -> None:
+) -> Manifest:
     """Set one NodeClaim condition (and other status fields) against the claim, guarded by its
     resourceVersion, so a condition another writer set meanwhile is kept. The root ``Ready`` condition
     (Launched, Registered, Initialized) is recomputed with it. ``current``: a copy already at hand (saves
-    the read; a stale one costs a 409 and a read)."""
+    the read; a stale one costs a 409 and a read). Returns the claim as stored."""
     def edit(claim: Manifest) -> Manifest:
         conditions = with_root(merged_conditions(claim, update), NODECLAIM_DEPENDENTS,
                                str(update.get("lastTransitionTime") or ""))
         claim["status"] = {**(claim.get("status") or {}), "conditions": conditions, **status}
         return claim
 
-    await modify(kube, NODECLAIM, nodeclaim_name, edit, subresource="status", current=current)
+    return await modify(kube, NODECLAIM, nodeclaim_name, edit, subresource="status", current=current)
 
 
-async def _nodeclass(kube: KubeAPI, nodeclaim: Manifest) -> Manifest | None:
+async def _nodeclass(kube: KubeAPI, nodeclaim: Manifest, lookup: NodeClassLookup | None) -> Manifest | None:
     ref = (nodeclaim.get("spec") or {}).get("nodeClassRef") or {}
     if not ref.get("name"):
         return None
+    if lookup is not None:
+        return lookup(str(ref["name"]))
     try:
         return await kube.get(EC2NODECLASS, ref["name"])
     except NotFoundError:
         return None
 
 
-async def _delete_unlaunched(kube: KubeAPI, name: str) -> None:
+async def _delete_unlaunched(kube: KubeAPI, nodeclaim: Manifest) -> None:
     """Nothing was launched, so the termination finalizer has nothing to clean up."""
-    await remove_finalizer(kube, NODECLAIM, name, wk.TERMINATION_FINALIZER)  # others' finalizers stay
+    name = str(nodeclaim["metadata"]["name"])
+    # Others' finalizers stay; against the copy at hand (a stale one costs a 409 and a read).
+    await remove_finalizer(kube, NODECLAIM, name, wk.TERMINATION_FINALIZER, current=nodeclaim)
     with contextlib.suppress(NotFoundError):
         await kube.delete(NODECLAIM, name)
 
@@ -171,12 +226,40 @@ def node_for_instance(nodeclaim: Manifest, instance: Instance, now: datetime) ->
     }
 
 
-async def register(kube: KubeAPI, nodeclaim: Manifest, node: Manifest, now: datetime) -> None:
-    """The Node for this claim appeared: sync labels/taints, drop the unregistered taint, own it.
+def owner_reference(nodeclaim: Manifest) -> dict[str, Any]:
+    """The ownerReference a registered Node carries to its NodeClaim (Karpenter's, blocking owner deletion)."""
+    metadata = nodeclaim.get("metadata") or {}
+    return {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "name": str(metadata.get("name", "")),
+            "uid": str(metadata.get("uid", "")), "blockOwnerDeletion": True}
 
-    Taints and finalizers are lists, so they are edited on the Node as it is at write time (guarded by
-    its resourceVersion): a taint or finalizer another controller added since ``node`` was read stays."""
+
+def registration_drift(nodeclaim: Manifest, node: Manifest) -> list[str]:
+    """What a Registered claim's Node lacks of what registration gives it (empty: in sync). A Node deleted
+    outside Karpenter (finalizer stripped) and registered again by its kubelet lacks all of it and carries
+    ``karpenter.sh/unregistered:NoExecute`` again."""
+    metadata = node.get("metadata") or {}
+    missing = []
+    if any(t.get("key") == wk.UNREGISTERED_TAINT_KEY for t in (node.get("spec") or {}).get("taints") or []):
+        missing.append(f"taint {wk.UNREGISTERED_TAINT_KEY} is present")
+    if (metadata.get("labels") or {}).get(wk.REGISTERED) != "true":
+        missing.append(f"label {wk.REGISTERED} is missing")
+    if wk.TERMINATION_FINALIZER not in (metadata.get("finalizers") or []):
+        missing.append(f"finalizer {wk.TERMINATION_FINALIZER} is missing")
+    uid = (nodeclaim.get("metadata") or {}).get("uid")
+    if uid and not any(o.get("uid") == uid for o in metadata.get("ownerReferences") or []):
+        missing.append("ownerReference to the NodeClaim is missing")
+    return missing
+
+
+async def register(kube: KubeAPI, nodeclaim: Manifest, node: Manifest, now: datetime) -> Manifest:
+    """The Node for this claim appeared: sync labels/taints, drop the unregistered taint, own it (finalizer
+    and ownerReference), as Karpenter's registration does. Idempotent: also what re-adopts a Node registered
+    again under a claim already Registered.
+
+    Taints, finalizers and ownerReferences are lists, so they are edited on the Node as it is at write time
+    (guarded by its resourceVersion): an entry another controller added since ``node`` was read stays."""
     claim_meta = nodeclaim.get("metadata") or {}
+    owner = owner_reference(nodeclaim)
 
     def edit(current: Manifest) -> Manifest:
         node_meta = current["metadata"]
@@ -195,13 +278,16 @@ async def register(kube: KubeAPI, nodeclaim: Manifest, node: Manifest, now: date
         finalizers = list(node_meta.get("finalizers") or [])
         if wk.TERMINATION_FINALIZER not in finalizers:
             node_meta["finalizers"] = [*finalizers, wk.TERMINATION_FINALIZER]
+        owners = list(node_meta.get("ownerReferences") or [])
+        if owner["uid"] and not any(o.get("uid") == owner["uid"] for o in owners):
+            node_meta["ownerReferences"] = [*owners, owner]
         return current
 
     node_meta = node.get("metadata") or {}
     await edit_node(kube, node_meta["name"], edit, current=node)
     labelled = await kube.patch(NODECLAIM, claim_meta["name"], {"metadata": {"labels": {wk.REGISTERED: "true"}}})
-    await set_condition(kube, claim_meta["name"], condition("Registered", True, now), current=labelled,
-                        nodeName=node_meta["name"])
+    return await set_condition(kube, claim_meta["name"], condition("Registered", True, now), current=labelled,
+                               nodeName=node_meta["name"])
 
 
 def initialization_blockers(nodeclaim: Manifest, node: Manifest) -> list[str]:
@@ -224,11 +310,11 @@ def initialization_blockers(nodeclaim: Manifest, node: Manifest) -> list[str]:
     return blockers
 
 
-async def initialize(kube: KubeAPI, nodeclaim: Manifest, node: Manifest, now: datetime) -> bool:
+async def initialize(kube: KubeAPI, nodeclaim: Manifest, node: Manifest, now: datetime) -> Manifest | None:
+    """Mark a registered claim and its Node initialized; the claim as stored, or None when it is not yet."""
     if initialization_blockers(nodeclaim, node):
-        return False
+        return None
     name = nodeclaim["metadata"]["name"]
     await kube.patch(NODE, node["metadata"]["name"], {"metadata": {"labels": {wk.INITIALIZED: "true"}}})
     labelled = await kube.patch(NODECLAIM, name, {"metadata": {"labels": {wk.INITIALIZED: "true"}}})
-    await set_condition(kube, name, condition("Initialized", True, now), current=labelled)
-    return True
+    return await set_condition(kube, name, condition("Initialized", True, now), current=labelled)

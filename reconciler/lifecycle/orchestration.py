@@ -9,12 +9,13 @@ called until it reports the command finished or aborted.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from reconciler.cloud.types import CloudProvider
-from reconciler.kube.api import NODECLAIM, ApiError, KubeAPI, NotFoundError
+from reconciler.kube.api import NODECLAIM, ApiError, KubeAPI, Manifest, NotFoundError
 from reconciler.kube.edits import drop_condition, edit_taints
 from reconciler.lifecycle.launch import condition, has_condition, launch, set_condition
 from reconciler.lifecycle.termination import DISRUPTED_TAINT
@@ -31,14 +32,30 @@ class InFlightCommand:
     replacements: list[str]
     started: datetime
     launched: list[str] = field(default_factory=list)
+    stored: dict[str, Any] = field(default_factory=dict)  # launched replacement -> the claim as last written
     state: str = "waiting"  # waiting | deleting | done | aborted
     message: str = ""
 
 
 class CommandExecutor:
-    def __init__(self, kube: KubeAPI, cloud: CloudProvider) -> None:
+    """``nodeclaims`` / ``nodes`` find a NodeClaim / Node by name (the live controller's informer cache; ``None``:
+    not there yet, or gone): writes go against those copies (resourceVersion-guarded) and reads come from them;
+    without them objects are read from the API server. ``idempotent_launches``: see ``launch``."""
+
+    def __init__(self, kube: KubeAPI, cloud: CloudProvider, *,
+                 nodeclaims: Callable[[str], Manifest | None] | None = None,
+                 nodes: Callable[[str], Manifest | None] | None = None,
+                 idempotent_launches: bool = False) -> None:
         self._kube = kube
         self._cloud = cloud
+        self._nodeclaims = nodeclaims
+        self._nodes = nodes
+        self._idempotent = idempotent_launches
+
+    async def _claim(self, name: str) -> Manifest:
+        """The cached copy when there is one; the API server's when the cache has not seen the claim."""
+        found = self._nodeclaims(name) if self._nodeclaims is not None else None
+        return found if found is not None else await self._kube.get(NODECLAIM, name)
 
     async def start(self, command: Any, now: datetime) -> InFlightCommand:
         """Taint the candidates and create + launch the replacement NodeClaims."""
@@ -57,6 +74,7 @@ class CommandExecutor:
                             self._kube, claim_name,
                             condition("DisruptionReason", True, now, reason=command.reason,
                                       message=f"disrupted by {command.method}"),
+                            current=self._cached(self._nodeclaims, claim_name),
                         )
                     except NotFoundError:
                         continue
@@ -64,8 +82,10 @@ class CommandExecutor:
             await self.abort(flight, f"could not mark the candidates: {err.message}")
             return flight
         for replacement in command.replacements:
-            await self._kube.create(replacement.manifest)
-            outcome = await launch(self._kube, self._cloud, await self._kube.get(NODECLAIM, replacement.name), now)
+            created = await self._kube.create(replacement.manifest)
+            outcome = await launch(self._kube, self._cloud, created, now, idempotent=self._idempotent)
+            if outcome.stored is not None:
+                flight.stored[replacement.name] = outcome.stored
             if outcome.instance is None:
                 await self.abort(flight, f"replacement {replacement.name} could not launch: {outcome.error}")
                 return flight
@@ -78,7 +98,7 @@ class CommandExecutor:
             return flight
         for name in flight.replacements:
             try:
-                claim = await self._kube.get(NODECLAIM, name)
+                claim = await self._claim(name)
             except NotFoundError:
                 await self.abort(flight, f"replacement {name} disappeared before it initialized")
                 return flight
@@ -107,7 +127,8 @@ class CommandExecutor:
                 await self._taint(node_name, add=False)
             if claim_name:
                 with contextlib.suppress(ApiError):
-                    await drop_condition(self._kube, claim_name, "DisruptionReason")
+                    await drop_condition(self._kube, claim_name, "DisruptionReason",
+                                         current=self._cached(self._nodeclaims, claim_name))
         for name in flight.launched:
             try:
                 await self._kube.delete(NODECLAIM, name)
@@ -120,4 +141,8 @@ class CommandExecutor:
             return [*kept, dict(DISRUPTED_TAINT)] if add else kept
 
         with contextlib.suppress(NotFoundError):
-            await edit_taints(self._kube, node_name, edit)
+            await edit_taints(self._kube, node_name, edit, current=self._cached(self._nodes, node_name))
+
+    @staticmethod
+    def _cached(lookup: Callable[[str], Manifest | None] | None, name: str) -> Manifest | None:
+        return lookup(name) if lookup is not None else None

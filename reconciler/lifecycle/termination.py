@@ -30,8 +30,19 @@ from typing import Any
 
 from reconciler.cloud.types import CloudProvider, InstanceNotFoundError
 from reconciler.disruption.pdb import PdbLimits
-from reconciler.kube.api import NODE, NODECLAIM, POD, KubeAPI, Manifest, NotFoundError, TooManyRequestsError
+from reconciler.kube.api import (
+    NODE,
+    NODECLAIM,
+    POD,
+    ApiError,
+    ConflictError,
+    KubeAPI,
+    Manifest,
+    NotFoundError,
+    TooManyRequestsError,
+)
 from reconciler.kube.edits import edit_node, remove_finalizer
+from reconciler.kube.leadership import NotLeading
 from reconciler.lifecycle.conditions import (
     DRAINED,
     INSTANCE_TERMINATING,
@@ -63,6 +74,9 @@ class TerminationStep:
     force_deleted: list[str] = field(default_factory=list)
     grace_periods: dict[str, int] = field(default_factory=dict)  # force-deleted pod -> gracePeriodSeconds sent
     blocked: list[str] = field(default_factory=list)
+    # Evictions the API server did not accept, pod -> HTTP status (429: a budget said no; 500: e.g. a pod under
+    # two budgets; 503: no answer). The drain goes on with the other pods; these wait for the eviction backoff.
+    eviction_errors: dict[str, int] = field(default_factory=dict)
     # Pods not drained (they tolerate the disrupted taint) that die with the Node, as pod GC would delete them.
     deleted_with_node: list[str] = field(default_factory=list)
     # Nothing left to evict, but the minimum drain time runs until then: come back at that time.
@@ -77,6 +91,7 @@ class TerminationStep:
     # Set when the cloud reports the instance gone: seconds since InstanceTerminating turned True.
     instance_termination_seconds: float | None = None
     drained: bool = False  # this step found the node drained
+    stored: Manifest | None = None  # the claim as this step last wrote it (None: not written)
     finished: bool = False
 
     @property
@@ -112,26 +127,29 @@ class Terminator:
         elif node is not None:
             node = await self._taint(node)
             if not await self._drain(nodeclaim, node, now, result):
-                await mark_termination(self._kube, nodeclaim, DRAINED, "Unknown", now, "Draining", only_if_absent=True)
+                result.stored = await mark_termination(self._kube, nodeclaim, DRAINED, "Unknown", now, "Draining",
+                                                          only_if_absent=True)
                 return result
             if (condition_of(nodeclaim, DRAINED) or {}).get("status") != "True":
-                await mark_termination(self._kube, nodeclaim, DRAINED, "True", now)
+                nodeclaim = await mark_termination(self._kube, nodeclaim, DRAINED, "True", now)
                 result.drained = True  # counted once, when the condition turns True
             if not await self._volumes_detached(nodeclaim, node, now, result):
-                await mark_termination(self._kube, nodeclaim, VOLUMES_DETACHED, "Unknown", now,
-                                       "AwaitingVolumeDetachment")
+                result.stored = await mark_termination(self._kube, nodeclaim, VOLUMES_DETACHED, "Unknown", now,
+                                                          "AwaitingVolumeDetachment")
                 return result
             if result.volumes_left_attached:
-                await mark_termination(self._kube, nodeclaim, VOLUMES_DETACHED, "False", now,
-                                       "TerminationGracePeriodElapsed")
+                nodeclaim = await mark_termination(self._kube, nodeclaim, VOLUMES_DETACHED, "False", now,
+                                                   "TerminationGracePeriodElapsed")
             else:
-                await mark_termination(self._kube, nodeclaim, VOLUMES_DETACHED, "True", now)
-        if not await self._terminate_instance(nodeclaim, now, result):
+                nodeclaim = await mark_termination(self._kube, nodeclaim, VOLUMES_DETACHED, "True", now)
+        gone, nodeclaim = await self._terminate_instance(nodeclaim, now, result)
+        result.stored = nodeclaim
+        if not gone:
             result.awaiting_instance = True
             return result
         if node is not None:
             result.deleted_with_node = await self._release_node(node)
-        await self._release(NODECLAIM, name, None, current=None)  # its conditions were just written
+        await self._release(NODECLAIM, name, None, current=nodeclaim)  # as just written (a stale copy: 409, read)
         self._drain_started.pop(_uid(nodeclaim), None)
         result.finished = True
         return result
@@ -215,10 +233,14 @@ class Terminator:
             try:
                 await self._kube.evict(name, namespace)
                 result.evicted.append(key)
-            except TooManyRequestsError as err:
-                result.blocked.append(f"eviction of {key} refused: {err.message}")
-            except NotFoundError:
-                continue
+            except (NotFoundError, ConflictError):
+                continue  # gone, or a new pod of that name (Karpenter's 404 / 409: nothing left to evict)
+            except NotLeading:
+                raise
+            except ApiError as err:  # as Karpenter's eviction queue: this pod waits, the others go on
+                result.eviction_errors[key] = err.status
+                verdict = "refused" if isinstance(err, TooManyRequestsError) else f"failed ({err.status})"
+                result.blocked.append(f"eviction of {key} {verdict}: {err.message}")
         for forced in plan.force_delete:
             namespace, _, name = forced.pod.partition("/")
             try:
@@ -230,13 +252,14 @@ class Terminator:
                 continue
         result.blocked.extend(f"{pod}: {why}" for pod, why in plan.blocked.items())
 
-    async def _terminate_instance(self, nodeclaim: Manifest, now: datetime, result: TerminationStep) -> bool:
+    async def _terminate_instance(self, nodeclaim: Manifest, now: datetime,
+                                  result: TerminationStep) -> tuple[bool, Manifest]:
         """Ask the cloud to terminate the claim's instance (idempotent) and look it up again: True once the
-        cloud no longer knows it. ``InstanceTerminating`` turns True at the first request and keeps its time,
-        so the duration reported when the instance is gone counts from then."""
+        cloud no longer knows it, with the claim as stored afterwards. ``InstanceTerminating`` turns True at the
+        first request and keeps its time, so the duration reported when the instance is gone counts from then."""
         provider_id = (nodeclaim.get("status") or {}).get("providerID")
         if not provider_id:
-            return True  # never launched: nothing to wait for
+            return True, nodeclaim  # never launched: nothing to wait for
         gone = False
         try:
             await self._cloud.delete(provider_id)
@@ -251,11 +274,11 @@ class Terminator:
         started = _condition_time(nodeclaim, INSTANCE_TERMINATING) if _condition_true(
             nodeclaim, INSTANCE_TERMINATING) else None
         if started is None:
-            await mark_termination(self._kube, nodeclaim, INSTANCE_TERMINATING, "True", now)
+            nodeclaim = await mark_termination(self._kube, nodeclaim, INSTANCE_TERMINATING, "True", now)
             started = now
         if gone:
             result.instance_termination_seconds = max(0.0, (now - started).total_seconds())
-        return gone
+        return gone, nodeclaim
 
     async def _release_node(self, node: Manifest) -> list[str]:
         """The instance is gone: its pods die with it (returned), the Node object goes."""

@@ -68,6 +68,9 @@ async def test_finalizing_a_deleted_node_survives_conflicts() -> None:
     assert steps.kube.peek(NODE, "orphan-node") is not None
     steps.kube.clear_faults()
     await termination.reconcile_all()
+    assert steps.kube.peek(NODE, "orphan-node") is not None, "backing off: not tried again at once"
+    steps.clock.advance(1.3)  # the first backoff step: 1 s (+ up to 20 % jitter)
+    await termination.reconcile_all()
     assert steps.kube.peek(NODE, "orphan-node") is None
 
 

@@ -91,6 +91,8 @@ async def test_a_failed_cleanup_keeps_the_finalizer_and_is_retried() -> None:
     assert await controller.reconcile_once() == []
     assert await finalizers(steps) == [NODECLASS_TERMINATION_FINALIZER]
     assert "RequestLimitExceeded" in steps.events("FailedCleanup")[0]["message"]
+    assert await controller.reconcile_once() == [], "backing off: not tried again at once"
+    steps.clock.advance(1.3)  # the first backoff step: 1 s (+ up to 20 % jitter)
     assert await controller.reconcile_once() == ["default"]
     assert cloud.cleaned == ["default"]
 

@@ -71,5 +71,14 @@ def test_rebalance_handling_is_a_validated_setting() -> None:
         Settings(rebalance_handling="sometimes").validate()
 
 
+def test_watch_progress_deadline_is_a_duration_setting() -> None:
+    assert Settings.from_env({}).watch_progress_deadline == 120.0  # twice the API server's bookmark interval
+    assert Settings.from_env({"WATCH_PROGRESS_DEADLINE": "45s"}).watch_progress_deadline == 45.0
+    with pytest.raises(SettingsError, match=r"^WATCH_PROGRESS_DEADLINE: '0s' must be positive$"):
+        Settings.from_env({"WATCH_PROGRESS_DEADLINE": "0s"})
+    with pytest.raises(SettingsError, match="WATCH_PROGRESS_DEADLINE: 'soon' is not a duration"):
+        Settings.from_env({"WATCH_PROGRESS_DEADLINE": "soon"})
+
+
 def test_feature_gates_from_map() -> None:
     assert parse_feature_gates({"SpotToSpotConsolidation": True})["SpotToSpotConsolidation"] is True

@@ -15,19 +15,31 @@ from reconciler.kube.memory import MemoryKube
 
 
 class Clock:
+    """A wall clock (``__call__``) and a monotonic one that tests move together (``advance``) or apart
+    (``step_wall``: NTP stepping the wall clock, which leaves the monotonic clock alone)."""
+
     def __init__(self) -> None:
         self.now = datetime(2026, 1, 1, tzinfo=UTC)
+        self.elapsed = 0.0
 
     def __call__(self) -> datetime:
         return self.now
 
+    def monotonic(self) -> float:
+        return self.elapsed
+
     def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+        self.elapsed += seconds
+
+    def step_wall(self, seconds: float) -> None:
         self.now += timedelta(seconds=seconds)
 
 
 def elector(kube: object, identity: str, clock: Clock | None = None, **timing: float) -> LeaderElector:
     config = LeaderElectionConfig(namespace="karpenter", identity=identity, **timing)
-    return LeaderElector(kube, config, clock=clock or Clock())  # type: ignore[arg-type]
+    clock = clock or Clock()
+    return LeaderElector(kube, config, clock=clock, monotonic=clock.monotonic)  # type: ignore[arg-type]
 
 
 async def test_standby_waits_for_expiry_measured_on_its_own_clock() -> None:
@@ -82,7 +94,7 @@ async def test_renewal_failures_past_the_deadline_lose_leadership() -> None:
         await asyncio.sleep(0)
 
     config = LeaderElectionConfig(namespace="karpenter", identity="a")
-    leader = LeaderElector(kube, config, clock=clock, sleep=sleep)
+    leader = LeaderElector(kube, config, clock=clock, monotonic=clock.monotonic, sleep=sleep)
     cancelled = asyncio.Event()
 
     async def work() -> None:
@@ -248,4 +260,49 @@ async def test_the_gate_is_open_from_each_renewal_until_its_renew_deadline_by_th
     assert await a.try_acquire_or_renew()  # a late renewal still won (nobody took over): open again
     await gated.patch(NODE, "n1", {"metadata": {"labels": {"c": "d"}}})
     await a.release()
+    assert not a.gate.is_open()
+
+
+async def test_deadlines_run_on_the_monotonic_clock_whatever_the_wall_clock_does() -> None:
+    """Issue 24: the wall clock stepped back 30 s kept the old leader's gate open 30 s longer (and stepped
+    forward it would close a healthy leader's). Expiry, the renew deadline and the gate are monotonic."""
+    from reconciler.kube.leadership import GatedKube, NotLeading
+
+    kube, clock_a, clock_b = MemoryKube(), Clock(), Clock()
+    a, b = elector(kube, "a", clock_a), elector(kube, "b", clock_b)
+    gated = GatedKube(kube, a.gate)
+    assert await a.try_acquire_or_renew()
+    assert not await b.try_acquire_or_renew()
+    clock_a.step_wall(-30)  # a's wall clock steps back
+    clock_b.step_wall(+3600)  # b's jumps an hour ahead: a's lease must not look expired to it
+    assert not await b.try_acquire_or_renew()
+    clock_a.advance(9.9)
+    await gated.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
+    clock_a.advance(0.1)  # 10 s of monotonic time since the renewal started: closed, whatever the wall says
+    with pytest.raises(NotLeading):
+        await gated.delete(NODE, "n1")
+    clock_b.advance(14.9)
+    assert not await b.try_acquire_or_renew(), "15 s lease: not expired after 14.9 s on b's monotonic clock"
+    clock_b.advance(0.1)
+    assert await b.try_acquire_or_renew()
+
+
+async def test_the_renewal_counts_from_when_its_request_started() -> None:
+    """client-go counts the renew deadline from the start of the successful renewal, not its answer: a renewal
+    whose answer took 4 s leaves the gate open 10 - 4 = 6 s more, not 10."""
+    kube, clock = MemoryKube(), Clock()
+    a = elector(kube, "a", clock)
+    original = kube.replace
+
+    async def slow_replace(*args: object, **kwargs: object) -> object:
+        clock.advance(4)
+        return await original(*args, **kwargs)  # type: ignore[arg-type]
+
+    assert await a.try_acquire_or_renew()
+    kube.replace = slow_replace  # type: ignore[method-assign]
+    assert await a.try_acquire_or_renew()
+    assert a.gate.open_until == pytest.approx(10.0)
+    clock.advance(5.9)
+    assert a.gate.is_open()
+    clock.advance(0.1)
     assert not a.gate.is_open()

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from typing import Any
 
 from support.fake_apiserver import FakeApiServer
+from support.fault_proxy import FaultProxy, Match
 
 from reconciler.kube.api import NODE, POD, ApiError, Manifest
 from reconciler.kube.live import LiveKube
@@ -140,3 +142,95 @@ async def test_reflectors_over_http_with_bookmarks_and_scripted_410(
         await eventually(lambda: node_reflector.relists >= 1)
     lists = [r for r in server.requests if r.path == "/api/v1/nodes" and r.query.get("watch") != "true"]
     assert len(lists) >= 2, "the 410 forced a fresh list"
+
+
+async def _reflect(live: LiveKube, deadline: float | None = 5.0) -> tuple[Reflector, Recorder, asyncio.Task[None]]:
+    await live.create(node("first"))
+    seen = Recorder()
+    reflector = Reflector(live, NODE, on_upsert=seen.upsert, on_delete=seen.delete, backoff=FAST,
+                          progress_deadline=deadline)
+    task = asyncio.create_task(reflector.run())
+    await asyncio.wait_for(reflector.synced.wait(), 10)
+    return reflector, seen, task
+
+
+def _lists(proxy: FaultProxy, since: float) -> int:
+    return proxy.counts(since, forwarded_only=True)[("list", "nodes")]
+
+
+async def test_a_silent_watch_is_closed_at_the_progress_deadline_and_the_kind_relisted(server: FakeApiServer) -> None:
+    """Issue 24: watch streams open but silent (no event, no bookmark) were never noticed."""
+    async with FaultProxy(server.url) as proxy, LiveKube.for_url(proxy.url, token="t") as live:
+        reflector, seen, task = await _reflect(live, deadline=0.5)
+        try:
+            proxy.silence_watches()
+            cut = time.monotonic()
+            await server.kube.create(node("born-while-silent"))
+            await eventually(lambda: "born-while-silent" in seen.objects, timeout=10)
+            assert reflector.stalls >= 1 and _lists(proxy, cut) >= 1
+            assert time.monotonic() - cut >= 0.5, "noticed at the deadline, not before"
+        finally:
+            task.cancel()
+
+
+async def test_bookmarks_keep_a_quiet_watch_alive(server: FakeApiServer) -> None:
+    """The fake server bookmarks every 50 ms: a quiet kind is not mistaken for a stuck watch."""
+    async with FaultProxy(server.url) as proxy, LiveKube.for_url(proxy.url, token="t") as live:
+        reflector, _, task = await _reflect(live, deadline=0.5)
+        try:
+            cut = time.monotonic()
+            await asyncio.sleep(1.5)
+            assert reflector.stalls == 0 and _lists(proxy, cut) == 0
+        finally:
+            task.cancel()
+
+
+async def test_any_watch_error_is_followed_by_a_relist_but_429_only_by_a_rewatch(server: FakeApiServer) -> None:
+    """Issue 24: after a watch-only outage (500s) the reflector re-watched from its old version without re-listing."""
+    async with FaultProxy(server.url) as proxy, LiveKube.for_url(proxy.url, token="t") as live:
+        reflector, _, task = await _reflect(live)
+
+        async def settled() -> float:
+            """A watch is open and has had bookmarks (so closing it is not a "very short watch")."""
+            await eventually(lambda: proxy.open_watches() == 1)
+            await asyncio.sleep(0.3)
+            return time.monotonic()
+
+        try:
+            cut = await settled()
+            throttled = proxy.answer(429, Match(watch=True), times=2)
+            proxy.drop_watches()
+            await eventually(lambda: throttled.hits == 2)
+            await settled()
+            assert _lists(proxy, cut) == 0, "429: come back later; the version held is still good"
+            cut = time.monotonic()
+            outage = proxy.answer(500, Match(watch=True), times=3)
+            proxy.drop_watches()
+            await eventually(lambda: outage.hits == 3)
+            await eventually(lambda: _lists(proxy, cut) >= 1)  # a failed watch is followed by a list
+            cut = await settled()
+            gone = proxy.gone_on_rewatch(times=1)
+            proxy.drop_watches()
+            await eventually(lambda: gone.hits == 1 and _lists(proxy, cut) >= 1)  # 410 Gone: a list
+            assert reflector.relists >= 2
+        finally:
+            task.cancel()
+
+
+async def test_a_server_that_ends_every_watch_at_once_does_not_spin_the_loop(server: FakeApiServer) -> None:
+    """A watch that ends at once without an event is a failure (client-go's "very short watch"), backed off."""
+    async with FaultProxy(server.url) as proxy, LiveKube.for_url(proxy.url, token="t") as live:
+        seen = Recorder()
+        reflector = Reflector(live, NODE, on_upsert=seen.upsert, on_delete=seen.delete,
+                              backoff=Backoff(initial=0.2, maximum=0.4), progress_deadline=None)
+        task = asyncio.create_task(reflector.run())
+        try:
+            await asyncio.wait_for(reflector.synced.wait(), 10)
+            cut = time.monotonic()
+            proxy.answer(200, Match(watch=True))  # an empty 200: the stream ends at once
+            proxy.drop_watches()
+            await asyncio.sleep(2.0)
+            watches = proxy.counts(cut)[("watch", "nodes")]
+            assert 2 <= watches <= 20, f"{watches} watches in 2 s"
+        finally:
+            task.cancel()

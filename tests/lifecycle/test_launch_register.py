@@ -153,3 +153,79 @@ async def test_registration_syncs_labels_taints_and_initialization_waits_for_sta
     final = await kube.get(NODECLAIM, "default-abcde")
     assert all(has_condition(final, c) for c in ("Launched", "Registered", "Initialized"))
     assert (await kube.get(NODE, "default-abcde"))["metadata"]["labels"][wk.INITIALIZED] == "true"
+
+
+class RecordingCloud(SimulatedCloud):
+    """The simulated cloud, remembering each launch request and failing (or losing the answer) on demand."""
+
+    def __init__(self) -> None:
+        super().__init__(catalog(), clock=lambda: NOW)
+        self.requests: list[LaunchRequest] = []
+        self.fail_with: Exception | None = None
+
+    async def create(self, request: LaunchRequest, nodeclass: object) -> object:  # type: ignore[override]
+        self.requests.append(request)
+        if self.fail_with is not None:
+            raise self.fail_with
+        return await super().create(request, nodeclass)  # type: ignore[arg-type]
+
+
+async def test_a_launch_attempt_is_recorded_before_the_request_and_its_token_reused_until_it_fails() -> None:
+    """Issue 24: a restart that cannot see its instance yet (EC2 eventual consistency) must send the same
+    idempotency token, so the cloud answers with the first instance instead of launching a second."""
+    from reconciler.cloud.types import CloudError, LaunchOutcomeUnknown
+    from reconciler.lifecycle.launch import LAUNCH_ATTEMPT_ANNOTATION
+
+    kube, cloud = MemoryKube(), RecordingCloud()
+    await kube.create(nodeclaim())
+    cloud.fail_with = LaunchOutcomeUnknown("no answer")  # the request went out; what happened is unknown
+    with pytest.raises(LaunchOutcomeUnknown):
+        await launch(kube, cloud, await kube.get(NODECLAIM, "default-abcde"), NOW, idempotent=True)
+    stored = await kube.get(NODECLAIM, "default-abcde")
+    attempt = stored["metadata"]["annotations"][LAUNCH_ATTEMPT_ANNOTATION]
+    first = cloud.requests[-1].client_token
+    assert first == f"{stored['metadata']['uid']}-{attempt}" and len(first) <= 64
+    with pytest.raises(LaunchOutcomeUnknown):  # a retry (or another replica after a crash): the same token
+        await launch(kube, cloud, stored, NOW, idempotent=True)
+    assert cloud.requests[-1].client_token == first
+    cloud.fail_with = CloudError("CreateFleet failed: Unauthorized")  # a definite "no": nothing was launched
+    with pytest.raises(CloudError):
+        await launch(kube, cloud, await kube.get(NODECLAIM, "default-abcde"), NOW, idempotent=True)
+    cleared = await kube.get(NODECLAIM, "default-abcde")
+    assert LAUNCH_ATTEMPT_ANNOTATION not in (cleared["metadata"].get("annotations") or {})
+    cloud.fail_with = None
+    outcome = await launch(kube, cloud, cleared, NOW.replace(minute=1), idempotent=True)
+    assert outcome.instance is not None and cloud.requests[-1].client_token != first, "a new attempt, a new token"
+
+
+async def test_registration_owns_the_node_and_a_node_registered_again_is_synced_again() -> None:
+    """Karpenter's registration sets the Node's ownerReference to its NodeClaim; a Node force-deleted and
+    registered again by its kubelet lacks everything registration gave it, and ``register`` (idempotent)
+    gives it back."""
+    from reconciler.lifecycle.launch import registration_drift
+
+    kube = MemoryKube(clock=lambda: NOW)
+    cloud = SimulatedCloud(catalog(), clock=lambda: NOW)
+    await kube.create(nodeclaim())
+    outcome = await launch(kube, cloud, await kube.get(NODECLAIM, "default-abcde"), NOW)
+    assert outcome.instance is not None
+    claim = await kube.get(NODECLAIM, "default-abcde")
+    fresh = node_for_instance(claim, outcome.instance, NOW)
+    await kube.create(fresh)
+    node = await kube.get(NODE, "default-abcde")
+    assert registration_drift(claim, node) == [
+        "taint karpenter.sh/unregistered is present", "label karpenter.sh/registered is missing",
+        "finalizer karpenter.sh/termination is missing", "ownerReference to the NodeClaim is missing"]
+    claim = await register(kube, claim, node, NOW)
+    node = await kube.get(NODE, "default-abcde")
+    assert registration_drift(claim, node) == []
+    assert node["metadata"]["ownerReferences"] == [{
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "name": "default-abcde",
+        "uid": claim["metadata"]["uid"], "blockOwnerDeletion": True}]
+    await kube.patch(NODE, "default-abcde", {"metadata": {"finalizers": None}})  # force-deleted ...
+    await kube.delete(NODE, "default-abcde")
+    await kube.create(fresh)  # ... and registered again by its kubelet
+    again = await kube.get(NODE, "default-abcde")
+    assert registration_drift(claim, again)
+    await register(kube, claim, again, NOW)
+    assert registration_drift(claim, await kube.get(NODE, "default-abcde")) == []

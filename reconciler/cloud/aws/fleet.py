@@ -141,6 +141,7 @@ def create_fleet_request(
     overrides_by_template: Mapping[str, Sequence[Override]],
     tag_specifications: Sequence[Mapping[str, Any]],
     context: str | None = None,
+    client_token: str = "",
 ) -> dict[str, Any]:
     request: dict[str, Any] = {
         "Type": "instant",
@@ -168,6 +169,8 @@ def create_fleet_request(
         request["OnDemandOptions"] = {"AllocationStrategy": "lowest-price"}
     if context:
         request["Context"] = context
+    if client_token:
+        request["ClientToken"] = client_token  # EC2 idempotency: a repeat returns the first answer
     return request
 
 

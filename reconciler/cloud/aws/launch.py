@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from botocore.exceptions import ConnectionError as BotoConnectionError
+from botocore.exceptions import HTTPClientError
+
 from reconciler.cloud.aws import fleet as fleets
 from reconciler.cloud.aws import netinterfaces
 from reconciler.cloud.aws import tags as owned
@@ -30,8 +33,16 @@ from reconciler.cloud.aws.launchtemplate import (
 from reconciler.cloud.aws.metrics import AWSMetrics
 from reconciler.cloud.aws.nodeclass import ResolvedNodeClass, subnets_for_launch
 from reconciler.cloud.aws.userdata import BootstrapOptions, ClusterInfo, render
-from reconciler.cloud.types import CloudError, InsufficientCapacityError, LaunchRequest
+from reconciler.cloud.types import (
+    CloudError,
+    InsufficientCapacityError,
+    LaunchOutcomeUnknown,
+    LaunchPendingError,
+    LaunchRequest,
+)
 from reconciler.model import labels as wk
+
+IDEMPOTENT_PARAMETER_MISMATCH = "IdempotentParameterMismatch"
 
 
 @dataclass(slots=True)
@@ -162,12 +173,23 @@ class Launcher:
             groups.overrides,
             owned.tag_specifications(["instance", "volume", "fleet"], tags),
             context=resolved.spec.get("context"),
+            client_token=request.client_token,
         )
         all_overrides = [o for overrides in groups.overrides.values() for o in overrides]
         try:
             answer = await self.caller.call(self.ec2.create_fleet, **body)
         except Exception as err:
             code = error_code(err)
+            if code == IDEMPOTENT_PARAMETER_MISMATCH:
+                # This token launched already, from other parameters (a replica before a restart chose other
+                # offerings): that instance exists, not yet visible to a tag search. Wait for it.
+                raise LaunchPendingError(
+                    f"NodeClaim {request.nodeclaim}: a launch with token {request.client_token} was already made; "
+                    "waiting for its instance to become visible") from None
+            if isinstance(err, (HTTPClientError, BotoConnectionError)):
+                raise LaunchOutcomeUnknown(
+                    f"CreateFleet for NodeClaim {request.nodeclaim}: no answer ({err!r}); an instance may exist"
+                ) from None
             if code in NOT_FOUND_CODES:
                 raise TemplateGone(next(iter(groups.overrides))) from None
             if code == fleets.SPOT_SLR_MISSING:

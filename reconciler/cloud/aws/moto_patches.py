@@ -11,8 +11,11 @@ depends on these patches; they only give it AWS-shaped answers to react to.
 
 from __future__ import annotations
 
+import copy
 import hashlib
+import json
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 
@@ -44,6 +47,14 @@ class _FleetPatchState:
     installed = False
     security_groups = True
     faults: FleetFaults | None = None
+    tokens: dict[str, tuple[str, Any]] = {}  # ClientToken -> (request fingerprint, first answer)
+    tag_search_delay = 0.0  # seconds a new instance stays out of tag-filtered DescribeInstances answers
+
+
+def set_tag_search_delay(seconds: float) -> None:
+    """EC2's eventual consistency: instances younger than ``seconds`` are left out of DescribeInstances
+    answers that filter on tags (``tag:<key>``, ``tag-key``); a lookup by instance ID still finds them."""
+    _FleetPatchState.tag_search_delay = max(0.0, seconds)
 
 
 def set_fleet_faults(faults: FleetFaults | None) -> None:
@@ -60,11 +71,36 @@ def install_fleet_patch(faithful_security_groups: bool = True) -> None:
     if _FleetPatchState.installed:
         return
     from moto.core.responses import ActionResult
+    from moto.ec2.exceptions import EC2ClientError
     from moto.ec2.models.fleets import FleetsBackend
+    from moto.ec2.models.instances import InstanceBackend
     from moto.ec2.responses.fleets import Fleets
 
     original_backend = FleetsBackend.create_fleet
     original_response = Fleets.create_fleet
+    original_describe = InstanceBackend.describe_instances
+
+    def describe_instances(self: Any, filters: Any = None) -> Any:
+        reservations = original_describe(self, filters)
+        delay = _FleetPatchState.tag_search_delay
+        if not delay or not filters or not any(str(key).startswith("tag") for key in filters):
+            return reservations
+        return _visible(reservations, delay)
+
+    def idempotent_create_fleet(self: Any) -> Any:
+        token = self._get_param("ClientToken")
+        if not token:
+            return response_create_fleet(self)
+        fingerprint = json.dumps([self._get_param(key) for key in _FLEET_PARAMETERS], sort_keys=True, default=str)
+        known = _FleetPatchState.tokens.get(token)
+        if known is not None:
+            if known[0] != fingerprint:
+                raise EC2ClientError("IdempotentParameterMismatch",
+                                     f"The client token {token} was used with other parameters.")
+            return known[1]
+        answer = response_create_fleet(self)
+        _FleetPatchState.tokens[token] = (fingerprint, answer)
+        return answer
 
     def backend_create_fleet(self: Any, *args: Any, **kwargs: Any) -> Any:
         created = original_backend(self, *args, **kwargs)
@@ -119,8 +155,34 @@ def install_fleet_patch(faithful_security_groups: bool = True) -> None:
 
     # Patching moto's classes is the point of this module.
     FleetsBackend.create_fleet = backend_create_fleet  # type: ignore[method-assign]
-    Fleets.create_fleet = response_create_fleet  # type: ignore[method-assign]
+    Fleets.create_fleet = idempotent_create_fleet  # type: ignore[method-assign]
+    InstanceBackend.describe_instances = describe_instances  # type: ignore[method-assign]
     _FleetPatchState.installed = True
+
+
+# What a CreateFleet ClientToken is bound to (EC2 refuses the token with any other values).
+_FLEET_PARAMETERS = ("Type", "TargetCapacitySpecification", "LaunchTemplateConfigs", "OnDemandOptions", "SpotOptions")
+
+
+def _visible(reservations: list[Any], delay: float) -> list[Any]:
+    from moto.core.utils import utcnow
+
+    cutoff = utcnow() - timedelta(seconds=delay)
+    kept = []
+    for reservation in reservations:
+        instances = [i for i in reservation.instances if _launched(i) <= cutoff]
+        if instances:
+            visible = copy.copy(reservation)
+            visible.instances = instances
+            kept.append(visible)
+    return kept
+
+
+def _launched(instance: Any) -> datetime:
+    launched = instance.launch_time
+    if isinstance(launched, str):
+        launched = datetime.fromisoformat(launched.replace("Z", "+00:00"))
+    return launched.replace(tzinfo=None) if launched.tzinfo else launched
 
 
 def _apply_template_security_groups(backend: Any, fleet: Any) -> None:

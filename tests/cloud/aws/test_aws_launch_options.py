@@ -31,7 +31,11 @@ async def test_launch_template_and_fleet_carry_the_nodeclass_launch_options(aws:
     )
     await provider.create(LaunchRequest(nodeclaim="nc-1", nodepool="default", nodeclass="default",
                                         instance_types=["m5.large"]), nodeclass)
-    (template,) = recorder.of("CreateLaunchTemplate")
+    # the dry-run validation (validation.py) also sends CreateLaunchTemplate; the real one is not a dry run
+    # The dry-run validation (validation.py) creates a template of its own first; the launch's is the fleet's.
+    (fleet,) = [call for call in recorder.of("CreateFleet") if not call.get("DryRun")]
+    used = fleet["LaunchTemplateConfigs"][0]["LaunchTemplateSpecification"]["LaunchTemplateName"]
+    (template,) = [call for call in recorder.of("CreateLaunchTemplate") if call["LaunchTemplateName"] == used]
     data = template["LaunchTemplateData"]
     assert data["Monitoring"] == {"Enabled": True}
     assert data["NetworkInterfaces"][0]["AssociatePublicIpAddress"] is True
@@ -43,7 +47,6 @@ async def test_launch_template_and_fleet_carry_the_nodeclass_launch_options(aws:
         "VolumeType": "gp3"}}]
     user_data = base64.b64decode(data["UserData"]).decode()
     assert "echo before-nodeadm" in user_data and user_data.index("before-nodeadm") < user_data.index("NodeConfig")
-    (fleet,) = recorder.of("CreateFleet")
     assert fleet["Context"] == "c-0123456789abcdef0"
     instance_tags = next(spec["Tags"] for spec in fleet["TagSpecifications"] if spec["ResourceType"] == "instance")
     assert {"Key": "team", "Value": "storage"} in instance_tags

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs
 
@@ -85,8 +85,8 @@ def guarded(url: str) -> tuple[AwsClients, AwsCaller, LeadershipGate]:
     clients = AwsClients(ClientOptions(region="us-east-1", endpoint_url=url, retry_mode="standard",
                                        max_attempts=6, access_key_id="testing", secret_access_key="testing"))
     caller = AwsCaller(2)
-    gate = LeadershipGate(lambda: datetime.now(UTC))
-    gate.renewed(datetime.now(UTC), renew_deadline=3600)
+    gate = LeadershipGate(time.monotonic)
+    gate.renewed(time.monotonic(), renew_deadline=3600)
     clients.gate = caller.gate = gate.check
     return clients, caller, gate
 
@@ -129,7 +129,7 @@ async def test_no_retry_is_sent_after_leadership_is_lost(endpoint: tuple[SlowEC2
 async def test_a_call_is_not_started_at_all_past_the_renew_deadline(endpoint: tuple[SlowEC2, str]) -> None:
     stub, url = endpoint
     clients, caller, gate = guarded(url)
-    gate.renewed(datetime(2020, 1, 1, tzinfo=UTC), renew_deadline=10)  # the deadline passed long ago
+    gate.renewed(time.monotonic() - 3600, renew_deadline=10)  # the deadline passed long ago
     with pytest.raises(NotLeading):
         await caller.call(clients.ec2.describe_spot_price_history)
     with pytest.raises(NotLeading):  # nor directly on the client, in whatever thread

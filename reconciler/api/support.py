@@ -309,6 +309,8 @@ SETTINGS: dict[str, SettingSupport] = {
     "AWS_DEFAULT_REGION": SettingSupport(None, implemented(
         SUPPORT_SETTINGS + "test_aws_default_region_names_the_region")),
     "SYSTEM_NAMESPACE": SettingSupport(None, implemented(APP + "test_lease_defaults_are_karpenters")),
+    "WATCH_PROGRESS_DEADLINE": SettingSupport("2m", implemented(
+        _T + "e2e/faults/test_fault_watches.py::test_silent_watches_are_noticed_relisted_and_new_pods_acted_on")),
     "REBALANCE_HANDLING": SettingSupport("event", implemented(
         _T + "interruption/test_interruption_consumer.py::test_rebalance_drain_mode_cordons_then_deletes")),
 }

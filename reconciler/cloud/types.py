@@ -27,7 +27,11 @@ class Offering:
     """One way to buy an instance type: a capacity type in a zone, at a price.
 
     ``zone_id`` is the zone's account-independent ID (``use1-az1``; "" when the catalogue does not
-    know it); ``price_source`` says where ``price`` came from (see ``cloud/prices.py``)."""
+    know it); ``price_source`` says where ``price`` came from (see ``cloud/prices.py``).
+
+    A ``reserved`` offering is one capacity reservation: ``reservation_id``, its type (``default`` or
+    ``capacity-block``), whether it is interruptible, and ``reservation_capacity``, the instances still
+    free in it (the scheduler never plans more claims into it than that)."""
 
     zone: str
     capacity_type: str
@@ -35,6 +39,20 @@ class Offering:
     available: bool = True
     zone_id: str = ""
     price_source: str = ""
+    reservation_id: str = ""
+    reservation_type: str = ""
+    reservation_capacity: int = 0
+    interruptible: bool = False
+
+    def reservation_labels(self) -> dict[str, str]:
+        """The labels a node launched into this offering's reservation carries (none for other offerings)."""
+        if not self.reservation_id:
+            return {}
+        return {
+            wk.CAPACITY_RESERVATION_ID: self.reservation_id,
+            wk.CAPACITY_RESERVATION_TYPE: self.reservation_type or wk.RESERVATION_TYPE_DEFAULT,
+            wk.CAPACITY_RESERVATION_INTERRUPTIBLE: "true" if self.interruptible else "false",
+        }
 
 
 @dataclass(slots=True)
@@ -149,6 +167,13 @@ class LaunchRequest:
     excluded_capacity_types: frozenset[str] = frozenset()
     zone_ids: Sequence[str] | None = None
     excluded_zone_ids: frozenset[str] = frozenset()
+    # ``karpenter.k8s.aws/capacity-reservation-id``: the reservations the scheduler reserved for this claim
+    # (None = unconstrained); an offering outside a reservation is allowed only when the key may be absent.
+    reservation_ids: Sequence[str] | None = None
+    excluded_reservation_ids: frozenset[str] = frozenset()
+    # ``karpenter.sh/price-overlay-applied``: a NodeOverlay set the prices the claim was planned with, so
+    # fleets launch by the claim's own price order (``price_overrides``) rather than EC2's list prices.
+    price_overrides: Mapping[tuple[str, str, str], float] = field(default_factory=dict)
 
     def allows_zone(self, zone: str) -> bool:
         return zone not in self.excluded_zones and (self.zones is None or zone in self.zones)
@@ -164,12 +189,22 @@ class LaunchRequest:
             self.capacity_types is None or capacity_type in self.capacity_types
         )
 
+    def allows_reservation(self, reservation_id: str) -> bool:
+        """An offering outside any reservation ("") passes unless the claim names reservations (In); an
+        empty list is ``DoesNotExist``: only offerings outside reservations."""
+        if not reservation_id:
+            return not self.reservation_ids
+        return reservation_id not in self.excluded_reservation_ids and (
+            self.reservation_ids is None or reservation_id in self.reservation_ids
+        )
+
     def allows(self, offering: Offering) -> bool:
-        """Whether the claim's zone, zone-ID and capacity-type requirements admit this offering."""
+        """Whether the claim's zone, zone-ID, capacity-type and reservation requirements admit this offering."""
         return (
             self.allows_zone(offering.zone)
             and self.allows_zone_id(offering.zone_id)
             and self.allows_capacity_type(offering.capacity_type)
+            and self.allows_reservation(offering.reservation_id)
         )
 
     @classmethod
@@ -179,7 +214,8 @@ class LaunchRequest:
         spec = manifest.get("spec") or {}
         labels = dict(metadata.get("labels") or {})
         allowed: dict[str, list[str] | None] = {
-            wk.INSTANCE_TYPE: None, wk.CAPACITY_TYPE: None, wk.ZONE: None, wk.ZONE_ID: None
+            wk.INSTANCE_TYPE: None, wk.CAPACITY_TYPE: None, wk.ZONE: None, wk.ZONE_ID: None,
+            wk.CAPACITY_RESERVATION_ID: None,
         }
         excluded: dict[str, set[str]] = {key: set() for key in allowed}
         for requirement in spec.get("requirements") or []:
@@ -214,6 +250,8 @@ class LaunchRequest:
             excluded_capacity_types=frozenset(excluded[wk.CAPACITY_TYPE]),
             zone_ids=allowed[wk.ZONE_ID],
             excluded_zone_ids=frozenset(excluded[wk.ZONE_ID]),
+            reservation_ids=allowed[wk.CAPACITY_RESERVATION_ID],
+            excluded_reservation_ids=frozenset(excluded[wk.CAPACITY_RESERVATION_ID]),
         )
 
 

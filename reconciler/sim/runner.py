@@ -26,7 +26,7 @@ from reconciler.kube.memory import MemoryKube
 from reconciler.model import labels as wk
 from reconciler.model.meta import format_time
 from reconciler.model.resources import Resources
-from reconciler.sim.catalog import build_catalog, catalog_shaper
+from reconciler.sim.catalog import build_catalog, build_reservations, catalog_shaper
 from reconciler.sim.cluster import SimulatedCluster
 from reconciler.sim.environment import SimEnvironment
 from reconciler.sim.scenario import Scenario, ScenarioError, Step, load_scenario_file
@@ -83,9 +83,7 @@ class Simulation:
         self.cloud: Any = (
             cloud(self)
             if cloud is not None
-            else SimulatedCloud(
-                build_catalog(scenario.catalog), clock=lambda: self.now, shaper=catalog_shaper(scenario.catalog)
-            )
+            else self._simulated_cloud(scenario)
         )
         self.names = NameGenerator(scenario.name)
         self.env = SimEnvironment(self.kube, self.cloud, self.settings, self.names, scenario.clock,
@@ -94,6 +92,14 @@ class Simulation:
         # Called after each disruption pass that acted, with the step record and the indexes of the pass's first
         # ``disrupted`` item and event (``plan`` times each command from them); None in ``simulate``.
         self.after_disruption_pass: Callable[[dict[str, Any], int, int], None] | None = None
+
+    def _simulated_cloud(self, scenario: Scenario) -> SimulatedCloud:
+        types = build_catalog(scenario.catalog)
+        return SimulatedCloud(
+            types, clock=lambda: self.now, shaper=catalog_shaper(scenario.catalog),
+            capacity_reservations=build_reservations(scenario.catalog, types),
+            reserved_capacity=scenario.settings.gate("ReservedCapacity"),
+        )
 
     @property
     def now(self) -> datetime:

@@ -9,6 +9,11 @@ left out while a generic option can launch, as the AWS provider does.
 With a ``shaper`` (a preset catalogue), each EC2NodeClass gets the types as its AMI family and
 kubelet shape them (``NodeClassShape``, shared with the live provider); availability and prices
 stay those of the one catalogue, so capacity shortages apply to every NodeClass.
+
+Capacity reservations (the catalogue's ``capacityReservations``) are the account's: an EC2NodeClass
+that selects one with ``capacityReservationSelectorTerms`` gets a ``reserved`` offering for it (see
+``cloud.aws.capacityreservation``), a launch into it takes one of its instances and a termination
+gives it back. With the ``ReservedCapacity`` gate off no reserved offering exists.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from reconciler.cloud.aws import capacityreservation as reservations
 from reconciler.cloud.types import (
     UNAVAILABLE_OFFERING_TTL_SECONDS,
     Instance,
@@ -52,7 +58,11 @@ class SimulatedUnavailableOfferings:
             self._cloud.mark_unavailable(instance_type, zone, capacity_type, until=until)
 
     def mark_reservation_unavailable(self, reservation_id: str) -> None:
+        """Like the live cache: the reservation counts as full until the next refresh of its count (here:
+        until an instance in it terminates)."""
         self._cloud.calls.append(("mark-reservation-unavailable", reservation_id))
+        if reservation_id in self._cloud.reservations:
+            self._cloud.reservation_left[reservation_id] = 0
 
 
 class SimulatedCloud:
@@ -63,8 +73,14 @@ class SimulatedCloud:
         instance_types: Iterable[InstanceType],
         clock: Callable[[], datetime],
         shaper: PresetShaper | None = None,
+        *,
+        capacity_reservations: Iterable[reservations.CapacityReservation] = (),
+        reserved_capacity: bool = True,
     ) -> None:
         self._types: dict[str, InstanceType] = {t.name: t for t in instance_types}
+        self.reservations = {r.id: r for r in capacity_reservations}
+        self.reservation_left = {r.id: r.available for r in self.reservations.values()}
+        self.reserved_capacity = reserved_capacity  # the ReservedCapacity gate
         self._clock = clock
         self._shaper = shaper
         self._version = 0  # bumped whenever an offering's availability changes
@@ -133,6 +149,12 @@ class SimulatedCloud:
         for offering in known.offerings:
             if offering.zone == zone and offering.capacity_type == capacity_type:
                 return offering
+        if capacity_type == wk.CAPACITY_TYPE_RESERVED:
+            # Reserved offerings belong to NodeClasses; a node in a reservation is priced as they are.
+            on_demand = self.offering(instance_type, zone, wk.CAPACITY_TYPE_ON_DEMAND)
+            if on_demand is not None:
+                return replace(on_demand, capacity_type=capacity_type, price_source=reservations.PRICE_SOURCE,
+                               price=on_demand.price / reservations.RESERVED_PRICE_DIVISOR)
         return None
 
     def price_of(self, instance_type: str, zone: str, capacity_type: str) -> float | None:
@@ -146,6 +168,50 @@ class SimulatedCloud:
 
     # -- CloudProvider ---------------------------------------------------------------------
     async def instance_types(self, nodeclass: Mapping[str, Any] | None) -> list[InstanceType]:
+        return self._with_reserved(self._shaped_types(nodeclass), nodeclass)
+
+    def selected_reservations(self, nodeclass: Mapping[str, Any] | None) -> list[reservations.CapacityReservation]:
+        """The reservations the EC2NodeClass selects: its terms against the catalogue's reservations, plus those
+        its status lists that the catalogue does not know (a cluster snapshot's; no instance left in them)."""
+        if nodeclass is None or not self.reserved_capacity:
+            return []
+        spec = nodeclass.get("spec") or {}
+        now = self._clock()
+        chosen = {r.id: r for r in reservations.select(spec.get("capacityReservationSelectorTerms") or [],
+                                                       self.reservations.values(), now)}
+        for entry in ((nodeclass.get("status") or {}).get("capacityReservations") or []):
+            if entry.get("id") and entry["id"] not in self.reservations:
+                chosen.setdefault(entry["id"], reservations.CapacityReservation.from_status(entry))
+        return [chosen[key] for key in sorted(chosen)]
+
+    def reservation(self, reservation_id: str) -> reservations.CapacityReservation | None:
+        return self.reservations.get(reservation_id)
+
+    def _with_reserved(self, types: list[InstanceType], nodeclass: Mapping[str, Any] | None) -> list[InstanceType]:
+        selected = self.selected_reservations(nodeclass)
+        if not selected:
+            return types
+        now = self._clock()
+        by_type = {r.instance_type for r in selected}
+        result = []
+        for instance_type in types:
+            if instance_type.name not in by_type:
+                result.append(instance_type)
+                continue
+            on_demand = [o for o in instance_type.offerings if o.capacity_type == wk.CAPACITY_TYPE_ON_DEMAND]
+            added = reservations.reserved_offerings(
+                instance_type.name, selected,
+                on_demand_price=min((o.price for o in on_demand), default=None),
+                zones={o.zone for o in instance_type.offerings},
+                zone_ids={o.zone: o.zone_id for o in instance_type.offerings if o.zone_id},
+                available_count=lambda r: self.reservation_left.get(r.id, 0),
+                runnable=True,
+                now=now,
+            )
+            result.append(replace(instance_type, offerings=(*instance_type.offerings, *added)))
+        return result
+
+    def _shaped_types(self, nodeclass: Mapping[str, Any] | None) -> list[InstanceType]:
         base = self.catalog()
         if nodeclass is None or self._shaper is None:
             return base
@@ -188,6 +254,9 @@ class SimulatedCloud:
         provider_id = f"aws:///{offering.zone}/i-{digest}"
         labels = dict(instance_type.labels)
         labels.update({wk.ZONE: offering.zone, wk.CAPACITY_TYPE: offering.capacity_type})
+        if offering.reservation_id:
+            self.reservation_left[offering.reservation_id] = self.reservation_left.get(offering.reservation_id, 1) - 1
+            labels.update(offering.reservation_labels())
         if offering.zone_id:
             labels[wk.ZONE_ID] = offering.zone_id
         instance = Instance(
@@ -211,8 +280,12 @@ class SimulatedCloud:
 
     async def delete(self, provider_id: str) -> None:
         self.calls.append(("delete", provider_id))
-        if self._instances.pop(provider_id, None) is None:
+        instance = self._instances.pop(provider_id, None)
+        if instance is None:
             raise InstanceNotFoundError(f"instance {provider_id} not found")
+        reservation_id = instance.labels.get(wk.CAPACITY_RESERVATION_ID, "")
+        if reservation_id in self.reservation_left:  # its instance goes back to the reservation
+            self.reservation_left[reservation_id] += 1
 
     async def get(self, provider_id: str) -> Instance:
         try:
@@ -243,7 +316,13 @@ class SimulatedCloud:
         for instance_type in prefer_generic([entry[1] for entry in allowed.values()]):
             position, _, offerings = allowed[instance_type.name]
             for offering in offerings:
-                reserved_first = 0 if offering.capacity_type == wk.CAPACITY_TYPE_RESERVED else 1
+                # Reserved first: ODCRs, then capacity blocks, then interruptible ODCRs (upstream's order).
+                if offering.capacity_type != wk.CAPACITY_TYPE_RESERVED:
+                    reserved_first = 3
+                elif offering.reservation_type == wk.RESERVATION_TYPE_CAPACITY_BLOCK:
+                    reserved_first = 1
+                else:
+                    reserved_first = 2 if offering.interruptible else 0
                 rank = (reserved_first, offering.price, position, offering.zone)
                 if best is None or rank < best[0]:
                     best = (rank, instance_type, offering)

@@ -19,7 +19,7 @@ from reconciler.kube.api import KINDS_BY_NAME, NODE, NODECLAIM, POD, Kind, Manif
 from reconciler.lifecycle.launch import has_condition, initialize, launch, node_for_instance, register
 from reconciler.lifecycle.termination import Terminator
 from reconciler.model import labels as wk
-from reconciler.model.meta import ManifestError
+from reconciler.model.meta import ManifestError, format_time
 from reconciler.sim import engine
 from reconciler.sim.environment import SimEnvironment
 from reconciler.sim.scenario import ScenarioError
@@ -95,6 +95,29 @@ class SimulatedCluster:
         if kind_name in by_kind:
             return list(by_kind[kind_name].values())
         return self.env.kube.objects(KINDS_BY_NAME[kind_name])
+
+    async def sync_nodeclass_status(self) -> None:
+        """Write each EC2NodeClass's ``status.capacityReservations`` (and ``CapacityReservationsReady``) as the
+        live NodeClass controller does, from what the cloud resolves its selector terms to (drift reads it)."""
+        resolve = getattr(self.env.cloud, "reservation_status", None)
+        if resolve is None:
+            return
+        for nodeclass in self.env.kube.objects(KINDS_BY_NAME["EC2NodeClass"]):
+            entries = await resolve(nodeclass)
+            if entries is None:
+                continue
+            status = nodeclass.get("status") or {}
+            conditions = [c for c in status.get("conditions") or [] if c.get("type") != "CapacityReservationsReady"]
+            ready = next((c for c in status.get("conditions") or [] if c.get("type") == "CapacityReservationsReady"),
+                         None)
+            if status.get("capacityReservations", []) == entries and ready is not None and ready.get("status") == "True":
+                continue
+            conditions.append({"type": "CapacityReservationsReady", "status": "True",
+                               "reason": "CapacityReservationsReady", "message": "",
+                               "lastTransitionTime": format_time(self.env.now)})
+            await self.env.kube.patch(KINDS_BY_NAME["EC2NodeClass"], nodeclass["metadata"]["name"],
+                                      {"status": {"capacityReservations": entries or None,
+                                                  "conditions": conditions}}, subresource="status")
 
     # -- provisioning ---------------------------------------------------------------------------
     async def provision(self, record: dict[str, Any], *, launch_ready: bool) -> None:

@@ -23,6 +23,7 @@ from reconciler.interruption.actions import ActionKind
 from reconciler.interruption.execution import execute, nodeclaims_by_instance
 from reconciler.interruption.messages import Kind, MessageParseError, eventbridge_event, parse
 from reconciler.kube.api import NODE, NODECLAIM, Manifest
+from reconciler.lifecycle.capacityreservation import capacity_block_expirations
 from reconciler.lifecycle.expiration import expired
 from reconciler.lifecycle.orchestration import CommandExecutor
 from reconciler.model import labels as wk
@@ -143,6 +144,8 @@ async def _reschedule(cluster: SimulatedCluster, reason: str, record: dict[str, 
 
 
 async def expire(cluster: SimulatedCluster, record: dict[str, Any]) -> None:
+    """NodeClaims past ``expireAfter``, and those in capacity blocks within 40 minutes of their end (the
+    ``capacityreservation.expiration`` controller: drained ahead of EC2's reclaim)."""
     env = cluster.env
     for item in expired(env.kube.objects(NODECLAIM), env.now):
         claim = env.kube.peek(NODECLAIM, item.nodeclaim)
@@ -150,6 +153,16 @@ async def expire(cluster: SimulatedCluster, record: dict[str, Any]) -> None:
             continue
         await env.kube.delete(NODECLAIM, item.nodeclaim)
         _record_deleted(record, claim, EXPIRED)
+    for name in await capacity_block_expirations(env.kube.objects(NODECLAIM), env.cloud, env.now):
+        claim = env.kube.peek(NODECLAIM, name)
+        if claim is None:
+            continue
+        await env.kube.delete(NODECLAIM, name)
+        _record_deleted(record, claim, EXPIRED)
+        record["disrupted"][-1]["method"] = "capacity-block-expiration"
+        record["events"].append({"object": f"NodeClaim/{name}", "reason": "CapacityBlockExpiring",
+                                 "message": "its capacity block ends within 40 minutes: draining ahead of EC2's "
+                                            "reclaim"})
     await _reschedule(cluster, EXPIRED, record)
 
 

@@ -136,6 +136,7 @@ class Simulation:
             raise
         except Exception as err:  # duplicate names and the like
             raise ScenarioError(f"objects: {err}") from None
+        await self.cluster.sync_nodeclass_status()
         await self.workloads.reconcile()
 
     def _adopt_instance(self, node: Mapping[str, Any], path: str) -> None:
@@ -219,6 +220,7 @@ class Simulation:
         for index, manifest in enumerate(step.args):
             for obj in expand_pod_replicas(manifest):
                 await self._apply_object(obj, f"{step.path}.apply[{index}]")
+        await self.cluster.sync_nodeclass_status()
         await self.workloads.reconcile()
         await self.cluster.settle(record)
 

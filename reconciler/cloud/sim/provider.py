@@ -184,8 +184,25 @@ class SimulatedCloud:
                 chosen.setdefault(entry["id"], reservations.CapacityReservation.from_status(entry))
         return [chosen[key] for key in sorted(chosen)]
 
+    async def reservation_status(self, nodeclass: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+        """The EC2NodeClass's ``status.capacityReservations`` as its controller would write it; None when the
+        class selects no reservations and lists none (nothing to write)."""
+        spec = nodeclass.get("spec") or {}
+        if not spec.get("capacityReservationSelectorTerms") and not (nodeclass.get("status") or {}).get(
+                "capacityReservations"):
+            return None
+        now = self._clock()
+        return [r.to_status(now) for r in self.selected_reservations(nodeclass)]
+
     def reservation(self, reservation_id: str) -> reservations.CapacityReservation | None:
         return self.reservations.get(reservation_id)
+
+    async def capacity_reservations(self, ids: Iterable[str]) -> dict[str, reservations.CapacityReservation]:
+        """The catalogue's reservations with these IDs, with the instances left in them now."""
+        return {
+            rid: reservations.with_count(self.reservations[rid], self.reservation_left.get(rid, 0))
+            for rid in ids if rid in self.reservations
+        }
 
     def _with_reserved(self, types: list[InstanceType], nodeclass: Mapping[str, Any] | None) -> list[InstanceType]:
         selected = self.selected_reservations(nodeclass)
@@ -289,9 +306,17 @@ class SimulatedCloud:
 
     async def get(self, provider_id: str) -> Instance:
         try:
-            return self._instances[provider_id]
+            instance = self._instances[provider_id]
         except KeyError:
             raise InstanceNotFoundError(f"instance {provider_id} not found") from None
+        reservation = self.reservations.get(instance.labels.get(wk.CAPACITY_RESERVATION_ID, ""))
+        if reservation is not None and reservation.ended(self._clock()):
+            # An ended ODCR leaves its instances running as plain on-demand capacity.
+            labels = {k: v for k, v in instance.labels.items() if k not in wk.RESERVATION_LABELS}
+            labels[wk.CAPACITY_TYPE] = wk.CAPACITY_TYPE_ON_DEMAND
+            instance = replace(instance, capacity_type=wk.CAPACITY_TYPE_ON_DEMAND, labels=labels)
+            self._instances[provider_id] = instance
+        return instance
 
     async def list(self) -> list[Instance]:
         return list(self._instances.values())

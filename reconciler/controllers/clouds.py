@@ -57,6 +57,7 @@ async def aws_cloud(settings: Settings, env: Mapping[str, str], kube: KubeAPI,
             endpoint_url=env.get("AWS_ENDPOINT_URL") or None,
             vm_memory_overhead_percent=float(env.get("VM_MEMORY_OVERHEAD_PERCENT") or 0.075),
             reserved_enis=int(env.get("RESERVED_ENIS") or 0),
+            reserved_capacity=settings.gate("ReservedCapacity"),
         )
     except ValueError as err:
         raise StartupError(f"VM_MEMORY_OVERHEAD_PERCENT / RESERVED_ENIS: {err}") from None

@@ -218,7 +218,8 @@ def _reservation(item: Any, where: str, known: set[str]) -> CapacityReservation:
         raise ScenarioError(f"{where}: expected a map")
     unknown = sorted(set(item) - _RESERVATION_KEYS)
     if unknown:
-        raise ScenarioError(f"{where}.{unknown[0]}: unknown key (expected one of {', '.join(sorted(_RESERVATION_KEYS))})")
+        expected = ", ".join(sorted(_RESERVATION_KEYS))
+        raise ScenarioError(f"{where}.{unknown[0]}: unknown key (expected one of {expected})")
     reservation_id = item.get("id")
     if not isinstance(reservation_id, str) or not re.fullmatch(r"cr-[0-9a-z]+", reservation_id):
         raise ScenarioError(f"{where}.id: required, a capacity reservation ID like cr-0123456789abcdef0")

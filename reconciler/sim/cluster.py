@@ -110,7 +110,8 @@ class SimulatedCluster:
             conditions = [c for c in status.get("conditions") or [] if c.get("type") != "CapacityReservationsReady"]
             ready = next((c for c in status.get("conditions") or [] if c.get("type") == "CapacityReservationsReady"),
                          None)
-            if status.get("capacityReservations", []) == entries and ready is not None and ready.get("status") == "True":
+            current = status.get("capacityReservations", [])
+            if current == entries and ready is not None and ready.get("status") == "True":
                 continue
             conditions.append({"type": "CapacityReservationsReady", "status": "True",
                                "reason": "CapacityReservationsReady", "message": "",

@@ -103,7 +103,8 @@ class Simulation:
 
     @property
     def now(self) -> datetime:
-        return self.env.now
+        env = getattr(self, "env", None)  # a cloud built before the environment (moto) reads the start time
+        return self.scenario.clock if env is None else env.now
 
     @property
     def workloads(self) -> WorkloadControllers:
@@ -297,7 +298,8 @@ def moto_cloud(sim: Simulation) -> Any:
     """The real AWS provider against an in-process moto seeded from the scenario (``--cloud moto``)."""
     from reconciler.sim.moto_cloud import MotoSimulatedCloud
 
-    return MotoSimulatedCloud(sim.scenario.catalog, sim.scenario.objects, lambda: sim.now)
+    return MotoSimulatedCloud(sim.scenario.catalog, sim.scenario.objects, lambda: sim.now,
+                              reserved_capacity=sim.scenario.settings.gate("ReservedCapacity"))
 
 
 def cloud_factory(name: str) -> CloudFactory | None:

@@ -46,6 +46,10 @@ class LaunchTemplateSpec:
     detailed_monitoring: bool = False
     associate_public_ip: bool | None = None
     spot: bool = False  # spot launches also tag their spot-instances-request
+    # With the ReservedCapacity gate ("targeted" mode, upstream's): a reservation ID targets that capacity
+    # reservation only; "none" keeps spot/on-demand launches out of open reservations; "" sets nothing.
+    capacity_reservation: str = ""
+    market_type: str = ""  # capacity-block | interruptible-capacity-reservation, for those reservations
 
     def data(self) -> dict[str, Any]:
         """EC2 ``LaunchTemplateData``."""
@@ -72,6 +76,15 @@ class LaunchTemplateSpec:
             ]
         else:
             data["SecurityGroupIds"] = list(self.security_group_ids)
+        if self.capacity_reservation == "none":
+            data["CapacityReservationSpecification"] = {"CapacityReservationPreference": "none"}
+        elif self.capacity_reservation:
+            data["CapacityReservationSpecification"] = {
+                "CapacityReservationPreference": "capacity-reservations-only",
+                "CapacityReservationTarget": {"CapacityReservationId": self.capacity_reservation},
+            }
+        if self.market_type:
+            data["InstanceMarketOptions"] = {"MarketType": self.market_type}
         return data
 
     @property

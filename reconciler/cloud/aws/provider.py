@@ -25,6 +25,11 @@ from typing import Any
 
 from reconciler.cloud.aws import fleet as fleets
 from reconciler.cloud.aws import tags as owned
+from reconciler.cloud.aws.capacityreservation import PRICE_SOURCE as RESERVED_PRICE_SOURCE
+from reconciler.cloud.aws.capacityreservation import (
+    RESERVED_PRICE_DIVISOR,
+    CapacityReservation,
+)
 from reconciler.cloud.aws.clients import AwsCaller, AwsClients, ClientOptions, Gate, error_code
 from reconciler.cloud.aws.drift import drift_reason
 from reconciler.cloud.aws.ice import UnavailableOfferings
@@ -41,6 +46,7 @@ from reconciler.cloud.aws.metrics import AWSMetrics
 from reconciler.cloud.aws.nodeclass import NodeClassResolver, ResolvedNodeClass, subnets_for_launch
 from reconciler.cloud.aws.preset import load_catalog
 from reconciler.cloud.aws.pricing import PriceSource, PricingProvider
+from reconciler.cloud.aws.reservations import CapacityReservationProvider
 from reconciler.cloud.aws.typeprovider import InstanceTypeProvider
 from reconciler.cloud.aws.userdata import ClusterInfo
 from reconciler.cloud.types import (
@@ -73,6 +79,8 @@ class AWSProviderConfig:
     max_attempts: int = 8
     access_key_id: str | None = None
     secret_access_key: str | None = None
+    # The ReservedCapacity gate: resolve capacityReservationSelectorTerms, offer and launch into reservations.
+    reserved_capacity: bool = True
 
     def client_options(self) -> ClientOptions:
         return ClientOptions(
@@ -119,6 +127,7 @@ class AWSCloudProvider:
         # (``simulate --cloud moto`` feeds the scenario's prices, as the simulated cloud has them).
         self.prices: PriceSource = prices or self.pricing
         self.unavailable = UnavailableOfferings(clock=monotonic, metrics=self.metrics)
+        self.reservations = CapacityReservationProvider(self.caller, self.clients.ec2, now)
         self.instance_type_provider = InstanceTypeProvider(
             self.caller,
             self.clients.ec2,
@@ -130,6 +139,8 @@ class AWSCloudProvider:
             reserved_enis=config.reserved_enis,
             clock=monotonic,
             metrics=self.metrics,
+            reservations=self.reservations,
+            now=now,
         )
         self.nodeclasses = NodeClassResolver(
             self.caller,
@@ -139,10 +150,12 @@ class AWSCloudProvider:
             cluster=self.cluster,
             region=config.region,
             kubernetes_version=config.cluster.kubernetes_version,
+            reservations=self.reservations if config.reserved_capacity else None,
         )
         self.launch_templates = LaunchTemplateProvider(self.caller, self.clients.ec2, clock=monotonic)
         self.launcher = Launcher(
-            self.caller, self.clients.ec2, config.cluster, self.unavailable, self.launch_templates, now, self.metrics
+            self.caller, self.clients.ec2, config.cluster, self.unavailable, self.launch_templates, now, self.metrics,
+            reservations=self.reservations, targeted=config.reserved_capacity,
         )
         self._nodeclass_cache: dict[str, _CachedNodeClass] = {}
 
@@ -229,7 +242,7 @@ class AWSCloudProvider:
         for attempt in range(2):
             groups = await self.launcher.launch_templates_for(request, resolved, capacity_type, chosen)
             try:
-                record, zone_id = await self.launcher.create_fleet(request, resolved, capacity_type, groups)
+                record, zone_id = await self.launcher.create_fleet(request, resolved, capacity_type, groups, chosen)
             except TemplateGone as gone:
                 self.launch_templates.invalidate(gone.name)
                 if attempt:
@@ -252,6 +265,8 @@ class AWSCloudProvider:
                 raise InstanceNotFoundError(f"instance {record.id} not found") from None
             self.metrics.instance_termination_failures.labels(zone=record.zone, zone_id=record.zone_id).inc()
             raise
+        if record.capacity_reservation_id:  # its instance goes back to the reservation
+            self.reservations.mark_terminated(record.capacity_reservation_id)
 
     async def get(self, provider_id: str) -> Instance:
         record = await self._describe_one(provider_id)
@@ -285,6 +300,12 @@ class AWSCloudProvider:
         info = self.instance_type_provider.infos.get(record.instance_type)
         labels = info.labels(self.config.region, os=resolved.family.os) if info else {}
         return drift_reason(record, resolved, labels)
+
+    # --- capacity reservations -----------------------------------------------------------------------
+
+    async def capacity_reservations(self, ids: builtins.list[str]) -> dict[str, CapacityReservation]:
+        """These reservations as EC2 describes them now (capacity-block expiry reads their end times)."""
+        return await self.reservations.by_ids(ids)
 
     # --- pricing -------------------------------------------------------------------------------------
 
@@ -340,6 +361,7 @@ class AWSCloudProvider:
         else:
             labels = dict(instance_type.labels)
         labels.update({wk.ZONE: record.zone, wk.CAPACITY_TYPE: record.capacity_type})
+        labels.update(record.reservation_labels())
         nodepool = record.nodepool or (request.nodepool if request else "")
         if nodepool:
             labels[wk.NODEPOOL] = nodepool
@@ -351,6 +373,8 @@ class AWSCloudProvider:
             else self.prices.on_demand_price(record.instance_type, record.zone)
         )
         source = self.prices.source_of(record.capacity_type, record.instance_type, record.zone) if price else ""
+        if record.capacity_type == wk.CAPACITY_TYPE_RESERVED and price:
+            price, source = price / RESERVED_PRICE_DIVISOR, RESERVED_PRICE_SOURCE
         return Instance(
             provider_id=provider_id(record.zone, record.id),
             instance_type=record.instance_type,

@@ -57,6 +57,7 @@ async def test_nodeclass_status_resolves_subnets_groups_amis_and_profile(aws: Of
             "AMIsReady",
             "InstanceProfileReady",
             "ValidationSucceeded",
+            "CapacityReservationsReady",  # the ReservedCapacity gate is on by default
             "Ready",
         ],
         "True",

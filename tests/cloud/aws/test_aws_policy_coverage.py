@@ -123,8 +123,8 @@ async def exercise(aws: OfflineAWS, provider: AWSCloudProvider, queue: str, monk
     # used by the fleet), described again for capacity-block expiry.
     aws.add_capacity_reservation(CapacityReservation(
         id=RESERVATION, instance_type="m5.large", zone=aws.zones[0], owner_id=aws.account_id, available=1, total=1,
-        tags={"team": "checkout"}))
-    reserved_class = aws.nodeclass("reserved", capacityReservationSelectorTerms=[{"tags": {"team": "checkout"}}])
+        tags={"team": aws.cluster}))
+    reserved_class = aws.nodeclass("reserved", capacityReservationSelectorTerms=[{"tags": {"team": aws.cluster}}])
     reserved = await provider.create(launch("reserved-1", "reserved"), reserved_class)
     assert reserved.capacity_type == "reserved"
     assert list(await provider.capacity_reservations([RESERVATION])) == [RESERVATION]
@@ -234,7 +234,7 @@ async def test_a_reserved_launch_needs_the_capacity_reservation_resource(aws: Of
     enforce_on_provider(guard, provider)
     aws.add_capacity_reservation(CapacityReservation(
         id=RESERVATION, instance_type="m5.large", zone=aws.zones[0], owner_id=aws.account_id, available=1, total=1,
-        tags={"team": "checkout"}))
+        tags={"team": aws.cluster}))
     try:
         with pytest.raises(Exception, match=r"UnauthorizedOperation|AccessDenied|denied"):
             await provider.create(launch("reserved-1", "reserved"),

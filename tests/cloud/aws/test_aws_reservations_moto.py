@@ -28,7 +28,7 @@ BLOCK = "cr-0aaaabbbbcccc0002"
 
 def odcr(aws: OfflineAWS, count: int = 2, **changes: object) -> CapacityReservation:
     fields: dict = dict(id=ODCR, instance_type="m5.large", zone="us-east-1b", owner_id=aws.account_id,
-                        instance_match_criteria="targeted", available=count, total=count, tags={"team": "checkout"})
+                        instance_match_criteria="targeted", available=count, total=count, tags={"team": aws.cluster})
     fields.update(changes)
     reservation = CapacityReservation(**fields)
     aws.add_capacity_reservation(reservation)
@@ -36,7 +36,7 @@ def odcr(aws: OfflineAWS, count: int = 2, **changes: object) -> CapacityReservat
 
 
 def selecting(aws: OfflineAWS, *terms: dict) -> dict:
-    return aws.nodeclass(capacityReservationSelectorTerms=list(terms or [{"tags": {"team": "checkout"}}]))
+    return aws.nodeclass(capacityReservationSelectorTerms=list(terms or [{"tags": {"team": aws.cluster}}]))
 
 
 def request(name: str = "nc-r", *capacity_types: str,
@@ -47,12 +47,15 @@ def request(name: str = "nc-r", *capacity_types: str,
 
 async def test_selector_terms_resolve_into_the_nodeclass_status(aws: OfflineAWS, provider: AWSCloudProvider) -> None:
     odcr(aws)
-    odcr(aws, id="cr-0ffff000000000009", tags={"team": "search"})
+    odcr(aws, id="cr-0ffff000000000009", tags={"team": aws.cluster, "other": "yes"})
     other = "cr-0ffff000000000009"
     cases = [
-        ([{"tags": {"team": "checkout"}}], [ODCR]),
+        ([{"tags": {"team": aws.cluster}}], [ODCR, other]),
+        ([{"tags": {"other": "*"}}], [other]),
         ([{"id": ODCR}], [ODCR]),
-        ([{"instanceMatchCriteria": "targeted", "ownerID": aws.account_id, "tags": {"team": "*"}}], [ODCR, other]),
+        ([{"instanceMatchCriteria": "targeted", "ownerID": aws.account_id, "tags": {"team": aws.cluster}}],
+         [ODCR, other]),
+        ([{"instanceMatchCriteria": "targeted", "ownerID": "999999999999", "tags": {"team": aws.cluster}}], []),
         ([{"instanceMatchCriteria": "open"}], []),
         ([{"id": "cr-0000000000000dead"}], []),  # gone: selects nothing
     ]
@@ -60,7 +63,7 @@ async def test_selector_terms_resolve_into_the_nodeclass_status(aws: OfflineAWS,
         provider._nodeclass_cache.clear()
         status = await provider.nodeclass_status(selecting(aws, *terms))
         assert sorted(r["id"] for r in status.get("capacityReservations") or []) == expected, terms
-    [entry] = (await provider.nodeclass_status(selecting(aws)))["capacityReservations"]
+    [entry] = (await provider.nodeclass_status(selecting(aws, {"id": ODCR})))["capacityReservations"]
     assert entry == {"availabilityZone": "us-east-1b", "id": ODCR, "instanceMatchCriteria": "targeted",
                      "instanceType": "m5.large", "ownerID": aws.account_id, "reservationType": "default",
                      "interruptible": False, "state": "active"}
@@ -152,7 +155,7 @@ async def test_ec2_refusing_a_reserved_launch_marks_the_reservation_full(aws: Of
     await provider.instance_types(nodeclass)
     aws.add_capacity_reservation(CapacityReservation(  # someone else took the last instance
         id=ODCR, instance_type="m5.large", zone="us-east-1b", owner_id=aws.account_id, available=0, total=1,
-        tags={"team": "checkout"}))
+        tags={"team": aws.cluster}))
     with pytest.raises(InsufficientCapacityError):
         await provider.create(request("nc-1", "reserved"), nodeclass)
     assert provider.reservations.available(ODCR) == 0
@@ -163,7 +166,7 @@ async def test_a_capacity_block_launches_as_one(aws: OfflineAWS, provider: AWSCl
     end = datetime.now(UTC) + timedelta(days=1)
     aws.add_capacity_reservation(CapacityReservation(
         id=BLOCK, instance_type="g5.xlarge", zone="us-east-1a", owner_id=aws.account_id,
-        reservation_type="capacity-block", end_time=end, available=1, total=1, tags={"team": "checkout"}))
+        reservation_type="capacity-block", end_time=end, available=1, total=1, tags={"team": aws.cluster}))
     recorder = Recorder().attach(provider)
     instance = await provider.create(request("nc-b", types=("g5.xlarge",)), selecting(aws))
     assert instance.capacity_type == "reserved"
@@ -190,7 +193,7 @@ async def test_a_reservation_no_longer_selected_drifts(aws: OfflineAWS, provider
     instance = await provider.create(request(), nodeclass)
     assert await provider.is_drifted(instance, nodeclass) is None
     changed = copy.deepcopy(nodeclass)
-    changed["spec"]["capacityReservationSelectorTerms"] = [{"tags": {"team": "search"}}]
+    changed["spec"]["capacityReservationSelectorTerms"] = [{"tags": {"team": "nobody"}}]
     assert await provider.is_drifted(instance, changed) == CAPACITY_RESERVATION_DRIFT
 
 

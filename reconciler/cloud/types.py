@@ -70,6 +70,9 @@ class InstanceType:
     overhead: Resources = EMPTY
     offerings: tuple[Offering, ...] = ()
     labels: Mapping[str, str] = field(default_factory=dict)
+    # A NodeOverlay changed offering prices / added capacity (the claim's overlay annotations say so).
+    price_overlaid: bool = False
+    capacity_overlaid: bool = False
 
     @property
     def allocatable(self) -> Resources:
@@ -171,9 +174,9 @@ class LaunchRequest:
     # (None = unconstrained); an offering outside a reservation is allowed only when the key may be absent.
     reservation_ids: Sequence[str] | None = None
     excluded_reservation_ids: frozenset[str] = frozenset()
-    # ``karpenter.sh/price-overlay-applied``: a NodeOverlay set the prices the claim was planned with, so
-    # fleets launch by the claim's own price order (``price_overrides``) rather than EC2's list prices.
-    price_overrides: Mapping[tuple[str, str, str], float] = field(default_factory=dict)
+    # ``karpenter.sh/price-overlay-applied``: NodeOverlays set the prices the claim was planned with, so the
+    # provider launches by those prices (its ``price_overlays``) rather than by the catalogue's.
+    price_overlaid: bool = False
 
     def allows_zone(self, zone: str) -> bool:
         return zone not in self.excluded_zones and (self.zones is None or zone in self.zones)
@@ -235,7 +238,9 @@ class LaunchRequest:
             if permitted is not None:
                 allowed[key] = [v for v in permitted if v not in excluded[key]]
         ref = spec.get("nodeClassRef") or {}
+        annotations = metadata.get("annotations") or {}
         return cls(
+            price_overlaid=annotations.get(wk.PRICE_OVERLAY_APPLIED) == "true",
             nodeclaim=str(metadata.get("name", "")),
             nodepool=str(labels.get(wk.NODEPOOL, "")),
             nodeclass=str(ref.get("name", "")),

@@ -28,9 +28,10 @@ from reconciler.controllers.provisioner import Provisioner
 from reconciler.controllers.registration_health import RegistrationHealth
 from reconciler.controllers.runtime import CURRENT_CONTROLLER, ControllerContext, ControllerLog, NameGenerator
 from reconciler.controllers.state_metrics import StateMetrics
+from reconciler.controllers.nodeoverlay import NodeOverlayController
 from reconciler.controllers.status import StatusController
 from reconciler.controllers.termination import TerminationController
-from reconciler.kube.api import VOLUMEATTACHMENT
+from reconciler.kube.api import NODEOVERLAY, VOLUMEATTACHMENT
 from reconciler.kube.reflector import CLUSTER_STATE_KINDS, Backoff, Reflectors
 
 log = ControllerLog("manager")
@@ -92,6 +93,11 @@ class Reconciler:
             "nodeclaim.consolidation": self.consolidatable.run,
             "metrics": self.state_metrics.run,
         }
+        self.watched = WATCHED_KINDS
+        if ctx.settings.gate("NodeOverlay"):
+            self.nodeoverlay = NodeOverlayController(ctx, self.store)
+            self.loops["nodeoverlay"] = self.nodeoverlay.run
+            self.watched = (*WATCHED_KINDS, NODEOVERLAY)
         if disruption:
             self.loops["disruption"] = self.disruption.run
             self.loops["nodeclaim.disruption"] = self.drift.run
@@ -104,7 +110,7 @@ class Reconciler:
 
     async def run(self) -> None:
         reflectors = Reflectors(
-            self.ctx.kube, WATCHED_KINDS, on_upsert=self.store.upsert, on_delete=self.store.remove,
+            self.ctx.kube, self.watched, on_upsert=self.store.upsert, on_delete=self.store.remove,
             backoff=Backoff(initial=0.2, maximum=10.0),
         )
         tasks: list[asyncio.Task[None]] = []

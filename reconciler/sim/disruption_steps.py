@@ -39,7 +39,7 @@ INTERRUPTED = "Interrupted"
 async def _decide(cluster: SimulatedCluster) -> Any:
     env = cluster.env
     state = cluster.state()
-    types = await engine.types_by_nodepool(state, env.cloud)
+    types = await engine.types_by_nodepool(state, env.cloud, env.settings)
     return decide(state, types, env.settings, env.now, name_for=env.names)
 
 
@@ -63,7 +63,7 @@ async def disrupt_once(cluster: SimulatedCluster, record: dict[str, Any]) -> boo
         env.advance(env.settings.consolidation_validation_wait)
         await cluster.settle(record)
         state = cluster.state()
-        types = await engine.types_by_nodepool(state, env.cloud)
+        types = await engine.types_by_nodepool(state, env.cloud, env.settings)
         checked = validate(command, state, types, env.settings, env.now)
         if not checked.valid or checked.command is None:
             record["events"].append(
@@ -107,10 +107,12 @@ async def disrupt_once(cluster: SimulatedCluster, record: dict[str, Any]) -> boo
                 "zone": labels.get(wk.ZONE),
                 "capacityType": labels.get(wk.CAPACITY_TYPE),
                 "price": env.cloud.price_of(
-                    labels.get(wk.INSTANCE_TYPE, ""), labels.get(wk.ZONE, ""), labels.get(wk.CAPACITY_TYPE, "")
+                    labels.get(wk.INSTANCE_TYPE, ""), labels.get(wk.ZONE, ""), labels.get(wk.CAPACITY_TYPE, ""),
+                    nodepool=replacement.nodepool,
                 ),
                 "priceSource": env.cloud.price_source_of(
-                    labels.get(wk.INSTANCE_TYPE, ""), labels.get(wk.ZONE, ""), labels.get(wk.CAPACITY_TYPE, "")
+                    labels.get(wk.INSTANCE_TYPE, ""), labels.get(wk.ZONE, ""), labels.get(wk.CAPACITY_TYPE, ""),
+                    nodepool=replacement.nodepool,
                 ) or None,
                 "instanceTypeOptions": list(replacement.instance_type_options),
                 "pods": list(replacement.pods),

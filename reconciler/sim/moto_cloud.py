@@ -27,6 +27,7 @@ What the simulated cloud gets from the catalogue, moto gets this way:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -36,6 +37,7 @@ from reconciler.cloud.aws.capacityreservation import RESERVED_PRICE_DIVISOR, Cap
 from reconciler.cloud.aws.ice import UnavailableOfferings
 from reconciler.cloud.aws.instances import provider_id
 from reconciler.cloud.aws.offline import DISCOVERY_TAG, MotoCloud, open_moto_cloud
+from reconciler.cloud.overlay import OverlayBook
 from reconciler.cloud.types import Instance, InstanceType, LaunchRequest, Offering
 from reconciler.sim.catalog import build_catalog, build_reservations, preset_region
 from reconciler.sim.scenario import ScenarioError
@@ -113,6 +115,7 @@ class MotoSimulatedCloud:
         except ValueError as err:
             raise ScenarioError(f"--cloud moto: {err}") from None
         self.provider = self.moto.provider
+        self.price_overlays: OverlayBook | None = None  # see SimulatedCloud.price_overlays
         self._default_nodeclass = self.moto.env.nodeclass(DEFAULT_NODECLASS)
         self._aliases: dict[str, str] = {}  # scenario providerID -> moto providerID
         for instance_type in self._types.values():
@@ -131,17 +134,29 @@ class MotoSimulatedCloud:
             )
 
     # -- what the simulator asks beyond CloudProvider -------------------------------------------
-    def price_of(self, instance_type: str, zone: str, capacity_type: str) -> float | None:
+    def _offering(self, instance_type: str, zone: str, capacity_type: str) -> Offering | None:
         if capacity_type == "reserved":  # prepaid: Karpenter's on-demand / 10^7, as the provider prices it
-            on_demand = self.price_of(instance_type, zone, "on-demand")
-            return None if on_demand is None else on_demand / RESERVED_PRICE_DIVISOR
-        found = self._prices.offering(capacity_type, instance_type, zone)
-        return None if found is None else found.price
+            on_demand = self._prices.offering("on-demand", instance_type, zone)
+            return None if on_demand is None else replace(
+                on_demand, capacity_type="reserved", price=on_demand.price / RESERVED_PRICE_DIVISOR,
+                price_source=RESERVED_PRICE_SOURCE)
+        return self._prices.offering(capacity_type, instance_type, zone)
 
-    def price_source_of(self, instance_type: str, zone: str, capacity_type: str) -> str:
-        if capacity_type == "reserved":
-            return RESERVED_PRICE_SOURCE if self.price_of(instance_type, zone, capacity_type) is not None else ""
-        return self._prices.source_of(capacity_type, instance_type, zone)
+    def price_of(self, instance_type: str, zone: str, capacity_type: str, nodepool: str | None = None) -> float | None:
+        found = self._offering(instance_type, zone, capacity_type)
+        if found is None:
+            return None
+        if nodepool and self.price_overlays is not None:
+            return self.price_overlays.price(nodepool, instance_type, found)[0]
+        return found.price
+
+    def price_source_of(self, instance_type: str, zone: str, capacity_type: str, nodepool: str | None = None) -> str:
+        found = self._offering(instance_type, zone, capacity_type)
+        if found is None:
+            return ""
+        if nodepool and self.price_overlays is not None:
+            return self.price_overlays.price(nodepool, instance_type, found)[1]
+        return found.price_source
 
     async def capacity_reservations(self, ids: list[str]) -> dict[str, CapacityReservation]:
         return await self.provider.capacity_reservations(ids)

@@ -138,6 +138,7 @@ class Simulation:
         except Exception as err:  # duplicate names and the like
             raise ScenarioError(f"objects: {err}") from None
         await self.cluster.sync_nodeclass_status()
+        await self.cluster.publish_overlays()
         await self.workloads.reconcile()
 
     def _adopt_instance(self, node: Mapping[str, Any], path: str) -> None:
@@ -222,6 +223,8 @@ class Simulation:
             for obj in expand_pod_replicas(manifest):
                 await self._apply_object(obj, f"{step.path}.apply[{index}]")
         await self.cluster.sync_nodeclass_status()
+        await self.cluster.publish_overlays()
+        await self.cluster.publish_overlays()
         await self.workloads.reconcile()
         await self.cluster.settle(record)
 

@@ -200,9 +200,12 @@ def create_fleet_request(
     context: str | None = None,
     *,
     target: str = "",
+    prioritized: bool = False,
 ) -> dict[str, Any]:
     """``target``: the ``DefaultTargetCapacityType`` when it differs from ``capacity_type`` (reserved
-    launches, see ``target_capacity_type``)."""
+    launches, see ``target_capacity_type``). ``prioritized``: NodeOverlays priced the offerings, so EC2
+    follows their order (each override's ``Priority`` is its overlaid price; lower goes first) instead of
+    its own prices: ``prioritized`` on-demand, ``capacity-optimized-prioritized`` spot, as upstream."""
     target = target or capacity_type
     request: dict[str, Any] = {
         "Type": "instant",
@@ -216,6 +219,7 @@ def create_fleet_request(
                         "SubnetId": o.subnet_id,
                         "AvailabilityZone": o.zone,
                         "ImageId": o.image_id,
+                        **({"Priority": o.price} if prioritized else {}),
                     }
                     for o in overrides
                 ],
@@ -225,11 +229,12 @@ def create_fleet_request(
         "TagSpecifications": [dict(t) for t in tag_specifications],
     }
     if capacity_type == "spot":
-        request["SpotOptions"] = {"AllocationStrategy": "price-capacity-optimized"}
+        strategy = "capacity-optimized-prioritized" if prioritized else "price-capacity-optimized"
+        request["SpotOptions"] = {"AllocationStrategy": strategy}
     elif target == "reserved-capacity":
         request["ReservedCapacityOptions"] = {"ReservationTypes": ["interruptible-capacity-reservation"]}
     elif target != "capacity-block":  # a capacity-block fleet takes no on-demand options
-        request["OnDemandOptions"] = {"AllocationStrategy": "lowest-price"}
+        request["OnDemandOptions"] = {"AllocationStrategy": "prioritized" if prioritized else "lowest-price"}
     if context:
         request["Context"] = context
     return request

@@ -143,6 +143,7 @@ class Launcher:
             owned.tag_specifications(["instance", "volume", "fleet"], tags),
             context=resolved.spec.get("context"),
             target=fleets.target_capacity_type(capacity_type, chosen),
+            prioritized=request.price_overlaid,
         )
         all_overrides = [o for overrides in groups.overrides.values() for o in overrides]
         try:

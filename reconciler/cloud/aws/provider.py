@@ -19,7 +19,7 @@ import builtins
 import json
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -49,6 +49,7 @@ from reconciler.cloud.aws.pricing import PriceSource, PricingProvider
 from reconciler.cloud.aws.reservations import CapacityReservationProvider
 from reconciler.cloud.aws.typeprovider import InstanceTypeProvider
 from reconciler.cloud.aws.userdata import ClusterInfo
+from reconciler.cloud.overlay import OverlayBook, launch_price
 from reconciler.cloud.types import (
     CloudError,
     Instance,
@@ -158,6 +159,8 @@ class AWSCloudProvider:
             reservations=self.reservations, targeted=config.reserved_capacity,
         )
         self._nodeclass_cache: dict[str, _CachedNodeClass] = {}
+        # The NodeOverlays in effect (``cloud.overlay.publish``): claims planned with them launch by them.
+        self.price_overlays: OverlayBook | None = None
 
     def close(self) -> None:
         self.caller.close()
@@ -233,6 +236,12 @@ class AWSCloudProvider:
             ).values()
         }
         candidates = fleets.candidates_for(request, types, launchable)
+        if request.price_overlaid and self.price_overlays is not None:  # offerings at the prices it was planned by
+            candidates = [
+                fleets.Candidate(c.instance_type, replace(
+                    c.offering, price=launch_price(self.price_overlays, request, c.instance_type.name, c.offering)))
+                for c in candidates
+            ]
         capacity_type, chosen = fleets.select_offerings(request, candidates)
         if not chosen:
             raise InsufficientCapacityError(

@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from reconciler.cloud.aws import capacityreservation as reservations
+from reconciler.cloud.overlay import launch_price
 from reconciler.cloud.types import (
     UNAVAILABLE_OFFERING_TTL_SECONDS,
     Instance,
@@ -40,6 +41,7 @@ from reconciler.model import labels as wk
 
 if TYPE_CHECKING:
     from reconciler.cloud.aws.preset import PresetShaper
+    from reconciler.cloud.overlay import OverlayBook
 
 
 class SimulatedUnavailableOfferings:
@@ -81,6 +83,8 @@ class SimulatedCloud:
         self.reservations = {r.id: r for r in capacity_reservations}
         self.reservation_left = {r.id: r.available for r in self.reservations.values()}
         self.reserved_capacity = reserved_capacity  # the ReservedCapacity gate
+        # The NodeOverlays in effect, as the engine last evaluated them (``sim.engine.types_by_nodepool``).
+        self.price_overlays: OverlayBook | None = None
         self._clock = clock
         self._shaper = shaper
         self._version = 0  # bumped whenever an offering's availability changes
@@ -157,14 +161,23 @@ class SimulatedCloud:
                                price=on_demand.price / reservations.RESERVED_PRICE_DIVISOR)
         return None
 
-    def price_of(self, instance_type: str, zone: str, capacity_type: str) -> float | None:
-        """The offering's price; None when the catalogue has no such offering (never a made-up 0)."""
+    def price_of(self, instance_type: str, zone: str, capacity_type: str, nodepool: str | None = None) -> float | None:
+        """The offering's price; None when the catalogue has no such offering (never a made-up 0). With a
+        ``nodepool``, the NodeOverlays the engine last evaluated (``price_overlays``) are in effect."""
         offering = self.offering(instance_type, zone, capacity_type)
-        return None if offering is None else offering.price
+        if offering is None:
+            return None
+        if nodepool and self.price_overlays is not None:
+            return self.price_overlays.price(nodepool, instance_type, offering)[0]
+        return offering.price
 
-    def price_source_of(self, instance_type: str, zone: str, capacity_type: str) -> str:
+    def price_source_of(self, instance_type: str, zone: str, capacity_type: str, nodepool: str | None = None) -> str:
         offering = self.offering(instance_type, zone, capacity_type)
-        return "" if offering is None else offering.price_source
+        if offering is None:
+            return ""
+        if nodepool and self.price_overlays is not None:
+            return self.price_overlays.price(nodepool, instance_type, offering)[1]
+        return offering.price_source
 
     # -- CloudProvider ---------------------------------------------------------------------
     async def instance_types(self, nodeclass: Mapping[str, Any] | None) -> list[InstanceType]:
@@ -348,7 +361,8 @@ class SimulatedCloud:
                     reserved_first = 1
                 else:
                     reserved_first = 2 if offering.interruptible else 0
-                rank = (reserved_first, offering.price, position, offering.zone)
+                price = launch_price(self.price_overlays, request, instance_type.name, offering)
+                rank = (reserved_first, price, position, offering.zone)
                 if best is None or rank < best[0]:
                     best = (rank, instance_type, offering)
         return None if best is None else (best[1], best[2])

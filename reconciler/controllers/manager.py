@@ -23,12 +23,12 @@ from reconciler.controllers.garbage import GarbageCollector
 from reconciler.controllers.hashes import HashStamper
 from reconciler.controllers.lifecycle import NodeClaimLifecycle
 from reconciler.controllers.nodeclass_termination import NodeClassTermination
+from reconciler.controllers.nodeoverlay import NodeOverlayController
 from reconciler.controllers.podevents import PodEventsController
 from reconciler.controllers.provisioner import Provisioner
 from reconciler.controllers.registration_health import RegistrationHealth
 from reconciler.controllers.runtime import CURRENT_CONTROLLER, ControllerContext, ControllerLog, NameGenerator
 from reconciler.controllers.state_metrics import StateMetrics
-from reconciler.controllers.nodeoverlay import NodeOverlayController
 from reconciler.controllers.status import StatusController
 from reconciler.controllers.termination import TerminationController
 from reconciler.kube.api import NODEOVERLAY, VOLUMEATTACHMENT

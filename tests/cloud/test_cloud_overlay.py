@@ -76,7 +76,8 @@ def test_a_percentage_overlay_on_a_family_and_capacity_type() -> None:
     m5 = next(t for t in applied if t.name == "m5.large")
     assert m5.price_overlaid and not m5.capacity_overlaid
     assert m5.offerings[0].price_source.startswith("NodeOverlay sp (priceAdjustment -30%)")
-    assert book.condition(savings) == (True, "ValidationSucceeded", "applies to 1 instance type(s) across the NodePools")
+    assert book.condition(savings) == (
+        True, "ValidationSucceeded", "applies to 1 instance type(s) across the NodePools")
 
 
 def test_overlays_select_by_nodepool_and_its_labels() -> None:

@@ -141,3 +141,19 @@ def test_bad_reservations_are_named(change: dict[str, Any], message: str) -> Non
     document["catalog"]["capacityReservations"][0].update(change)
     with pytest.raises(ScenarioError, match=re.escape(message)):
         run(document)
+
+
+def test_a_reservation_interruption_drains_the_node_and_marks_the_reservation_full() -> None:
+    document = scenario()
+    document["objects"][2]["spec"]["replicas"] = 2
+    document["catalog"]["capacityReservations"][0]["totalInstanceCount"] = 3
+    document["steps"] = [{"provision": {}}]
+    first = run(document)
+    node = first["final"]["nodes"][0]["name"]
+    document["steps"] = [{"provision": {}},
+                         {"interrupt": {"node": node, "kind": "capacity_reservation_interrupted"}}]
+    result = run(document)
+    [interrupted] = result["steps"][1]["disrupted"]
+    assert (interrupted["node"], interrupted["reason"]) == (node, "Interrupted")
+    # Two instances were left in the reservation, but EC2 is reclaiming it: the pods go elsewhere.
+    assert {item["capacityType"] for item in result["steps"][1]["launched"]} == {"spot"}

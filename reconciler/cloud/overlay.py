@@ -315,6 +315,14 @@ def publish(cloud: Any, book: OverlayBook) -> None:
         target.price_overlays = book
 
 
+def priced(book: OverlayBook | None, nodepool: str | None, instance_type: str,
+           offering: Offering) -> tuple[float, str]:
+    """An offering's price and its source in ``nodepool`` with the overlays in effect (none without a pool)."""
+    if nodepool and book is not None:
+        return book.price(nodepool, instance_type, offering)
+    return offering.price, offering.price_source
+
+
 def launch_price(book: OverlayBook | None, request: Any, instance_type: str, offering: Offering) -> float:
     """What an offering costs for this launch: the overlaid price when the claim was planned with overlays."""
     if book is None or not request.price_overlaid or not request.nodepool:

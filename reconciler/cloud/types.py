@@ -46,13 +46,7 @@ class Offering:
 
     def reservation_labels(self) -> dict[str, str]:
         """The labels a node launched into this offering's reservation carries (none for other offerings)."""
-        if not self.reservation_id:
-            return {}
-        return {
-            wk.CAPACITY_RESERVATION_ID: self.reservation_id,
-            wk.CAPACITY_RESERVATION_TYPE: self.reservation_type or wk.RESERVATION_TYPE_DEFAULT,
-            wk.CAPACITY_RESERVATION_INTERRUPTIBLE: "true" if self.interruptible else "false",
-        }
+        return wk.reservation_labels(self.reservation_id, self.reservation_type, self.interruptible)
 
 
 @dataclass(slots=True)

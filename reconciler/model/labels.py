@@ -75,6 +75,18 @@ CAPACITY_RESERVATION_INTERRUPTIBLE = "karpenter.k8s.aws/capacity-reservation-int
 RESERVATION_LABELS = (CAPACITY_RESERVATION_ID, CAPACITY_RESERVATION_TYPE, CAPACITY_RESERVATION_INTERRUPTIBLE)
 RESERVATION_TYPE_DEFAULT = "default"
 RESERVATION_TYPE_CAPACITY_BLOCK = "capacity-block"
+
+
+def reservation_labels(reservation_id: str, reservation_type: str, interruptible: bool) -> dict[str, str]:
+    """The labels of a node launched into a capacity reservation (none when ``reservation_id`` is empty)."""
+    if not reservation_id:
+        return {}
+    return {
+        CAPACITY_RESERVATION_ID: reservation_id,
+        CAPACITY_RESERVATION_TYPE: reservation_type or RESERVATION_TYPE_DEFAULT,
+        CAPACITY_RESERVATION_INTERRUPTIBLE: "true" if interruptible else "false",
+    }
+
 # NodeClaim annotations saying a NodeOverlay changed the prices / capacity it was planned with.
 PRICE_OVERLAY_APPLIED = "karpenter.sh/price-overlay-applied"
 CAPACITY_OVERLAY_APPLIED = "karpenter.sh/capacity-overlay-applied"

@@ -37,7 +37,7 @@ from reconciler.cloud.aws.capacityreservation import RESERVED_PRICE_DIVISOR, Cap
 from reconciler.cloud.aws.ice import UnavailableOfferings
 from reconciler.cloud.aws.instances import provider_id
 from reconciler.cloud.aws.offline import DISCOVERY_TAG, MotoCloud, open_moto_cloud
-from reconciler.cloud.overlay import OverlayBook
+from reconciler.cloud.overlay import OverlayBook, priced
 from reconciler.cloud.types import Instance, InstanceType, LaunchRequest, Offering
 from reconciler.sim.catalog import build_catalog, build_reservations, preset_region
 from reconciler.sim.scenario import ScenarioError
@@ -144,19 +144,11 @@ class MotoSimulatedCloud:
 
     def price_of(self, instance_type: str, zone: str, capacity_type: str, nodepool: str | None = None) -> float | None:
         found = self._offering(instance_type, zone, capacity_type)
-        if found is None:
-            return None
-        if nodepool and self.price_overlays is not None:
-            return self.price_overlays.price(nodepool, instance_type, found)[0]
-        return found.price
+        return None if found is None else priced(self.price_overlays, nodepool, instance_type, found)[0]
 
     def price_source_of(self, instance_type: str, zone: str, capacity_type: str, nodepool: str | None = None) -> str:
         found = self._offering(instance_type, zone, capacity_type)
-        if found is None:
-            return ""
-        if nodepool and self.price_overlays is not None:
-            return self.price_overlays.price(nodepool, instance_type, found)[1]
-        return found.price_source
+        return "" if found is None else priced(self.price_overlays, nodepool, instance_type, found)[1]
 
     async def capacity_reservations(self, ids: list[str]) -> dict[str, CapacityReservation]:
         return await self.provider.capacity_reservations(ids)

@@ -126,12 +126,6 @@ class CapacityReservation:
             entry["endTime"] = self.end_time.strftime("%Y-%m-%dT%H:%M:%SZ")
         return entry
 
-    def labels(self) -> dict[str, str]:
-        return {
-            wk.CAPACITY_RESERVATION_ID: self.id,
-            wk.CAPACITY_RESERVATION_TYPE: self.reservation_type,
-            wk.CAPACITY_RESERVATION_INTERRUPTIBLE: "true" if self.interruptible else "false",
-        }
 
 
 def _utc(moment: datetime) -> datetime:

@@ -49,13 +49,7 @@ class InstanceRecord:
     interruptible: bool = False
 
     def reservation_labels(self) -> dict[str, str]:
-        if not self.capacity_reservation_id:
-            return {}
-        return {
-            wk.CAPACITY_RESERVATION_ID: self.capacity_reservation_id,
-            wk.CAPACITY_RESERVATION_TYPE: self.reservation_type or wk.RESERVATION_TYPE_DEFAULT,
-            wk.CAPACITY_RESERVATION_INTERRUPTIBLE: "true" if self.interruptible else "false",
-        }
+        return wk.reservation_labels(self.capacity_reservation_id, self.reservation_type, self.interruptible)
 
     @property
     def provider_id(self) -> str:

@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from reconciler.cloud.aws import capacityreservation as reservations
-from reconciler.cloud.overlay import launch_price
+from reconciler.cloud.overlay import launch_price, priced
 from reconciler.cloud.types import (
     UNAVAILABLE_OFFERING_TTL_SECONDS,
     Instance,
@@ -165,19 +165,11 @@ class SimulatedCloud:
         """The offering's price; None when the catalogue has no such offering (never a made-up 0). With a
         ``nodepool``, the NodeOverlays the engine last evaluated (``price_overlays``) are in effect."""
         offering = self.offering(instance_type, zone, capacity_type)
-        if offering is None:
-            return None
-        if nodepool and self.price_overlays is not None:
-            return self.price_overlays.price(nodepool, instance_type, offering)[0]
-        return offering.price
+        return None if offering is None else priced(self.price_overlays, nodepool, instance_type, offering)[0]
 
     def price_source_of(self, instance_type: str, zone: str, capacity_type: str, nodepool: str | None = None) -> str:
         offering = self.offering(instance_type, zone, capacity_type)
-        if offering is None:
-            return ""
-        if nodepool and self.price_overlays is not None:
-            return self.price_overlays.price(nodepool, instance_type, offering)[1]
-        return offering.price_source
+        return "" if offering is None else priced(self.price_overlays, nodepool, instance_type, offering)[1]
 
     # -- CloudProvider ---------------------------------------------------------------------
     async def instance_types(self, nodeclass: Mapping[str, Any] | None) -> list[InstanceType]:

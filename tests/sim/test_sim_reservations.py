@@ -157,3 +157,20 @@ def test_a_reservation_interruption_drains_the_node_and_marks_the_reservation_fu
     assert (interrupted["node"], interrupted["reason"]) == (node, "Interrupted")
     # Two instances were left in the reservation, but EC2 is reclaiming it: the pods go elsewhere.
     assert {item["capacityType"] for item in result["steps"][1]["launched"]} == {"spot"}
+
+
+def test_the_real_aws_provider_on_moto_decides_the_same() -> None:
+    """``simulate --cloud moto``: DescribeCapacityReservations, targeted launch templates, CreateFleet and
+    DescribeInstances (moto patched with reservations) give the same result document as the simulated cloud."""
+    document = scenario()
+    simulated = run(document)
+    on_moto = run_scenario(parse_scenario(scenario()), cloud="moto")
+
+    def decisions(result: dict[str, Any]) -> Any:
+        return ([[(i["instanceType"], i["zone"], i["capacityType"], i["price"]) for i in s["launched"]]
+                 for s in result["steps"]],
+                [[(d["reason"], d["action"]) for d in s["disrupted"]] for s in result["steps"]],
+                result["final"]["costPerHour"])
+
+    assert decisions(on_moto) == decisions(simulated)
+    assert {i["capacityType"] for i in on_moto["steps"][0]["launched"]} == {"reserved"}

@@ -192,11 +192,21 @@ def _instance_requirements(pool: NodePool, instance_type: InstanceType) -> Requi
     return type_requirements(every).merge(Requirements.from_labels(labels))
 
 
-def _selected(pool: NodePool, instance_type: InstanceType, overlay: Overlay) -> list[Offering]:
-    if _instance_requirements(pool, instance_type).compatible(overlay.requirements) is not None:
-        return []
-    key = offering_key(overlay.requirements)
-    return [o for o in instance_type.offerings if offering_allowed(o, *key)]
+class _Matcher:
+    """The types' requirements, built once per evaluation (every overlay is checked against every type)."""
+
+    def __init__(self) -> None:
+        self._requirements: dict[tuple[str, int], Requirements] = {}
+
+    def selected(self, pool: NodePool, instance_type: InstanceType, overlay: Overlay) -> list[Offering]:
+        key = (pool.name, id(instance_type))
+        requirements = self._requirements.get(key)
+        if requirements is None:
+            requirements = self._requirements[key] = _instance_requirements(pool, instance_type)
+        if requirements.compatible(overlay.requirements) is not None:
+            return []
+        allowed = offering_key(overlay.requirements)
+        return [o for o in instance_type.offerings if offering_allowed(o, *allowed)]
 
 
 def evaluate(
@@ -208,6 +218,7 @@ def evaluate(
     book = OverlayBook()
     ordered = by_weight(overlays)
     book.names = tuple(o.name for o in ordered)
+    matcher = _Matcher()
     for overlay in ordered:
         if overlay.problem:
             continue
@@ -215,7 +226,7 @@ def evaluate(
             (pool_name, instance_type, offerings)
             for pool_name, pool in sorted(pools.items())
             for instance_type in types_by_pool.get(pool_name, ())
-            if (offerings := _selected(pool, instance_type, overlay))
+            if (offerings := matcher.selected(pool, instance_type, overlay))
         ]
         conflict = _conflict(book, overlay, matches)
         if conflict:

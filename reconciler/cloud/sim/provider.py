@@ -89,6 +89,7 @@ class SimulatedCloud:
         self._shaper = shaper
         self._version = 0  # bumped whenever an offering's availability changes
         self._shaped: dict[str, tuple[int, list[InstanceType]]] = {}  # NodeClass shape key -> its types
+        self._listed: tuple[int, list[InstanceType]] = (-1, [])
         self._instances: dict[str, Instance] = {}
         self._launches = 0
         self._restore: dict[tuple[str, str, str], datetime] = {}  # (type, zone, capacity type) -> available again
@@ -97,8 +98,12 @@ class SimulatedCloud:
 
     # -- catalogue -------------------------------------------------------------------------
     def catalog(self) -> list[InstanceType]:
+        """The types now; the same list object while nothing changed (so per-list evaluations, such as the
+        NodeOverlays', are kept between passes). Callers must not modify it."""
         self._restore_expired()
-        return list(self._types.values())
+        if self._listed[0] != self._version:
+            self._listed = (self._version, list(self._types.values()))
+        return self._listed[1]
 
     def mark_unavailable(
         self, instance_type: str, zone: str | None, capacity_type: str | None, *, until: datetime | None = None

@@ -46,6 +46,9 @@ def cluster_role_rules() -> list[Rule]:
         _rule("", ["events"], ("create", "patch")),
         _rule("karpenter.sh", ["nodepools", "nodeclaims"], CRUD),
         _rule("karpenter.sh", ["nodepools/status", "nodeclaims/status"], STATUS_WRITE),
+        # NodeOverlays (gate NodeOverlay): watched by the scheduler, their validation written to status.
+        _rule("karpenter.sh", ["nodeoverlays"], READ),
+        _rule("karpenter.sh", ["nodeoverlays/status"], STATUS_WRITE),
         _rule("karpenter.k8s.aws", ["ec2nodeclasses"], CRUD),
         _rule("karpenter.k8s.aws", ["ec2nodeclasses/status"], STATUS_WRITE),
     ]

@@ -115,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_insight_commands(commands)
 
     crds = commands.add_parser(
-        "crds", help="print the CustomResourceDefinitions (NodePool, NodeClaim, EC2NodeClass)"
+        "crds", help="print the CustomResourceDefinitions (NodePool, NodeClaim, EC2NodeClass, NodeOverlay)"
     )
     crds.set_defaults(handler=_crds)
     return parser

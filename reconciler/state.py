@@ -41,6 +41,7 @@ _RAW_KINDS = {
     "CSINode": "csi_nodes",
     "Namespace": "namespaces",
     "EC2NodeClass": "nodeclasses",
+    "NodeOverlay": "nodeoverlays",
     "Deployment": "deployments",
     "ReplicaSet": "replicasets",
     "StatefulSet": "statefulsets",
@@ -73,6 +74,7 @@ class ClusterState:
         self.csi_nodes: dict[str, Manifest] = {}
         self.namespaces: dict[str, Manifest] = {}
         self.nodeclasses: dict[str, Manifest] = {}
+        self.nodeoverlays: dict[str, Manifest] = {}
         self.deployments: dict[str, Manifest] = {}
         self.replicasets: dict[str, Manifest] = {}
         self.statefulsets: dict[str, Manifest] = {}

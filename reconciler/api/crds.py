@@ -1,4 +1,4 @@
-"""CustomResourceDefinitions for NodePool, NodeClaim and EC2NodeClass, generated from the models.
+"""CustomResourceDefinitions for NodePool, NodeClaim, EC2NodeClass and NodeOverlay, generated from the models.
 
 ``python -m reconciler crds`` prints :func:`crds_yaml`; the Pulumi component
 applies :func:`generate_crds`.
@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from .ec2nodeclass import EC2NodeClass
 from .nodeclaim import NodeClaim
+from .nodeoverlay import NodeOverlay
 from .nodepool import NodePool
 from .schema import structural_schema
 
@@ -50,6 +51,11 @@ NODECLAIM_COLUMNS = [
     _column("NodeClass", ".spec.nodeClassRef.name", priority=1),
     _column("Drifted", '.status.conditions[?(@.type=="Drifted")].status', priority=1),
 ]
+NODEOVERLAY_COLUMNS = [
+    _column("Ready", _READY),
+    _AGE,
+    _column("Weight", ".spec.weight", "integer", priority=1),
+]
 EC2NODECLASS_COLUMNS = [
     _column("Ready", _READY),
     _AGE,
@@ -65,6 +71,7 @@ def _crd(
     columns: list[dict[str, Any]],
     short_names: list[str] | None = None,
     scale: bool = False,
+    version: str = "v1",
 ) -> dict[str, Any]:
     kind = str(model.model_fields["kind"].default)
     names: dict[str, Any] = {
@@ -91,7 +98,7 @@ def _crd(
             "scope": "Cluster",
             "versions": [
                 {
-                    "name": "v1",
+                    "name": version,
                     "served": True,
                     "storage": True,
                     "additionalPrinterColumns": columns,
@@ -104,7 +111,7 @@ def _crd(
 
 
 def generate_crds() -> list[dict[str, Any]]:
-    """The three CRDs (NodePool, NodeClaim, EC2NodeClass) as plain dicts, fresh copies on every call."""
+    """The four CRDs (NodePool, NodeClaim, EC2NodeClass, NodeOverlay) as plain dicts, fresh copies on every call."""
     crds = [
         _crd(NodePool, group="karpenter.sh", plural="nodepools", columns=NODEPOOL_COLUMNS, scale=True),
         _crd(NodeClaim, group="karpenter.sh", plural="nodeclaims", columns=NODECLAIM_COLUMNS),
@@ -115,6 +122,8 @@ def generate_crds() -> list[dict[str, Any]]:
             columns=EC2NODECLASS_COLUMNS,
             short_names=["ec2nc", "ec2ncs"],
         ),
+        _crd(NodeOverlay, group="karpenter.sh", plural="nodeoverlays", columns=NODEOVERLAY_COLUMNS,
+             short_names=["overlays"], version="v1alpha1"),
     ]
     return copy.deepcopy(crds)
 

@@ -10,15 +10,17 @@ from pydantic import ValidationError
 from .ec2nodeclass import EC2NodeClass
 from .errors import Problem, ValidationFailure, failure_from
 from .nodeclaim import NodeClaim
+from .nodeoverlay import NodeOverlay
 from .nodepool import NodePool
 from .schema import error_schema
 
-KarpenterObject = NodePool | NodeClaim | EC2NodeClass
+KarpenterObject = NodePool | NodeClaim | EC2NodeClass | NodeOverlay
 
-KINDS: dict[tuple[str, str], type[NodePool] | type[NodeClaim] | type[EC2NodeClass]] = {
+KINDS: dict[tuple[str, str], type[NodePool] | type[NodeClaim] | type[EC2NodeClass] | type[NodeOverlay]] = {
     ("karpenter.sh/v1", "NodePool"): NodePool,
     ("karpenter.sh/v1", "NodeClaim"): NodeClaim,
     ("karpenter.k8s.aws/v1", "EC2NodeClass"): EC2NodeClass,
+    ("karpenter.sh/v1alpha1", "NodeOverlay"): NodeOverlay,
 }
 
 
@@ -27,7 +29,7 @@ def is_karpenter_manifest(manifest: Mapping[str, Any]) -> bool:
 
 
 def parse_object(manifest: Mapping[str, Any], prefix: str = "") -> KarpenterObject:
-    """Validate ``manifest`` as a NodePool, NodeClaim or EC2NodeClass (chosen by apiVersion and kind).
+    """Validate ``manifest`` as a NodePool, NodeClaim, EC2NodeClass or NodeOverlay (by apiVersion and kind).
 
     Raises :class:`ValidationFailure` with one ``path: message`` line per problem; ``prefix``
     (e.g. ``adze:nodePools[1]``) is put in front of every path.

@@ -24,7 +24,6 @@ from typing import Any
 
 IMPLEMENTED = "implemented"
 UNSUPPORTED = "unsupported"
-CAPACITY = "parity-capacity"  # issue 26 items 3 (capacity reservations) and 5 (NodeOverlay)
 LAUNCH = "parity-launch"  # issue 26 items 6 (AMI families' kubelet, RAID0) and 8 (EFA, networking, ...)
 
 
@@ -58,6 +57,9 @@ def unsupported(message: str, *, owner: str = "", applies: Callable[[Mapping[str
 _T = "tests/"
 SCHED = _T + "scheduling/test_sched_basics.py::"
 DRIFT = _T + "disruption/test_disruption_drift.py::"
+RESERVATIONS_MOTO = _T + "cloud/aws/test_aws_reservations_moto.py::"
+OVERLAY = _T + "cloud/test_cloud_overlay.py::"
+OVERLAY_LIVE = _T + "controllers/test_ctrl_nodeoverlay.py::"
 CONSOL = _T + "disruption/test_disruption_consolidation.py::"
 BUDGETS = _T + "disruption/test_disruption_budgets.py::"
 STATUS = _T + "controllers/test_ctrl_status.py::"
@@ -150,9 +152,10 @@ EC2NODECLASS: dict[str, Support] = {
     "metadata": _API_OBJECT,
     "spec.subnetSelectorTerms": implemented(NODECLASS_STATUS),
     "spec.securityGroupSelectorTerms": implemented(NODECLASS_STATUS),
-    "spec.capacityReservationSelectorTerms": unsupported(
-        "capacity reservations are not used: instances launch as on-demand or spot outside any reservation",
-        owner=CAPACITY),
+    "spec.capacityReservationSelectorTerms": implemented(
+        RESERVATIONS_MOTO + "test_selector_terms_resolve_into_the_nodeclass_status", gate="ReservedCapacity",
+        note="launch and consolidation: tests/sim/test_sim_reservations.py::"
+             "test_targeted_reservation_is_launched_into_and_consolidation_keeps_it"),
     "spec.placementGroupSelector": implemented(
         FEATURES + "test_placement_group_selected_by_name_places_and_labels_the_nodes",
         note="partition placement groups are refused: PlacementGroupReady False, PlacementGroupStrategyUnsupported"),
@@ -186,13 +189,32 @@ EC2NODECLASS: dict[str, Support] = {
     "status.conditions": implemented(STATUS + "test_a_provider_that_resolves_nodeclasses_reports_their_status"),
     "status.subnets": implemented(NODECLASS_STATUS),
     "status.securityGroups": implemented(NODECLASS_STATUS),
-    "status.capacityReservations": unsupported(
-        "status.capacityReservations is never written (capacity reservations are not resolved)", owner=CAPACITY),
+    "status.capacityReservations": implemented(
+        RESERVATIONS_MOTO + "test_selector_terms_resolve_into_the_nodeclass_status", gate="ReservedCapacity"),
     "status.amis": implemented(NODECLASS_STATUS),
     "status.instanceProfile": implemented(NODECLASS_STATUS),
 }
 
-FIELDS: dict[str, dict[str, Support]] = {"NodePool": NODEPOOL, "NodeClaim": NODECLAIM, "EC2NodeClass": EC2NODECLASS}
+# karpenter.sh/v1alpha1 NodeOverlay: served, and acted on only while the NodeOverlay gate is on.
+NODEOVERLAY: dict[str, Support] = {
+    "apiVersion": _API_OBJECT,
+    "kind": _API_OBJECT,
+    "metadata": _API_OBJECT,
+    "spec.requirements": implemented(OVERLAY + "test_overlays_select_by_nodepool_and_its_labels", gate="NodeOverlay"),
+    "spec.price": implemented(OVERLAY_LIVE + "test_an_overlay_price_decides_what_the_live_provisioner_launches",
+                              gate="NodeOverlay"),
+    "spec.priceAdjustment": implemented(OVERLAY + "test_a_percentage_overlay_on_a_family_and_capacity_type",
+                                        gate="NodeOverlay"),
+    "spec.capacity": implemented(OVERLAY + "test_capacity_adds_extended_resources_merged_by_weight",
+                                 gate="NodeOverlay"),
+    "spec.weight": implemented(OVERLAY + "test_the_heavier_overlay_sets_the_price", gate="NodeOverlay"),
+    "status.conditions": implemented(OVERLAY_LIVE + "test_conflicting_overlays_get_a_false_condition",
+                                     gate="NodeOverlay"),
+}
+
+FIELDS: dict[str, dict[str, Support]] = {
+    "NodePool": NODEPOOL, "NodeClaim": NODECLAIM, "EC2NodeClass": EC2NODECLASS, "NodeOverlay": NODEOVERLAY,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,13 +228,12 @@ FEATURE_GATES: dict[str, GateSupport] = {
     "NodeRepair": GateSupport(False, implemented(
         _T + "controllers/test_ctrl_health.py::"
         "test_an_unhealthy_node_is_replaced_without_a_drain_past_its_toleration")),
-    "ReservedCapacity": GateSupport(True, unsupported(
-        "capacity reservations are not implemented (capacityReservationSelectorTerms are refused on EC2NodeClasses)",
-        owner=CAPACITY)),
+    "ReservedCapacity": GateSupport(True, implemented(
+        _T + "sim/test_sim_reservations.py::test_the_reserved_capacity_gate_off_ignores_reservations")),
     "SpotToSpotConsolidation": GateSupport(False, implemented(
         CONSOL + "test_spot_to_spot_needs_the_feature_gate")),
-    "NodeOverlay": GateSupport(False, unsupported(
-        "NodeOverlay (karpenter.sh/v1alpha1) is not served: no price or capacity overrides", owner=CAPACITY)),
+    "NodeOverlay": GateSupport(False, implemented(
+        OVERLAY_LIVE + "test_an_overlay_price_decides_what_the_live_provisioner_launches")),
     "StaticCapacity": GateSupport(False, implemented(
         _T + "controllers/test_ctrl_static_capacity.py::"
         "test_keeps_exactly_the_replicas_follows_scaling_and_never_consolidates")),

@@ -27,7 +27,11 @@ class Offering:
     """One way to buy an instance type: a capacity type in a zone, at a price.
 
     ``zone_id`` is the zone's account-independent ID (``use1-az1``; "" when the catalogue does not
-    know it); ``price_source`` says where ``price`` came from (see ``cloud/prices.py``)."""
+    know it); ``price_source`` says where ``price`` came from (see ``cloud/prices.py``).
+
+    A ``reserved`` offering is one capacity reservation: ``reservation_id``, its type (``default`` or
+    ``capacity-block``), whether it is interruptible, and ``reservation_capacity``, the instances still
+    free in it (the scheduler never plans more claims into it than that)."""
 
     zone: str
     capacity_type: str
@@ -35,6 +39,14 @@ class Offering:
     available: bool = True
     zone_id: str = ""
     price_source: str = ""
+    reservation_id: str = ""
+    reservation_type: str = ""
+    reservation_capacity: int = 0
+    interruptible: bool = False
+
+    def reservation_labels(self) -> dict[str, str]:
+        """The labels a node launched into this offering's reservation carries (none for other offerings)."""
+        return wk.reservation_labels(self.reservation_id, self.reservation_type, self.interruptible)
 
 
 @dataclass(slots=True)
@@ -52,6 +64,9 @@ class InstanceType:
     overhead: Resources = EMPTY
     offerings: tuple[Offering, ...] = ()
     labels: Mapping[str, str] = field(default_factory=dict)
+    # A NodeOverlay changed offering prices / added capacity (the claim's overlay annotations say so).
+    price_overlaid: bool = False
+    capacity_overlaid: bool = False
 
     @property
     def allocatable(self) -> Resources:
@@ -152,6 +167,13 @@ class LaunchRequest:
     # Idempotency token of this launch attempt (EC2's ClientToken): the same for every try of one attempt, so
     # a request repeated after a crash or a lost answer returns the instance already launched, not a second one.
     client_token: str = ""
+    # ``karpenter.k8s.aws/capacity-reservation-id``: the reservations the scheduler reserved for this claim
+    # (None = unconstrained); an offering outside a reservation is allowed only when the key may be absent.
+    reservation_ids: Sequence[str] | None = None
+    excluded_reservation_ids: frozenset[str] = frozenset()
+    # ``karpenter.sh/price-overlay-applied``: NodeOverlays set the prices the claim was planned with, so the
+    # provider launches by those prices (its ``price_overlays``) rather than by the catalogue's.
+    price_overlaid: bool = False
 
     def allows_zone(self, zone: str) -> bool:
         return zone not in self.excluded_zones and (self.zones is None or zone in self.zones)
@@ -167,12 +189,22 @@ class LaunchRequest:
             self.capacity_types is None or capacity_type in self.capacity_types
         )
 
+    def allows_reservation(self, reservation_id: str) -> bool:
+        """An offering outside any reservation ("") passes unless the claim names reservations (In); an
+        empty list is ``DoesNotExist``: only offerings outside reservations."""
+        if not reservation_id:
+            return not self.reservation_ids
+        return reservation_id not in self.excluded_reservation_ids and (
+            self.reservation_ids is None or reservation_id in self.reservation_ids
+        )
+
     def allows(self, offering: Offering) -> bool:
-        """Whether the claim's zone, zone-ID and capacity-type requirements admit this offering."""
+        """Whether the claim's zone, zone-ID, capacity-type and reservation requirements admit this offering."""
         return (
             self.allows_zone(offering.zone)
             and self.allows_zone_id(offering.zone_id)
             and self.allows_capacity_type(offering.capacity_type)
+            and self.allows_reservation(offering.reservation_id)
         )
 
     @classmethod
@@ -182,7 +214,8 @@ class LaunchRequest:
         spec = manifest.get("spec") or {}
         labels = dict(metadata.get("labels") or {})
         allowed: dict[str, list[str] | None] = {
-            wk.INSTANCE_TYPE: None, wk.CAPACITY_TYPE: None, wk.ZONE: None, wk.ZONE_ID: None
+            wk.INSTANCE_TYPE: None, wk.CAPACITY_TYPE: None, wk.ZONE: None, wk.ZONE_ID: None,
+            wk.CAPACITY_RESERVATION_ID: None,
         }
         excluded: dict[str, set[str]] = {key: set() for key in allowed}
         for requirement in spec.get("requirements") or []:
@@ -202,7 +235,9 @@ class LaunchRequest:
             if permitted is not None:
                 allowed[key] = [v for v in permitted if v not in excluded[key]]
         ref = spec.get("nodeClassRef") or {}
+        annotations = metadata.get("annotations") or {}
         return cls(
+            price_overlaid=annotations.get(wk.PRICE_OVERLAY_APPLIED) == "true",
             nodeclaim=str(metadata.get("name", "")),
             nodepool=str(labels.get(wk.NODEPOOL, "")),
             nodeclass=str(ref.get("name", "")),
@@ -217,6 +252,8 @@ class LaunchRequest:
             excluded_capacity_types=frozenset(excluded[wk.CAPACITY_TYPE]),
             zone_ids=allowed[wk.ZONE_ID],
             excluded_zone_ids=frozenset(excluded[wk.ZONE_ID]),
+            reservation_ids=allowed[wk.CAPACITY_RESERVATION_ID],
+            excluded_reservation_ids=frozenset(excluded[wk.CAPACITY_RESERVATION_ID]),
         )
 
 

@@ -273,12 +273,14 @@ async def _run(args: argparse.Namespace, settings: Settings, env: Mapping[str, s
 def cloud_loops(
     settings: Settings, cloud: CloudProvider, env: Mapping[str, str]
 ) -> Callable[[ControllerContext], dict[str, BackgroundLoop]] | None:
-    """The AWS cloud's own leader loops: price, instance-type and launch-template upkeep, and the
-    interruption queue when INTERRUPTION_QUEUE is set. Other clouds have none."""
+    """The AWS cloud's own leader loops: price, instance-type and launch-template upkeep, capacity-block
+    expiry and reserved capacity-type sync (ReservedCapacity gate), and the interruption queue when
+    INTERRUPTION_QUEUE is set. Other clouds have none."""
     if getattr(cloud, "name", "") != "aws":
         return None
     from reconciler.cloud.aws.provider import AWSCloudProvider
     from reconciler.controllers.awsrefresh import aws_refresh_loops
+    from reconciler.controllers.capacityreservation import capacity_reservation_loops
     from reconciler.controllers.interruption_loop import interruption_loop
 
     if not isinstance(cloud, AWSCloudProvider):
@@ -288,6 +290,7 @@ def cloud_loops(
 
     def build(ctx: ControllerContext) -> dict[str, BackgroundLoop]:
         loops: dict[str, BackgroundLoop] = dict(aws_refresh_loops(ctx, provider, isolated_vpc=isolated_vpc))
+        loops.update(capacity_reservation_loops(ctx, provider))
         if settings.interruption_queue:
             loops["interruption"] = interruption_loop(ctx, provider)
         return loops

@@ -59,6 +59,7 @@ async def aws_cloud(settings: Settings, env: Mapping[str, str], kube: KubeAPI,
             vm_memory_overhead_percent=float(env.get("VM_MEMORY_OVERHEAD_PERCENT") or 0.075),
             reserved_enis=int(env.get("RESERVED_ENIS") or 0),
             disable_dry_run=_flag(env, "DISABLE_DRY_RUN"),
+            reserved_capacity=settings.gate("ReservedCapacity"),
         )
     except ValueError as err:
         raise StartupError(f"VM_MEMORY_OVERHEAD_PERCENT / RESERVED_ENIS: {err}") from None

@@ -72,7 +72,7 @@ class DisruptionController:
         state = self.store.snapshot()
         if not state.managed_nodes():
             return None
-        types = await instance_types_by_nodepool(self.ctx.cloud, state)
+        types = await instance_types_by_nodepool(self.ctx.cloud, state, self.ctx.settings)
         deadline = self.ctx.clock.monotonic() + self.ctx.timings.decision_timeout
         clock = self.ctx.clock
         started = clock.monotonic()
@@ -111,7 +111,7 @@ class DisruptionController:
         if method_named(command.method).validated:
             await asyncio.sleep(self.ctx.settings.consolidation_validation_wait)
             state = self.store.snapshot()
-            types = await instance_types_by_nodepool(self.ctx.cloud, state)
+            types = await instance_types_by_nodepool(self.ctx.cloud, state, self.ctx.settings)
             result = validate(command, state, types, self.ctx.settings, self.ctx.now())
             if not result.valid or result.command is None:
                 self.ctx.metrics.disruption_failed_validations.labels(

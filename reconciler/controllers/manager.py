@@ -25,6 +25,7 @@ from reconciler.controllers.hashes import HashStamper
 from reconciler.controllers.health import HealthController
 from reconciler.controllers.lifecycle import NodeClaimLifecycle
 from reconciler.controllers.nodeclass_termination import NodeClassTermination
+from reconciler.controllers.nodeoverlay import NodeOverlayController
 from reconciler.controllers.podevents import PodEventsController
 from reconciler.controllers.provisioner import Provisioner
 from reconciler.controllers.registration_health import RegistrationHealth
@@ -33,7 +34,7 @@ from reconciler.controllers.state_metrics import StateMetrics
 from reconciler.controllers.static_capacity import StaticCapacityController
 from reconciler.controllers.status import StatusController
 from reconciler.controllers.termination import TerminationController
-from reconciler.kube.api import VOLUMEATTACHMENT
+from reconciler.kube.api import NODEOVERLAY, VOLUMEATTACHMENT
 from reconciler.kube.reflector import CLUSTER_STATE_KINDS, Backoff, Reflectors
 
 log = ControllerLog("manager")
@@ -103,6 +104,11 @@ class Reconciler:
         if ctx.settings.gate("NodeRepair"):  # as Karpenter: the node.health controller runs only behind its gate
             self.health = HealthController(ctx, self.store)
             self.loops["node.health"] = self.health.run
+        self.watched = WATCHED_KINDS
+        if ctx.settings.gate("NodeOverlay"):
+            self.nodeoverlay = NodeOverlayController(ctx, self.store)
+            self.loops["nodeoverlay"] = self.nodeoverlay.run
+            self.watched = (*WATCHED_KINDS, NODEOVERLAY)
         if disruption:
             self.loops["disruption"] = self.disruption.run
             self.loops["nodeclaim.disruption"] = self.drift.run
@@ -115,7 +121,7 @@ class Reconciler:
 
     async def run(self) -> None:
         reflectors = Reflectors(
-            self.ctx.kube, WATCHED_KINDS, on_upsert=self.store.upsert, on_delete=self.store.remove,
+            self.ctx.kube, self.watched, on_upsert=self.store.upsert, on_delete=self.store.remove,
             backoff=Backoff(initial=0.2, maximum=10.0), progress_deadline=self.ctx.settings.watch_progress_deadline,
         )
         tasks: list[asyncio.Task[None]] = []

@@ -168,7 +168,7 @@ class Provisioner:
         pending, moving = pods_to_schedule(state, now)
         if not pending and not moving:
             return ProvisioningPlan()
-        types = await instance_types_by_nodepool(self.ctx.cloud, state)
+        types = await instance_types_by_nodepool(self.ctx.cloud, state, self.ctx.settings)
         result, duration = await self._solve(state, types, now, len(pending) + len(moving))
         self.ctx.metrics.batch_size.observe(len(pending) + len(moving))
         self._export_results(state, pending, result)

@@ -93,7 +93,7 @@ class StateMetrics:
         self.conditions.refresh({kind: self.store.manifests(kind) for kind in KINDS}, now)
         if force or mono - self._last_offerings >= OFFERING_PERIOD:
             self._last_offerings = mono
-            types = await instance_types_by_nodepool(self.ctx.cloud, state)
+            types = await instance_types_by_nodepool(self.ctx.cloud, state, self.ctx.settings)
             self.export_offerings(types)
             self.export_cost(state, types)
 

@@ -12,9 +12,11 @@ Checks, cheapest first (as Karpenter does):
 3. **EC2NodeClass static hash** (``NodeClassDrifted``): a hash over the
    EC2NodeClass fields that need no AWS call (aws.md §6), stamped as
    ``karpenter.k8s.aws/ec2nodeclass-hash`` (+ version) at launch.
-4. **Instance type gone** (``InstanceTypeNotFound``): once the NodeClaim is an
+4. **Capacity reservation** (``CapacityReservationDrift``): the node runs in a reservation its
+   EC2NodeClass's status no longer lists (the selector terms changed or the reservation went away).
+5. **Instance type gone** (``InstanceTypeNotFound``): once the NodeClaim is an
    hour old, its type or a matching offering is no longer offered.
-5. A ``Drifted=True`` condition already on the NodeClaim (written from
+6. A ``Drifted=True`` condition already on the NodeClaim (written from
    ``CloudProvider.is_drifted``: AMI, subnet, security group...).
 
 The hashes themselves live in ``reconciler.disruption.drift_hashes`` (provisioning stamps them too).
@@ -26,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from reconciler.cloud.aws.capacityreservation import CAPACITY_RESERVATION_DRIFT, status_reservation_ids
 from reconciler.cloud.types import InstanceType
 from reconciler.disruption.drift_hashes import (
     NODECLASS_HASH_ANNOTATION,
@@ -137,6 +140,13 @@ def drift_reason(
     ):
         name = (nodeclass.get("metadata") or {}).get("name", "")
         return NODECLASS_DRIFTED, f"EC2NodeClass {name} changed since the node was launched"
+    reservation = labels.get(wk.CAPACITY_RESERVATION_ID)
+    if reservation and nodeclass is not None:
+        selected = status_reservation_ids(nodeclass)
+        if selected is not None and reservation not in selected:
+            name = (nodeclass.get("metadata") or {}).get("name", "")
+            return (CAPACITY_RESERVATION_DRIFT,
+                    f"capacity reservation {reservation} is no longer selected by EC2NodeClass {name}")
     created = nodeclaim.creation_timestamp
     if (
         instance_types

@@ -176,5 +176,10 @@ def narrowed_catalog(catalog: Mapping[str, Any], objects: Sequence[Mapping[str, 
             info = index.info(instance_type)
             if info.compatible(requirements) and info.has_offering(requirements):
                 keep.add(instance_type.name)
+    reservations = catalog.get("capacityReservations")
+    keep.update(str(r.get("instanceType")) for r in reservations or () if isinstance(r, Mapping))
     region = str(catalog.get("region") or PRESET_REGION)
-    return catalog_from_instance_types([t for t in types if t.name in keep], region)
+    narrowed = catalog_from_instance_types([t for t in types if t.name in keep], region)
+    if reservations is not None:  # the account's reservations go with its catalogue
+        narrowed["capacityReservations"] = reservations
+    return narrowed

@@ -108,7 +108,7 @@ def split_reason(reason: str) -> list[str]:
 async def _loaded(sim: RecordingSimulation) -> tuple[ClusterState, Any]:
     await sim.load()
     state = sim.cluster.state()
-    return state, await engine.types_by_nodepool(state, sim.cloud)
+    return state, await engine.types_by_nodepool(state, sim.cloud, sim.settings)
 
 
 def _namer() -> Any:
@@ -282,10 +282,10 @@ async def _explain_node(sim: RecordingSimulation, name: str) -> Explanation:
 
 def _priced(sim: RecordingSimulation, node: StateNode, capacity_type: str) -> str:
     """"at $x/h [source]", or that no offering prices the node (never a made-up $0)."""
-    price = sim.cloud.price_of(node.instance_type, node.zone, capacity_type)
+    price = sim.cloud.price_of(node.instance_type, node.zone, capacity_type, nodepool=node.nodepool)
     if price is None:
         return "unpriced (no such offering in the catalogue)"
-    source = sim.cloud.price_source_of(node.instance_type, node.zone, capacity_type)
+    source = sim.cloud.price_source_of(node.instance_type, node.zone, capacity_type, nodepool=node.nodepool)
     return f"at {money(price, month=False, source=source or None)}"
 
 
@@ -326,7 +326,7 @@ def _what_if_removed(state: ClusterState, types: Any, sim: RecordingSimulation, 
         lines.append(f"if removed, pod {key} would not fit anywhere: {reason}")
     if failed:
         return lines
-    price = sim.cloud.price_of(node.instance_type, node.zone, capacity_type_of(node.labels))
+    price = sim.cloud.price_of(node.instance_type, node.zone, capacity_type_of(node.labels), nodepool=node.nodepool)
     if not result.new_claims:
         lines.append(
             f"if removed, all {len(pods)} pod(s) fit on other nodes "

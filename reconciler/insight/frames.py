@@ -139,8 +139,9 @@ def _accelerator(node: StateNode) -> tuple[str, int, int]:
 
 def _row(sim: Simulation, node: StateNode) -> NodeRow:
     capacity_type = capacity_type_of(node.labels)  # a managed node group's own label too
-    price = sim.cloud.price_of(node.instance_type, node.zone, capacity_type)
-    source = sim.cloud.price_source_of(node.instance_type, node.zone, capacity_type) if price is not None else ""
+    price = sim.cloud.price_of(node.instance_type, node.zone, capacity_type, nodepool=node.nodepool)
+    source = sim.cloud.price_source_of(node.instance_type, node.zone, capacity_type, nodepool=node.nodepool) \
+        if price is not None else ""
     accelerator, accelerators_requested, accelerators_allocatable = _accelerator(node)
     return NodeRow(
         name=node.name,

@@ -45,6 +45,7 @@ _CONFIG_KINDS = frozenset(
         "PersistentVolumeClaim",
         "PodDisruptionBudget",
         "DaemonSet",
+        "NodeOverlay",
     }
 )
 

@@ -25,6 +25,7 @@ from reconciler.kube.api import (
     NAMESPACE,
     NODE,
     NODECLAIM,
+    NODEOVERLAY,
     NODEPOOL,
     PDB,
     POD,
@@ -48,6 +49,7 @@ SNAPSHOT_KINDS: tuple[Kind, ...] = (
     RUNTIMECLASS,
     STORAGECLASS,
     EC2NODECLASS,
+    NODEOVERLAY,
     NODEPOOL,
     NODECLAIM,
     NODE,
@@ -251,13 +253,18 @@ def observed_region(objects: Iterable[Mapping[str, Any]]) -> str | None:
 
 
 def snapshot_document(
-    objects: Sequence[Manifest], *, taken_at: datetime, name: str, catalog: Mapping[str, Any], source: str
+    objects: Sequence[Manifest], *, taken_at: datetime, name: str, catalog: Mapping[str, Any], source: str,
+    feature_gates: Mapping[str, bool] | None = None,
 ) -> dict[str, Any]:
-    """A scenario document (scenario-format.md) holding the snapshot; no steps."""
+    """A scenario document (scenario-format.md) holding the snapshot; no steps. ``feature_gates``: the gates
+    the cluster runs with, when known (a simulated cluster's; a live snapshot cannot see them)."""
+    settings: dict[str, Any] = {"clock": taken_at.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    if feature_gates:
+        settings["featureGates"] = dict(feature_gates)
     return {
         "name": name,
         "description": f"cluster snapshot of {source} taken {taken_at.strftime('%Y-%m-%dT%H:%M:%SZ')}",
-        "settings": {"clock": taken_at.strftime("%Y-%m-%dT%H:%M:%SZ")},
+        "settings": settings,
         "catalog": dict(catalog),
         "objects": list(objects),
         "steps": [],
@@ -274,13 +281,27 @@ async def simulated_snapshot(scenario: Scenario) -> dict[str, Any]:
     sim = Simulation(scenario)
     await sim.run()
     objects, _ = sanitize_objects(await collect_live(sim.kube))
+    catalog = dict(scenario.catalog)
+    left = getattr(sim.cloud, "reservation_left", None)
+    if catalog.get("capacityReservations") and left:  # what is left in each reservation now
+        catalog["capacityReservations"] = [
+            {**entry, "availableInstanceCount": left.get(entry.get("id"), entry.get("availableInstanceCount"))}
+            for entry in catalog["capacityReservations"]
+        ]
     return snapshot_document(
         objects,
         taken_at=sim.now,
         name=scenario.name,
-        catalog=scenario.catalog,
+        catalog=catalog,
         source=f"scenario {scenario.name}",
+        feature_gates=_changed_gates(scenario.settings.feature_gates),
     )
+
+
+def _changed_gates(gates: Mapping[str, bool]) -> dict[str, bool]:
+    from reconciler.settings import DEFAULT_FEATURE_GATES
+
+    return {name: value for name, value in sorted(gates.items()) if DEFAULT_FEATURE_GATES.get(name) != value}
 
 
 async def collect_live(kube: KubeAPI) -> list[Manifest]:

@@ -123,7 +123,7 @@ def explanations_of(record: Mapping[str, Any], state: ClusterState) -> Disruptio
 
 async def _decision(sim: RecordingSimulation) -> DisruptionDecision:
     state = sim.cluster.state()
-    types = await engine.types_by_nodepool(state, sim.cloud)
+    types = await engine.types_by_nodepool(state, sim.cloud, sim.settings)
     return decide(state, types, sim.settings, sim.now)
 
 

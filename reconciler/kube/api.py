@@ -49,13 +49,14 @@ LEASE = Kind("coordination.k8s.io/v1", "Lease")
 NODEPOOL = Kind("karpenter.sh/v1", "NodePool", namespaced=False)
 NODECLAIM = Kind("karpenter.sh/v1", "NodeClaim", namespaced=False)
 EC2NODECLASS = Kind("karpenter.k8s.aws/v1", "EC2NodeClass", namespaced=False)
+NODEOVERLAY = Kind("karpenter.sh/v1alpha1", "NodeOverlay", namespaced=False)
 
 KNOWN_KINDS: dict[tuple[str, str], Kind] = {
     (k.api_version, k.kind): k
     for k in (
         POD, NODE, EVENT, PV, PVC, NAMESPACE, DEPLOYMENT, REPLICASET, STATEFULSET, DAEMONSET, JOB, PDB,
         STORAGECLASS, CSINODE, VOLUMEATTACHMENT, PRIORITYCLASS, RUNTIMECLASS, LEASE, NODEPOOL, NODECLAIM,
-        EC2NODECLASS,
+        EC2NODECLASS, NODEOVERLAY,
     )
 }
 

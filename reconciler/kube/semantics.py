@@ -36,6 +36,7 @@ STATUS_SUBRESOURCE_KINDS = frozenset(
         ("karpenter.sh/v1", "NodePool"),
         ("karpenter.sh/v1", "NodeClaim"),
         ("karpenter.k8s.aws/v1", "EC2NodeClass"),
+        ("karpenter.sh/v1alpha1", "NodeOverlay"),
     }
 )
 # Of those, the kinds whose create drops a client-supplied status (CRDs with a status
@@ -55,7 +56,7 @@ def plural(kind: Kind | str) -> str:
     name = (kind.kind if isinstance(kind, Kind) else kind).lower()
     if name.endswith("s"):
         return name + "es"
-    if name.endswith("y"):
+    if name.endswith("y") and name[-2:-1] not in ("a", "e", "o", "u"):  # policy -> policies, overlay -> overlays
         return name[:-1] + "ies"
     return name + "s"
 

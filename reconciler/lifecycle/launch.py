@@ -125,7 +125,7 @@ async def launch(
         wk.ZONE: instance.zone,
         wk.CAPACITY_TYPE: instance.capacity_type,
     }
-    for key in (wk.ARCH, wk.OS, wk.REGION, wk.ZONE_ID, wk.WINDOWS_BUILD):
+    for key in (wk.ARCH, wk.OS, wk.REGION, wk.ZONE_ID, wk.WINDOWS_BUILD, *wk.RESERVATION_LABELS):
         if key in instance.labels:
             labels[key] = instance.labels[key]
     labelled = await kube.patch(NODECLAIM, name, {"metadata": {"labels": labels}})

@@ -68,6 +68,28 @@ INSTANCE_GPU_COUNT = "karpenter.k8s.aws/instance-gpu-count"
 INSTANCE_GPU_MEMORY = "karpenter.k8s.aws/instance-gpu-memory"
 ZONE_ID = "topology.k8s.aws/zone-id"
 NITRO_SANDBOX = "karpenter.k8s.aws/nitro-sandbox"  # Nitro Enclaves support, "true"/"false"
+# Capacity reservations (the ``reserved`` capacity type): set on reserved offerings and the nodes launched into them.
+CAPACITY_RESERVATION_ID = "karpenter.k8s.aws/capacity-reservation-id"
+CAPACITY_RESERVATION_TYPE = "karpenter.k8s.aws/capacity-reservation-type"  # default | capacity-block
+CAPACITY_RESERVATION_INTERRUPTIBLE = "karpenter.k8s.aws/capacity-reservation-interruptible"  # "true" | "false"
+RESERVATION_LABELS = (CAPACITY_RESERVATION_ID, CAPACITY_RESERVATION_TYPE, CAPACITY_RESERVATION_INTERRUPTIBLE)
+RESERVATION_TYPE_DEFAULT = "default"
+RESERVATION_TYPE_CAPACITY_BLOCK = "capacity-block"
+
+
+def reservation_labels(reservation_id: str, reservation_type: str, interruptible: bool) -> dict[str, str]:
+    """The labels of a node launched into a capacity reservation (none when ``reservation_id`` is empty)."""
+    if not reservation_id:
+        return {}
+    return {
+        CAPACITY_RESERVATION_ID: reservation_id,
+        CAPACITY_RESERVATION_TYPE: reservation_type or RESERVATION_TYPE_DEFAULT,
+        CAPACITY_RESERVATION_INTERRUPTIBLE: "true" if interruptible else "false",
+    }
+
+# NodeClaim annotations saying a NodeOverlay changed the prices / capacity it was planned with.
+PRICE_OVERLAY_APPLIED = "karpenter.sh/price-overlay-applied"
+CAPACITY_OVERLAY_APPLIED = "karpenter.sh/capacity-overlay-applied"
 
 # Labels whose values come from instance types/offerings, so a NodePool need not define them.
 WELL_KNOWN_LABELS = frozenset(
@@ -105,10 +127,10 @@ WELL_KNOWN_LABELS = frozenset(
         "karpenter.k8s.aws/instance-tenancy",
         NITRO_SANDBOX,
         "karpenter.k8s.aws/placement-group-id",  # types of a NodeClass with a placement group carry it
-        # No offering here carries a capacity reservation yet, so types declare these DoesNotExist.
-        "karpenter.k8s.aws/capacity-reservation-id",
-        "karpenter.k8s.aws/capacity-reservation-type",
-        "karpenter.k8s.aws/capacity-reservation-interruptible",
+        # Types without a reserved offering declare these DoesNotExist; reserved offerings carry them.
+        CAPACITY_RESERVATION_ID,
+        CAPACITY_RESERVATION_TYPE,
+        CAPACITY_RESERVATION_INTERRUPTIBLE,
     }
 )
 

@@ -47,6 +47,11 @@ class PlannedNodeClaim:
             annotations.update(nodeclass_hash_annotations(self.nodeclass))
         if claim.requirements.has_min_values() or claim.min_values_relaxed:
             annotations[wk.MIN_VALUES_RELAXED] = "true" if claim.min_values_relaxed else "false"
+        # NodeOverlays shaped the plan: the launch orders its offerings by the overlaid prices (AWS: prioritized).
+        if any(it.price_overlaid for it in claim.instance_types):
+            annotations[wk.PRICE_OVERLAY_APPLIED] = "true"
+        if any(it.capacity_overlaid for it in claim.instance_types):
+            annotations[wk.CAPACITY_OVERLAY_APPLIED] = "true"
         spec: dict[str, Any] = {
             "requirements": claim.requirements.to_manifest(),
             "resources": {"requests": claim.requests.to_manifest()},

@@ -74,7 +74,8 @@ def plan(
         for key, reason in sorted(ignored.items())
     ]
     context = SchedulingContext.build(state, instance_types_by_nodepool, settings)
-    scheduler = Scheduler(context, now, scheduling_pods={pod.key for pod in moving}, should_stop=should_stop)
+    scheduler = Scheduler(context, now, scheduling_pods={pod.key for pod in moving}, should_stop=should_stop,
+                          reserved_fallback=False)
     result = scheduler.solve(accepted)
     nodeclaims = [
         PlannedNodeClaim(name_for(claim.nodepool.name), claim, state.nodeclass(claim.nodepool))

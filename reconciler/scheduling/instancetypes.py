@@ -18,19 +18,34 @@ from reconciler.model import labels as wk
 from reconciler.model.requirements import Requirement, Requirements
 from reconciler.model.resources import Resources
 
-# The part of a claim's requirements that selects offerings: (zone, capacity type, zone ID).
-OfferingKey = tuple[Requirement | None, Requirement | None, Requirement | None]
+# The part of a claim's requirements that selects offerings: (zone, capacity type, zone ID, reservation ID).
+OfferingKey = tuple[Requirement | None, Requirement | None, Requirement | None, Requirement | None]
 
 
 def offering_allowed(
-    offering: Offering, zones: Requirement | None, capacity_types: Requirement | None, zone_ids: Requirement | None
+    offering: Offering,
+    zones: Requirement | None,
+    capacity_types: Requirement | None,
+    zone_ids: Requirement | None,
+    reservations: Requirement | None = None,
 ) -> bool:
-    """An offering without a known zone ID ("", custom catalogues) is not judged by the zone-ID requirement."""
+    """An offering without a known zone ID ("", custom catalogues) is not judged by the zone-ID requirement;
+    one outside any reservation has no reservation-ID label, so only ``NotIn``/``DoesNotExist`` admit it."""
     return (
         (zones is None or zones.has(offering.zone))
         and (capacity_types is None or capacity_types.has(offering.capacity_type))
         and (zone_ids is None or not offering.zone_id or zone_ids.has(offering.zone_id))
+        and (reservations is None or _reservation_allowed(reservations, offering.reservation_id))
     )
+
+
+def _reservation_allowed(requirement: Requirement, reservation_id: str) -> bool:
+    if reservation_id:
+        return requirement.has(reservation_id)
+    # No label: NotIn [...] and DoesNotExist admit it; In, Exists and bounds need a value.
+    if requirement.complement:
+        return bool(requirement.values) and requirement.gte is None and requirement.lte is None
+    return not requirement.values
 
 
 @dataclass(slots=True, eq=False)
@@ -41,6 +56,7 @@ class TypeInfo:
     allocatable: dict[str, int]
     capacity: Resources
     offerings: tuple[Offering, ...]  # available ones only
+    reserved: tuple[Offering, ...] = ()  # the available reserved offerings among them
     # (zone requirement, capacity-type requirement) -> the offerings they allow; consolidation prices
     # every option of every simulated claim, and claims mostly share these two requirements.
     _allowed: dict[OfferingKey, tuple[Offering, ...]] = field(
@@ -85,11 +101,11 @@ class TypeInfo:
         return found
 
     def has_offering(self, requirements: Requirements) -> bool:
-        zones, capacity_types, zone_ids = offering_key(requirements)
-        if zones is None and capacity_types is None and zone_ids is None:
+        zones, capacity_types, zone_ids, reservations = offering_key(requirements)
+        if zones is None and capacity_types is None and zone_ids is None and reservations is None:
             return bool(self.offerings)
         for o in self.offerings:  # noqa: SIM110 - explicit loop, hot path
-            if offering_allowed(o, zones, capacity_types, zone_ids):
+            if offering_allowed(o, zones, capacity_types, zone_ids, reservations):
                 return True
         return False
 
@@ -99,8 +115,13 @@ class TypeInfo:
 
 
 def offering_key(requirements: Requirements) -> OfferingKey:
-    """The part of ``requirements`` that selects offerings: zone, capacity type and zone ID."""
-    return requirements.get(wk.ZONE), requirements.get(wk.CAPACITY_TYPE), requirements.get(wk.ZONE_ID)
+    """The part of ``requirements`` that selects offerings: zone, capacity type, zone ID and reservation ID."""
+    return (
+        requirements.get(wk.ZONE),
+        requirements.get(wk.CAPACITY_TYPE),
+        requirements.get(wk.ZONE_ID),
+        requirements.get(wk.CAPACITY_RESERVATION_ID),
+    )
 
 
 # Well-known keys an instance type resolves itself; when its labels lack one, it has no value for it
@@ -112,17 +133,27 @@ RESOLVED_BY_TYPE = wk.WELL_KNOWN_LABELS - {wk.NODEPOOL, wk.ZONE, wk.CAPACITY_TYP
 
 def type_requirements(instance_type: InstanceType) -> Requirements:
     """Labels as single-value requirements, ``DoesNotExist`` for the type's missing well-known keys,
-    plus zone, zone ID (when every available offering knows it) and capacity type from available offerings."""
+    plus zone, zone ID (when every available offering knows it) and capacity type from available offerings,
+    and the reservation labels of its reserved offerings (Karpenter's AWS provider lists every reservation
+    of the type, available or not: the offerings decide which can launch)."""
     available = [o for o in instance_type.offerings if o.available]
     labels = dict(instance_type.labels)
     labels.setdefault(wk.INSTANCE_TYPE, instance_type.name)
     labels.setdefault(wk.ARCH, instance_type.arch)
     zone_ids = frozenset(o.zone_id for o in available)
+    reservations: tuple[tuple[str, frozenset[str]], ...] = ()
+    if any(o.reservation_id for o in instance_type.offerings):
+        by_key: dict[str, set[str]] = {}
+        for o in instance_type.offerings:
+            for key, value in o.reservation_labels().items():
+                by_key.setdefault(key, set()).add(value)
+        reservations = tuple(sorted((key, frozenset(values)) for key, values in by_key.items()))
     return _requirements_for(
         tuple(sorted(labels.items())),
         frozenset(o.zone for o in available),
         frozenset(o.capacity_type for o in available),
         zone_ids if zone_ids and "" not in zone_ids else None,
+        reservations,
     )
 
 
@@ -132,11 +163,13 @@ def _requirements_for(
     zones: frozenset[str],
     capacity_types: frozenset[str],
     zone_ids: frozenset[str] | None,
+    reservations: tuple[tuple[str, frozenset[str]], ...] = (),
 ) -> Requirements:
     # Requirements are immutable, so one instance per distinct type shape is shared across
     # scheduling contexts (catalogues are re-read every pass; building these dominated).
     requirements = [Requirement.single(key, value) for key, value in labels]
-    defined = {key for key, _ in labels}
+    requirements.extend(Requirement(key, False, values) for key, values in reservations)
+    defined = {key for key, _ in labels} | {key for key, _ in reservations}
     requirements.extend(Requirement(key, False, frozenset()) for key in RESOLVED_BY_TYPE - defined)
     requirements.append(Requirement(wk.ZONE, False, zones))
     requirements.append(Requirement(wk.CAPACITY_TYPE, False, capacity_types))
@@ -161,6 +194,7 @@ class TypeIndex:
                 allocatable=dict(instance_type.allocatable),
                 capacity=instance_type.capacity,
                 offerings=tuple(o for o in instance_type.offerings if o.available),
+                reserved=tuple(o for o in instance_type.offerings if o.available and o.reservation_id),
             )
             self._by_id[id(instance_type)] = found
         return found

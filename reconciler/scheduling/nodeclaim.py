@@ -21,8 +21,9 @@ from reconciler.scheduling.existing import PlacementRefusal
 
 if TYPE_CHECKING:
     from reconciler.scheduling.context import Eligible
-from reconciler.scheduling.instancetypes import TypeInfo, min_values_shortfall
+from reconciler.scheduling.instancetypes import TypeInfo, min_values_shortfall, offering_allowed, offering_key
 from reconciler.scheduling.podinfo import PodClass, SchedulingPod
+from reconciler.scheduling.reservations import ALL_HELD, WOULD_DROP, ReservationLedger
 from reconciler.scheduling.templates import ClaimTemplate
 from reconciler.scheduling.topology import Topology, TopologyError
 
@@ -33,18 +34,33 @@ class Acceptance:
     requests: dict[str, int]
     options: list[TypeInfo] | None  # fully filtered options, when they had to be computed
     min_values_relaxed: bool = False
+    reservations: frozenset[str] = frozenset()  # capacity reservations the claim holds with this pod
+
+
+class ReservedRefusal(PlacementRefusal):
+    """Refused to keep reserved capacity: the pod waits rather than falling back to paid capacity or a
+    lower-weight NodePool (never memoized, never relaxed: reservations may free up within the run)."""
+
+    __slots__ = ()
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail, monotone=False)
 
 
 class NewNodeClaim:
     """A planned NodeClaim; ``number`` orders claims by creation and names the hostname placeholder."""
 
     __slots__ = (
-        "excluded", "hostname", "min_values_relaxed", "number", "options", "pods", "ports", "requests",
+        "excluded", "hostname", "ledger", "min_values_relaxed", "number", "options", "pods", "ports", "requests",
         "requirements", "start", "template", "upper",
     )
 
-    def __init__(self, template: ClaimTemplate, options: list[TypeInfo], number: int) -> None:
+    def __init__(
+        self, template: ClaimTemplate, options: list[TypeInfo], number: int, ledger: ReservationLedger | None = None
+    ) -> None:
         self.template = template
+        # Only set when the run tracks reservations and the pool has reserved offerings.
+        self.ledger = ledger if ledger and template.reserved_types else None
         self.number = number
         self.hostname = f"hostname-placeholder-{number:04d}"
         self.requirements = template.requirements.add(Requirement.single(wk.HOSTNAME, self.hostname))
@@ -71,6 +87,11 @@ class NewNodeClaim:
     @property
     def nodepool(self) -> str:
         return self.template.name
+
+    @property
+    def reservations(self) -> frozenset[str]:
+        """The capacity reservations this claim holds (it launches into one of them)."""
+        return self.ledger.held(self.number) if self.ledger is not None else frozenset()
 
     def can_add(
         self,
@@ -131,16 +152,48 @@ class NewNodeClaim:
                     narrowed = narrowed.replacing(*(
                         narrowed[key].with_min_values(have) for key, (_, have) in shortfall.items()
                     ))
-                    return Acceptance(narrowed, total, options, min_values_relaxed=True)
+                    return self._reserve(Acceptance(narrowed, total, options, min_values_relaxed=True), pod_ports)
                 if options and not shortfall:
-                    return Acceptance(narrowed, total, options)
+                    return self._reserve(Acceptance(narrowed, total, options), pod_ports)
                 last = PlacementRefusal(_min_values_message(shortfall) if shortfall else "no instance type matched",
                                  monotone=not topology_bound)
                 continue
             if self._first_fit(narrowed, total, pod_ports) is not None:
-                return Acceptance(narrowed, total, None)
+                return self._reserve(Acceptance(narrowed, total, None), pod_ports)
             last = PlacementRefusal("no instance type matched", monotone=not topology_bound)
         return last
+
+    def _reserve(self, accepted: Acceptance, pod_ports: Sequence[HostPort]) -> Acceptance | PlacementRefusal:
+        """The reservations the claim can hold with this pod (Karpenter's offeringsToReserve): every available
+        reserved offering of a type that still works, allowed by the requirements, with room left."""
+        ledger = self.ledger
+        if ledger is None:
+            return accepted
+        key = offering_key(accepted.requirements)
+        if accepted.options is not None:
+            types = [info for info in accepted.options if info.reserved]
+        else:
+            types = [
+                info for info in self.template.reserved_types
+                if id(info) not in self.excluded and self._type_works(info, accepted.requirements, accepted.requests,
+                                                                      pod_ports)
+            ]
+        compatible = False
+        held: set[str] = set()
+        for info in types:
+            for offering in info.reserved:
+                if not offering_allowed(offering, *key):
+                    continue
+                compatible = True
+                if ledger.can_hold(self.number, offering.reservation_id):
+                    held.add(offering.reservation_id)
+        if ledger.strict:
+            if compatible and not held:
+                return ReservedRefusal(ALL_HELD)
+            if ledger.held(self.number) and not held:
+                return ReservedRefusal(WOULD_DROP)
+        accepted.reservations = frozenset(held)
+        return accepted
 
     def add(self, sp: SchedulingPod, labels_key: frozenset[tuple[str, str]], accepted: Acceptance,
             topology: Topology) -> None:
@@ -148,6 +201,8 @@ class NewNodeClaim:
         self.requests = accepted.requests
         self.requirements = accepted.requirements
         self.min_values_relaxed = self.min_values_relaxed or accepted.min_values_relaxed
+        if self.ledger is not None:
+            self.ledger.hold(self.number, accepted.reservations)
         topology.register(wk.HOSTNAME, self.hostname)
         topology.record(sp, labels_key, self.template.taints, accepted.requirements)
         self.ports.extend((sp.key, port) for port in sp.pod.host_ports)

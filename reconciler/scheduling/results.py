@@ -30,6 +30,7 @@ class Attempt:
     existing: list[str] = field(default_factory=list)
     inflight: int = 0
     templates: dict[str, str] = field(default_factory=dict)
+    reserved: bool = False  # deferred to keep reserved capacity (provisioning's strict mode)
 
 
 @dataclass(slots=True)
@@ -119,6 +120,14 @@ def finalize_claim(claim: NewNodeClaim, context: SchedulingContext) -> Scheduled
     """Drop the hostname placeholder, order and truncate the options, add DaemonSet overhead, pin types."""
     settings = context.settings
     final = claim.requirements.without(wk.HOSTNAME)
+    reservations = claim.reservations
+    if reservations:
+        # Launch into one of the reservations the run held for this claim, and nothing else (Karpenter pins
+        # the claim to reserved so a later demotion to on-demand shows as drift).
+        final = final.add(
+            Requirement.single(wk.CAPACITY_TYPE, wk.CAPACITY_TYPE_RESERVED),
+            Requirement(wk.CAPACITY_RESERVATION_ID, False, reservations),
+        )
     options = claim.ordered_options(context.eligible_types(claim.template, final))[: settings.max_instance_types]
     kept: list[TypeInfo] = [e.info for e in options]
     prices = [e.price for e in options]

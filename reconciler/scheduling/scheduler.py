@@ -22,8 +22,9 @@ from reconciler.scheduling.context import SchedulingContext
 from reconciler.scheduling.existing import ExistingSlot, PlacementRefusal, SlotBase
 from reconciler.scheduling.explain import GENERIC_INSTANCE_TYPE_FAILURES, explain
 from reconciler.scheduling.limits import describe_remaining, limits_message, remaining_limits, subtract_max, within
-from reconciler.scheduling.nodeclaim import ClaimOrder, NewNodeClaim
+from reconciler.scheduling.nodeclaim import ClaimOrder, NewNodeClaim, ReservedRefusal
 from reconciler.scheduling.podinfo import PodClass, SchedulingPod
+from reconciler.scheduling.reservations import ReservationLedger
 from reconciler.scheduling.results import Attempt, SchedulingResult, finalize_claim
 from reconciler.scheduling.templates import ClaimTemplate
 from reconciler.scheduling.topology import TopologyError
@@ -44,11 +45,14 @@ class Scheduler:
         scheduling_pods: Collection[str] = (),
         should_stop: Callable[[], bool] | None = None,
         memoize: bool = True,
+        reserved_fallback: bool = True,
     ) -> None:
         """``exclude_nodes``: nodes treated as gone (disruption candidates); ``pending_only_nodes``: nodes that
         only take pending pods (inside consolidateAfter); ``scheduling_pods``: keys of the pods this run places
         (they are not counted by topology where they currently run). ``memoize=False`` turns off the
-        "this candidate already refused this kind of pod" shortcuts (for tests proving they change nothing)."""
+        "this candidate already refused this kind of pod" shortcuts (for tests proving they change nothing).
+        ``reserved_fallback=False`` (provisioning): a pod that could use capacity reservations all held by this
+        run's other claims waits instead of taking paid capacity or a lower-weight pool (see ``reservations``)."""
         self.context = context
         self.now = now
         self.settings = context.settings
@@ -77,6 +81,11 @@ class Scheduler:
         self._claim_order = ClaimOrder()
         self._claim_number = 0
         self._classes: dict[tuple, PodClass] = {}
+        self.reservations: ReservationLedger | None = None
+        if self.settings.gate("ReservedCapacity") and any(t.reserved_types for t in context.templates):
+            self.reservations = ReservationLedger(
+                (info for t in context.templates for info in t.reserved_types), strict=not reserved_fallback
+            )
 
     # -- the run -------------------------------------------------------------------------------
 
@@ -133,6 +142,8 @@ class Scheduler:
             outcome = self._add(sp)
             if not isinstance(outcome, Attempt):
                 return outcome
+            if outcome.reserved:
+                return outcome  # waiting for reserved capacity is not a reason to drop preferences
             if sp.relax(self.context.tolerate_prefer_no_schedule) is None:
                 return outcome
             self.topology.update(sp)
@@ -186,6 +197,11 @@ class Scheduler:
                 attempt.templates[template.name] = refused_by_pool[template.name]
                 continue
             outcome = self._new_claim(template, sp, cls, labels_key)
+            if isinstance(outcome, ReservedRefusal):
+                # Reserved capacity exists for the pod in this pool: never fall back to a lower-weight pool.
+                attempt.templates[template.name] = outcome.message
+                attempt.reserved = True
+                return attempt
             if isinstance(outcome, PlacementRefusal):
                 attempt.templates[template.name] = outcome.message
                 if outcome.monotone and self._memoize:
@@ -237,7 +253,7 @@ class Scheduler:
                 options = [t for t in options if within(t.capacity, remaining)]
             if not options:
                 return PlacementRefusal(limits_message(template, remaining))
-        claim = NewNodeClaim(template, options, self._claim_number + 1)
+        claim = NewNodeClaim(template, options, self._claim_number + 1, self.reservations)
         result = claim.can_add(sp, cls, labels_key, self.topology, relax_min_values=self.relax_min_values)
         if isinstance(result, PlacementRefusal):
             if len(options) < len(template.types_by_size) and result.message in GENERIC_INSTANCE_TYPE_FAILURES:

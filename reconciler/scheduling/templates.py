@@ -68,6 +68,8 @@ class ClaimTemplate:
     # Keys every type defines with a finite value set -> the union of those values (e.g. zones, arch, names):
     # requirements that miss the union rule out every type without looking at them one by one.
     type_domains: dict[str, frozenset[str]] = field(default_factory=dict)
+    # The types with an available reserved offering (usually none): what a claim may hold reservations of.
+    reserved_types: list[TypeInfo] = field(default_factory=list)
 
     def out_of_domain(self, requirements: Requirements) -> str | None:
         """A requirement no instance type of the pool can meet, or None."""
@@ -133,7 +135,8 @@ def build_template(
         for name, value in info.allocatable.items():
             upper[name] = max(upper.get(name, 0), value)
     template = ClaimTemplate(nodepool, requirements, labels, nodepool.taints, options, [], {}, by_size,
-                             max_capacity(options), upper, _type_domains(options))
+                             max_capacity(options), upper, _type_domains(options),
+                             [t for t in options if t.reserved])
     _group_daemons(template, daemon_pods)
     return template
 

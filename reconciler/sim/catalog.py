@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from reconciler.cloud import pricesource
+from reconciler.cloud.aws.capacityreservation import CapacityReservation
 from reconciler.cloud.types import InstanceType, Offering
 from reconciler.model import labels as wk
+from reconciler.model.meta import parse_time
 from reconciler.model.resources import Resources
 from reconciler.sim.scenario import ScenarioError
 
@@ -17,7 +20,13 @@ if TYPE_CHECKING:
 
 PRESET_PREFIX = "aws-"
 _TYPE_KEYS = {"name", "arch", "os", "capacity", "labels", "overhead", "offerings"}
-_CATALOG_KEYS = {"preset", "zones", "region", "overhead", "instanceTypes", "prices", "shutdownDuration"}
+_CATALOG_KEYS = {"preset", "zones", "region", "overhead", "instanceTypes", "prices", "shutdownDuration",
+                 "capacityReservations"}
+_RESERVATION_KEYS = {
+    "id", "instanceType", "zone", "availableInstanceCount", "totalInstanceCount", "reservationType",
+    "instanceMatchCriteria", "ownerID", "tags", "endTime", "interruptible",
+}
+DEFAULT_OWNER = "123456789012"
 _OFFERING_KEYS = {"capacityType", "zone", "price", "available", "zoneID", "priceSource"}
 
 
@@ -194,6 +203,87 @@ def _offerings(raw: Any, path: str, zone_ids: Mapping[str, str]) -> tuple[Offeri
                      zone_id=zone_id, price_source=source)
         )
     return tuple(offerings)
+
+
+def build_reservations(catalog: Mapping[str, Any], types: Sequence[InstanceType]) -> list[CapacityReservation]:
+    """``catalog.capacityReservations``: the account's capacity reservations (an optional key of the format).
+
+    Each: ``id`` (cr-...), ``instanceType``, ``zone``, ``availableInstanceCount`` (instances left; default
+    ``totalInstanceCount``), ``reservationType`` (default | capacity-block), ``instanceMatchCriteria``
+    (targeted | open), ``ownerID``, ``tags``, ``endTime`` (RFC 3339; a capacity block needs one),
+    ``interruptible``. EC2NodeClasses select them with ``capacityReservationSelectorTerms``."""
+    raw = catalog.get("capacityReservations")
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise ScenarioError("catalog.capacityReservations: expected a list")
+    known = {t.name for t in types}
+    found: list[CapacityReservation] = []
+    for index, item in enumerate(raw):
+        found.append(_reservation(item, f"catalog.capacityReservations[{index}]", known))
+    ids = [r.id for r in found]
+    duplicate = next((i for i in ids if ids.count(i) > 1), None)
+    if duplicate:
+        raise ScenarioError(f"catalog.capacityReservations: duplicate id {duplicate!r}")
+    return found
+
+
+def _reservation(item: Any, where: str, known: set[str]) -> CapacityReservation:
+    if not isinstance(item, Mapping):
+        raise ScenarioError(f"{where}: expected a map")
+    unknown = sorted(set(item) - _RESERVATION_KEYS)
+    if unknown:
+        expected = ", ".join(sorted(_RESERVATION_KEYS))
+        raise ScenarioError(f"{where}.{unknown[0]}: unknown key (expected one of {expected})")
+    reservation_id = item.get("id")
+    if not isinstance(reservation_id, str) or not re.fullmatch(r"cr-[0-9a-z]+", reservation_id):
+        raise ScenarioError(f"{where}.id: required, a capacity reservation ID like cr-0123456789abcdef0")
+    name = item.get("instanceType")
+    if name not in known:
+        raise ScenarioError(f"{where}.instanceType: {name!r} is not in the catalog")
+    zone = item.get("zone")
+    if not isinstance(zone, str) or not zone:
+        raise ScenarioError(f"{where}.zone: required")
+    counts = {}
+    for key in ("availableInstanceCount", "totalInstanceCount"):
+        value = item.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise ScenarioError(f"{where}.{key}: a whole number >= 0")
+        counts[key] = value
+    total = counts["totalInstanceCount"] if counts["totalInstanceCount"] is not None else counts[
+        "availableInstanceCount"]
+    if total is None:
+        raise ScenarioError(f"{where}: give availableInstanceCount or totalInstanceCount")
+    available = counts["availableInstanceCount"] if counts["availableInstanceCount"] is not None else total
+    if available > total:
+        raise ScenarioError(f"{where}.availableInstanceCount: {available} exceeds totalInstanceCount {total}")
+    kind = item.get("reservationType", wk.RESERVATION_TYPE_DEFAULT)
+    if kind not in (wk.RESERVATION_TYPE_DEFAULT, wk.RESERVATION_TYPE_CAPACITY_BLOCK):
+        raise ScenarioError(f"{where}.reservationType: {kind!r} must be default or capacity-block")
+    criteria = item.get("instanceMatchCriteria", "targeted")
+    if criteria not in ("targeted", "open"):
+        raise ScenarioError(f"{where}.instanceMatchCriteria: {criteria!r} must be targeted or open")
+    tags = item.get("tags") or {}
+    if not isinstance(tags, Mapping):
+        raise ScenarioError(f"{where}.tags: expected a map of tag to value")
+    end = item.get("endTime")
+    end_time = None
+    if end is not None:
+        try:
+            end_time = parse_time(end)
+        except ValueError:
+            raise ScenarioError(f"{where}.endTime: {end!r} is not an RFC 3339 time") from None
+    if kind == wk.RESERVATION_TYPE_CAPACITY_BLOCK and end_time is None:
+        raise ScenarioError(f"{where}.endTime: required for a capacity-block reservation")
+    interruptible = item.get("interruptible", False)
+    if not isinstance(interruptible, bool):
+        raise ScenarioError(f"{where}.interruptible: must be true or false")
+    owner = item.get("ownerID", DEFAULT_OWNER)
+    return CapacityReservation(
+        id=reservation_id, instance_type=str(name), zone=zone, owner_id=str(owner), instance_match_criteria=criteria,
+        reservation_type=kind, interruptible=interruptible, end_time=end_time, available=available, total=total,
+        tags={str(k): str(v) for k, v in tags.items()},
+    )
 
 
 def _resources(raw: Any, path: str) -> Resources:

@@ -19,7 +19,7 @@ from reconciler.kube.api import KINDS_BY_NAME, NODE, NODECLAIM, POD, Kind, Manif
 from reconciler.lifecycle.launch import has_condition, initialize, launch, node_for_instance, register
 from reconciler.lifecycle.termination import Terminator
 from reconciler.model import labels as wk
-from reconciler.model.meta import ManifestError
+from reconciler.model.meta import ManifestError, format_time
 from reconciler.provisioning.static import plan_static
 from reconciler.sim import engine
 from reconciler.sim.environment import SimEnvironment
@@ -97,6 +97,36 @@ class SimulatedCluster:
             return list(by_kind[kind_name].values())
         return self.env.kube.objects(KINDS_BY_NAME[kind_name])
 
+    async def publish_overlays(self) -> None:
+        """Evaluate the NodeOverlays now (gate on), so nodes are priced with them before any decision is made
+        (``engine.types_by_nodepool`` publishes the evaluation to the simulated cloud)."""
+        if self.env.settings.gate("NodeOverlay") and self._state.nodeoverlays:
+            await engine.types_by_nodepool(self._state, self.env.cloud, self.env.settings)
+
+    async def sync_nodeclass_status(self) -> None:
+        """Write each EC2NodeClass's ``status.capacityReservations`` (and ``CapacityReservationsReady``) as the
+        live NodeClass controller does, from what the cloud resolves its selector terms to (drift reads it)."""
+        resolve = getattr(self.env.cloud, "reservation_status", None)
+        if resolve is None:
+            return
+        for nodeclass in self.env.kube.objects(KINDS_BY_NAME["EC2NodeClass"]):
+            entries = await resolve(nodeclass)
+            if entries is None:
+                continue
+            status = nodeclass.get("status") or {}
+            conditions = [c for c in status.get("conditions") or [] if c.get("type") != "CapacityReservationsReady"]
+            ready = next((c for c in status.get("conditions") or [] if c.get("type") == "CapacityReservationsReady"),
+                         None)
+            current = status.get("capacityReservations", [])
+            if current == entries and ready is not None and ready.get("status") == "True":
+                continue
+            conditions.append({"type": "CapacityReservationsReady", "status": "True",
+                               "reason": "CapacityReservationsReady", "message": "",
+                               "lastTransitionTime": format_time(self.env.now)})
+            await self.env.kube.patch(KINDS_BY_NAME["EC2NodeClass"], nodeclass["metadata"]["name"],
+                                      {"status": {"capacityReservations": entries or None,
+                                                  "conditions": conditions}}, subresource="status")
+
     # -- provisioning ---------------------------------------------------------------------------
     async def provision(self, record: dict[str, Any], *, launch_ready: bool) -> None:
         await self.provision_static(record, launch_ready=launch_ready)
@@ -134,7 +164,7 @@ class SimulatedCluster:
             await self.drain_out(record)
 
     async def _plan(self) -> Any:
-        types = await engine.types_by_nodepool(self.state(), self.env.cloud)
+        types = await engine.types_by_nodepool(self.state(), self.env.cloud, self.env.settings)
         return engine.plan(self.state(), types, self.env.settings, self.env.now, self.env.names)
 
     async def _launch_planned(self, planned: Any, record: dict[str, Any], *, launch_ready: bool) -> str | None:
@@ -149,6 +179,12 @@ class SimulatedCluster:
             )
             return None
         instance = outcome.instance
+        if getattr(self.env.cloud, "price_overlays", None) is not None:  # NodeOverlays price it for the engine
+            offering = (instance.instance_type, instance.zone, instance.capacity_type)
+            overlaid = self.env.cloud.price_of(*offering, nodepool=planned.nodepool)
+            if overlaid is not None:
+                instance.price = overlaid
+                instance.price_source = self.env.cloud.price_source_of(*offering, nodepool=planned.nodepool)
         record["launched"].append(
             {
                 "nodeclaim": planned.name,
@@ -243,7 +279,7 @@ class SimulatedCluster:
         await self.progress_terminations(record)
 
     async def _plan_existing_only(self) -> dict[str, str]:
-        types = await engine.types_by_nodepool(self.state(), self.env.cloud)
+        types = await engine.types_by_nodepool(self.state(), self.env.cloud, self.env.settings)
         return engine.bindable(self.state(), types, self.env.settings, self.env.now)
 
     # -- disruption and termination -------------------------------------------------------------
@@ -385,8 +421,9 @@ class SimulatedCluster:
         for node in sorted(self.env.kube.objects(NODE), key=lambda n: n["metadata"]["name"]):
             labels = node["metadata"].get("labels") or {}
             offering = (labels.get(wk.INSTANCE_TYPE, ""), labels.get(wk.ZONE, ""), labels.get(wk.CAPACITY_TYPE, ""))
-            price = self.env.cloud.price_of(*offering)
-            source = self.env.cloud.price_source_of(*offering) if price is not None else ""
+            pool = labels.get(wk.NODEPOOL)
+            price = self.env.cloud.price_of(*offering, nodepool=pool)
+            source = self.env.cloud.price_source_of(*offering, nodepool=pool) if price is not None else ""
             price = price or 0.0  # the format's rule for nodes without a known offering; priceSource is null
             total += price
             nodes.append(

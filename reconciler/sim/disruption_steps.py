@@ -23,6 +23,7 @@ from reconciler.interruption.actions import ActionKind
 from reconciler.interruption.execution import execute, nodeclaims_by_instance
 from reconciler.interruption.messages import Kind, MessageParseError, eventbridge_event, parse
 from reconciler.kube.api import NODE, NODECLAIM, Manifest
+from reconciler.lifecycle.capacityreservation import capacity_block_expirations
 from reconciler.lifecycle.expiration import expired
 from reconciler.lifecycle.orchestration import CommandExecutor
 from reconciler.model import labels as wk
@@ -38,7 +39,7 @@ INTERRUPTED = "Interrupted"
 async def _decide(cluster: SimulatedCluster) -> Any:
     env = cluster.env
     state = cluster.state()
-    types = await engine.types_by_nodepool(state, env.cloud)
+    types = await engine.types_by_nodepool(state, env.cloud, env.settings)
     return decide(state, types, env.settings, env.now, name_for=env.names)
 
 
@@ -62,7 +63,7 @@ async def disrupt_once(cluster: SimulatedCluster, record: dict[str, Any]) -> boo
         env.advance(env.settings.consolidation_validation_wait)
         await cluster.settle(record)
         state = cluster.state()
-        types = await engine.types_by_nodepool(state, env.cloud)
+        types = await engine.types_by_nodepool(state, env.cloud, env.settings)
         checked = validate(command, state, types, env.settings, env.now)
         if not checked.valid or checked.command is None:
             record["events"].append(
@@ -106,10 +107,12 @@ async def disrupt_once(cluster: SimulatedCluster, record: dict[str, Any]) -> boo
                 "zone": labels.get(wk.ZONE),
                 "capacityType": labels.get(wk.CAPACITY_TYPE),
                 "price": env.cloud.price_of(
-                    labels.get(wk.INSTANCE_TYPE, ""), labels.get(wk.ZONE, ""), labels.get(wk.CAPACITY_TYPE, "")
+                    labels.get(wk.INSTANCE_TYPE, ""), labels.get(wk.ZONE, ""), labels.get(wk.CAPACITY_TYPE, ""),
+                    nodepool=replacement.nodepool,
                 ),
                 "priceSource": env.cloud.price_source_of(
-                    labels.get(wk.INSTANCE_TYPE, ""), labels.get(wk.ZONE, ""), labels.get(wk.CAPACITY_TYPE, "")
+                    labels.get(wk.INSTANCE_TYPE, ""), labels.get(wk.ZONE, ""), labels.get(wk.CAPACITY_TYPE, ""),
+                    nodepool=replacement.nodepool,
                 ) or None,
                 "instanceTypeOptions": list(replacement.instance_type_options),
                 "pods": list(replacement.pods),
@@ -143,6 +146,8 @@ async def _reschedule(cluster: SimulatedCluster, reason: str, record: dict[str, 
 
 
 async def expire(cluster: SimulatedCluster, record: dict[str, Any]) -> None:
+    """NodeClaims past ``expireAfter``, and those in capacity blocks within 40 minutes of their end (the
+    ``capacityreservation.expiration`` controller: drained ahead of EC2's reclaim)."""
     env = cluster.env
     for item in expired(env.kube.objects(NODECLAIM), env.now):
         claim = env.kube.peek(NODECLAIM, item.nodeclaim)
@@ -150,6 +155,16 @@ async def expire(cluster: SimulatedCluster, record: dict[str, Any]) -> None:
             continue
         await env.kube.delete(NODECLAIM, item.nodeclaim)
         _record_deleted(record, claim, EXPIRED)
+    for name in await capacity_block_expirations(env.kube.objects(NODECLAIM), env.cloud, env.now):
+        claim = env.kube.peek(NODECLAIM, name)
+        if claim is None:
+            continue
+        await env.kube.delete(NODECLAIM, name)
+        _record_deleted(record, claim, EXPIRED)
+        record["disrupted"][-1]["method"] = "capacity-block-expiration"
+        record["events"].append({"object": f"NodeClaim/{name}", "reason": "CapacityBlockExpiring",
+                                 "message": "its capacity block ends within 40 minutes: draining ahead of EC2's "
+                                            "reclaim"})
     await _reschedule(cluster, EXPIRED, record)
 
 

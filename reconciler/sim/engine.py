@@ -7,6 +7,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from reconciler.cloud.overlay import overlaid, publish
 from reconciler.cloud.types import InstanceType
 from reconciler.kube.api import NODECLAIM, Manifest
 from reconciler.model.meta import ManifestError, format_time
@@ -33,10 +34,15 @@ _DAEMONSET_AUTO_TOLERATIONS = tuple(
 )
 
 
-async def types_by_nodepool(state: ClusterState, cloud: Any) -> dict[str, Sequence[InstanceType]]:
+async def types_by_nodepool(
+    state: ClusterState, cloud: Any, settings: Settings | None = None
+) -> dict[str, Sequence[InstanceType]]:
     """Each NodePool's instance types as the cloud offers them to its EC2NodeClass (asked once per
     NodeClass, as the live controller does). A pool whose NodeClass is not in the cluster still gets
-    the catalogue's defaults: the scenario format keeps such pools usable in simulation."""
+    the catalogue's defaults: the scenario format keeps such pools usable in simulation.
+
+    With the NodeOverlay gate (``settings``) the NodeOverlays are in effect, and the simulated cloud
+    prices nodes with them too (``price_of(..., nodepool=)``), so costs match what the engine decided on."""
     by_nodeclass: dict[str, Sequence[InstanceType]] = {}
     result: dict[str, Sequence[InstanceType]] = {}
     for name, pool in state.nodepools.items():
@@ -45,6 +51,9 @@ async def types_by_nodepool(state: ClusterState, cloud: Any) -> dict[str, Sequen
         if key not in by_nodeclass:
             by_nodeclass[key] = await cloud.instance_types(nodeclass)
         result[name] = by_nodeclass[key]
+    if settings is not None and settings.gate("NodeOverlay"):
+        result, book = overlaid(state, result)
+        publish(cloud, book)
     return result
 
 

@@ -27,15 +27,19 @@ What the simulated cloud gets from the catalogue, moto gets this way:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from reconciler.cloud.aws import tags as owned
+from reconciler.cloud.aws.capacityreservation import PRICE_SOURCE as RESERVED_PRICE_SOURCE
+from reconciler.cloud.aws.capacityreservation import RESERVED_PRICE_DIVISOR, CapacityReservation
 from reconciler.cloud.aws.ice import UnavailableOfferings
 from reconciler.cloud.aws.instances import provider_id
 from reconciler.cloud.aws.offline import DISCOVERY_TAG, MotoCloud, open_moto_cloud
+from reconciler.cloud.overlay import OverlayBook, priced
 from reconciler.cloud.types import Instance, InstanceType, LaunchRequest, Offering
-from reconciler.sim.catalog import build_catalog, preset_region
+from reconciler.sim.catalog import build_catalog, build_reservations, preset_region
 from reconciler.sim.scenario import ScenarioError
 
 DEFAULT_NODECLASS = "adze-default"
@@ -80,8 +84,10 @@ class MotoSimulatedCloud:
         clock: Callable[[], datetime],
         *,
         cluster: str = "adze-sim",
+        reserved_capacity: bool = True,
     ) -> None:
         self._types = {t.name: t for t in build_catalog(catalog)}
+        reservations = build_reservations(catalog, list(self._types.values()))
         # Hand-written types must be real; preset types moto's EC2 data lacks (the supplement) just never launch.
         self._written = {str(raw.get("name")) for raw in catalog.get("instanceTypes") or [] if isinstance(raw, Mapping)}
         region = preset_region(catalog) or str(catalog.get("region") or "")
@@ -103,10 +109,13 @@ class MotoSimulatedCloud:
                 prices=self._prices,
                 nodeclasses=nodeclasses,
                 own_account=True,
+                capacity_reservations=reservations,
+                reserved_capacity=reserved_capacity,
             )
         except ValueError as err:
             raise ScenarioError(f"--cloud moto: {err}") from None
         self.provider = self.moto.provider
+        self.price_overlays: OverlayBook | None = None  # see SimulatedCloud.price_overlays
         self._default_nodeclass = self.moto.env.nodeclass(DEFAULT_NODECLASS)
         self._aliases: dict[str, str] = {}  # scenario providerID -> moto providerID
         for instance_type in self._types.values():
@@ -125,12 +134,31 @@ class MotoSimulatedCloud:
             )
 
     # -- what the simulator asks beyond CloudProvider -------------------------------------------
-    def price_of(self, instance_type: str, zone: str, capacity_type: str) -> float | None:
-        found = self._prices.offering(capacity_type, instance_type, zone)
-        return None if found is None else found.price
+    def _offering(self, instance_type: str, zone: str, capacity_type: str) -> Offering | None:
+        if capacity_type == "reserved":  # prepaid: Karpenter's on-demand / 10^7, as the provider prices it
+            on_demand = self._prices.offering("on-demand", instance_type, zone)
+            return None if on_demand is None else replace(
+                on_demand, capacity_type="reserved", price=on_demand.price / RESERVED_PRICE_DIVISOR,
+                price_source=RESERVED_PRICE_SOURCE)
+        return self._prices.offering(capacity_type, instance_type, zone)
 
-    def price_source_of(self, instance_type: str, zone: str, capacity_type: str) -> str:
-        return self._prices.source_of(capacity_type, instance_type, zone)
+    def price_of(self, instance_type: str, zone: str, capacity_type: str, nodepool: str | None = None) -> float | None:
+        found = self._offering(instance_type, zone, capacity_type)
+        return None if found is None else priced(self.price_overlays, nodepool, instance_type, found)[0]
+
+    def price_source_of(self, instance_type: str, zone: str, capacity_type: str, nodepool: str | None = None) -> str:
+        found = self._offering(instance_type, zone, capacity_type)
+        return "" if found is None else priced(self.price_overlays, nodepool, instance_type, found)[1]
+
+    async def capacity_reservations(self, ids: list[str]) -> dict[str, CapacityReservation]:
+        return await self.provider.capacity_reservations(ids)
+
+    async def reservation_status(self, nodeclass: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+        """What the provider resolves the EC2NodeClass's reservations to (``SimulatedCloud.reservation_status``)."""
+        if not (nodeclass.get("spec") or {}).get("capacityReservationSelectorTerms"):
+            return None
+        resolved = await self.provider.resolve_nodeclass(nodeclass)
+        return [r.to_status(self._clock()) for r in resolved.capacity_reservations or []]
 
     def mark_unavailable(
         self, instance_type: str, zone: str | None, capacity_type: str | None, *, until: datetime | None = None

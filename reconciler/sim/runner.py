@@ -26,7 +26,7 @@ from reconciler.kube.memory import MemoryKube
 from reconciler.model import labels as wk
 from reconciler.model.meta import format_time
 from reconciler.model.resources import Resources
-from reconciler.sim.catalog import build_catalog, catalog_shaper, shutdown_seconds
+from reconciler.sim.catalog import build_catalog, build_reservations, catalog_shaper, shutdown_seconds
 from reconciler.sim.cluster import SimulatedCluster
 from reconciler.sim.environment import SimEnvironment
 from reconciler.sim.scenario import Scenario, ScenarioError, Step, load_scenario_file
@@ -83,10 +83,7 @@ class Simulation:
         self.cloud: Any = (
             cloud(self)
             if cloud is not None
-            else SimulatedCloud(
-                build_catalog(scenario.catalog), clock=lambda: self.now, shaper=catalog_shaper(scenario.catalog),
-                shutdown_seconds=shutdown_seconds(scenario.catalog),
-            )
+            else self._simulated_cloud(scenario)
         )
         self.names = NameGenerator(scenario.name)
         self.env = SimEnvironment(self.kube, self.cloud, self.settings, self.names, scenario.clock,
@@ -96,9 +93,19 @@ class Simulation:
         # ``disrupted`` item and event (``plan`` times each command from them); None in ``simulate``.
         self.after_disruption_pass: Callable[[dict[str, Any], int, int], None] | None = None
 
+    def _simulated_cloud(self, scenario: Scenario) -> SimulatedCloud:
+        types = build_catalog(scenario.catalog)
+        return SimulatedCloud(
+            types, clock=lambda: self.now, shaper=catalog_shaper(scenario.catalog),
+            shutdown_seconds=shutdown_seconds(scenario.catalog),
+            capacity_reservations=build_reservations(scenario.catalog, types),
+            reserved_capacity=scenario.settings.gate("ReservedCapacity"),
+        )
+
     @property
     def now(self) -> datetime:
-        return self.env.now
+        env = getattr(self, "env", None)  # a cloud built before the environment (moto) reads the start time
+        return self.scenario.clock if env is None else env.now
 
     @property
     def workloads(self) -> WorkloadControllers:
@@ -131,6 +138,8 @@ class Simulation:
             raise
         except Exception as err:  # duplicate names and the like
             raise ScenarioError(f"objects: {err}") from None
+        await self.cluster.sync_nodeclass_status()
+        await self.cluster.publish_overlays()
         await self.workloads.reconcile()
 
     def _adopt_instance(self, node: Mapping[str, Any], path: str) -> None:
@@ -214,6 +223,9 @@ class Simulation:
         for index, manifest in enumerate(step.args):
             for obj in expand_pod_replicas(manifest):
                 await self._apply_object(obj, f"{step.path}.apply[{index}]")
+        await self.cluster.sync_nodeclass_status()
+        await self.cluster.publish_overlays()
+        await self.cluster.publish_overlays()
         await self.workloads.reconcile()
         await self.cluster.settle(record)
 
@@ -300,7 +312,8 @@ def moto_cloud(sim: Simulation) -> Any:
     """The real AWS provider against an in-process moto seeded from the scenario (``--cloud moto``)."""
     from reconciler.sim.moto_cloud import MotoSimulatedCloud
 
-    return MotoSimulatedCloud(sim.scenario.catalog, sim.scenario.objects, lambda: sim.now)
+    return MotoSimulatedCloud(sim.scenario.catalog, sim.scenario.objects, lambda: sim.now,
+                              reserved_capacity=sim.scenario.settings.gate("ReservedCapacity"))
 
 
 def cloud_factory(name: str) -> CloudFactory | None:

@@ -31,6 +31,7 @@ INTERRUPTION_KINDS = (
     "instance_stopped",
     "instance_terminated",
     "scheduled_change",
+    "capacity_reservation_interrupted",  # an extension of the format: EC2 reclaims a reserved instance
 )
 DEFAULT_CLOCK = datetime(2026, 1, 1, tzinfo=UTC)
 # Pods the scenario's workloads and Pods may declare at any one time (DaemonSet pods aside, counted as they

@@ -60,6 +60,7 @@ def test_crd_identity_scope_and_subresources() -> None:
     assert sorted(crds) == [
         "ec2nodeclasses.karpenter.k8s.aws",
         "nodeclaims.karpenter.sh",
+        "nodeoverlays.karpenter.sh",
         "nodepools.karpenter.sh",
     ]
     for name, crd in crds.items():
@@ -67,7 +68,8 @@ def test_crd_identity_scope_and_subresources() -> None:
         assert name == f"{spec['names']['plural']}.{spec['group']}"
         assert spec["scope"] == "Cluster"
         [version] = spec["versions"]
-        assert (version["name"], version["served"], version["storage"]) == ("v1", True, True)
+        expected = "v1alpha1" if name == "nodeoverlays.karpenter.sh" else "v1"
+        assert (version["name"], version["served"], version["storage"]) == (expected, True, True)
         assert version["subresources"]["status"] == {}
     assert crds["nodepools.karpenter.sh"]["spec"]["versions"][0]["subresources"]["scale"] == {
         "specReplicasPath": ".spec.replicas",
@@ -75,6 +77,7 @@ def test_crd_identity_scope_and_subresources() -> None:
     }
     assert "scale" not in crds["nodeclaims.karpenter.sh"]["spec"]["versions"][0]["subresources"]
     assert crds["ec2nodeclasses.karpenter.k8s.aws"]["spec"]["names"]["shortNames"] == ["ec2nc", "ec2ncs"]
+    assert crds["nodeoverlays.karpenter.sh"]["spec"]["names"]["shortNames"] == ["overlays"]
 
 
 KARPENTER_COLUMNS = json.loads(
@@ -85,7 +88,7 @@ def test_printer_columns_are_karpenters() -> None:
     """Identical to Karpenter's v1 CRDs (name, jsonPath, type, priority, order): ``kubectl get nodeclaims``
     shows READY from the Ready condition, ``kubectl get nodepools`` NODES from ``.status.nodes``."""
     crds = {crd["spec"]["names"]["kind"]: crd for crd in generate_crds()}
-    for kind in ("NodeClaim", "NodePool", "EC2NodeClass"):
+    for kind in ("NodeClaim", "NodePool", "EC2NodeClass", "NodeOverlay"):
         assert crds[kind]["spec"]["versions"][0]["additionalPrinterColumns"] == KARPENTER_COLUMNS[kind], kind
 
 

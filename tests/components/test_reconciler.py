@@ -129,6 +129,7 @@ def test_crds_are_the_reconcilers_own(dev: ProgramRun) -> None:
             "nodepools.karpenter.sh",
             "nodeclaims.karpenter.sh",
             "ec2nodeclasses.karpenter.k8s.aws",
+            "nodeoverlays.karpenter.sh",
         }
     )
     for name, crd in expected.items():

@@ -53,7 +53,7 @@ EVERY_STACK = {
     "aws:eks/addon:Addon": 2,  # pod identity agent, metrics-server
     "aws:ecr/repository:Repository": 1,
     "docker-build:index:Image": 1,
-    "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition": 3,
+    "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition": 4,
     "kubernetes:apps/v1:Deployment": 1,
     "kubernetes:policy/v1:PodDisruptionBudget": 1,
     "kubernetes:core/v1:Service": 1,

@@ -24,7 +24,7 @@ for where in (TESTS / "controllers", TESTS):
 BASE = {"CLUSTER_NAME": "c", "AWS_REGION": "us-east-1"}
 
 
-@pytest.mark.parametrize("gate", ["NodeOverlay", "CapacityBuffer"])
+@pytest.mark.parametrize("gate", ["CapacityBuffer"])
 def test_an_unimplemented_gate_stops_start_up_with_one_line(gate: str, capsys: pytest.CaptureFixture[str]) -> None:
     env = {**BASE, "FEATURE_GATES": f"SpotToSpotConsolidation=true,{gate}=true"}
     assert main(["--cloud", "simulated"], env=env) == EXIT_INVALID
@@ -44,11 +44,12 @@ def test_a_scenario_turning_on_an_unimplemented_gate_fails_with_one_line(tmp_pat
     from reconciler.cli import main as cli
 
     scenario = tmp_path / "s.yaml"
-    scenario.write_text("settings: {featureGates: {NodeOverlay: true}}\ncatalog: {preset: aws-us-east-1}\n")
+    scenario.write_text("settings: {featureGates: {CapacityBuffer: true}}\ncatalog: {preset: aws-us-east-1}\n")
     assert cli(["simulate", str(scenario)]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.endswith("settings.featureGates: NodeOverlay=true is not supported by Adze: NodeOverlay "
-                        "(karpenter.sh/v1alpha1) is not served: no price or capacity overrides")
+    assert err.endswith("settings.featureGates: CapacityBuffer=true is not supported by Adze: CapacityBuffer is "
+                        "not supported by Adze (no CapacityBuffer CRD or buffer controller): no buffer capacity is "
+                        "provisioned")
 
 
 @pytest.mark.parametrize(("var", "value"), [("ENABLE_PROFILING", "true"), ("LOG_OUTPUT_PATHS", "/var/log/k.log"),
@@ -73,7 +74,7 @@ def test_karpenters_chart_environment_starts_with_warnings_for_defaults_adze_doe
                 if "setting not implemented" in line]
     assert any(w.startswith("EKS_CONTROL_PLANE=false (Karpenter's default) is accepted, but") for w in warnings)
     assert not any(w.startswith("DISABLE_DRY_RUN") for w in warnings)  # dry runs are implemented
-    assert any(w.startswith("feature gate ReservedCapacity is on (Karpenter's default)") for w in warnings)
+    assert not any("ReservedCapacity" in w for w in warnings)  # on by default, and implemented
 
 
 async def _no_run(*_: Any) -> int:

@@ -255,6 +255,7 @@ class AuthorizationModel:
         subnets: set[str] = set()
         groups: set[str] = set()
         profiles: set[str] = set()
+        reservations: set[str] = set()
         spot = (params.get("TargetCapacitySpecification") or {}).get("DefaultTargetCapacityType") == "spot"
         created_types = (*_EC2_CREATED_BY_FLEET, "spot-instances-request") if spot else _EC2_CREATED_BY_FLEET
         for config in params.get("LaunchTemplateConfigs") or []:
@@ -273,6 +274,10 @@ class AuthorizationModel:
             if data.get("ImageId"):
                 images.add(str(data["ImageId"]))
             groups.update(str(g) for g in data.get("SecurityGroupIds") or [])
+            # A launch into a capacity reservation also "uses" the reservation (capacity-reservation/* ARN).
+            target = (data.get("CapacityReservationSpecification") or {}).get("CapacityReservationTarget") or {}
+            if target.get("CapacityReservationId"):
+                reservations.add(str(target["CapacityReservationId"]))
             for interface in data.get("NetworkInterfaces") or []:
                 groups.update(str(g) for g in interface.get("Groups") or [])
             profile = data.get("IamInstanceProfile") or {}
@@ -283,7 +288,8 @@ class AuthorizationModel:
                     images.add(str(override["ImageId"]))
                 if override.get("SubnetId"):
                     subnets.add(str(override["SubnetId"]))
-        for kind, ids in (("image", images), ("subnet", subnets), ("security-group", groups)):
+        for kind, ids in (("image", images), ("subnet", subnets), ("security-group", groups),
+                          ("capacity-reservation", reservations)):
             checks += [self._check(op, op, self._ec2_arn(region, kind, i), region) for i in sorted(ids)]
         for kind in created_types:
             tags = created_tags.get(kind, {})

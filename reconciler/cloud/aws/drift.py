@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from reconciler.cloud.aws.capacityreservation import CAPACITY_RESERVATION_DRIFT
 from reconciler.cloud.aws.instances import InstanceRecord
 from reconciler.cloud.aws.nodeclass import ResolvedNodeClass
 
@@ -33,4 +34,9 @@ def drift_reason(
         return SECURITY_GROUP_DRIFT
     if resolved.subnets and record.subnet_id and record.subnet_id not in {s.id for s in resolved.subnets}:
         return SUBNET_DRIFT
+    selected = resolved.capacity_reservations
+    if record.capacity_reservation_id and selected is not None and record.capacity_reservation_id not in {
+        r.id for r in selected
+    }:
+        return CAPACITY_RESERVATION_DRIFT
     return None

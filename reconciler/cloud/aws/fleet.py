@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler.cloud.types import InstanceType, LaunchRequest, Offering, prefer_generic
+from reconciler.model import labels as wk
 
 MAX_INSTANCE_TYPES = 60
 # Fleet error codes that mean "this offering has no capacity now" (cached for 3 minutes).
@@ -77,9 +78,9 @@ class FleetError:
 
 
 def choose_capacity_type(request: LaunchRequest, candidates: Sequence[Candidate]) -> str | None:
-    """Spot when allowed and offered, else on-demand (reserved capacity is not supported here)."""
+    """Reserved when allowed and offered, else spot, else on-demand (Karpenter's getCapacityType)."""
     offered = {c.offering.capacity_type for c in candidates}
-    for capacity_type in ("spot", "on-demand"):
+    for capacity_type in ("reserved", "spot", "on-demand"):
         if capacity_type in offered and request.allows_capacity_type(capacity_type):
             return capacity_type
     return None
@@ -90,10 +91,8 @@ def candidates_for(
     instance_types: Mapping[str, InstanceType],
     launchable_zones: set[str],
 ) -> list[Candidate]:
-    """Available offerings of the requested types within the allowed zones and capacity types.
-
-    Metal, GPU and accelerator types are dropped while a generic type can launch."""
-    by_type: dict[str, list[Candidate]] = {}
+    """Available offerings of the requested types within the allowed zones, capacity types and reservations."""
+    found: list[Candidate] = []
     for name in request.instance_types:
         instance_type = instance_types.get(name)
         if instance_type is None:
@@ -101,17 +100,64 @@ def candidates_for(
         for offering in instance_type.offerings:
             if not offering.available or offering.zone not in launchable_zones or not request.allows(offering):
                 continue
-            by_type.setdefault(name, []).append(Candidate(instance_type, offering))
-    launchable = prefer_generic([found[0].instance_type for found in by_type.values()])
-    return [candidate for t in launchable for candidate in by_type[t.name]]
+            found.append(Candidate(instance_type, offering))
+    return found
+
+
+# Which reservations a reserved launch tries first when several kinds are offered at the same price:
+# ODCRs, then capacity blocks, then interruptible ODCRs (CreateFleet takes one market type per call).
+_RESERVATION_PRIORITY = {
+    (wk.RESERVATION_TYPE_DEFAULT, False): 0,
+    (wk.RESERVATION_TYPE_CAPACITY_BLOCK, False): 1,
+    (wk.RESERVATION_TYPE_DEFAULT, True): 2,
+}
+
+
+def reserved_candidates(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """The reserved offerings one CreateFleet call can target (Karpenter's reservation filters):
+
+    * one kind of reservation: the kind with the cheapest offering (ties: ODCR, capacity block,
+      interruptible ODCR), as a fleet takes a single market type;
+    * a capacity block: only the single cheapest one, as a fleet takes one block;
+    * per instance type and zone, the reservation with the most instances left (one override per pool).
+    """
+    reserved = [c for c in candidates if c.offering.capacity_type == wk.CAPACITY_TYPE_RESERVED]
+    if not reserved:
+        return []
+
+    def kind(c: Candidate) -> tuple[str, bool]:
+        return (c.offering.reservation_type or wk.RESERVATION_TYPE_DEFAULT, c.offering.interruptible)
+
+    best = min(reserved, key=lambda c: (c.offering.price, _RESERVATION_PRIORITY.get(kind(c), 3)))
+    chosen = [c for c in reserved if kind(c) == kind(best)]
+    if kind(best)[0] == wk.RESERVATION_TYPE_CAPACITY_BLOCK:
+        cheapest = min(chosen, key=lambda c: (c.offering.price, c.instance_type.name, c.offering.zone))
+        return [cheapest]
+    per_pool: dict[tuple[str, str], Candidate] = {}
+    for candidate in chosen:
+        pool = (candidate.instance_type.name, candidate.offering.zone)
+        current = per_pool.get(pool)
+        if current is None or candidate.offering.reservation_capacity > current.offering.reservation_capacity:
+            per_pool[pool] = candidate
+    return [c for c in chosen if per_pool[(c.instance_type.name, c.offering.zone)] is c]
 
 
 def select_offerings(request: LaunchRequest, candidates: Sequence[Candidate]) -> tuple[str, list[Candidate]]:
     """The capacity type to launch and its offerings, cheapest first, at most 60 instance types.
 
-    When spot and on-demand are both allowed, spot offerings dearer than the
-    cheapest on-demand offering are dropped (Karpenter's SpotOfferingFilter).
+    Reserved offerings, when allowed and offered, are narrowed to what one fleet can target
+    (``reserved_candidates``); metal, GPU and accelerator types are then dropped while a generic type
+    remains; when spot and on-demand are both allowed, spot offerings dearer than the cheapest
+    on-demand offering are dropped (Karpenter's SpotOfferingFilter).
     """
+    if request.allows_capacity_type(wk.CAPACITY_TYPE_RESERVED):
+        reserved = reserved_candidates(candidates)
+        candidates = reserved or candidates
+    by_type: dict[str, list[Candidate]] = {}
+    for candidate in candidates:
+        by_type.setdefault(candidate.instance_type.name, []).append(candidate)
+    generic = prefer_generic([found[0].instance_type for found in by_type.values()])
+    candidates = [candidate for t in generic for candidate in by_type[t.name]]
     capacity_type = choose_capacity_type(request, candidates)
     if capacity_type is None:
         return "", []
@@ -136,16 +182,35 @@ def select_offerings(request: LaunchRequest, candidates: Sequence[Candidate]) ->
     return capacity_type, [c for c in chosen if c.instance_type.name in allowed]
 
 
+def target_capacity_type(capacity_type: str, chosen: Sequence[Candidate]) -> str:
+    """CreateFleet's ``DefaultTargetCapacityType``: a capacity block launches as ``capacity-block``, an
+    interruptible ODCR as ``reserved-capacity``, other ODCRs as ``on-demand`` (targeted by the template)."""
+    if capacity_type != wk.CAPACITY_TYPE_RESERVED or not chosen:
+        return capacity_type
+    offering = chosen[0].offering
+    if offering.reservation_type == wk.RESERVATION_TYPE_CAPACITY_BLOCK:
+        return "capacity-block"
+    return "reserved-capacity" if offering.interruptible else "on-demand"
+
+
 def create_fleet_request(
     capacity_type: str,
     overrides_by_template: Mapping[str, Sequence[Override]],
     tag_specifications: Sequence[Mapping[str, Any]],
     context: str | None = None,
     client_token: str = "",
+    *,
+    target: str = "",
+    prioritized: bool = False,
 ) -> dict[str, Any]:
+    """``target``: the ``DefaultTargetCapacityType`` when it differs from ``capacity_type`` (reserved
+    launches, see ``target_capacity_type``). ``prioritized``: NodeOverlays priced the offerings, so EC2
+    follows their order (each override's ``Priority`` is its overlaid price; lower goes first) instead of
+    its own prices: ``prioritized`` on-demand, ``capacity-optimized-prioritized`` spot, as upstream."""
+    target = target or capacity_type
     request: dict[str, Any] = {
         "Type": "instant",
-        "TargetCapacitySpecification": {"TotalTargetCapacity": 1, "DefaultTargetCapacityType": capacity_type},
+        "TargetCapacitySpecification": {"TotalTargetCapacity": 1, "DefaultTargetCapacityType": target},
         "LaunchTemplateConfigs": [
             {
                 "LaunchTemplateSpecification": {"LaunchTemplateName": template, "Version": "$Latest"},
@@ -155,6 +220,7 @@ def create_fleet_request(
                         "SubnetId": o.subnet_id,
                         "AvailabilityZone": o.zone,
                         "ImageId": o.image_id,
+                        **({"Priority": o.price} if prioritized else {}),
                     }
                     for o in overrides
                 ],
@@ -164,9 +230,12 @@ def create_fleet_request(
         "TagSpecifications": [dict(t) for t in tag_specifications],
     }
     if capacity_type == "spot":
-        request["SpotOptions"] = {"AllocationStrategy": "price-capacity-optimized"}
-    else:
-        request["OnDemandOptions"] = {"AllocationStrategy": "lowest-price"}
+        strategy = "capacity-optimized-prioritized" if prioritized else "price-capacity-optimized"
+        request["SpotOptions"] = {"AllocationStrategy": strategy}
+    elif target == "reserved-capacity":
+        request["ReservedCapacityOptions"] = {"ReservationTypes": ["interruptible-capacity-reservation"]}
+    elif target != "capacity-block":  # a capacity-block fleet takes no on-demand options
+        request["OnDemandOptions"] = {"AllocationStrategy": "prioritized" if prioritized else "lowest-price"}
     if context:
         request["Context"] = context
     if client_token:

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from reconciler.cloud.aws.tags import NODECLAIM_TAG, NODEPOOL_TAG, tags_of
+from reconciler.model import labels as wk
 
 PROVIDER_ID_PREFIX = "aws:///"
 # Instances the orphan collector and list() consider alive (terminated ones are gone for good).
@@ -42,6 +43,13 @@ class InstanceRecord:
     tags: Mapping[str, str] = field(default_factory=dict)
     instance_profile: str = ""  # name of the attached IAM instance profile
     zone_id: str = ""
+    # Set for instances launched into a capacity reservation (capacity type ``reserved``).
+    capacity_reservation_id: str = ""
+    reservation_type: str = ""  # default | capacity-block
+    interruptible: bool = False
+
+    def reservation_labels(self) -> dict[str, str]:
+        return wk.reservation_labels(self.capacity_reservation_id, self.reservation_type, self.interruptible)
 
     @property
     def provider_id(self) -> str:
@@ -56,13 +64,33 @@ class InstanceRecord:
         return self.tags.get(NODEPOOL_TAG, "")
 
 
+def capacity_type_of_instance(item: Mapping[str, Any]) -> str:
+    """Spot, reserved (in a capacity reservation Karpenter targeted: preference ``capacity-reservations-only``;
+    an instance that merely matched an *open* reservation stays on-demand, as upstream), else on-demand."""
+    if item.get("InstanceLifecycle") == "spot" or item.get("SpotInstanceRequestId"):
+        return "spot"
+    preference = (item.get("CapacityReservationSpecification") or {}).get("CapacityReservationPreference")
+    if item.get("CapacityReservationId") and preference == "capacity-reservations-only":
+        return wk.CAPACITY_TYPE_RESERVED
+    return "on-demand"
+
+
 def record_from_ec2(item: Mapping[str, Any]) -> InstanceRecord:
     """From one ``Reservations[].Instances[]`` item of DescribeInstances."""
+    capacity_type = capacity_type_of_instance(item)
+    reserved = capacity_type == wk.CAPACITY_TYPE_RESERVED
+    lifecycle = item.get("InstanceLifecycle")
     return InstanceRecord(
+        capacity_reservation_id=str(item.get("CapacityReservationId", "")) if reserved else "",
+        reservation_type=(
+            (wk.RESERVATION_TYPE_CAPACITY_BLOCK if lifecycle == "capacity-block" else wk.RESERVATION_TYPE_DEFAULT)
+            if reserved else ""
+        ),
+        interruptible=reserved and lifecycle == "interruptible-capacity-reservation",
         id=str(item["InstanceId"]),
         instance_type=str(item.get("InstanceType", "")),
         zone=str((item.get("Placement") or {}).get("AvailabilityZone", "")),
-        capacity_type="spot" if item.get("InstanceLifecycle") == "spot" else "on-demand",
+        capacity_type=capacity_type,
         state=str((item.get("State") or {}).get("Name", "")),
         launch_time=item.get("LaunchTime"),
         image_id=str(item.get("ImageId", "")),

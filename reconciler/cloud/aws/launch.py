@@ -1,16 +1,17 @@
 """One launch: launch templates for the chosen offerings, then CreateFleet and its errors.
 
 Overrides are grouped per launch template, one template per (AMI, max pods, EFA
-interfaces): the AMI follows the instance type (architecture, accelerator
-variant), the kubelet's max pods its ENI limits, and a NodeClaim that requests
-``vpc.amazonaws.com/efa`` gets one EFA interface per EFA the type supports.
+interfaces, capacity reservation): the AMI follows the instance type (architecture,
+accelerator variant), the kubelet's max pods its ENI limits, a NodeClaim that requests
+``vpc.amazonaws.com/efa`` gets one EFA interface per EFA the type supports, and a
+reserved launch targets each reservation from its own template.
 Fleet errors feed the unavailable-offerings cache whether or not something launched.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -32,6 +33,7 @@ from reconciler.cloud.aws.launchtemplate import (
 )
 from reconciler.cloud.aws.metrics import AWSMetrics
 from reconciler.cloud.aws.nodeclass import ResolvedNodeClass, subnets_for_launch
+from reconciler.cloud.aws.reservations import CapacityReservationProvider
 from reconciler.cloud.aws.userdata import BootstrapOptions, ClusterInfo, render
 from reconciler.cloud.types import (
     CloudError,
@@ -39,6 +41,7 @@ from reconciler.cloud.types import (
     LaunchOutcomeUnknown,
     LaunchPendingError,
     LaunchRequest,
+    Offering,
 )
 from reconciler.model import labels as wk
 
@@ -69,6 +72,9 @@ class Launcher:
     launch_templates: LaunchTemplateProvider
     now: Callable[[], datetime]
     metrics: AWSMetrics = field(default_factory=lambda: AWSMetrics.of(None))
+    reservations: CapacityReservationProvider | None = None
+    # The ReservedCapacity gate: templates say which capacity reservation (or none) a launch may use.
+    targeted: bool = True
 
     async def launch_templates_for(
         self,
@@ -82,7 +88,7 @@ class Launcher:
         )
         tags = owned.launch_tags(self.cluster.name, request.nodepool, resolved.name, resolved.user_tags)
         groups = _Groups()
-        specs: dict[tuple[str, int, int], str] = {}
+        specs: dict[tuple[str, int, int, str], str] = {}
         wants_efa = request.requests.amount(netinterfaces.EFA_RESOURCE) > 0
         for candidate in chosen:
             instance_type = candidate.instance_type
@@ -92,9 +98,13 @@ class Launcher:
                 continue
             max_pods = instance_type.capacity.amount("pods") // 1000
             efa_count = instance_type.capacity.amount(netinterfaces.EFA_RESOURCE) // 1000 if wants_efa else 0
-            key = (ami.id, max_pods, efa_count)
+            # One template per reservation: each targets its own (CreateFleet cannot say which per override).
+            reserved = candidate.offering if capacity_type == wk.CAPACITY_TYPE_RESERVED else None
+            key = (ami.id, max_pods, efa_count, reserved.reservation_id if reserved is not None else "")
             if key not in specs:
-                template = self.template_spec(request, resolved, capacity_type, ami.id, max_pods, efa_count, tags)
+                template = self.template_spec(
+                    request, resolved, capacity_type, ami.id, max_pods, efa_count, tags, reservation=reserved
+                )
                 specs[key] = await self.launch_templates.ensure(template)
             groups.overrides.setdefault(specs[key], []).append(
                 fleets.Override(
@@ -116,8 +126,14 @@ class Launcher:
         max_pods: int,
         efa_count: int,
         tags: dict[str, str],
+        *,
+        reservation: Offering | None = None,
     ) -> LaunchTemplateSpec:
-        """The launch template for one (AMI, max pods, EFA count) group of a launch."""
+        """The launch template for one (AMI, max pods, EFA count, capacity reservation) group of a launch.
+
+        ``reservation``: the reserved offering a reserved launch targets. With the ReservedCapacity gate
+        (``targeted``) every other launch says ``CapacityReservationPreference: none``, out of open ODCRs.
+        """
         spec = resolved.spec
         bootstrap = BootstrapOptions(
             labels={**request.labels, wk.NODEPOOL: request.nodepool},
@@ -152,6 +168,10 @@ class Launcher:
             network_interfaces=tuple(interfaces) if interfaces else None,
             cpu_options={"NestedVirtualization": nested} if nested else None,
             placement=resolved.placement(),
+            capacity_reservation=(
+                (reservation.reservation_id if reservation is not None else "none") if self.targeted else ""
+            ),
+            market_type=_market_type(reservation) if reservation is not None else "",
         )
 
     async def create_fleet(
@@ -160,7 +180,11 @@ class Launcher:
         resolved: ResolvedNodeClass,
         capacity_type: str,
         groups: _Groups,
+        chosen: Sequence[fleets.Candidate] = (),
     ) -> tuple[InstanceRecord, str]:
+        """``chosen``: the offerings the overrides came from (a reserved launch maps its instance back to the
+        reservation it landed in)."""
+        reserved = capacity_type == wk.CAPACITY_TYPE_RESERVED
         tags = owned.launch_tags(
             self.cluster.name,
             request.nodepool,
@@ -174,6 +198,8 @@ class Launcher:
             owned.tag_specifications(["instance", "volume", "fleet"], tags),
             context=resolved.spec.get("context"),
             client_token=request.client_token,
+            target=fleets.target_capacity_type(capacity_type, chosen),
+            prioritized=request.price_overlaid,
         )
         all_overrides = [o for overrides in groups.overrides.values() for o in overrides]
         try:
@@ -200,13 +226,15 @@ class Launcher:
                 ) from None
             if code in fleets.ICE_ERROR_CODES:
                 for o in all_overrides:
-                    self.unavailable.mark_unavailable(capacity_type, o.instance_type, o.zone, code)
+                    self._mark_unavailable(capacity_type, o.instance_type, o.zone, code, chosen)
                 raise InsufficientCapacityError(
                     f"CreateFleet: {code}", [(o.instance_type, o.zone, capacity_type) for o in all_overrides]
                 ) from None
             raise CloudError(f"CreateFleet failed for NodeClaim {request.nodeclaim}: {code}: {err}") from None
         launched, errors = fleets.parse_fleet_response(answer, capacity_type, all_overrides)
-        self._record_fleet_errors(errors, resolved)
+        if reserved:  # EC2 reports a targeted launch's errors as on-demand (or capacity-block) ones
+            errors = [replace(e, capacity_type=wk.CAPACITY_TYPE_RESERVED) for e in errors]
+        self._record_fleet_errors(errors, resolved, chosen)
         if not launched:
             if errors and all(e.is_capacity_error or e.code == fleets.SPOT_SLR_MISSING for e in errors):
                 raise InsufficientCapacityError(
@@ -220,11 +248,17 @@ class Launcher:
         first, extra = launched[0], launched[1:]
         if extra:  # capacity 1 should never give more; never leak what we did not ask for
             await self.caller.call(self.ec2.terminate_instances, InstanceIds=[i.instance_id for i in extra])
+        landed = _reserved_offering(chosen, first.instance_type, first.zone) if reserved else None
+        if landed is not None and self.reservations is not None:
+            self.reservations.mark_launched(landed.reservation_id)
         record = InstanceRecord(
+            capacity_reservation_id=landed.reservation_id if landed is not None else "",
+            reservation_type=(landed.reservation_type or wk.RESERVATION_TYPE_DEFAULT) if landed is not None else "",
+            interruptible=landed.interruptible if landed is not None else False,
             id=first.instance_id,
             instance_type=first.instance_type,
             zone=first.zone,
-            capacity_type=first.capacity_type,
+            capacity_type=wk.CAPACITY_TYPE_RESERVED if reserved else first.capacity_type,
             state="pending",
             launch_time=self.now(),
             image_id=first.image_id,
@@ -235,7 +269,22 @@ class Launcher:
         zone_id = next((s.zone_id for s in resolved.subnets if s.zone == first.zone and s.zone_id), "")
         return record, zone_id
 
-    def _record_fleet_errors(self, errors: list[fleets.FleetError], resolved: ResolvedNodeClass) -> None:
+    def _mark_unavailable(
+        self, capacity_type: str, instance_type: str, zone: str, code: str, chosen: Sequence[fleets.Candidate]
+    ) -> None:
+        """A reserved launch that failed marks the reservation full, not the offering (upstream)."""
+        if capacity_type != wk.CAPACITY_TYPE_RESERVED:
+            self.unavailable.mark_unavailable(capacity_type, instance_type, zone, code)
+            return
+        offering = _reserved_offering(chosen, instance_type, zone)
+        if offering is not None:
+            self.unavailable.mark_reservation_unavailable(offering.reservation_id)
+            if self.reservations is not None:
+                self.reservations.mark_unavailable(offering.reservation_id)
+
+    def _record_fleet_errors(
+        self, errors: list[fleets.FleetError], resolved: ResolvedNodeClass, chosen: Sequence[fleets.Candidate] = ()
+    ) -> None:
         for error in errors:
             subnet = next((s for s in resolved.subnets if s.id == error.subnet_id), None) or next(
                 (s for s in resolved.subnets if s.zone == error.zone), None)
@@ -248,11 +297,24 @@ class Launcher:
             if error.code == fleets.SPOT_SLR_MISSING:
                 self.unavailable.mark_capacity_type_unavailable("spot")
             elif error.is_capacity_error and error.instance_type and error.zone:
-                self.unavailable.mark_unavailable(
-                    error.capacity_type, error.instance_type, error.zone, error.code
-                )
+                self._mark_unavailable(error.capacity_type, error.instance_type, error.zone, error.code, chosen)
             if error.code == fleets.SUBNET_EXHAUSTED and error.subnet_id:
                 self.unavailable.mark_subnet_unavailable(error.subnet_id)
+
+
+def _reserved_offering(chosen: Sequence[fleets.Candidate], instance_type: str, zone: str) -> Offering | None:
+    """The reservation a reserved launch of ``instance_type`` in ``zone`` targeted (one per pool, by filter)."""
+    return next(
+        (c.offering for c in chosen
+         if c.instance_type.name == instance_type and c.offering.zone == zone and c.offering.reservation_id),
+        None,
+    )
+
+
+def _market_type(offering: Offering) -> str:
+    if offering.reservation_type == wk.RESERVATION_TYPE_CAPACITY_BLOCK:
+        return "capacity-block"
+    return "interruptible-capacity-reservation" if offering.interruptible else ""
 
 
 # Karpenter's reasons for a failed fleet offering (its errors.ToReasonMessage), first match wins; capacity

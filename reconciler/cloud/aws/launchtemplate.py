@@ -49,6 +49,10 @@ class LaunchTemplateSpec:
     network_interfaces: tuple[Mapping[str, Any], ...] | None = None
     cpu_options: Mapping[str, Any] | None = None  # EC2 ``CpuOptions`` (nested virtualization)
     placement: Mapping[str, Any] | None = None  # EC2 ``Placement`` (placement group id, partition)
+    # With the ReservedCapacity gate ("targeted" mode, upstream's): a reservation ID targets that capacity
+    # reservation only; "none" keeps spot/on-demand launches out of open reservations; "" sets nothing.
+    capacity_reservation: str = ""
+    market_type: str = ""  # capacity-block | interruptible-capacity-reservation, for those reservations
 
     def data(self) -> dict[str, Any]:
         """EC2 ``LaunchTemplateData``."""
@@ -74,6 +78,15 @@ class LaunchTemplateSpec:
             data["CpuOptions"] = dict(self.cpu_options)
         if self.placement:
             data["Placement"] = dict(self.placement)
+        if self.capacity_reservation == "none":
+            data["CapacityReservationSpecification"] = {"CapacityReservationPreference": "none"}
+        elif self.capacity_reservation:
+            data["CapacityReservationSpecification"] = {
+                "CapacityReservationPreference": "capacity-reservations-only",
+                "CapacityReservationTarget": {"CapacityReservationId": self.capacity_reservation},
+            }
+        if self.market_type:
+            data["InstanceMarketOptions"] = {"MarketType": self.market_type}
         return data
 
     @property

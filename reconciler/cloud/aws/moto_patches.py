@@ -1,6 +1,7 @@
 """Patches that make an in-process moto answer CreateFleet more like EC2 (offline simulation and tests).
 
-moto has no placement groups (``install_placement_group_patch`` adds them).
+moto has no placement groups (``install_placement_group_patch`` adds them) and no capacity
+reservations (``install_capacity_reservation_patch``, see its section).
 moto's CreateFleet never returns ``Errors[]`` and ignores the launch template's
 security groups. ``install_fleet_patch`` fixes both inside this process: a
 ``FleetFaults`` source decides per-override errors (insufficient capacity and
@@ -142,13 +143,14 @@ def install_fleet_patch(faithful_security_groups: bool = True) -> None:
                 {"FleetId": "fleet-00000000-0000-0000-0000-000000000000", "Instances": [], "Errors": errors}
             )
         real_get = self._get_param
+        previous = self.__dict__.get("_get_param")  # another patch's override, restored after
         self._get_param = lambda name, if_none=None: (  # only the kept overrides reach moto
             kept_configs if name == "LaunchTemplateConfigs" else real_get(name, if_none)
         )
         try:
             result = original_response(self)
         finally:
-            del self._get_param
+            _restore_get_param(self, previous)
         if errors:
             result.result["Errors"] = errors  # type: ignore[index]  # moto types ActionResult.result as object
         return result
@@ -161,7 +163,8 @@ def install_fleet_patch(faithful_security_groups: bool = True) -> None:
 
 
 # What a CreateFleet ClientToken is bound to (EC2 refuses the token with any other values).
-_FLEET_PARAMETERS = ("Type", "TargetCapacitySpecification", "LaunchTemplateConfigs", "OnDemandOptions", "SpotOptions")
+_FLEET_PARAMETERS = ("Type", "TargetCapacitySpecification", "LaunchTemplateConfigs", "OnDemandOptions", "SpotOptions",
+                     "ReservedCapacityOptions")
 
 
 def _visible(reservations: list[Any], delay: float) -> list[Any]:
@@ -183,6 +186,14 @@ def _launched(instance: Any) -> datetime:
     if isinstance(launched, str):
         launched = datetime.fromisoformat(launched.replace("Z", "+00:00"))
     return launched.replace(tzinfo=None) if launched.tzinfo else launched
+
+
+def _restore_get_param(response: Any, previous: Any) -> None:
+    """Undo an instance-level ``_get_param`` override (patches wrap each other: restore, never just delete)."""
+    if previous is None:
+        response.__dict__.pop("_get_param", None)
+    else:
+        response._get_param = previous
 
 
 def _apply_template_security_groups(backend: Any, fleet: Any) -> None:
@@ -255,3 +266,198 @@ def install_placement_group_patch() -> None:
     EC2Response.create_placement_group = create_placement_group  # type: ignore[attr-defined]
     EC2Response.describe_placement_groups = describe_placement_groups  # type: ignore[attr-defined]
     EC2Response.delete_placement_group = delete_placement_group  # type: ignore[attr-defined]
+
+
+# -- capacity reservations -----------------------------------------------------------------------------------
+#
+# moto has no capacity reservations. ``install_capacity_reservation_patch`` adds what the provider uses:
+# DescribeCapacityReservations (IDs and the filters Karpenter sends), reservations seeded in-process
+# (``seed_capacity_reservation``: ODCRs and capacity blocks, which EC2 sells through other APIs), and
+# targeted launches: a fleet whose launch template targets a reservation launches into it (the instance
+# carries ``CapacityReservationId``, its specification and, for a block, lifecycle ``capacity-block``;
+# one instance fewer is left), or answers ``ReservationCapacityExceeded`` when it is full; a terminated
+# instance gives its place back. The fleet's ``capacity-block`` / ``reserved-capacity`` target types,
+# which moto ignores, launch as on-demand does.
+
+
+def _reservations(backend: Any) -> dict[str, dict[str, Any]]:
+    found: dict[str, dict[str, Any]] | None = getattr(backend, "_adze_capacity_reservations", None)
+    if found is None:
+        found = {}
+        backend._adze_capacity_reservations = found
+    return found
+
+
+def seed_capacity_reservation(account_id: str, region: str, reservation: Any) -> None:
+    """Create ``reservation`` (a ``capacityreservation.CapacityReservation``) in moto's EC2 backend, in-process."""
+    from moto.ec2.models import ec2_backends
+
+    install_capacity_reservation_patch()
+    backend = ec2_backends[account_id][region]
+    item: dict[str, Any] = {
+        "CapacityReservationId": reservation.id,
+        "OwnerId": reservation.owner_id or account_id,
+        "CapacityReservationArn": f"arn:aws:ec2:{region}:{account_id}:capacity-reservation/{reservation.id}",
+        "InstanceType": reservation.instance_type,
+        "InstancePlatform": "Linux/UNIX",
+        "AvailabilityZone": reservation.zone,
+        "Tenancy": "default",
+        "TotalInstanceCount": reservation.total or reservation.available,
+        "AvailableInstanceCount": reservation.available,
+        "EbsOptimized": True,
+        "State": reservation.state,
+        "InstanceMatchCriteria": reservation.instance_match_criteria,
+        "EndDateType": "limited" if reservation.end_time else "unlimited",
+        "ReservationType": reservation.reservation_type,
+        "Interruptible": reservation.interruptible,
+        "Tags": [{"Key": k, "Value": v} for k, v in sorted(reservation.tags.items())],
+    }
+    if reservation.end_time is not None:
+        item["EndDate"] = reservation.end_time
+    _reservations(backend)[reservation.id] = item
+
+
+def _matches(item: dict[str, Any], filters: dict[str, list[str]]) -> bool:
+    for name, values in filters.items():
+        if name == "state" and item["State"] not in values:
+            return False
+        if name == "owner-id" and item["OwnerId"] not in values:
+            return False
+        if name == "instance-match-criteria" and item["InstanceMatchCriteria"] not in values:
+            return False
+        if name == "instance-type" and item["InstanceType"] not in values:
+            return False
+        if name == "availability-zone" and item["AvailabilityZone"] not in values:
+            return False
+        tags = {t["Key"]: t["Value"] for t in item["Tags"]}
+        if name == "tag-key" and not set(values) & set(tags):
+            return False
+        if name.startswith("tag:") and tags.get(name[4:]) not in values:
+            return False
+    return True
+
+
+class _ReservationPatchState:
+    installed = False
+
+
+def install_capacity_reservation_patch() -> None:
+    """Teach this process's moto capacity reservations (idempotent; see the section comment)."""
+    if _ReservationPatchState.installed:
+        return
+    from moto.core.responses import ActionResult
+    from moto.ec2.exceptions import EC2ClientError
+    from moto.ec2.models.instances import InstanceBackend
+    from moto.ec2.responses import EC2Response
+    from moto.ec2.responses.fleets import Fleets
+
+    def describe_capacity_reservations(self: Any) -> Any:
+        known = _reservations(self.ec2_backend)
+        ids = self._get_param("CapacityReservationIds", [])
+        missing = [i for i in ids if i not in known]
+        if missing:
+            raise EC2ClientError("InvalidCapacityReservationId.NotFound",
+                                 f"The capacity reservation ID '{missing[0]}' does not exist")
+        filters = self._filters_from_querystring()
+        items = [known[i] for i in ids] if ids else list(known.values())
+        return ActionResult({"CapacityReservations": [i for i in items if _matches(i, filters)]})
+
+    original_fleet = Fleets.create_fleet
+
+    def create_fleet(self: Any) -> Any:
+        backend = self.ec2_backend
+        known = _reservations(backend)
+        target = self._get_param("TargetCapacitySpecification", {}).get("DefaultTargetCapacityType")
+        kept, errors, targeted = [], [], {}
+        for config in self._get_param("LaunchTemplateConfigs", []):
+            reservation_id, lifecycle = _template_reservation(backend, config.get("LaunchTemplateSpecification") or {})
+            item = known.get(reservation_id or "")
+            if reservation_id is None:
+                kept.append(config)
+                continue
+            usable = [o for o in config.get("Overrides") or []
+                      if item is not None and item["State"] == "active" and item["AvailableInstanceCount"] > 0
+                      and o.get("InstanceType") == item["InstanceType"]
+                      and o.get("AvailabilityZone", item["AvailabilityZone"]) == item["AvailabilityZone"]]
+            for override in config.get("Overrides") or []:
+                if override in usable:
+                    continue
+                errors.append({
+                    "LaunchTemplateAndOverrides": {"LaunchTemplateSpecification": config["LaunchTemplateSpecification"],
+                                                   "Overrides": override},
+                    "Lifecycle": "on-demand", "ErrorCode": "ReservationCapacityExceeded",
+                    "ErrorMessage": f"capacity reservation {reservation_id} has no instance left for this launch",
+                })
+            if usable:
+                kept.append({**config, "Overrides": usable})
+                targeted[str(config["LaunchTemplateSpecification"].get("LaunchTemplateName"))] = (reservation_id,
+                                                                                                  lifecycle)
+        if not kept:
+            return ActionResult({"FleetId": "fleet-00000000-0000-0000-0000-000000000000", "Instances": [],
+                                 "Errors": errors})
+        real_get = self._get_param
+
+        def get(name: str, if_none: Any = None) -> Any:
+            if name == "LaunchTemplateConfigs":
+                return kept
+            if name == "TargetCapacitySpecification" and target in ("capacity-block", "reserved-capacity"):
+                return {**real_get(name, if_none), "DefaultTargetCapacityType": "on-demand"}
+            return real_get(name, if_none)
+
+        previous = self.__dict__.get("_get_param")
+        self._get_param = get
+        try:
+            result = original_fleet(self)
+        finally:
+            _restore_get_param(self, previous)
+        answer: dict[str, Any] = result.result  # type: ignore[assignment]  # moto types it as object
+        for group in answer.get("Instances") or []:
+            template = ((group.get("LaunchTemplateAndOverrides") or {}).get("LaunchTemplateSpecification") or {})
+            name = template.get("LaunchTemplateName") or backend.get_launch_template(
+                template.get("LaunchTemplateId")).name
+            if name not in targeted:
+                continue
+            reservation_id, lifecycle = targeted[name]
+            for instance_id in group.get("InstanceIds") or []:
+                instance = backend.get_instance(instance_id)
+                instance.capacity_reservation_id = reservation_id
+                instance.capacity_reservation_specification = {
+                    "CapacityReservationPreference": "capacity-reservations-only",
+                    "CapacityReservationTarget": {"CapacityReservationId": reservation_id},
+                }
+                if lifecycle:
+                    instance.lifecycle = lifecycle
+                known[reservation_id]["AvailableInstanceCount"] -= 1
+        if errors:
+            answer["Errors"] = [*(answer.get("Errors") or []), *errors]
+        return result
+
+    original_terminate = InstanceBackend.terminate_instances
+
+    def terminate_instances(self: Any, instance_ids: list[str]) -> Any:
+        terminated = original_terminate(self, instance_ids)
+        known = _reservations(self)
+        for instance, previous in terminated:
+            reservation_id = getattr(instance, "capacity_reservation_id", None)
+            if reservation_id in known and getattr(previous, "name", "") != "terminated":
+                known[reservation_id]["AvailableInstanceCount"] += 1
+        return terminated
+
+    EC2Response.describe_capacity_reservations = describe_capacity_reservations  # type: ignore[attr-defined]
+    Fleets.create_fleet = create_fleet  # type: ignore[method-assign]
+    InstanceBackend.terminate_instances = terminate_instances  # type: ignore[method-assign]
+    _ReservationPatchState.installed = True
+
+
+def _template_reservation(backend: Any, spec: dict[str, Any]) -> tuple[str | None, str]:
+    """The reservation a launch template targets (None: it targets none) and the lifecycle it launches with."""
+    try:
+        template = (backend.get_launch_template(spec["LaunchTemplateId"]) if spec.get("LaunchTemplateId")
+                    else backend.get_launch_template_by_name(spec.get("LaunchTemplateName")))
+    except Exception:
+        return None, ""
+    data = template.latest_version().data
+    target = (data.get("CapacityReservationSpecification") or {}).get("CapacityReservationTarget") or {}
+    market = (data.get("InstanceMarketOptions") or {}).get("MarketType", "")
+    lifecycle = market if market in ("capacity-block", "interruptible-capacity-reservation") else ""
+    return target.get("CapacityReservationId"), lifecycle

@@ -1,4 +1,4 @@
-"""EC2NodeClass resolution: subnets, security groups, AMIs and instance profile, plus status.
+"""EC2NodeClass resolution: subnets, security groups, AMIs, instance profile, capacity reservations, status.
 
 Selector terms are ORed; the fields of one term are ANDed. A tag value ``*``
 means "the key exists". The resolved view (``ResolvedNodeClass``) is what a
@@ -19,7 +19,9 @@ from reconciler.cloud.aws import tags as owned
 from reconciler.cloud.aws.allocatable import KubeletOverrides
 from reconciler.cloud.aws.amifamily import AMIFamily, family_of_nodeclass, unsupported_settings
 from reconciler.cloud.aws.amis import AMIResolver, AMISelectionError, ResolvedAMIs
+from reconciler.cloud.aws.capacityreservation import CapacityReservation
 from reconciler.cloud.aws.clients import AwsCaller, error_code
+from reconciler.cloud.aws.reservations import CapacityReservationProvider
 
 CONDITION_TYPES = (
     "SubnetsReady",
@@ -32,6 +34,8 @@ CONDITION_TYPES = (
 # Conditions the dry-run validation needs settled first (upstream's DependenciesNotReady).
 VALIDATION_DEPENDENCIES = ("SubnetsReady", "SecurityGroupsReady", "AMIsReady", "InstanceProfileReady")
 UNSUPPORTED_CONFIGURATION = "UnsupportedKubeletConfiguration"
+# Reported only with the ReservedCapacity gate on, as upstream.
+RESERVATIONS_CONDITION = "CapacityReservationsReady"
 
 
 class NodeClassError(ValueError):
@@ -66,6 +70,8 @@ class ResolvedNodeClass:
     placement_group: placementgroup.PlacementGroup | None = None
     errors: dict[str, str] = field(default_factory=dict)  # condition type -> message
     reasons: dict[str, str] = field(default_factory=dict)  # condition type -> reason, when not Not<Type>
+    # None: the ReservedCapacity gate is off (no reservations, no CapacityReservationsReady condition).
+    capacity_reservations: list[CapacityReservation] | None = None
 
     @property
     def ready(self) -> bool:
@@ -97,7 +103,8 @@ class ResolvedNodeClass:
         """The EC2NodeClass ``status`` block (conditions carry ``now`` as transition time)."""
         stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
         conditions = []
-        for condition in (*CONDITION_TYPES, "Ready"):
+        types = CONDITION_TYPES if self.capacity_reservations is None else (*CONDITION_TYPES, RESERVATIONS_CONDITION)
+        for condition in (*types, "Ready"):
             reason = self.reasons.get(condition, "Not" + condition)
             if condition == "Ready":
                 message = "; ".join(f"{k}: {v}" for k, v in self.errors.items())
@@ -119,13 +126,16 @@ class ResolvedNodeClass:
                     "observedGeneration": generation,
                 }
             )
-        return {
+        status: dict[str, Any] = {
             "subnets": [{"id": s.id, "zone": s.zone, "zoneID": s.zone_id} for s in self.subnets],
             "securityGroups": [{"id": g.id, "name": g.name} for g in self.security_groups],
             "amis": [ami.to_status() for ami in (self.amis.amis if self.amis else [])],
             "instanceProfile": self.instance_profile,
             "conditions": conditions,
         }
+        if self.capacity_reservations:
+            status["capacityReservations"] = [r.to_status(now) for r in self.capacity_reservations]
+        return status
 
 
 def selector_filters(
@@ -166,11 +176,14 @@ class NodeClassResolver:
         cluster: str,
         region: str,
         kubernetes_version: str,
+        reservations: CapacityReservationProvider | None = None,
     ) -> None:
+        """``reservations``: resolve ``capacityReservationSelectorTerms`` (the ReservedCapacity gate on)."""
         self._caller = caller
         self._ec2 = ec2
         self._iam = iam
         self._amis = AMIResolver(caller, ec2, ssm)
+        self._reservations = reservations
         self.cluster = cluster
         self.region = region
         self.kubernetes_version = kubernetes_version
@@ -198,7 +211,15 @@ class NodeClassResolver:
         await self._step(resolved, "AMIsReady", self._resolve_amis, spec, family, now)
         await self._step(resolved, "InstanceProfileReady", self._instance_profile, nodeclass, user_tags)
         await self._step(resolved, "PlacementGroupReady", self._placement_group, spec)
+        if self._reservations is not None:
+            resolved.capacity_reservations = []
+            await self._step(resolved, RESERVATIONS_CONDITION, self._capacity_reservations, spec)
         return resolved
+
+    async def _capacity_reservations(self, resolved: ResolvedNodeClass, spec: Mapping[str, Any]) -> None:
+        assert self._reservations is not None
+        terms = spec.get("capacityReservationSelectorTerms") or []
+        resolved.capacity_reservations = await self._reservations.list(terms) if terms else []
 
     async def _step(self, resolved: ResolvedNodeClass, condition: str, action: Any, *args: Any) -> None:
         try:

@@ -28,7 +28,13 @@ from typing import Any
 import boto3
 
 from reconciler.cloud.aws.instancetype import spot_fraction
-from reconciler.cloud.aws.moto_patches import CapacityShortages, install_fleet_patch, set_fleet_faults
+from reconciler.cloud.aws.moto_patches import (
+    CapacityShortages,
+    install_capacity_reservation_patch,
+    install_fleet_patch,
+    seed_capacity_reservation,
+    set_fleet_faults,
+)
 from reconciler.cloud.aws.preset import load_catalog
 from reconciler.cloud.aws.userdata import ClusterInfo
 
@@ -114,6 +120,10 @@ class OfflineAWS:
             if zone in zones and "spot" in entry.info.usage_classes
         }
 
+    def add_capacity_reservation(self, reservation: Any) -> None:
+        """Create a capacity reservation (a ``capacityreservation.CapacityReservation``) in this account."""
+        seed_capacity_reservation(self.account_id, self.region, reservation)
+
     def reset(self) -> None:
         """Wipe moto's state and seed again (fresh IDs)."""
         _post(f"{self.endpoint_url}/moto-api/reset")
@@ -150,6 +160,7 @@ def start_offline_aws(
     from moto.server import ThreadedMotoServer
 
     install_fleet_patch(faithful_fleet_security_groups)
+    install_capacity_reservation_patch()
     if zones is not None and len(zones) > len(SUBNET_CIDRS):
         raise ValueError(f"at most {len(SUBNET_CIDRS)} zones can be seeded")
 
@@ -349,6 +360,8 @@ def open_moto_cloud(
     prices: Any = None,
     nodeclasses: Sequence[Mapping[str, Any]] = (),
     own_account: bool = False,
+    capacity_reservations: Sequence[Any] = (),
+    reserved_capacity: bool = True,
 ) -> MotoCloud:
     """Start and seed moto, and build an ``AWSCloudProvider`` against it.
 
@@ -367,6 +380,8 @@ def open_moto_cloud(
     )
     try:
         satisfy_nodeclasses(env, nodeclasses)
+        for reservation in capacity_reservations:
+            env.add_capacity_reservation(reservation)
     except Exception:
         env.stop()
         raise
@@ -380,6 +395,7 @@ def open_moto_cloud(
         instance_type_filters=filters,
         access_key_id=env.credentials["aws_access_key_id"],
         secret_access_key=env.credentials["aws_secret_access_key"],
+        reserved_capacity=reserved_capacity,
     )
     clocks: dict[str, Any] = {"now": now, "monotonic": monotonic}
     provider = AWSCloudProvider(config, prices=prices, **{k: v for k, v in clocks.items() if v is not None})

@@ -19,12 +19,17 @@ import builtins
 import json
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.cloud.aws import fleet as fleets
 from reconciler.cloud.aws import tags as owned
+from reconciler.cloud.aws.capacityreservation import PRICE_SOURCE as RESERVED_PRICE_SOURCE
+from reconciler.cloud.aws.capacityreservation import (
+    RESERVED_PRICE_DIVISOR,
+    CapacityReservation,
+)
 from reconciler.cloud.aws.clients import AwsCaller, AwsClients, ClientOptions, Gate, error_code
 from reconciler.cloud.aws.drift import drift_reason
 from reconciler.cloud.aws.ice import UnavailableOfferings
@@ -42,9 +47,11 @@ from reconciler.cloud.aws.netinterfaces import EFA_RESOURCE
 from reconciler.cloud.aws.nodeclass import NodeClassResolver, ResolvedNodeClass, subnets_for_launch
 from reconciler.cloud.aws.preset import load_catalog
 from reconciler.cloud.aws.pricing import PriceSource, PricingProvider
+from reconciler.cloud.aws.reservations import CapacityReservationProvider
 from reconciler.cloud.aws.typeprovider import InstanceTypeProvider
 from reconciler.cloud.aws.userdata import ClusterInfo
 from reconciler.cloud.aws.validation import DryRunValidator
+from reconciler.cloud.overlay import OverlayBook, launch_price
 from reconciler.cloud.types import (
     CloudError,
     Instance,
@@ -86,6 +93,8 @@ class AWSProviderConfig:
     secret_access_key: str | None = None
     # DISABLE_DRY_RUN: skip the CreateLaunchTemplate/CreateFleet/RunInstances authorization dry runs.
     disable_dry_run: bool = False
+    # The ReservedCapacity gate: resolve capacityReservationSelectorTerms, offer and launch into reservations.
+    reserved_capacity: bool = True
 
     def client_options(self) -> ClientOptions:
         return ClientOptions(
@@ -132,6 +141,7 @@ class AWSCloudProvider:
         # (``simulate --cloud moto`` feeds the scenario's prices, as the simulated cloud has them).
         self.prices: PriceSource = prices or self.pricing
         self.unavailable = UnavailableOfferings(clock=monotonic, metrics=self.metrics)
+        self.reservations = CapacityReservationProvider(self.caller, self.clients.ec2, now)
         self.instance_type_provider = InstanceTypeProvider(
             self.caller,
             self.clients.ec2,
@@ -143,6 +153,8 @@ class AWSCloudProvider:
             reserved_enis=config.reserved_enis,
             clock=monotonic,
             metrics=self.metrics,
+            reservations=self.reservations,
+            now=now,
         )
         self.nodeclasses = NodeClassResolver(
             self.caller,
@@ -152,13 +164,17 @@ class AWSCloudProvider:
             cluster=self.cluster,
             region=config.region,
             kubernetes_version=config.cluster.kubernetes_version,
+            reservations=self.reservations if config.reserved_capacity else None,
         )
         self.launch_templates = LaunchTemplateProvider(self.caller, self.clients.ec2, clock=monotonic)
         self.launcher = Launcher(
-            self.caller, self.clients.ec2, config.cluster, self.unavailable, self.launch_templates, now, self.metrics
+            self.caller, self.clients.ec2, config.cluster, self.unavailable, self.launch_templates, now, self.metrics,
+            reservations=self.reservations, targeted=config.reserved_capacity,
         )
         self.validator = DryRunValidator(self.caller, self.clients.ec2, self.launcher, self.cluster, clock=monotonic)
         self._nodeclass_cache: dict[str, _CachedNodeClass] = {}
+        # The NodeOverlays in effect (``cloud.overlay.publish``): claims planned with them launch by them.
+        self.price_overlays: OverlayBook | None = None
 
     def close(self) -> None:
         self.caller.close()
@@ -239,6 +255,12 @@ class AWSCloudProvider:
             ).values()
         }
         candidates = fleets.candidates_for(request, types, launchable)
+        if request.price_overlaid and self.price_overlays is not None:  # offerings at the prices it was planned by
+            candidates = [
+                fleets.Candidate(c.instance_type, replace(
+                    c.offering, price=launch_price(self.price_overlays, request, c.instance_type.name, c.offering)))
+                for c in candidates
+            ]
         capacity_type, chosen = fleets.select_offerings(request, candidates)
         if not chosen:
             raise InsufficientCapacityError(
@@ -248,7 +270,7 @@ class AWSCloudProvider:
         for attempt in range(2):
             groups = await self.launcher.launch_templates_for(request, resolved, capacity_type, chosen)
             try:
-                record, zone_id = await self.launcher.create_fleet(request, resolved, capacity_type, groups)
+                record, zone_id = await self.launcher.create_fleet(request, resolved, capacity_type, groups, chosen)
             except TemplateGone as gone:
                 self.launch_templates.invalidate(gone.name)
                 if attempt:
@@ -274,6 +296,8 @@ class AWSCloudProvider:
                 raise InstanceNotFoundError(f"instance {record.id} not found") from None
             self.metrics.instance_termination_failures.labels(zone=record.zone, zone_id=record.zone_id).inc()
             raise
+        if record.capacity_reservation_id:  # its instance goes back to the reservation
+            self.reservations.mark_terminated(record.capacity_reservation_id)
 
     async def get(self, provider_id: str) -> Instance:
         record = await self._describe_one(provider_id)
@@ -307,6 +331,12 @@ class AWSCloudProvider:
         info = self.instance_type_provider.infos.get(record.instance_type)
         labels = info.labels(self.config.region, os=resolved.family.os) if info else {}
         return drift_reason(record, resolved, labels)
+
+    # --- capacity reservations -----------------------------------------------------------------------
+
+    async def capacity_reservations(self, ids: builtins.list[str]) -> dict[str, CapacityReservation]:
+        """These reservations as EC2 describes them now (capacity-block expiry reads their end times)."""
+        return await self.reservations.by_ids(ids)
 
     # --- pricing -------------------------------------------------------------------------------------
 
@@ -362,6 +392,7 @@ class AWSCloudProvider:
         else:
             labels = dict(instance_type.labels)
         labels.update({wk.ZONE: record.zone, wk.CAPACITY_TYPE: record.capacity_type})
+        labels.update(record.reservation_labels())
         nodepool = record.nodepool or (request.nodepool if request else "")
         if nodepool:
             labels[wk.NODEPOOL] = nodepool
@@ -373,6 +404,8 @@ class AWSCloudProvider:
             else self.prices.on_demand_price(record.instance_type, record.zone)
         )
         source = self.prices.source_of(record.capacity_type, record.instance_type, record.zone) if price else ""
+        if record.capacity_type == wk.CAPACITY_TYPE_RESERVED and price:
+            price, source = price / RESERVED_PRICE_DIVISOR, RESERVED_PRICE_SOURCE
         return Instance(
             provider_id=provider_id(record.zone, record.id),
             instance_type=record.instance_type,

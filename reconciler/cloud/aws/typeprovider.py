@@ -15,10 +15,12 @@ import builtins
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.cloud.aws import placementgroup
 from reconciler.cloud.aws.amifamily import AL2023
+from reconciler.cloud.aws.capacityreservation import CapacityReservation, reserved_offerings
 from reconciler.cloud.aws.catalog import InstanceTypeInfo
 from reconciler.cloud.aws.clients import AwsCaller
 from reconciler.cloud.aws.ice import UnavailableOfferings
@@ -26,6 +28,7 @@ from reconciler.cloud.aws.instancetype import LAUNCHABLE_CAPACITY_TYPES, NodeCla
 from reconciler.cloud.aws.metrics import AWSMetrics
 from reconciler.cloud.aws.nodeclass import ResolvedNodeClass
 from reconciler.cloud.aws.pricing import PriceSource
+from reconciler.cloud.aws.reservations import CapacityReservationProvider
 from reconciler.cloud.types import InstanceType, Offering
 
 REFRESH_SECONDS = 12 * 3600.0
@@ -59,7 +62,11 @@ class InstanceTypeProvider:
         clock: Callable[[], float] = time.monotonic,
         zone_ids: Mapping[str, str] | None = None,
         metrics: AWSMetrics | None = None,
+        reservations: CapacityReservationProvider | None = None,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
+        self._reservations = reservations
+        self._now = now
         self._caller = caller
         self._metrics = metrics
         self._ec2 = ec2
@@ -134,6 +141,9 @@ class InstanceTypeProvider:
                 or nodeclass.amis.for_labels(base.labels) is not None
             )
             offerings = self._offerings(name, shape.zones, subnet_zones, runnable, zone_ids)
+            if nodeclass is not None and nodeclass.capacity_reservations:
+                offerings.extend(self._reserved(name, shape.zones, subnet_zones, runnable, zone_ids,
+                                                nodeclass.capacity_reservations))
             result.append(InstanceType(base.name, base.capacity, base.overhead, tuple(offerings), labels))
         return result
 
@@ -156,6 +166,30 @@ class InstanceTypeProvider:
                 shapes[name] = _Shape(built, self._zones.get(name, ()), shaper.runs(info))
         self._shapes[shaper.key] = shapes
         return shapes
+
+    def _reserved(
+        self,
+        name: str,
+        zones: Sequence[str],
+        subnet_zones: set[str] | None,
+        runnable: bool,
+        zone_ids: Mapping[str, str],
+        reservations: Sequence[CapacityReservation],
+    ) -> builtins.list[Offering]:
+        """Reserved offerings of the NodeClass's reservations of this type (rebuilt every call: counts move)."""
+        provider = self._reservations
+
+        def left(reservation: CapacityReservation) -> int:
+            if self._unavailable.is_reservation_unavailable(reservation.id):
+                return 0
+            return provider.available(reservation.id) if provider is not None else reservation.available
+
+        launchable = [z for z in zones if subnet_zones is None or z in subnet_zones]
+        prices = [p for z in launchable if (p := self._prices.on_demand_price(name, z)) is not None]
+        return reserved_offerings(
+            name, reservations, on_demand_price=min(prices, default=None), zones=launchable, zone_ids=zone_ids,
+            available_count=left, runnable=runnable, now=self._now(),
+        )
 
     def _offerings(
         self,

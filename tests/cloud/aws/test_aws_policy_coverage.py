@@ -27,6 +27,7 @@ from support.controller_iam import enforce_on_provider, enforcement, generated_p
 from support.iam_policy import evaluate
 
 from reconciler.cloud.aws import tags as owned
+from reconciler.cloud.aws.capacityreservation import CapacityReservation
 from reconciler.cloud.aws.gc import collect_orphans
 from reconciler.cloud.aws.nodeclass import managed_profile_path
 from reconciler.cloud.aws.offline import OfflineAWS
@@ -44,6 +45,7 @@ REPO = Path(__file__).resolve().parents[3]
 NOT_THE_CONTROLLER = ("reconciler/cloud/aws/offline.py", "reconciler/cloud/aws/moto_patches.py",
                       "reconciler/insight/", "reconciler/sim/")
 SERVICES = ("ec2", "iam", "ssm", "sqs", "pricing", "eks")
+RESERVATION = "cr-0c0ffee000000000a"
 # Upstream statements Adze keeps for parity with Karpenter's policy but its code does not need.
 NOT_NEEDED = {
     "AllowScopedResourceTagging": "post-registration ec2:CreateTags: Adze tags the NodeClaim name at launch",
@@ -121,11 +123,21 @@ async def exercise(aws: OfflineAWS, provider: AWSCloudProvider, queue: str, monk
     spot = await provider.create(launch("spot-1", "spot"), nodeclass)
     on_demand = await provider.create(launch("od-1", "on-demand"), nodeclass)
     assert (spot.capacity_type, on_demand.capacity_type) == ("spot", "on-demand")
+    # Capacity reservations: resolved (DescribeCapacityReservations), launched into (the reservation's ARN is
+    # used by the fleet), described again for capacity-block expiry.
+    aws.add_capacity_reservation(CapacityReservation(
+        id=RESERVATION, instance_type="m5.large", zone=aws.zones[0], owner_id=aws.account_id, available=1, total=1,
+        tags={"team": aws.cluster}))
+    reserved_class = aws.nodeclass("reserved", capacityReservationSelectorTerms=[{"tags": {"team": aws.cluster}}])
+    reserved = await provider.create(launch("reserved-1", "reserved"), reserved_class)
+    assert reserved.capacity_type == "reserved"
+    assert list(await provider.capacity_reservations([RESERVATION])) == [RESERVATION]
     await provider.get(spot.provider_id)
     await provider.list()
     await provider.is_drifted(spot, nodeclass)
     await provider.delete(spot.provider_id)
-    assert await collect_orphans(provider, [], datetime.now(UTC) + timedelta(hours=1)) == [on_demand.provider_id]
+    orphans = await collect_orphans(provider, [], datetime.now(UTC) + timedelta(hours=1))
+    assert sorted(orphans) == sorted([on_demand.provider_id, reserved.provider_id])
 
     # The interruption queue and the instance-status poller.
     kube = MemoryKube()
@@ -209,3 +221,29 @@ async def test_a_node_class_ssm_parameter_is_readable_only_when_the_stack_declar
         assert not guard.denials and ready == "True"
     else:
         assert [d.check.action for d in guard.denials] == ["ssm:GetParameter"] and ready == "False"
+
+
+async def test_a_reserved_launch_needs_the_capacity_reservation_resource(aws: OfflineAWS) -> None:
+    """``capacity-reservation/*`` in AllowScopedEC2InstanceAccessActions is what lets a fleet launch into a
+    reservation: without it the targeted launch is denied (with it, the exercise above passes)."""
+    from aws_harness import make_provider
+
+    policies = generated_policies(aws)
+    for document in policies.values():
+        for statement in document["Statement"]:
+            if statement["Sid"] == "AllowScopedEC2InstanceAccessActions":
+                statement["Resource"] = [r for r in statement["Resource"] if "capacity-reservation" not in r]
+    guard = enforcement(aws, policies)
+    provider = make_provider(aws)
+    enforce_on_provider(guard, provider)
+    aws.add_capacity_reservation(CapacityReservation(
+        id=RESERVATION, instance_type="m5.large", zone=aws.zones[0], owner_id=aws.account_id, available=1, total=1,
+        tags={"team": aws.cluster}))
+    try:
+        with pytest.raises(Exception, match=r"UnauthorizedOperation|AccessDenied|denied"):
+            await provider.create(launch("reserved-1", "reserved"),
+                                  aws.nodeclass(capacityReservationSelectorTerms=[{"id": RESERVATION}]))
+    finally:
+        provider.close()
+    assert {(d.check.action, d.check.resource.rsplit(":", 1)[-1]) for d in guard.denials} >= {
+        ("ec2:CreateFleet", f"capacity-reservation/{RESERVATION}")}

@@ -59,6 +59,7 @@ async def test_nodeclass_status_resolves_subnets_groups_amis_and_profile(aws: Of
             "InstanceProfileReady",
             "PlacementGroupReady",
             "ValidationSucceeded",
+            "CapacityReservationsReady",  # the ReservedCapacity gate is on by default
             "Ready",
         ],
         "True",

@@ -421,3 +421,53 @@ def test_bottlerocket_toml_merges_user_settings() -> None:
 
 def test_custom_family_passes_user_data_through() -> None:
     assert render(CUSTOM, CLUSTER, BootstrapOptions(custom="#cloud-config\n")) == "#cloud-config\n"
+
+
+def _reserved(zone: str, reservation: str, left: int, *, kind: str = "default", price: float = 1e-8,
+              interruptible: bool = False) -> Offering:
+    return Offering(zone, "reserved", price, reservation_id=reservation, reservation_type=kind,
+                    reservation_capacity=left, interruptible=interruptible)
+
+
+def test_a_reserved_launch_targets_what_one_fleet_can() -> None:
+    """Karpenter's reservation filters: one reservation per (type, zone) (the one with most left), one kind of
+    reservation per fleet (ODCR before capacity block before interruptible at a price tie), one capacity block."""
+    types = {
+        "a": itype("a", _reserved("z1", "cr-small", 1), _reserved("z1", "cr-big", 5), _reserved("z2", "cr-z2", 1),
+                   Offering("z1", "on-demand", 0.1)),
+        "b": itype("b", _reserved("z1", "cr-block", 1, kind="capacity-block"),
+                   _reserved("z1", "cr-int", 1, interruptible=True), Offering("z1", "spot", 0.01)),
+    }
+    req = request(capacity_types=["reserved", "spot", "on-demand"])
+    capacity_type, chosen = fleets.select_offerings(req, fleets.candidates_for(req, types, {"z1", "z2"}))
+    assert capacity_type == "reserved"
+    assert sorted(c.offering.reservation_id for c in chosen) == ["cr-big", "cr-z2"]
+    assert fleets.target_capacity_type(capacity_type, chosen) == "on-demand"
+
+    blocks = {
+        "a": itype("a", _reserved("z1", "cr-b1", 1, kind="capacity-block", price=2e-8)),
+        "b": itype("b", _reserved("z1", "cr-b2", 1, kind="capacity-block", price=1e-8),
+                   _reserved("z2", "cr-b3", 1, kind="capacity-block", price=3e-8)),
+    }
+    capacity_type, chosen = fleets.select_offerings(req, fleets.candidates_for(req, blocks, {"z1", "z2"}))
+    assert [(c.instance_type.name, c.offering.reservation_id) for c in chosen] == [("b", "cr-b2")]
+    assert fleets.target_capacity_type(capacity_type, chosen) == "capacity-block"
+    body = fleets.create_fleet_request("reserved", {}, [], target="capacity-block")
+    assert "OnDemandOptions" not in body and body["TargetCapacitySpecification"]["DefaultTargetCapacityType"] == (
+        "capacity-block")
+
+    interruptible = {"b": itype("b", _reserved("z1", "cr-int", 1, interruptible=True))}
+    capacity_type, chosen = fleets.select_offerings(req, fleets.candidates_for(req, interruptible, {"z1"}))
+    assert fleets.target_capacity_type(capacity_type, chosen) == "reserved-capacity"
+    body = fleets.create_fleet_request("reserved", {}, [], target="reserved-capacity")
+    assert body["ReservedCapacityOptions"] == {"ReservationTypes": ["interruptible-capacity-reservation"]}
+
+
+def test_a_claim_pinned_to_reservations_launches_only_into_them() -> None:
+    types = {"a": itype("a", _reserved("z1", "cr-1", 1), _reserved("z1", "cr-2", 9), Offering("z1", "spot", 0.01))}
+    req = request(instance_types=["a"], capacity_types=["reserved"], reservation_ids=["cr-1"])
+    _, chosen = fleets.select_offerings(req, fleets.candidates_for(req, types, {"z1"}))
+    assert [c.offering.reservation_id for c in chosen] == ["cr-1"]
+    absent = request(instance_types=["a"], reservation_ids=[])  # capacity-reservation-id DoesNotExist
+    capacity_type, _ = fleets.select_offerings(absent, fleets.candidates_for(absent, types, {"z1"}))
+    assert capacity_type == "spot"

@@ -223,9 +223,10 @@ def _proposed(args: argparse.Namespace) -> Any:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from reconciler.insight.plan import compute_plan
-    from reconciler.insight.plan_html import render_plan_html
-    from reconciler.insight.plan_render import render_markdown, render_text, verdict
+    from reconciler.insight.plan.compute import compute_plan
+    from reconciler.insight.plan.html import render_plan_html
+    from reconciler.insight.plan.render import render_markdown, render_text
+    from reconciler.insight.plan.risks import verdict
     from reconciler.model.meta import format_time
     from reconciler.settings import SettingsError, parse_duration
 

@@ -20,8 +20,8 @@ from insight_support import (
     write_yaml,
 )
 
-from reconciler.insight.plan import compute_plan
-from reconciler.insight.plan_render import render_markdown, render_text
+from reconciler.insight.plan.compute import compute_plan
+from reconciler.insight.plan.render import render_markdown, render_text
 from reconciler.insight.sources import ProposedConfig, load_snapshot
 from reconciler.sim.catalog import build_catalog
 

@@ -175,7 +175,7 @@ def test_risk_lines_show_requirement_changes_spot_share_and_a_single_zone(
 def test_a_pool_newly_confined_to_one_zone_is_flagged() -> None:
     from types import SimpleNamespace
 
-    from reconciler.insight.plan_render import risk_lines
+    from reconciler.insight.plan.risks import risk_lines
 
     spread = {"nodes": 3, "spot": 0, "zones": {"us-east-1a": 1, "us-east-1b": 1, "us-east-1c": 1},
               "arch": {"amd64": 3}}
@@ -200,7 +200,7 @@ def test_a_pool_newly_confined_to_one_zone_is_flagged() -> None:
 def test_prices_from_the_bundled_preset_are_marked_as_estimates(capsys: Any, snapshot: Path, tmp_path: Path) -> None:
     from types import SimpleNamespace
 
-    from reconciler.insight.plan_risks import price_note
+    from reconciler.insight.plan.risks import price_note
 
     preset = tmp_path / "preset.yaml"
     code, _, err = run_cli(capsys, "snapshot", "--from", str(snapshot), "--catalog", "preset", "-o", str(preset))

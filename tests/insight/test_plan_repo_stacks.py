@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from reconciler.insight.proposal import apply_proposal
+from reconciler.insight.plan.proposal import apply_proposal
 from reconciler.insight.sources import load_stack_file
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""``plan`` output: terminal text and Markdown for a pull-request comment (HTML: ``plan_html``).
+"""``plan`` output: terminal text and Markdown for a pull-request comment (HTML: ``plan.html``).
 
 Both read in the same order: the verdict and main risk, the risks in plain words, then the money
 (now → settled, Δ), then the details (cost table, node mixes, drift order and times, consolidation,
@@ -13,13 +13,11 @@ from typing import Any
 
 from reconciler.api.durations import format_duration_short
 from reconciler.insight.money import money
-from reconciler.insight.plan import Blocker, PlanResult
-from reconciler.insight.plan_risks import headline, price_note, risk_lines, verdict
-from reconciler.insight.proposal import PoolChange
-from reconciler.insight.stability import stamp
-from reconciler.insight.timeline import ASSUMPTIONS
-
-__all__ = ["headline", "render_markdown", "render_text", "risk_lines", "verdict"]
+from reconciler.insight.plan.compute import Blocker, PlanResult
+from reconciler.insight.plan.proposal import PoolChange
+from reconciler.insight.plan.risks import headline, price_note, risk_lines, verdict
+from reconciler.insight.plan.stability import stamp
+from reconciler.insight.plan.timeline import ASSUMPTIONS
 
 MAX_LISTED = 25  # rows per list in text and Markdown before "... N more"
 

@@ -34,17 +34,17 @@ from reconciler.insight.frames import (
     price_sources,
     unpriced,
 )
-from reconciler.insight.plan_impact import evictions_by_workload
-from reconciler.insight.proposal import (
+from reconciler.insight.plan.impact import evictions_by_workload
+from reconciler.insight.plan.proposal import (
     PoolChange,
     apply_proposal,
     fresh_provision_objects,
     nodeclaims_of_pools,
 )
+from reconciler.insight.plan.stability import Blocker, run_to_stability, stamp
+from reconciler.insight.plan.timeline import Timeline, settled_at
 from reconciler.insight.snapshot import observed_region
 from reconciler.insight.sources import ProposedConfig, Snapshot
-from reconciler.insight.stability import Blocker, run_to_stability, stamp
-from reconciler.insight.timeline import Timeline, settled_at
 from reconciler.scheduling.context import nodeclass_problem
 
 DEFAULT_HORIZON = timedelta(days=7)
@@ -102,7 +102,7 @@ class PlanResult:
     unready_pools: dict[str, str] = field(default_factory=dict)
     # Nodes drifted by the change that are still there when the plan ends, each with what holds it.
     stuck_drift: list[dict[str, Any]] = field(default_factory=list)
-    evictions: list[dict[str, Any]] = field(default_factory=list)  # plan_impact.evictions_by_workload
+    evictions: list[dict[str, Any]] = field(default_factory=list)  # impact.evictions_by_workload
     prices: dict[str, str] = field(default_factory=dict)  # price_source: where every price came from
 
     @property

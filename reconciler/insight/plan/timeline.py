@@ -83,7 +83,7 @@ class Timeline:
 
     def _earliest_start(self, pool: str, reason: str, count: int) -> datetime:
         """The first moment the pool's budget has room for ``count`` more disrupting nodes."""
-        from reconciler.insight.stability import budget_boundaries
+        from reconciler.insight.plan.stability import budget_boundaries
 
         now = self.sim.now
         state = self.sim.cluster.state()

@@ -8,8 +8,8 @@ from html import escape
 
 from reconciler.insight.html import pending_section, render_report, simple_table
 from reconciler.insight.money import money
-from reconciler.insight.plan import PlanResult
-from reconciler.insight.plan_render import (
+from reconciler.insight.plan.compute import PlanResult
+from reconciler.insight.plan.render import (
     CONSOLIDATION_HEADERS,
     COST_HEADERS,
     DRIFT_HEADERS,
@@ -20,8 +20,8 @@ from reconciler.insight.plan_render import (
     cost_rows,
     drift_rows,
 )
-from reconciler.insight.plan_risks import headline, price_note, risk_lines, verdict
-from reconciler.insight.timeline import ASSUMPTIONS
+from reconciler.insight.plan.risks import headline, price_note, risk_lines, verdict
+from reconciler.insight.plan.timeline import ASSUMPTIONS
 
 
 def pool_cost_rows(plan: PlanResult) -> list[list[str]]:

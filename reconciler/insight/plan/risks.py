@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from reconciler.insight.money import money
-from reconciler.insight.plan import PlanResult
-from reconciler.insight.plan_impact import describe_workload
+from reconciler.insight.plan.compute import PlanResult
+from reconciler.insight.plan.impact import describe_workload
 
 MAX_NAMED = 3  # names quoted in a verdict before "..."
 

@@ -19,6 +19,7 @@ from reconciler.model.labels import ARCH, capacity_type_of
 from reconciler.model.meta import format_time
 from reconciler.model.resources import CPU, MEMORY
 from reconciler.model.state_node import StateNode
+from reconciler.sim.environment import SimOptions
 from reconciler.sim.runner import CloudFactory, Simulation, new_step_record
 from reconciler.sim.scenario import STEP_KINDS, Scenario, Step
 
@@ -173,15 +174,12 @@ StepHandler = Callable[[Step, dict[str, Any]], Awaitable[None]]
 
 
 class RecordingSimulation(Simulation):
-    def __init__(self, scenario: Scenario, *, frames: bool = True, explain_every_pass: bool = True,
-                 cloud: CloudFactory | None = None) -> None:
+    def __init__(self, scenario: Scenario, *, frames: bool = True, cloud: CloudFactory | None = None,
+                 options: SimOptions | None = None) -> None:
         """``frames``: False records only the start frame (no per-step node tables: faster when no report
-        is drawn). ``explain_every_pass``: False records DisruptionBlocked events only for a disrupt step's
-        command-less passes (what ``plan`` reads), not for each of the passes that acted. ``cloud``: as for
-        ``Simulation``."""
-        super().__init__(scenario, cloud=cloud)
+        is drawn). ``cloud`` and ``options``: as for ``Simulation``."""
+        super().__init__(scenario, cloud=cloud, options=options)
         self._every_step = frames
-        self.env.explain_every_pass = explain_every_pass
         self.frames: list[Frame] = []
         self.records: list[dict[str, Any]] = []
         for kind in STEP_KINDS:

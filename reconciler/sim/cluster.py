@@ -48,7 +48,7 @@ class SimulatedCluster:
         self.reasons: dict[str, str] = {}
         self.booting: dict[str, str] = {}  # nodeclaim -> provider id, launched with `launch: pending`
         self.nominated: dict[str, str] = {}  # pod key -> the launching claim it waits for
-        self.terminator = Terminator(env.kube, env.cloud)
+        self.terminator = Terminator(env.kube, env.cloud, min_drain=env.options.min_drain)
         self._drain_ends: dict[str, datetime] = {}  # deleting NodeClaim -> when its minimum drain time is over
         # Unowned pods deleted with a grace period: recreated (pending) once they are really gone.
         self._awaiting_removal: dict[str, Manifest] = {}

@@ -28,7 +28,7 @@ from reconciler.model.meta import format_time
 from reconciler.model.resources import Resources
 from reconciler.sim.catalog import build_catalog, catalog_shaper
 from reconciler.sim.cluster import SimulatedCluster
-from reconciler.sim.environment import SimEnvironment
+from reconciler.sim.environment import SimEnvironment, SimOptions
 from reconciler.sim.scenario import Scenario, ScenarioError, Step, load_scenario_file
 from reconciler.sim.workloads import WorkloadControllers, create_with_status, expand_pod_replicas, simulated_scale
 
@@ -72,10 +72,12 @@ def new_step_record(kind: str, clock: datetime) -> dict[str, Any]:
 
 
 class Simulation:
-    def __init__(self, scenario: Scenario, *, cloud: CloudFactory | None = None) -> None:
+    def __init__(
+        self, scenario: Scenario, *, cloud: CloudFactory | None = None, options: SimOptions | None = None
+    ) -> None:
         """``cloud`` builds another cloud than the simulated one (``moto_cloud``: the real AWS provider on
         moto); it must also answer ``price_of``, ``price_source_of``, ``mark_unavailable`` and
-        ``register_existing`` as ``SimulatedCloud`` does."""
+        ``register_existing`` as ``SimulatedCloud`` does. ``options``: see ``SimOptions``."""
         self.scenario = scenario
         self.settings = scenario.settings
         self.kube = MemoryKube(clock=lambda: self.env.now, seed=0)
@@ -88,12 +90,10 @@ class Simulation:
             )
         )
         self.names = NameGenerator(scenario.name)
+        self.options = options or SimOptions()
         self.env = SimEnvironment(self.kube, self.cloud, self.settings, self.names, scenario.clock,
-                                  spec_memo=scenario.spec_memo)
+                                  spec_memo=scenario.spec_memo, options=self.options)
         self.cluster = SimulatedCluster(self.env)
-        # Called after each disruption pass that acted, with the step record and the indexes of the pass's first
-        # ``disrupted`` item and event (``plan`` times each command from them); None in ``simulate``.
-        self.after_disruption_pass: Callable[[dict[str, Any], int, int], None] | None = None
 
     @property
     def now(self) -> datetime:
@@ -198,8 +198,8 @@ class Simulation:
             acted = await _disruption_steps().disrupt_once(self.cluster, record)
             if not acted:
                 break
-            if self.after_disruption_pass is not None:
-                self.after_disruption_pass(record, first_item, first_event)
+            if self.options.after_disruption_pass is not None:
+                self.options.after_disruption_pass(self, record, first_item, first_event)
 
     async def _step_expire(self, step: Step, record: dict[str, Any]) -> None:
         await _disruption_steps().expire(self.cluster, record)

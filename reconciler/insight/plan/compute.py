@@ -42,10 +42,11 @@ from reconciler.insight.plan.proposal import (
     nodeclaims_of_pools,
 )
 from reconciler.insight.plan.stability import Blocker, run_to_stability, stamp
-from reconciler.insight.plan.timeline import Timeline, settled_at
+from reconciler.insight.plan.timeline import SIMULATED_DRAIN, Timeline, settled_at
 from reconciler.insight.snapshot import observed_region
 from reconciler.insight.sources import ProposedConfig, Snapshot
 from reconciler.scheduling.context import nodeclass_problem
+from reconciler.sim.environment import SimOptions
 
 DEFAULT_HORIZON = timedelta(days=7)
 
@@ -191,7 +192,8 @@ async def compute_plan(
     catalog = narrowed_catalog(snapshot.document["catalog"], [*snapshot.objects, *applied.objects])
     snapshot = Snapshot({**snapshot.document, "catalog": catalog}, snapshot.source, snapshot.dropped, snapshot.checked)
     report("loading the snapshot")
-    current_sim = RecordingSimulation(snapshot.scenario(name=name), frames=False, explain_every_pass=False)
+    quiet = SimOptions(explain_every_pass=False)
+    current_sim = RecordingSimulation(snapshot.scenario(name=name), frames=False, options=quiet)
     await current_sim.load()
     current = _summary(current_sim)
     settled_current = None
@@ -199,9 +201,17 @@ async def compute_plan(
         await run_to_stability(current_sim, current_sim.now + horizon, {})
         settled_current = (_summary(current_sim), _churn(current_sim.records))
 
-    sim = RecordingSimulation(
-        snapshot.scenario(name=name, objects=applied.objects), frames=frames, explain_every_pass=False
-    )
+    # Each disruption command gets the time the live controller would run it at (budgets pace them).
+    timeline = Timeline(snapshot.clock + horizon)
+
+    def after_pass(sim: Any, record: dict[str, Any], first_item: int, first_event: int) -> None:
+        timeline.after_pass(sim, record, first_item, first_event)
+        settled = sum(len(c.nodes) for c in timeline.commands)
+        report(f"{len(timeline.commands)} disruption pass(es) acted, {settled} node(s) replaced or removed, "
+               f"simulated +{sim.now - start}")
+
+    options = SimOptions(min_drain=SIMULATED_DRAIN, after_disruption_pass=after_pass, explain_every_pass=False)
+    sim = RecordingSimulation(snapshot.scenario(name=name, objects=applied.objects), frames=frames, options=options)
     await sim.load()
     start = sim.now
     unready = _unready_pools(sim)
@@ -209,16 +219,6 @@ async def compute_plan(
     pods_before = _pods(sim)
     doomed = nodeclaims_of_pools(applied.objects, applied.removed_pools)
     removed_nodes = _node_names(sim, doomed)
-    # Each disruption command gets the time the live controller would run it at (budgets pace them).
-    timeline = Timeline(sim, start + horizon)
-
-    def after_pass(record: dict[str, Any], first_item: int, first_event: int) -> None:
-        timeline.after_pass(record, first_item, first_event)
-        settled = sum(len(c.nodes) for c in timeline.commands)
-        report(f"{len(timeline.commands)} disruption pass(es) acted, {settled} node(s) replaced or removed, "
-               f"simulated +{sim.now - start}")
-
-    sim.after_disruption_pass = after_pass
     report("simulating the proposed NodePools until the cluster settles")
     if doomed:
         await sim.run_step("delete", [{"kind": "NodeClaim", "name": claim} for claim in doomed])
@@ -230,7 +230,7 @@ async def compute_plan(
     floor_sim = RecordingSimulation(
         snapshot.scenario(name=name, objects=fresh_provision_objects(applied.objects, start)),
         frames=False,
-        explain_every_pass=False,
+        options=quiet,
     )
     await floor_sim.load()
     await floor_sim.run_step("provision", {})

@@ -24,8 +24,8 @@ from reconciler.sim import engine
 from reconciler.sim.environment import SimEnvironment
 from reconciler.sim.scenario import ScenarioError
 from reconciler.sim.workloads import (
-    OWNER_ANNOTATION,
     WorkloadControllers,
+    controller_reference,
     create_with_status,
     running_status,
     unschedulable_status,
@@ -305,8 +305,12 @@ class SimulatedCluster:
                 await self._recreate_unowned(before, result.evicted + result.force_deleted + result.deleted_with_node)
                 displaced = displaced or bool(result.evicted or result.force_deleted or result.finished)
                 for key in result.evicted:
-                    record["events"].append({"object": f"Pod/{key}", "reason": "Evicted",
-                                             "message": f"evicted from {claim['metadata']['name']}"})
+                    event = {"object": f"Pod/{key}", "reason": "Evicted",
+                             "message": f"evicted from {claim['metadata']['name']}"}
+                    owner = controller_reference(before.get(key) or {})
+                    if owner is not None:  # optional key: the evicted pod's controller, as Kind/name
+                        event["owner"] = f"{owner.get('kind')}/{owner.get('name')}"
+                    record["events"].append(event)
                 for key in result.deleted_with_node:
                     if _owned_by_daemonset(before.get(key)):
                         continue  # DaemonSet pods belong to their node
@@ -325,10 +329,11 @@ class SimulatedCluster:
                 return
 
     async def _recreate_unowned(self, before: Mapping[str, Manifest], removed: list[str]) -> None:
-        """Evicted pods that no simulated workload controller owns come back pending under the same name."""
+        """Evicted pods that no stored workload controls come back pending under the same name (a snapshot's
+        pods whose controllers the dump left out: their controller would recreate them)."""
         for key in removed:
             pod = before.get(key)
-            if pod is None or OWNER_ANNOTATION in ((pod.get("metadata") or {}).get("annotations") or {}):
+            if pod is None or self.workloads.controls(pod):
                 continue
             metadata = pod["metadata"]
             if await self._exists(POD, metadata["name"], metadata.get("namespace")):

@@ -30,7 +30,7 @@ from reconciler.sim.catalog import build_catalog, catalog_shaper
 from reconciler.sim.cluster import SimulatedCluster
 from reconciler.sim.environment import SimEnvironment, SimOptions
 from reconciler.sim.scenario import Scenario, ScenarioError, Step, load_scenario_file
-from reconciler.sim.workloads import WorkloadControllers, create_with_status, expand_pod_replicas, simulated_scale
+from reconciler.sim.workloads import WorkloadControllers, create_with_status, expand_pod_replicas
 
 __all__ = ["ScenarioError", "Simulation", "run_scenario", "run_scenario_file"]
 
@@ -81,7 +81,6 @@ class Simulation:
         self.scenario = scenario
         self.settings = scenario.settings
         self.kube = MemoryKube(clock=lambda: self.env.now, seed=0)
-        self.kube.set_scale_lookup(simulated_scale(self.kube))
         self.cloud: Any = (
             cloud(self)
             if cloud is not None
@@ -114,6 +113,8 @@ class Simulation:
     async def load(self) -> None:
         expanded: list[Manifest] = []
         for index, manifest in enumerate(self.scenario.objects):
+            if manifest.get("kind") == "PodDisruptionBudget" and manifest.get("status"):
+                manifest = observed_budget(manifest)
             for obj in expand_pod_replicas(manifest):
                 obj.setdefault("metadata", {})
                 if kind_of(obj).namespaced:
@@ -268,6 +269,19 @@ class Simulation:
                     "message": f"{changed} offering(s) marked unavailable",
                 }
             )
+
+
+# What a PodDisruptionBudget's given status still says once the simulation moves: how many pods the real
+# disruption controller expected (used when its pods' controllers are not in the scenario).
+_OBSERVED_BUDGET_FIELDS = ("expectedPods", "observedGeneration")
+
+
+def observed_budget(pdb: Mapping[str, Any]) -> Manifest:
+    """The simulated disruption controller's starting point: a budget's counts (healthy, desired, disruptions
+    allowed) are recomputed from the simulated pods whenever read, so only what the real controller observed
+    about its expected pods is kept."""
+    status = {k: v for k, v in (pdb.get("status") or {}).items() if k in _OBSERVED_BUDGET_FIELDS}
+    return {**{k: v for k, v in pdb.items() if k != "status"}, **({"status": status} if status else {})}
 
 
 def _disruption_steps() -> ModuleType:

@@ -124,7 +124,10 @@ def test_removing_the_gpu_pool_strands_the_gpu_pods(capsys: Any, cluster_snapsho
 
     assert {c["name"]: c["change"] for c in plan["nodepools"]} == {"general": "unchanged", "gpu": "removed"}
     stranded = plan["unschedulable"]["new"]
-    assert sorted(stranded) == ["ml/trainer-0", "ml/trainer-1"]
+    # The two trainer pods are evicted with their nodes; the Deployment's replacements find no GPU node.
+    assert len(stranded) == 2 and all(key.startswith("ml/trainer-") for key in stranded)
+    assert plan["evictionsByWorkload"] == [{"namespace": "ml", "workload": "Deployment/trainer", "evicted": 2,
+                                            "evictions": 2, "replicas": 2, "pdbs": []}]
     for reason in stranded.values():
         assert "NodePool general" in reason
         assert "nvidia.com/gpu 1" in reason  # the resource the pod needs, with its amount
@@ -138,7 +141,7 @@ def test_removing_the_gpu_pool_strands_the_gpu_pods(capsys: Any, cluster_snapsho
 
     code, out, err = run_cli(capsys, *args, "--fail-on-pending")
     assert code == 3
-    assert "ml/trainer-0" in out and "2 pod(s) would be left unschedulable" in err
+    assert "ml/Deployment/trainer x2" in out and "2 pod(s) would be left unschedulable" in err
 
 
 def test_consolidation_blocked_by_a_pdb_names_the_pdb(capsys: Any, tmp_path: Path) -> None:

@@ -34,7 +34,7 @@ from reconciler.insight.frames import (
     price_sources,
     unpriced,
 )
-from reconciler.insight.plan.impact import evictions_by_workload
+from reconciler.insight.plan.impact import evictions_by_workload, replicaset_owners, workload_of
 from reconciler.insight.plan.proposal import (
     PoolChange,
     apply_proposal,
@@ -47,6 +47,7 @@ from reconciler.insight.snapshot import observed_region
 from reconciler.insight.sources import ProposedConfig, Snapshot
 from reconciler.scheduling.context import nodeclass_problem
 from reconciler.sim.environment import SimOptions
+from reconciler.sim.workloads import deployment_of, replicas_of
 
 DEFAULT_HORIZON = timedelta(days=7)
 
@@ -104,6 +105,8 @@ class PlanResult:
     # Nodes drifted by the change that are still there when the plan ends, each with what holds it.
     stuck_drift: list[dict[str, Any]] = field(default_factory=list)
     evictions: list[dict[str, Any]] = field(default_factory=list)  # impact.evictions_by_workload
+    # Pod key -> ``namespace/Kind/name`` of its workload (pods at the start, at the end and evicted between).
+    workloads: dict[str, str] = field(default_factory=dict)
     prices: dict[str, str] = field(default_factory=dict)  # price_source: where every price came from
 
     @property
@@ -217,6 +220,12 @@ async def compute_plan(
     unready = _unready_pools(sim)
     drifted_at_start = _drifted_nodes(sim)
     pods_before = _pods(sim)
+    # What the (simulated) disruption controller counts for each budget before anything moves.
+    budgets_at_start = {
+        f"{(pdb['metadata'].get('namespace') or 'default')}/{pdb['metadata']['name']}":
+            sim.kube.pdb_status(pdb).disruptions_allowed
+        for pdb in sim.cluster.manifests("PodDisruptionBudget")
+    }
     doomed = nodeclaims_of_pools(applied.objects, applied.removed_pools)
     removed_nodes = _node_names(sim, doomed)
     report("simulating the proposed NodePools until the cluster settles")
@@ -236,6 +245,7 @@ async def compute_plan(
     await floor_sim.run_step("provision", {})
 
     drift, consolidation = _moves(sim.records, drifted_at_start)
+    owners = {**replicaset_owners(snapshot.objects), **replicaset_owners(sim.cluster.manifests("ReplicaSet"))}
     return PlanResult(
         snapshot=snapshot.source,
         proposed_source=proposed.source,
@@ -263,8 +273,26 @@ async def compute_plan(
             {**pods_before, **_pods(sim)},
             [o for o in applied.objects if o.get("kind") == "PodDisruptionBudget"],
             [b.message for b in sorted_blockers],
+            started=[key for key, pod in pods_before.items() if (pod.get("spec") or {}).get("nodeName")],
+            owners=owners,
+            replicas=_replicas(sim),
+            allowed=budgets_at_start,
         ),
+        workloads={key: f"{key.partition('/')[0]}/{workload_of(pod, key, owners)}"
+                   for key, pod in {**pods_before, **_pods(sim)}.items()},
     )
+
+
+def _replicas(sim: RecordingSimulation) -> dict[tuple[str, str], int]:
+    """(namespace, ``Kind/name``) -> replicas of each Deployment, StatefulSet and ReplicaSet of no Deployment."""
+    found = {}
+    for kind in ("Deployment", "StatefulSet", "ReplicaSet"):
+        for manifest in sim.cluster.manifests(kind):
+            metadata = manifest["metadata"]
+            if kind == "ReplicaSet" and deployment_of(manifest) is not None:
+                continue
+            found[str(metadata.get("namespace") or "default"), f"{kind}/{metadata['name']}"] = replicas_of(manifest)
+    return found
 
 
 def _node_names(sim: RecordingSimulation, claims: Sequence[str]) -> list[str]:

@@ -30,7 +30,7 @@ def verdict(plan: PlanResult) -> tuple[str, str]:
         return "blocked", ("still changing when the --horizon was reached: the cluster does not settle within "
                            "it (waiting budgets or blocked drift; see the blockers)")
     if pending:
-        return "blocked", f"{len(pending)} pod(s) would become unschedulable ({_named(sorted(pending))})"
+        return "blocked", f"{len(pending)} pod(s) would become unschedulable ({_named(pending_workloads(plan))})"
     if plan.unready_pools:
         pools = sorted(plan.unready_pools)
         more = f"; {len(pools) - 1} more NodePool(s) not Ready ({_named(pools[1:])})" if len(pools) > 1 else ""
@@ -45,6 +45,16 @@ def verdict(plan: PlanResult) -> tuple[str, str]:
         return "review", (f"{churn['nodesDisrupted']} node(s) replaced or removed, {churn['podsEvicted']} pod(s) "
                           "evicted; no pod left unschedulable")
     return "safe", "no node disrupted, no pod evicted or left unschedulable"
+
+
+def pending_workloads(plan: PlanResult) -> list[str]:
+    """The workloads of the pods the change leaves pending, with how many each (``ml/Deployment/trainer x2``):
+    their controllers replace evicted pods under new names, so pod names alone say little."""
+    counts: dict[str, int] = {}
+    for key in plan.newly_pending:
+        name = plan.workloads.get(key, key)
+        counts[name] = counts.get(name, 0) + 1
+    return [f"{name} x{count}" if count > 1 else name for name, count in sorted(counts.items())]
 
 
 def headline(plan: PlanResult) -> str:

@@ -242,13 +242,18 @@ def _conditions(conditions: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
 
 
 def observed_zones(objects: Iterable[Mapping[str, Any]]) -> list[str]:
-    """Zones the cluster's nodes run in (where new capacity can go, as far as a snapshot can tell)."""
+    """Zones the cluster uses: where its nodes run and where its EC2NodeClasses' subnets are (new capacity can
+    go to those even when no node runs there yet)."""
     zones = set()
     for manifest in objects:
         if manifest.get("kind") == "Node":
             zone = ((manifest.get("metadata") or {}).get("labels") or {}).get(wk.ZONE)
             if zone:
                 zones.add(str(zone))
+        elif manifest.get("kind") == "EC2NodeClass":
+            for subnet in (manifest.get("status") or {}).get("subnets") or []:
+                if isinstance(subnet, Mapping) and subnet.get("zone"):
+                    zones.add(str(subnet["zone"]))
     return sorted(zones)
 
 

@@ -183,7 +183,7 @@ def test_a_pool_newly_confined_to_one_zone_is_flagged() -> None:
     confined = {"nodes": 3, "spot": 3, "zones": {"us-east-1b": 3}, "arch": {"amd64": 1, "arm64": 2}}
     plan = SimpleNamespace(pool_changes=[], current=SimpleNamespace(by_pool={"web": spread}),
                            proposed=SimpleNamespace(by_pool={"web": confined}), unready_pools={}, stuck_drift=[],
-                           evictions=[])
+                           evictions=[], region_mismatch="")
     assert risk_lines(plan) == [
         "NodePool web: spot 0% → 100% of its nodes (0/3 → 3/3)",
         "NodePool web: architectures amd64 100% (3) → amd64 33% (1), arm64 67% (2)",

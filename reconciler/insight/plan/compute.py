@@ -107,6 +107,8 @@ class PlanResult:
     evictions: list[dict[str, Any]] = field(default_factory=list)  # impact.evictions_by_workload
     # Pod key -> ``namespace/Kind/name`` of its workload (pods at the start, at the end and evicted between).
     workloads: dict[str, str] = field(default_factory=dict)
+    # The proposal is for another region than the snapshot's cluster (a stack's ``aws:region``): why, or "".
+    region_mismatch: str = ""
     prices: dict[str, str] = field(default_factory=dict)  # price_source: where every price came from
 
     @property
@@ -158,6 +160,7 @@ class PlanResult:
             "stuckDrift": self.stuck_drift,
             "evictionsByWorkload": self.evictions,
             "prices": self.prices,
+            "regionMismatch": self.region_mismatch or None,
             "unschedulable": {"new": self.newly_pending, "stillPending": self.still_pending},
             "floorUnschedulable": self.floor.pending,
             "steps": len(self.records),
@@ -278,6 +281,7 @@ async def compute_plan(
             replicas=_replicas(sim),
             allowed=budgets_at_start,
         ),
+        region_mismatch=region_mismatch(snapshot, proposed),
         workloads={key: f"{key.partition('/')[0]}/{workload_of(pod, key, owners)}"
                    for key, pod in {**pods_before, **_pods(sim)}.items()},
     )
@@ -293,6 +297,18 @@ def _replicas(sim: RecordingSimulation) -> dict[tuple[str, str], int]:
                 continue
             found[str(metadata.get("namespace") or "default"), f"{kind}/{metadata['name']}"] = replicas_of(manifest)
     return found
+
+
+def region_mismatch(snapshot: Snapshot, proposed: ProposedConfig) -> str:
+    """Why the proposal does not fit the snapshot's cluster: a stack deployed to another region ("" when the
+    regions agree or one is unknown)."""
+    catalog = snapshot.document.get("catalog") or {}
+    preset = str(catalog.get("preset") or "")
+    ours = observed_region(snapshot.objects) or str(catalog.get("region") or "") or preset.removeprefix("aws-")
+    if not proposed.region or not ours or proposed.region == ours:
+        return ""
+    return (f"{proposed.source} deploys to {proposed.region}, but the snapshot's cluster runs in {ours}: "
+            "is it the cluster this stack manages?")
 
 
 def _node_names(sim: RecordingSimulation, claims: Sequence[str]) -> list[str]:

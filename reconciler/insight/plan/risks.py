@@ -40,6 +40,8 @@ def verdict(plan: PlanResult) -> tuple[str, str]:
         held = ", ".join(first["blockedBy"]) or "not replaced"
         return "review", (f"{len(plan.stuck_drift)} drifted node(s) cannot be replaced as asked and stay as they "
                           f"are ({first['node']}: {held}); see the drift table")
+    if plan.region_mismatch:
+        return "review", plan.region_mismatch
     churn = plan.churn
     if churn["nodesDisrupted"] or churn["podsEvicted"] or plan.removed_nodes:
         return "review", (f"{churn['nodesDisrupted']} node(s) replaced or removed, {churn['podsEvicted']} pod(s) "
@@ -66,7 +68,8 @@ def headline(plan: PlanResult) -> str:
 
 def risk_lines(plan: PlanResult) -> list[str]:
     """Plain-words risks, most severe first (pending pods are the verdict's and their own list's)."""
-    lines = [problem for _, problem in sorted(plan.unready_pools.items())]
+    lines = [plan.region_mismatch] if plan.region_mismatch else []
+    lines += [problem for _, problem in sorted(plan.unready_pools.items())]
     for stuck in plan.stuck_drift:
         held = ", ".join(stuck["blockedBy"]) or "not replaced before the plan ended"
         lines.append(f"Node {stuck['node']} ({stuck['nodepool']}) drifted ({stuck['driftReason']}) but stays: {held}")

@@ -210,16 +210,19 @@ class RecordingSimulation(Simulation):
 
 
 def pool_shares(rows: Iterable[NodeRow]) -> dict[str, dict[str, Any]]:
-    """Per NodePool: nodes, how many run on spot, nodes per zone and per architecture (what a change moves)."""
+    """Per NodePool: nodes, how many run on spot, nodes per zone, per architecture and per instance family (what
+    a change moves)."""
     shares: dict[str, dict[str, Any]] = {}
     for row in rows:
-        entry = shares.setdefault(row.nodepool or "unmanaged", {"nodes": 0, "spot": 0, "zones": {}, "arch": {}})
+        entry = shares.setdefault(row.nodepool or "unmanaged",
+                                  {"nodes": 0, "spot": 0, "zones": {}, "arch": {}, "family": {}})
         entry["nodes"] += 1
         entry["spot"] += row.capacity_type == "spot"
-        entry["zones"][row.zone or "?"] = entry["zones"].get(row.zone or "?", 0) + 1
-        entry["arch"][row.arch or "?"] = entry["arch"].get(row.arch or "?", 0) + 1
+        family = row.instance_type.partition(".")[0] or "?"
+        for key, value in (("zones", row.zone or "?"), ("arch", row.arch or "?"), ("family", family)):
+            entry[key][value] = entry[key].get(value, 0) + 1
     return {
-        pool: {**entry, "zones": dict(sorted(entry["zones"].items())), "arch": dict(sorted(entry["arch"].items()))}
+        pool: {**entry, **{key: dict(sorted(entry[key].items())) for key in ("zones", "arch", "family")}}
         for pool, entry in sorted(shares.items())
     }
 

@@ -188,7 +188,7 @@ def test_plan_is_deterministic_and_renders_every_format(capsys: Any, cluster_sna
     code, markdown, _ = run_cli(capsys, "plan", "--snapshot", str(cluster_snapshot), *args, "--markdown")
     assert code == 0
     verdict_line, _, heading = markdown.split("\n")[:3]
-    assert verdict_line == (":warning: **REVIEW**: 2 node(s) replaced or removed, 10 pod(s) evicted; "
+    assert verdict_line == (":warning: **REVIEW**: 2 node(s) replaced, 0 removed, 2 added, 10 pod(s) evicted; "
                             "no pod left unschedulable")
     assert heading == "### Adze NodePool plan"
     assert "| now |" in markdown and "<details><summary>Drifted nodes, in replacement order (2)</summary>" in markdown

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from reconciler.disruption.budgets import UNLIMITED, BudgetError, allowance, parse_budgets
 from reconciler.disruption.drift_detection import drift_reason
 from reconciler.insight.catalog import narrowed_catalog
 from reconciler.insight.frames import (
@@ -42,7 +43,7 @@ from reconciler.insight.plan.proposal import (
     nodeclaims_of_pools,
 )
 from reconciler.insight.plan.stability import Blocker, run_to_stability, stamp
-from reconciler.insight.plan.timeline import SIMULATED_DRAIN, Timeline, settled_at
+from reconciler.insight.plan.timeline import SIMULATED_DRAIN, TimedCommand, Timeline, settled_at
 from reconciler.insight.snapshot import observed_region
 from reconciler.insight.sources import ProposedConfig, Snapshot
 from reconciler.scheduling.context import nodeclass_problem
@@ -98,6 +99,7 @@ class PlanResult:
     nodeclass_changes: list[PoolChange] = field(default_factory=list)
     # The current NodePools run to stability (``--baseline``): its summary and churn.
     baseline: tuple[CostSummary, dict[str, int]] | None = None
+    baseline_disrupted: list[str] = field(default_factory=list)  # nodes the current NodePools alone disrupt
     records: list[dict[str, Any]] = field(default_factory=list)
     frames: list[Frame] = field(default_factory=list)
     # NodePool -> why it is not Ready (its nodeClassRef resolves to nothing or another provider's class).
@@ -109,6 +111,10 @@ class PlanResult:
     workloads: dict[str, str] = field(default_factory=dict)
     # The proposal is for another region than the snapshot's cluster (a stack's ``aws:region``): why, or "".
     region_mismatch: str = ""
+    # Removing NodePools deletes their nodes at once, with no replacement first: ``_removal``.
+    removal: dict[str, Any] = field(default_factory=dict)
+    # NodePool -> how its disruptions were paced, counted in nodes: ``_pace``.
+    pace: dict[str, dict[str, Any]] = field(default_factory=dict)
     prices: dict[str, str] = field(default_factory=dict)  # price_source: where every price came from
 
     @property
@@ -150,7 +156,8 @@ class PlanResult:
             "floor": self.floor.as_dict(self.current),
             "baseline": None
             if self.baseline is None
-            else {**self.baseline[0].as_dict(self.current), "churn": self.baseline[1]},
+            else {**self.baseline[0].as_dict(self.current), "churn": self.baseline[1],
+                  "disruptedNodes": self.baseline_disrupted},
             "drift": self.drift,
             "consolidation": self.consolidation,
             "churn": self.churn,
@@ -161,6 +168,8 @@ class PlanResult:
             "evictionsByWorkload": self.evictions,
             "prices": self.prices,
             "regionMismatch": self.region_mismatch or None,
+            "removal": self.removal or None,
+            "pace": self.pace,
             "unschedulable": {"new": self.newly_pending, "stillPending": self.still_pending},
             "floorUnschedulable": self.floor.pending,
             "steps": len(self.records),
@@ -203,9 +212,11 @@ async def compute_plan(
     await current_sim.load()
     current = _summary(current_sim)
     settled_current = None
+    baseline_disrupted: list[str] = []
     if baseline:
         await run_to_stability(current_sim, current_sim.now + horizon, {})
         settled_current = (_summary(current_sim), _churn(current_sim.records))
+        baseline_disrupted = sorted({item["node"] for r in current_sim.records for item in r["disrupted"]})
 
     # Each disruption command gets the time the live controller would run it at (budgets pace them).
     timeline = Timeline(snapshot.clock + horizon)
@@ -223,6 +234,8 @@ async def compute_plan(
     unready = _unready_pools(sim)
     drifted_at_start = _drifted_nodes(sim)
     pods_before = _pods(sim)
+    pool_nodes_at_start = sim.cluster.state().nodepool_node_counts()
+    pool_budgets = {name: pool.disruption.get("budgets") for name, pool in sim.cluster.state().nodepools.items()}
     # What the (simulated) disruption controller counts for each budget before anything moves.
     budgets_at_start = {
         f"{(pdb['metadata'].get('namespace') or 'default')}/{pdb['metadata']['name']}":
@@ -232,8 +245,9 @@ async def compute_plan(
     doomed = nodeclaims_of_pools(applied.objects, applied.removed_pools)
     removed_nodes = _node_names(sim, doomed)
     report("simulating the proposed NodePools until the cluster settles")
+    deletion = None
     if doomed:
-        await sim.run_step("delete", [{"kind": "NodeClaim", "name": claim} for claim in doomed])
+        deletion = await sim.run_step("delete", [{"kind": "NodeClaim", "name": claim} for claim in doomed])
     blockers: dict[tuple[str, str], Blocker] = {}
     horizon_reached = await run_to_stability(sim, start + horizon, blockers)
     sorted_blockers = sorted(blockers.values(), key=lambda b: (b.resolved, b.nodepool, b.node, b.code))
@@ -266,6 +280,7 @@ async def compute_plan(
         blockers=sorted_blockers,
         removed_nodes=removed_nodes,
         baseline=settled_current,
+        baseline_disrupted=baseline_disrupted,
         records=sim.records,
         frames=sim.frames,
         unready_pools=unready,
@@ -282,6 +297,8 @@ async def compute_plan(
             allowed=budgets_at_start,
         ),
         region_mismatch=region_mismatch(snapshot, proposed),
+        removal=_removal(deletion, current.pending, sim.cluster.pending_reasons()),
+        pace=_pace(timeline.commands, pool_nodes_at_start, pool_budgets, start),
         workloads={key: f"{key.partition('/')[0]}/{workload_of(pod, key, owners)}"
                    for key, pod in {**pods_before, **_pods(sim)}.items()},
     )
@@ -297,6 +314,44 @@ def _replicas(sim: RecordingSimulation) -> dict[tuple[str, str], int]:
                 continue
             found[str(metadata.get("namespace") or "default"), f"{kind}/{metadata['name']}"] = replicas_of(manifest)
     return found
+
+
+def _pace(commands: Sequence[TimedCommand], nodes_at_start: Mapping[str, int], budgets: Mapping[str, Any],
+          start: datetime) -> dict[str, dict[str, Any]]:
+    """Per NodePool whose nodes were disrupted: how many, the most disrupting at once (in flight together, as
+    timed), and what its budget allowed at the start for the reason of its first command."""
+    paced: dict[str, dict[str, Any]] = {}
+    for pool in sorted({c.nodepool for c in commands}):
+        ours = [c for c in commands if c.nodepool == pool]
+        at_once = max(sum(len(o.nodes) for o in ours if o.in_flight(c.started)) for c in ours)
+        entry: dict[str, Any] = {"nodes": sum(len(c.nodes) for c in ours), "atOnce": at_once, "budgetLimit": None,
+                                 "budget": ""}
+        try:
+            left = allowance(pool, parse_budgets(budgets.get(pool)), ours[0].reason,
+                             node_count=nodes_at_start.get(pool, 0), disrupting=0, now=start)
+        except BudgetError:
+            left = None
+        if left is not None and left.limit != UNLIMITED:
+            entry["budgetLimit"], entry["budget"] = left.limit, left.limited_by
+        paced[pool] = entry
+    return paced
+
+
+def _removal(
+    deletion: Mapping[str, Any] | None, pending_before: Mapping[str, str], pending_at_end: Mapping[str, str]
+) -> dict[str, Any]:
+    """What deleting the removed NodePools' nodes does to their pods: evicted at once (Karpenter replaces a
+    drifted node before draining it, but a removed pool's nodes are simply deleted), those left pending
+    then waiting for new capacity (``waited``) or never placed (``stranded``)."""
+    if deletion is None:
+        return {}
+    evicted = sorted({str(e["object"]).partition("/")[2] for e in deletion["events"] if e.get("reason") == "Evicted"})
+    left = sorted(key for key in deletion["pending"] if key not in pending_before)
+    return {
+        "podsEvicted": len(evicted),
+        "waited": [key for key in left if key not in pending_at_end],
+        "stranded": [key for key in left if key in pending_at_end],
+    }
 
 
 def region_mismatch(snapshot: Snapshot, proposed: ProposedConfig) -> str:
@@ -450,8 +505,13 @@ def _moves(
 
 
 def _churn(records: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """Nodes disrupted (``nodesReplaced`` with replacements launched for them, ``nodesRemoved`` without), nodes
+    launched (replacements and fresh capacity), and evictions."""
+    disrupted = [item for r in records for item in r["disrupted"]]
     return {
-        "nodesDisrupted": sum(len(r["disrupted"]) for r in records),
+        "nodesDisrupted": len(disrupted),
+        "nodesReplaced": sum(1 for item in disrupted if item.get("replacements")),
+        "nodesRemoved": sum(1 for item in disrupted if not item.get("replacements")),
         "nodesLaunched": sum(len(r["launched"]) for r in records),
         "podsEvicted": sum(1 for r in records for e in r["events"] if e.get("reason") == "Evicted"),
     }

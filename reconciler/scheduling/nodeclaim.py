@@ -10,6 +10,7 @@ computed once, when the run ends (``finalize``).
 from __future__ import annotations
 
 import bisect
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -35,6 +36,16 @@ class Acceptance:
     min_values_relaxed: bool = False
 
 
+HOSTNAME_PLACEHOLDER = "hostname-placeholder-"  # a planned claim's hostname until its node exists
+_PLACEHOLDER = re.compile(rf"{HOSTNAME_PLACEHOLDER}0*(\d+)")
+
+
+def readable_placeholders(text: str) -> str:
+    """A reason as a person reads it: a planned claim's internal hostname becomes "new node #N of this run"."""
+    return _PLACEHOLDER.sub(lambda match: f"new node #{match[1]} of this run", text) if HOSTNAME_PLACEHOLDER in text \
+        else text
+
+
 class NewNodeClaim:
     """A planned NodeClaim; ``number`` orders claims by creation and names the hostname placeholder."""
 
@@ -46,7 +57,7 @@ class NewNodeClaim:
     def __init__(self, template: ClaimTemplate, options: list[TypeInfo], number: int) -> None:
         self.template = template
         self.number = number
-        self.hostname = f"hostname-placeholder-{number:04d}"
+        self.hostname = f"{HOSTNAME_PLACEHOLDER}{number:04d}"
         self.requirements = template.requirements.add(Requirement.single(wk.HOSTNAME, self.hostname))
         self.requests: dict[str, int] = {}
         self.pods: list[SchedulingPod] = []

@@ -369,7 +369,9 @@ class SimulatedCluster:
         total = 0.0
         for node in sorted(self.env.kube.objects(NODE), key=lambda n: n["metadata"]["name"]):
             labels = node["metadata"].get("labels") or {}
-            offering = (labels.get(wk.INSTANCE_TYPE, ""), labels.get(wk.ZONE, ""), labels.get(wk.CAPACITY_TYPE, ""))
+            # A managed node group's node says its capacity type in EKS' label: priced as status and plan price it.
+            capacity_type = wk.capacity_type_of(labels)
+            offering = (labels.get(wk.INSTANCE_TYPE, ""), labels.get(wk.ZONE, ""), capacity_type)
             price = self.env.cloud.price_of(*offering)
             source = self.env.cloud.price_source_of(*offering) if price is not None else ""
             price = price or 0.0  # the format's rule for nodes without a known offering; priceSource is null
@@ -380,7 +382,7 @@ class SimulatedCluster:
                     "nodepool": labels.get(wk.NODEPOOL),
                     "instanceType": labels.get(wk.INSTANCE_TYPE),
                     "zone": labels.get(wk.ZONE),
-                    "capacityType": labels.get(wk.CAPACITY_TYPE),
+                    "capacityType": capacity_type or None,
                     "price": price,
                     "priceSource": source or None,
                     "pods": sorted(pods_by_node.get(node["metadata"]["name"], [])),

@@ -178,10 +178,11 @@ class PlanResult:
 
 
 def _summary(sim: RecordingSimulation) -> CostSummary:
-    final = sim.cluster.final_summary()
+    """The cluster's Nodes priced as ``status`` prices them (managed node groups included): the cost is the sum
+    of the node mix's rows, so every mix adds up to its cost."""
     rows = [row for row in node_rows(sim) if row.ready]
     return CostSummary(
-        final["costPerHour"], len(final["nodes"]), node_mix(rows), sim.cluster.pending_reasons(),
+        round(sum(row.price for row in rows), 6), len(rows), node_mix(rows), sim.cluster.pending_reasons(),
         pool_shares(rows), price_sources(rows), unpriced(rows),
     )
 

@@ -35,6 +35,7 @@ from reconciler.insight.frames import (
     price_sources,
     unpriced,
 )
+from reconciler.insight.happenings import as_documents, happenings
 from reconciler.insight.plan.impact import evictions_by_workload, replicaset_owners, workload_of
 from reconciler.insight.plan.proposal import (
     PoolChange,
@@ -173,6 +174,7 @@ class PlanResult:
             "unschedulable": {"new": self.newly_pending, "stillPending": self.still_pending},
             "floorUnschedulable": self.floor.pending,
             "steps": len(self.records),
+            "timeline": as_documents(happenings(self.records)),
             "priceSources": self.price_sources,
         }
 

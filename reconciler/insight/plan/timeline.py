@@ -29,7 +29,7 @@ from typing import Any
 from reconciler.disruption.budgets import BudgetError, InFlight, earliest_room, parse_budgets
 from reconciler.kube.api import POD
 from reconciler.lifecycle.drain import MIN_DRAIN_TIME
-from reconciler.model.meta import format_time
+from reconciler.model.meta import format_time, parse_time
 from reconciler.sim.runner import Simulation
 
 LAUNCH_TO_REGISTERED = timedelta(seconds=60)  # EC2 launch to the kubelet registering its Node
@@ -135,14 +135,9 @@ def settled_at(records: Sequence[Mapping[str, Any]], start: datetime) -> datetim
     """When the last change is done: the last command's drain, or the last launched node initialized."""
     last = start
     for record in records:
-        clock = moment(record["clock"])
+        clock = parse_time(record["clock"]) or start
         if record["launched"] and record["step"] != "disrupt":  # a disrupt step's launches are replacements
             last = max(last, clock + LAUNCH_TO_INITIALIZED)
         for item in record["disrupted"]:
-            last = max(last, moment(item["finishedAt"]) if item.get("finishedAt") else clock)
+            last = max(last, parse_time(item.get("finishedAt")) or clock)
     return last
-
-
-def moment(stamp: str) -> datetime:
-    """A result document's ``YYYY-MM-DDTHH:MM:SSZ`` as an aware datetime."""
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))

@@ -269,7 +269,7 @@ def observed_region(objects: Iterable[Mapping[str, Any]]) -> str | None:
 def snapshot_document(
     objects: Sequence[Manifest], *, taken_at: datetime, name: str, catalog: Mapping[str, Any], source: str
 ) -> dict[str, Any]:
-    """A scenario document (scenario-format.md) holding the snapshot; no steps."""
+    """A scenario document (docs/scenario-format.md) holding the snapshot; no steps."""
     return {
         "name": name,
         "description": f"cluster snapshot of {source} taken {taken_at.strftime('%Y-%m-%dT%H:%M:%SZ')}",

@@ -30,7 +30,7 @@ from reconciler.sim import engine
 from reconciler.sim.cluster import SimulatedCluster
 from reconciler.sim.scenario import ScenarioError
 
-# Result-document reasons of forceful deletions (scenario-format.md); Karpenter's own reasons go in events.
+# Result-document reasons of forceful deletions (docs/scenario-format.md); Karpenter's own reasons go in events.
 EXPIRED = "Expired"
 INTERRUPTED = "Interrupted"
 

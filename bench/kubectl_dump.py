@@ -45,7 +45,7 @@ def _pod(pod: dict[str, Any], counter: list[int], index: int) -> dict[str, Any]:
     owner = next(iter(metadata.get("ownerReferences") or []), None)
     if owner is not None and owner.get("kind") == "ReplicaSet":
         metadata["generateName"] = f"{owner['name']}-"
-        metadata.setdefault("labels", {})["pod-template-hash"] = _digest(owner["name"])
+        metadata.setdefault("labels", {}).setdefault("pod-template-hash", _digest(owner["name"]))
     token = f"kube-api-access-{_digest(metadata['name'], length=5)}"
     for container in spec.get("containers") or []:
         container.update({
@@ -138,28 +138,46 @@ def _node(node: dict[str, Any], counter: list[int], index: int) -> dict[str, Any
 
 
 def _workloads(pods: list[dict[str, Any]], counter: list[int]) -> list[dict[str, Any]]:
-    """The ReplicaSets (and their Deployments) owning the pods, as ``kubectl get all`` would list them."""
-    owners: dict[tuple[str, str], dict[str, Any]] = {}
+    """The ReplicaSets owning the pods and the Deployments owning those, as ``kubectl get all`` would list them
+    (for a snapshot that has none: one taken before snapshots kept workloads). Each ReplicaSet has the uid its
+    pods' ownerReference names and is controlled by a Deployment of the same name; the ReplicaSet's template
+    and selector carry ``pod-template-hash``, the Deployment's do not."""
+    owners: dict[tuple[str, str], tuple[dict[str, Any], dict[str, Any]]] = {}
     for pod in pods:
         for ref in pod["metadata"].get("ownerReferences") or []:
             if ref.get("kind") == "ReplicaSet":
-                owners.setdefault((pod["metadata"].get("namespace", "default"), ref["name"]), pod)
+                owners.setdefault((pod["metadata"].get("namespace", "default"), ref["name"]), (pod, ref))
     result = []
-    for (namespace, name), pod in sorted(owners.items()):
-        template = {"metadata": {"labels": pod["metadata"].get("labels") or {}},
-                    "spec": {"containers": pod["spec"].get("containers") or []}}
+    for (namespace, name), (pod, ref) in sorted(owners.items()):
+        labels = pod["metadata"].get("labels") or {}
+        plain = {k: v for k, v in labels.items() if k != "pod-template-hash"}
+        spec = {"containers": pod["spec"].get("containers") or []}
         replicas = sum(1 for p in pods
                        if any(r.get("name") == name for r in p["metadata"].get("ownerReferences") or []))
-        for kind in ("Deployment", "ReplicaSet"):
-            result.append({
-                "apiVersion": "apps/v1", "kind": kind,
-                "metadata": {"name": name, "namespace": namespace, "resourceVersion": _version(counter),
-                             "uid": _digest(kind, namespace, name, length=36), "generation": 1},
-                "spec": {"replicas": replicas, "selector": {"matchLabels": template["metadata"]["labels"]},
-                         "template": copy.deepcopy(template)},
-                "status": {"replicas": replicas, "readyReplicas": replicas, "availableReplicas": replicas,
-                           "observedGeneration": 1},
-            })
+        status = {"replicas": replicas, "readyReplicas": replicas, "availableReplicas": replicas,
+                  "observedGeneration": 1}
+        deployment_uid = _digest("Deployment", namespace, name, length=36)
+        result.append({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": namespace, "resourceVersion": _version(counter),
+                         "uid": deployment_uid, "generation": 1,
+                         "annotations": {"deployment.kubernetes.io/revision": "1"}},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": plain},
+                     "template": {"metadata": {"labels": plain}, "spec": copy.deepcopy(spec)}},
+            "status": status,
+        })
+        result.append({
+            "apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": name, "namespace": namespace, "resourceVersion": _version(counter),
+                         "uid": ref.get("uid") or _digest("ReplicaSet", namespace, name, length=36), "generation": 1,
+                         "labels": labels, "annotations": {"deployment.kubernetes.io/revision": "1"},
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": name,
+                                              "uid": deployment_uid, "controller": True,
+                                              "blockOwnerDeletion": True}]},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels}, "spec": copy.deepcopy(spec)}},
+            "status": {**status, "fullyLabeledReplicas": replicas},
+        })
     return result
 
 
@@ -180,7 +198,8 @@ def kubectl_dump(snapshot: dict[str, Any]) -> dict[str, Any]:
             if item["kind"] in ("NodePool", "NodeClaim", "EC2NodeClass"):
                 item["metadata"]["generation"] = 1
             items.append(item)
-    items.extend(_workloads(pods, counter))
+    if not any(o["kind"] in ("Deployment", "ReplicaSet") for o in objects):
+        items.extend(_workloads(pods, counter))
     # Through JSON: no object shared between items (a YAML dump would show anchors no server writes).
     return json.loads(json.dumps({"apiVersion": "v1", "kind": "List", "items": items,
                                   "metadata": {"resourceVersion": ""}}))

@@ -29,7 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from reconciler.insight.plan import compute_plan
+from reconciler.insight.plan.compute import compute_plan
 from reconciler.insight.snapshot import simulated_snapshot
 from reconciler.insight.sources import ProposedConfig, Snapshot
 from reconciler.sim.scenario import parse_scenario

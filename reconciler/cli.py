@@ -91,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     simulate = commands.add_parser(
         "simulate", help="run a scenario through the real engine against a simulated cloud"
     )
-    simulate.add_argument("scenario", help="scenario YAML file (see scenario-format.md)")
+    simulate.add_argument("scenario", help="scenario YAML file (see docs/scenario-format.md)")
     simulate.add_argument("--json", action="store_true", help="print only the result document on stdout")
     simulate.add_argument("--out", metavar="RESULT.json", help="also write the result document to this file")
     simulate.add_argument("--report", metavar="REPORT.html", help="also write a self-contained HTML report")

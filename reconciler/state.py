@@ -546,6 +546,15 @@ class ClusterState:
         total[NODES] = count * 1000
         return Resources(total)
 
+    def stored_controller(self, kind: str, group: str, namespace: str, name: str) -> Manifest | None:
+        """A stored Deployment, ReplicaSet or StatefulSet (``model.pdb_status``'s lookup): a budget counts its
+        expected pods from their scale."""
+        store = {"Deployment": self.deployments, "ReplicaSet": self.replicasets, "StatefulSet": self.statefulsets}
+        found = store[kind].get(f"{namespace}/{name}") if kind in store else None
+        if found is None or str(found.get("apiVersion", "")).rpartition("/")[0] != group:
+            return None
+        return found
+
     def nodepool_node_counts(self) -> dict[str, int]:
         """NodePool -> how many nodes (and in-flight claims) it has (kept up to date by the nodes that change)."""
         return node_counts(self, "state.nodepool_node_counts", _nodepool_of)  # type: ignore[return-value]

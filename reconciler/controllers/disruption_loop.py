@@ -28,8 +28,9 @@ from reconciler.lifecycle.orchestration import CommandExecutor, InFlightCommand
 from reconciler.model import labels as wk
 
 log = ControllerLog("disruption")
-# Not a reason the node stays: the pass simply did not get to it.
-_UNEXPLAINED = frozenset({"NotEvaluated"})
+# Not a reason the node stays: the pass simply did not get to it (NotEvaluated), or the node is being disrupted
+# (Deleting: chosen by a command, or its NodeClaim deleted): never reported as blocked.
+_UNEXPLAINED = frozenset({"NotEvaluated", "Deleting"})
 # Codes whose message carries a countdown or deadline: deduplicated by code, or every pass would emit anew.
 _TICKING_CODES = frozenset({"ConsolidateAfter", "Nominated"})
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from reconciler.api.cron import cron_problem, window_is_active
+from reconciler.api.cron import cron_problem, next_activation, window_is_active
 from reconciler.api.durations import DurationError, format_duration_short, parse_duration
 
 # Disruption reasons: budgets select by them, commands and result documents carry them, and each method
@@ -184,3 +184,94 @@ def allowance(
     remaining = max(0, limit - disrupting) if limit != UNLIMITED else UNLIMITED
     return BudgetAllowance(nodepool, reason, remaining, limit, node_count, disrupting, limited_by)
 
+
+
+# -- over time: when budgets change, and when a pool next has room (``plan`` paces its commands with these) ---
+
+
+def boundaries(budgets: Sequence[Budget], now: datetime) -> list[datetime]:
+    """When scheduled budgets next open, and when the windows open at ``now`` close (each after ``now``, or at
+    it for a window opening right now); budgets that cannot be evaluated have none."""
+    moments = []
+    for budget in budgets:
+        if budget.schedule is None or budget.duration is None:
+            continue
+        length = timedelta(seconds=budget.duration)
+        try:
+            opens = next_activation(budget.schedule.strip(), now)
+            # The window open now (if any) started at the first activation after now - duration.
+            current_start = next_activation(budget.schedule.strip(), now - length)
+        except (ValueError, KeyError):
+            continue
+        moments.append(opens)
+        if current_start <= now:
+            moments.append(current_start + length)
+    return moments
+
+
+@dataclass(slots=True, frozen=True)
+class InFlight:
+    """A command of a pool under way from ``started`` until ``finished``: its ``nodes`` are there and disrupting
+    until then; its ``replacements`` (already counted among the pool's nodes) only count once initialized, at
+    ``ready``, as Karpenter counts initialized nodes only."""
+
+    started: datetime
+    ready: datetime
+    finished: datetime
+    nodes: int
+    replacements: int = 0
+
+    def disrupting(self, moment: datetime) -> int:
+        return self.nodes if self.started <= moment < self.finished else 0
+
+    def uncounted(self, moment: datetime) -> int:
+        """Replacements that exist but are not initialized yet at ``moment``."""
+        return self.replacements if moment < self.ready else 0
+
+
+def earliest_room(
+    nodepool: str,
+    budgets: Sequence[Budget],
+    reason: str,
+    *,
+    nodes: int,
+    replacements: int,
+    pool_nodes: int,
+    in_flight: Sequence[InFlight],
+    now: datetime,
+    until: datetime,
+) -> datetime | None:
+    """The first moment from ``now`` to ``until`` at which the pool's budgets for ``reason`` have room for
+    ``nodes`` more disrupting nodes; None when there is none by ``until``.
+
+    ``pool_nodes`` are the pool's nodes as if every command so far, this one included, were done (the
+    simulator carries commands out at once), replacements included. At a moment the pool really holds those,
+    plus the nodes of this command and of the commands still in flight then (they exist until drained, and
+    count as disrupting), minus the replacements not initialized yet (``replacements`` of this command,
+    launched as it starts). Room only changes when an in-flight command finishes or a scheduled budget opens or
+    closes, so only those moments are tried."""
+    moments = {now, *(f.finished for f in in_flight if f.finished > now), *boundaries(budgets, now)}
+    for moment in sorted(m for m in moments if now <= m <= until):
+        disrupting = sum(f.disrupting(moment) for f in in_flight)
+        counted = pool_nodes + nodes - replacements + disrupting - sum(f.uncounted(moment) for f in in_flight)
+        left = allowance(nodepool, budgets, reason, node_count=max(0, counted), disrupting=disrupting, now=moment)
+        if left.remaining == UNLIMITED or left.remaining >= nodes:
+            return moment
+    return None
+
+
+def next_opening(budgets: Sequence[Budget], node_count: int, now: datetime, until: datetime) -> datetime | None:
+    """The first budget boundary after ``now`` at which the pool allows some disruption again for some reason;
+    None when none does by ``until`` (e.g. ``nodes: 0`` every day for 24h: waiting never helps)."""
+    moment = now
+    while moment <= until:
+        later = [m for m in boundaries(budgets, moment) if m > moment]
+        if not later:
+            return None
+        moment = min(later)
+        if moment <= until and any(
+            allowance("", budgets, reason, node_count=node_count, disrupting=0, now=moment).remaining > 0
+            for reason in DISRUPTION_REASONS
+        ):
+            return moment
+    return None

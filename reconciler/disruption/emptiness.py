@@ -97,7 +97,9 @@ def validate_emptiness(
     should_stop: Callable[[], bool] | None = None,
 ) -> ValidationResult:
     """The command's candidates that can still go on the fresh snapshot (no simulation: nothing moves)."""
-    pdbs = PdbLimits.from_manifests(state.pdbs.values(), state.pod_manifests.values())
+    pdbs = PdbLimits.from_manifests(
+        state.pdbs.values(), state.pod_manifests.values(), lookup=state.stored_controller
+    )
     wanted = [c.name for c in command.candidates]
     # Only the command's nodes: emptiness' filter judges each node alone.
     current, _ = build_candidates(state, Catalog.of(instance_types_by_nodepool), pdbs, now, names=wanted)

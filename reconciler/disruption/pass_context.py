@@ -44,7 +44,9 @@ class PassContext:
         self.max_simulations = max_simulations
         self.first_pools = first_pools  # NodePools single-node consolidation did not reach last pass
         self.catalog = Catalog.of(instance_types_by_nodepool)
-        self.pdbs = PdbLimits.from_manifests(state.pdbs.values(), state.pod_manifests.values())
+        self.pdbs = PdbLimits.from_manifests(
+            state.pdbs.values(), state.pod_manifests.values(), lookup=state.stored_controller
+        )
         self.assessment: Assessment = assess(state, self.catalog, self.pdbs, now)
         self._classes: dict[str, tuple[list[Candidate], list[Explanation]]] = {}
         self._allowances: dict[str, dict[str, BudgetAllowance]] = {}

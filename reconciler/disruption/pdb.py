@@ -2,21 +2,21 @@
 
 ``disruptionsAllowed`` is read from the PDB's status when the API server's
 disruption controller has written one; otherwise it is computed from the pods
-the way that controller does (healthy = running, Ready and not terminating;
-minAvailable / maxUnavailable as a count or a percentage rounded up). As in
+and their controllers the way that controller does (``model.pdb_status``). As in
 Kubernetes, a pod matched by more than one PDB cannot be evicted at all.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from reconciler.disruption import pods as podutil
 from reconciler.disruption.pods import PodFacts, PodLike, facts
+from reconciler.model.pdb_status import BudgetValueError, ControllerLookup, budget_status
 from reconciler.model.selectors import LabelSelector, SelectorError
 
 Manifest = Mapping[str, Any]
@@ -36,36 +36,19 @@ class Pdb:
     always_allow_unhealthy: bool  # unhealthyPodEvictionPolicy: AlwaysAllow
 
 
-def _scaled(value: Any, total: int, *, path: str) -> int:
-    """An int-or-percent field scaled against ``total`` (percentages round up, as the controller does)."""
-    if isinstance(value, bool):
-        raise PdbError(f"{path}: expected an integer or a percentage")
-    if isinstance(value, int):
-        return value
-    text = str(value).strip()
-    if text.endswith("%") and text[:-1].isdigit():
-        return -(-int(text[:-1]) * total // 100)
-    if text.isdigit():
-        return int(text)
-    raise PdbError(f"{path}: {value!r} is not an integer or a percentage")
-
-
 def _is_fully_blocking(spec: Mapping[str, Any]) -> bool:
     return spec.get("maxUnavailable") in (0, "0%") or spec.get("minAvailable") == "100%"
 
 
-def computed_disruptions_allowed(spec: Mapping[str, Any], matching: Sequence[PodFacts], *, path: str) -> int:
-    """What the disruption controller would write to ``status.disruptionsAllowed`` for these pods."""
-    counted = [p for p in matching if not podutil.is_terminal(p)]
-    expected = len(counted)
-    healthy = sum(1 for p in counted if podutil.is_healthy(p))
-    if spec.get("maxUnavailable") is not None:
-        desired = expected - _scaled(spec["maxUnavailable"], expected, path=f"{path}.spec.maxUnavailable")
-    elif spec.get("minAvailable") is not None:
-        desired = _scaled(spec["minAvailable"], expected, path=f"{path}.spec.minAvailable")
-    else:
-        desired = 1  # neither set: the API defaults minAvailable to 1
-    return max(0, healthy - max(0, desired))
+def computed_disruptions_allowed(
+    manifest: Manifest, namespace_pods: Iterable[Manifest], lookup: ControllerLookup | None, *, path: str
+) -> int:
+    """What the disruption controller would write to ``status.disruptionsAllowed`` (``namespace_pods``: the
+    budget's namespace's pods; ``lookup``: the stored workload controllers, None when none are known)."""
+    try:
+        return budget_status(manifest, namespace_pods, lookup).disruptions_allowed
+    except BudgetValueError as err:
+        raise PdbError(f"{path}: spec.{err}") from None
 
 
 class PdbLimits:
@@ -83,13 +66,15 @@ class PdbLimits:
 
     @classmethod
     def from_manifests(
-        cls, pdbs: Iterable[Manifest], pods: Iterable[PodLike], *, prefer_status: bool = True
+        cls, pdbs: Iterable[Manifest], pods: Iterable[PodLike], *, prefer_status: bool = True,
+        lookup: ControllerLookup | None = None,
     ) -> PdbLimits:
-        """Build from PDB manifests; ``pods`` (all pods of the snapshot) are used when a PDB has no status.
+        """Build from PDB manifests; ``pods`` (all pods of the snapshot, manifests) and ``lookup`` (its workload
+        controllers) are used when a PDB has no status.
 
         Raises ``PdbError`` naming the PDB and field when one cannot be read.
         """
-        pods_by_namespace: dict[str, list[PodFacts]] | None = None
+        pods_by_namespace: dict[str, list[Manifest]] | None = None
         items = []
         for manifest in pdbs:
             metadata = manifest.get("metadata") or {}
@@ -108,10 +93,11 @@ class PdbLimits:
                 if pods_by_namespace is None:
                     pods_by_namespace = defaultdict(list)
                     for pod in pods:
-                        view = facts(pod)
-                        pods_by_namespace[view.namespace].append(view)
-                matching = [p for p in pods_by_namespace.get(namespace, ()) if selector.matches(p.labels)]
-                allowed = computed_disruptions_allowed(spec, matching, path=path)
+                        if isinstance(pod, Mapping):
+                            pod_namespace = str((pod.get("metadata") or {}).get("namespace") or "default")
+                            pods_by_namespace[pod_namespace].append(pod)
+                namespace_pods = pods_by_namespace.get(namespace, ())
+                allowed = computed_disruptions_allowed(manifest, namespace_pods, lookup, path=path)
             items.append(
                 Pdb(
                     key=key,

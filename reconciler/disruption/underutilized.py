@@ -235,7 +235,9 @@ def validate_consolidation(
     should_stop: Callable[[], bool] | None = None,
 ) -> ValidationResult:
     """The same command on the fresh snapshot, or why it no longer holds (multi- and single-node)."""
-    pdbs = PdbLimits.from_manifests(state.pdbs.values(), state.pod_manifests.values())
+    pdbs = PdbLimits.from_manifests(
+        state.pdbs.values(), state.pod_manifests.values(), lookup=state.stored_controller
+    )
     wanted = [c.name for c in command.candidates]
     # Only the command's nodes: every verdict below is per node, and the rest of the cluster is not asked.
     current, ineligible = build_candidates(state, Catalog.of(instance_types_by_nodepool), pdbs, now, names=wanted)

@@ -3,10 +3,10 @@
 - ``snapshot``: capture what the engine needs from a cluster (live through ``KubeAPI``, or a
   ``kubectl get -o yaml`` dump) as a scenario document, without Secrets, ConfigMaps, env values or
   managedFields; ``sources`` reads snapshots and proposed NodePools (YAML or a Pulumi stack file).
-- ``plan`` (+ ``proposal``, ``stability``, ``timeline``, ``plan_impact``): what a NodePool change would do —
-  drift, consolidation, cost, stranded pods, blockers, evictions per workload — by running the real engine
-  in the simulator, each disruption command timed as the live controller would run it; ``plan_risks``
-  (verdict, risks, headline), ``plan_render`` (text, Markdown) and ``plan_html`` present it.
+- ``plan/`` (a subpackage: ``compute``, ``proposal``, ``stability``, ``timeline``, ``impact``, ``risks``,
+  ``render``, ``html``): what a NodePool change would do — drift, consolidation, cost, stranded pods,
+  blockers, evictions per workload — by running the real engine in the simulator, each disruption command
+  timed as the live controller would run it.
 - ``explain``: why a pod is pending / why a node is or is not disrupted, from the engine's own reasons.
 - ``status`` (+ ``watch``): an eks-node-viewer-style terminal view, redrawn live with ``--watch``; ``html`` +
   ``charts``: a self-contained report over the ``frames`` a ``RecordingSimulation`` captures after every step.

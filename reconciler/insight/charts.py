@@ -1,10 +1,10 @@
-"""Small inline-SVG charts over simulation steps, on a simulated-clock x-axis (no scripts, no fetches).
+"""Small inline-SVG charts over simulated time, on a simulated-clock x-axis (no scripts, no fetches).
 
-Every chart is an ``<svg>`` with a ``data-chart`` attribute naming it; every bar and point carries
-``data-step`` (``start`` or the step's index in the result document, as the tables number them) and a
-``<title>`` tooltip saying the same step; values are escaped text. The x-axis is time since the start
-of the simulation in a unit that suits the span (seconds, minutes, hours or days), titled with that
-unit; steps that share a clock instant sit side by side at that instant. Geometry is fixed
+Every chart is an ``<svg>`` with a ``data-chart`` attribute naming it; every bar and point sits at its own
+instant and carries ``data-step`` (``start`` or the index in the result document of the step it belongs to,
+as the tables number them) and a ``<title>`` tooltip saying the same; values are escaped text. The x-axis
+is time since the start in a unit that suits the span (seconds, minutes, hours or days), titled with that
+unit; points that share an instant sit side by side. Counts get whole-number ticks. Geometry is fixed
 (``WIDTH`` x ``HEIGHT`` viewBox) and scales with the page.
 """
 
@@ -28,6 +28,7 @@ PALETTE = {
     "cost": "#3a86ff",
     "pending": "#f4a261",
     "disrupted": "#9b5de5",
+    "evicted": "#577590",
     "launched": "#43aa8b",
 }
 UNITS = (("seconds", 1), ("minutes", 60), ("hours", 3600), ("days", 86400))
@@ -37,28 +38,36 @@ Formatter = Callable[[float], str]
 
 @dataclass(slots=True, frozen=True)
 class TimeAxis:
-    """Where each step sits: seconds since the start, its label for ``data-step`` and its tooltip."""
+    """Where each point sits: seconds since the start, its label for ``data-step``, its tooltip; and the span the
+    axis covers (at least the last point: charts of one page share it)."""
 
     seconds: tuple[float, ...]
     steps: tuple[str, ...]
     tips: tuple[str, ...]
+    end: float = 0.0
 
     @classmethod
     def of(cls, clocks: Sequence[datetime], kinds: Sequence[str]) -> TimeAxis:
         """One point per frame: the first is the start, frame i > 0 is step i - 1 of the result document."""
-        start = clocks[0] if clocks else datetime.min
+        steps = ["start" if i == 0 else str(i - 1) for i in range(len(clocks))]
+        return cls.at(clocks[0] if clocks else datetime.min, clocks, steps, kinds)
+
+    @classmethod
+    def at(cls, start: datetime, clocks: Sequence[datetime], steps: Sequence[str], kinds: Sequence[str],
+           end: datetime | None = None) -> TimeAxis:
+        """Points at their own instants (``steps``: each point's step label, ``kinds`` its step's kind)."""
         seconds = tuple((clock - start).total_seconds() for clock in clocks)
-        steps = tuple("start" if i == 0 else str(i - 1) for i in range(len(clocks)))
         tips = tuple(
-            f"{'start' if i == 0 else f'step {i - 1} ({kinds[i]})'} @ {clock.strftime('%Y-%m-%d %H:%M:%S')} "
+            f"{'start' if step == 'start' else f'step {step} ({kind})'} @ {clock.strftime('%Y-%m-%d %H:%M:%S')} "
             f"(+{_elapsed(seconds[i])})"
-            for i, clock in enumerate(clocks)
+            for i, (clock, step, kind) in enumerate(zip(clocks, steps, kinds, strict=True))
         )
-        return cls(seconds, steps, tips)
+        span = (end - start).total_seconds() if end is not None else 0.0
+        return cls(seconds, tuple(steps), tips, span)
 
     @property
     def span(self) -> float:
-        return max(self.seconds, default=0.0)
+        return max(max(self.seconds, default=0.0), self.end)
 
     @property
     def unit(self) -> tuple[str, int]:
@@ -105,7 +114,8 @@ def nice_max(value: float) -> float:
     return float(10 ** (exponent + 1))
 
 
-def _frame(name: str, title: str, top: float, fmt: Formatter, axis: TimeAxis) -> list[str]:
+def _frame(name: str, title: str, top: float, fmt: Formatter, axis: TimeAxis, *, counts: bool = False) -> list[str]:
+    """``counts``: the values are counts, so the y ticks are whole numbers (a top of 2 gets ticks 0, 1, 2)."""
     plot_h = HEIGHT - TOP - BOTTOM
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
@@ -113,6 +123,8 @@ def _frame(name: str, title: str, top: float, fmt: Formatter, axis: TimeAxis) ->
         f'<text x="{LEFT}" y="18" class="chart-title">{escape(title)}</text>',
     ]
     divisions = 5 if f"{top:e}"[0] in "15" else 4
+    if counts:
+        divisions = min(divisions, int(top))
     for tick in range(divisions + 1):
         value = top * tick / divisions
         y = TOP + plot_h - plot_h * tick / divisions
@@ -174,13 +186,14 @@ def _legend(names: Sequence[str], colors: Mapping[str, str]) -> list[str]:
 
 
 def stacked_bars(
-    name: str, title: str, series: Mapping[str, Sequence[float]], axis: TimeAxis, fmt: Formatter = lambda v: f"{v:g}"
+    name: str, title: str, series: Mapping[str, Sequence[float]], axis: TimeAxis, fmt: Formatter = lambda v: f"{v:g}",
+    *, counts: bool = False,
 ) -> str:
-    """One stacked bar per step at its instant; ``series`` maps a legend name to one value per step."""
+    """One stacked bar per point at its instant; ``series`` maps a legend name to one value per point."""
     count = len(axis.seconds)
     totals = [sum(values[i] for values in series.values()) for i in range(count)]
     top = nice_max(max(totals, default=0))
-    parts = _frame(name, title, top, fmt, axis)
+    parts = _frame(name, title, top, fmt, axis, counts=counts)
     width = _bar_width(axis)
     lefts = _bar_geometry(axis, width)
     colors = {key: PALETTE.get(key, PALETTE["unknown"]) for key in series}
@@ -204,11 +217,11 @@ def stacked_bars(
 
 def line(
     name: str, title: str, values: Sequence[float], axis: TimeAxis, color_key: str,
-    fmt: Formatter = lambda v: f"{v:g}",
+    fmt: Formatter = lambda v: f"{v:g}", *, counts: bool = False,
 ) -> str:
-    """A stepped line (a value holds until the next step changes it) with a dot per step."""
+    """A stepped line (a value holds until the next point changes it) with a dot per point."""
     top = nice_max(max(values, default=0))
-    parts = _frame(name, title, top, fmt, axis)
+    parts = _frame(name, title, top, fmt, axis, counts=counts)
     color = PALETTE[color_key]
     points = [(axis.x(i), _y(v, top)) for i, v in enumerate(values)]
     if len(points) > 1:
@@ -227,12 +240,14 @@ def line(
 
 
 def bars(
-    name: str, title: str, series: Mapping[str, Sequence[float]], axis: TimeAxis, fmt: Formatter = lambda v: f"{v:g}"
+    name: str, title: str, series: Mapping[str, Sequence[float]], axis: TimeAxis, fmt: Formatter = lambda v: f"{v:g}",
+    *, counts: bool = False, times: Sequence[str] = (),
 ) -> str:
-    """Grouped bars per step (e.g. launched and disrupted side by side) at the step's instant."""
+    """Grouped bars per point (e.g. launched and disrupted side by side) at the point's instant; ``times``: each
+    point's instant as the tables print it, carried as ``data-time``."""
     count = len(axis.seconds)
     top = nice_max(max((v for values in series.values() for v in values), default=0))
-    parts = _frame(name, title, top, fmt, axis)
+    parts = _frame(name, title, top, fmt, axis, counts=counts)
     group = _bar_width(axis)
     lefts = _bar_geometry(axis, group)
     width = group / max(len(series), 1)
@@ -243,10 +258,11 @@ def bars(
             if value <= 0:
                 continue
             y = _y(value, top)
+            when = f' data-time="{escape(times[index])}"' if times else ""
             parts.append(
                 f'<rect x="{lefts[index] + offset * width:.1f}" y="{y:.1f}" width="{width:.1f}" '
                 f'height="{_y(0, top) - y:.1f}" fill="{colors[key]}" data-series="{escape(key)}" '
-                f'data-step="{axis.steps[index]}">'
+                f'data-step="{axis.steps[index]}"{when} data-count="{value:g}">'
                 f"<title>{escape(axis.tips[index])}: {escape(key)} {escape(fmt(value))}</title></rect>"
             )
     parts.extend(_legend(list(series), colors))

@@ -148,16 +148,14 @@ def scenario_with_catalog(scenario: Scenario, option: str | None, prices: str | 
 def get_snapshot(args: argparse.Namespace) -> Snapshot:
     """``--snapshot FILE`` (a snapshot or kubectl dump) or, without it, the live cluster."""
     if getattr(args, "snapshot", None):
-        snapshot = load_snapshot(args.snapshot)
+        snapshot = load_snapshot(args.snapshot)  # read and validated once, whatever catalogue it is priced with
         catalog = resolve_catalog(getattr(args, "catalog", None), snapshot.objects)
         if catalog is not None:
-            snapshot = load_snapshot(args.snapshot, catalog=catalog)
+            snapshot = snapshot.with_catalog(catalog)
     else:
         snapshot = live_snapshot(args)
     if getattr(args, "prices", None):
-        document = {**snapshot.document, "catalog": with_price_file(snapshot.document["catalog"], args.prices)}
-        snapshot = Snapshot(document, snapshot.source, snapshot.dropped)
-        snapshot.scenario()  # validates the prices against the catalogue
+        snapshot = snapshot.with_catalog(with_price_file(snapshot.document["catalog"], args.prices))
     if getattr(args, "clock", None):
         snapshot = snapshot.at(args.clock)
     return snapshot
@@ -223,9 +221,10 @@ def _proposed(args: argparse.Namespace) -> Any:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from reconciler.insight.plan import compute_plan
-    from reconciler.insight.plan_html import render_plan_html
-    from reconciler.insight.plan_render import render_markdown, render_text, verdict
+    from reconciler.insight.plan.compute import compute_plan
+    from reconciler.insight.plan.html import render_plan_html
+    from reconciler.insight.plan.render import render_markdown, render_text
+    from reconciler.insight.plan.risks import verdict
     from reconciler.model.meta import format_time
     from reconciler.settings import SettingsError, parse_duration
 

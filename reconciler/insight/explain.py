@@ -9,12 +9,14 @@ simulation of removing it (which pods fit where, what a replacement would cost).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.api.durations import format_duration_short
 from reconciler.api.support_check import findings_of
+from reconciler.disruption.consolidation import worst_launch_price
 from reconciler.disruption.decide import decide
 from reconciler.disruption.drift_detection import drift_reason
 from reconciler.disruption.policy import consolidation_wait, settings_of
@@ -26,7 +28,7 @@ from reconciler.model.pod import Pod
 from reconciler.model.quantity import format_quantity
 from reconciler.model.state_node import StateNode
 from reconciler.provisioning.provisioner import plan as provision
-from reconciler.scheduling import simulate
+from reconciler.scheduling import SchedulingContext, simulate
 from reconciler.sim import engine
 from reconciler.state import ClusterState
 
@@ -319,7 +321,8 @@ def _what_if_removed(state: ClusterState, types: Any, sim: RecordingSimulation, 
     pods: Sequence[Pod] = node.reschedulable_pods()
     if not pods:
         return ["it is empty: deleting it needs no room elsewhere"]
-    result = simulate(state, types, sim.settings, sim.now, remove={node.name}, include_pending=False)
+    context = SchedulingContext.build(state, types, sim.settings)
+    result = simulate(state, types, sim.settings, sim.now, remove={node.name}, include_pending=False, context=context)
     lines = []
     failed = {k: v for k, v in result.errors.items() if k in {p.key for p in pods}}
     for key, reason in sorted(failed.items()):
@@ -333,21 +336,38 @@ def _what_if_removed(state: ClusterState, types: Any, sim: RecordingSimulation, 
             f"({', '.join(sorted(set(result.existing.values())))})"
         )
         return lines
-    cheapest = sum(claim.cheapest_price() for claim in result.new_claims)
+    # Consolidation compares a replacement's worst case (the dearest offering of the capacity type it would launch)
+    # with the node's price, not its cheapest offering: say the same, so the two never disagree.
+    worst, cheapest_type = _worst_case(context, result.new_claims)
     options = ", ".join(result.new_claims[0].instance_type_names[:3])
     if price is None:
         lines.append(
-            f"a replacement ({options}) would cost {money(cheapest, month=False)}; this node has no price to compare"
+            f"a replacement ({options}) would cost up to {money(worst, month=False)}; this node has no price to compare"
         )
-    elif cheapest >= price:
+    elif worst >= price:
         lines.append(
-            f"replacement not cheaper: the pods need {len(result.new_claims)} new node(s), cheapest "
-            f"{money(cheapest, month=False)} ({options}) vs {money(price, month=False)} now (difference "
-            f"{money(cheapest - price, month=False, signed=True)}; "
-            "a replacement must cost less)"
+            f"replacement not cheaper: the pods need {len(result.new_claims)} new node(s), at best {cheapest_type} "
+            f"at up to {money(worst, month=False)} (the dearest offering it may launch on, which consolidation "
+            f"compares) vs {money(price, month=False)} now (difference {money(worst - price, month=False, signed=True)}"
+            "; a replacement must cost less)"
         )
     else:
         lines.append(
-            f"a replacement ({options}) would cost {money(cheapest, month=False)} vs {money(price, month=False)} now"
+            f"a replacement ({cheapest_type}) would cost at most {money(worst, month=False)} vs "
+            f"{money(price, month=False)} now"
         )
     return lines
+
+
+def _worst_case(context: SchedulingContext, claims: Sequence[Any]) -> tuple[float, str]:
+    """The replacement's price as consolidation sees it: per claim the least worst-case launch price among its
+    options, summed; and the type of the first claim that has it."""
+    total, first = 0.0, ""
+    for claim in claims:
+        priced = sorted((worst_launch_price(context.index.info(it), claim.requirements), it.name)
+                        for it in claim.instance_types)
+        if not priced:
+            return math.inf, first
+        total += priced[0][0]
+        first = first or priced[0][1]
+    return total, first

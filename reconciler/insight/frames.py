@@ -19,6 +19,7 @@ from reconciler.model.labels import ARCH, capacity_type_of
 from reconciler.model.meta import format_time
 from reconciler.model.resources import CPU, MEMORY
 from reconciler.model.state_node import StateNode
+from reconciler.sim.environment import SimOptions
 from reconciler.sim.runner import CloudFactory, Simulation, new_step_record
 from reconciler.sim.scenario import STEP_KINDS, Scenario, Step
 
@@ -174,15 +175,12 @@ StepHandler = Callable[[Step, dict[str, Any]], Awaitable[None]]
 
 
 class RecordingSimulation(Simulation):
-    def __init__(self, scenario: Scenario, *, frames: bool = True, explain_every_pass: bool = True,
-                 cloud: CloudFactory | None = None) -> None:
+    def __init__(self, scenario: Scenario, *, frames: bool = True, cloud: CloudFactory | None = None,
+                 options: SimOptions | None = None) -> None:
         """``frames``: False records only the start frame (no per-step node tables: faster when no report
-        is drawn). ``explain_every_pass``: False records DisruptionBlocked events only for a disrupt step's
-        command-less passes (what ``plan`` reads), not for each of the passes that acted. ``cloud``: as for
-        ``Simulation``."""
-        super().__init__(scenario, cloud=cloud)
+        is drawn). ``cloud`` and ``options``: as for ``Simulation``."""
+        super().__init__(scenario, cloud=cloud, options=options)
         self._every_step = frames
-        self.env.explain_every_pass = explain_every_pass
         self.frames: list[Frame] = []
         self.records: list[dict[str, Any]] = []
         for kind in STEP_KINDS:
@@ -213,16 +211,19 @@ class RecordingSimulation(Simulation):
 
 
 def pool_shares(rows: Iterable[NodeRow]) -> dict[str, dict[str, Any]]:
-    """Per NodePool: nodes, how many run on spot, nodes per zone and per architecture (what a change moves)."""
+    """Per NodePool: nodes, how many run on spot, nodes per zone, per architecture and per instance family (what
+    a change moves)."""
     shares: dict[str, dict[str, Any]] = {}
     for row in rows:
-        entry = shares.setdefault(row.nodepool or "unmanaged", {"nodes": 0, "spot": 0, "zones": {}, "arch": {}})
+        entry = shares.setdefault(row.nodepool or "unmanaged",
+                                  {"nodes": 0, "spot": 0, "zones": {}, "arch": {}, "family": {}})
         entry["nodes"] += 1
         entry["spot"] += row.capacity_type == "spot"
-        entry["zones"][row.zone or "?"] = entry["zones"].get(row.zone or "?", 0) + 1
-        entry["arch"][row.arch or "?"] = entry["arch"].get(row.arch or "?", 0) + 1
+        family = row.instance_type.partition(".")[0] or "?"
+        for key, value in (("zones", row.zone or "?"), ("arch", row.arch or "?"), ("family", family)):
+            entry[key][value] = entry[key].get(value, 0) + 1
     return {
-        pool: {**entry, "zones": dict(sorted(entry["zones"].items())), "arch": dict(sorted(entry["arch"].items()))}
+        pool: {**entry, **{key: dict(sorted(entry[key].items())) for key in ("zones", "arch", "family")}}
         for pool, entry in sorted(shares.items())
     }
 

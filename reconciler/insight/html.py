@@ -11,13 +11,17 @@ script only reorders and hides rows the page already holds; without it the table
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from html import escape
 from itertools import pairwise
 from typing import Any
 
 from reconciler.insight import charts
 from reconciler.insight.frames import Frame, NodeRow, price_sources
+from reconciler.insight.happenings import command_starts, happenings, moment
 from reconciler.insight.money import dollars, money, per_month
+from reconciler.model.meta import format_time
 
 CAPACITY_ORDER = ("spot", "on-demand", "reserved", "unknown")
 
@@ -54,6 +58,34 @@ vertical-align:middle;margin-right:6px}.meter span{display:block;height:100%}
 
 # Sorting, filtering and grouping of node tables: reorders the rows the page holds (vanilla JS, no fetch).
 SCRIPT = """
+(function () {
+  // A folded table's filter; a link can carry it: #rows-<table id>=TEXT (opens the table, filtered).
+  var hash = {};
+  (window.location.hash || "").replace(/^#/, "").split("&").forEach(function (pair) {
+    var parts = pair.split("=");
+    if (parts[0]) { hash[parts[0]] = decodeURIComponent(parts[1] || ""); }
+  });
+  document.querySelectorAll("input[data-filter-table]").forEach(function (input) {
+    var table = document.getElementById(input.dataset.filterTable);
+    function apply() {
+      var query = (input.value || "").toLowerCase();
+      var shown = 0;
+      table.tBodies[0].querySelectorAll("tr").forEach(function (row) {
+        var keep = row.textContent.toLowerCase().indexOf(query) >= 0;
+        row.style.display = keep ? "" : "none";
+        shown += keep ? 1 : 0;
+      });
+      table.dataset.shown = String(shown);
+    }
+    input.addEventListener("input", apply);
+    var wanted = hash["rows-" + input.dataset.filterTable];
+    if (wanted !== undefined) {
+      input.value = wanted;
+      input.closest("details").open = true;
+      apply();
+    }
+  });
+})();
 (function () {
   document.querySelectorAll("table.node-table").forEach(function (table) {
     var body = table.tBodies[0];
@@ -131,7 +163,22 @@ def simple_table(table_id: str, headers: Sequence[str], rows: Sequence[Sequence[
     )
     if not rows:
         body = f'<tr><td colspan="{len(headers)}" class="muted">None.</td></tr>'
-    return f'<table id="{escape(table_id)}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    table = f'<table id="{escape(table_id)}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    return folded(table_id, table, len(rows))
+
+
+FOLD_AFTER = 25  # rows a table shows open; longer ones are folded, with a filter
+
+
+def folded(table_id: str, table: str, rows: int) -> str:
+    """A table of more than ``FOLD_AFTER`` rows folded under a summary, with a box that hides the rows not
+    containing its text (the page's script; without it the whole table shows when unfolded)."""
+    if rows <= FOLD_AFTER:
+        return table
+    safe = escape(table_id)
+    return (f'<details class="folded" data-rows="{rows}"><summary>{rows} rows (show)</summary>'
+            f'<div class="controls"><label>Filter <input id="{safe}-rows-filter" type="search" '
+            f'data-filter-table="{safe}" placeholder="any text of a row"></label></div>{table}</details>')
 
 
 def _meter(fraction: float, css: str) -> str:
@@ -227,36 +274,105 @@ def node_diff(before: Sequence[NodeRow], after: Sequence[NodeRow]) -> str:
     kept = len(set(was) & set(now))
     cost_before, cost_after = sum(r.price for r in before), sum(r.price for r in after)
     body = "".join(rows) or '<tr><td colspan="7" class="muted">No node added or removed.</td></tr>'
+    table = ('<table id="node-diff"><thead><tr><th>Change</th><th>Node</th><th>NodePool</th><th>Instance type</th>'
+             f"<th>Capacity</th><th>Zone</th><th>Price</th></tr></thead><tbody>{body}</tbody></table>")
     return (
         f'<section id="node-diff-section"><h2>Nodes: start → end</h2><p>{kept} kept, '
         f"{len(set(was) - set(now))} removed, {len(set(now) - set(was))} added; cost {escape(money(cost_before))} → "
-        f"{escape(money(cost_after))}.</p>"
-        '<table id="node-diff"><thead><tr><th>Change</th><th>Node</th><th>NodePool</th><th>Instance type</th>'
-        f"<th>Capacity</th><th>Zone</th><th>Price</th></tr></thead><tbody>{body}</tbody></table></section>"
+        f"{escape(money(cost_after))}.</p>{folded('node-diff', table, len(rows))}</section>"
     )
 
 
-def charts_section(frames: Sequence[Frame]) -> str:
-    axis = charts.TimeAxis.of([f.clock for f in frames], [f.step for f in frames])
-    kinds = [k for k in CAPACITY_ORDER if any(k in f.nodes_by_capacity_type() for f in frames)]
-    kinds += sorted({k for f in frames for k in f.nodes_by_capacity_type()} - set(kinds))
-    by_type = {k: [float(f.nodes_by_capacity_type().get(k, 0)) for f in frames] for k in kinds or ["unknown"]}
-    cost = [f.cost_per_hour for f in frames]
-    pending = [float(f.pending) for f in frames]
-    churn = {
-        "launched": [float(f.launched) for f in frames],
-        "disrupted": [float(f.disrupted) for f in frames],
-    }
+@dataclass(slots=True, frozen=True)
+class NodesAt:
+    """The nodes (by capacity type) and their cost from one instant on."""
+
+    at: datetime
+    step: str  # "start", or the step whose change this is
+    kind: str
+    by_capacity: dict[str, int]
+    cost: float
+
+
+def node_timeline(frames: Sequence[Frame], records: Sequence[Mapping[str, Any]]) -> list[NodesAt]:
+    """The nodes over time, each change at its own instant: a node launched counts from its launch, a node
+    disrupted until its command's drain is done (``finishedAt``), so a replacement's old and new nodes are both
+    billed meanwhile; other changes at their step's clock. Needs a frame per step (the report's)."""
+    if len(frames) != len(records) + 1:
+        return [NodesAt(f.clock, "start" if i == 0 else str(i - 1), f.step, f.nodes_by_capacity_type(),
+                        f.cost_per_hour) for i, f in enumerate(frames)]
+    started = command_starts(records)
+    changes: list[tuple[datetime, int, str, NodeRow | None]] = []  # (when, step, node, its row or None: gone)
+    for index, record in enumerate(records):
+        clock = moment(record["clock"])
+        before = {row.name: row for row in frames[index].nodes}
+        after = {row.name: row for row in frames[index + 1].nodes}
+        finished = {item["node"]: moment(item["finishedAt"]) for item in record.get("disrupted") or []
+                    if item.get("finishedAt")}
+        for name in sorted(set(after) - set(before)):
+            changes.append((started.get(name, clock), index, name, after[name]))
+        for name in sorted(set(before) - set(after)):
+            changes.append((finished.get(name, clock), index, name, None))
+    running = {row.name: row for row in frames[0].nodes}
+    points = [_nodes_at(frames[0].clock, "start", "start", running)]
+    kinds = [str(record["step"]) for record in records]
+    for when, index, name, row in sorted(changes, key=lambda c: (c[0], c[1])):
+        if row is None:
+            running.pop(name, None)
+        else:
+            running[name] = row
+        point = _nodes_at(when, str(index), kinds[index], running)
+        if points[-1].at == when and points[-1].step == point.step:
+            points[-1] = point  # one point per instant and step: the state once all its changes are made
+        else:
+            points.append(point)
+    return points
+
+
+def _nodes_at(when: datetime, step: str, kind: str, running: Mapping[str, NodeRow]) -> NodesAt:
+    counts: dict[str, int] = {}
+    for row in running.values():
+        key = row.capacity_type or "unknown"
+        counts[key] = counts.get(key, 0) + 1
+    return NodesAt(when, step, kind, dict(sorted(counts.items())), round(sum(r.price for r in running.values()), 6))
+
+
+def charts_section(frames: Sequence[Frame], records: Sequence[Mapping[str, Any]] = ()) -> str:
+    """Nodes and cost as they change (each launch and drain at its own time), pending pods after each step, and
+    every launch, disruption and eviction at its own time; all on one time axis."""
+    start = frames[0].clock
+    nodes = node_timeline(frames, records)
+    events = happenings(records)
+    end = max([frames[-1].clock, *(p.at for p in nodes), *(e.at for e in events)])
+    node_axis = charts.TimeAxis.at(start, [p.at for p in nodes], [p.step for p in nodes], [p.kind for p in nodes],
+                                   end)
+    kinds = [k for k in CAPACITY_ORDER if any(k in p.by_capacity for p in nodes)]
+    kinds += sorted({k for p in nodes for k in p.by_capacity} - set(kinds))
+    by_type = {k: [float(p.by_capacity.get(k, 0)) for p in nodes] for k in kinds or ["unknown"]}
+    frame_axis = charts.TimeAxis.at(start, [f.clock for f in frames],
+                                    ["start" if i == 0 else str(i - 1) for i in range(len(frames))],
+                                    [f.step for f in frames], end)
+    groups = sorted({(e.at, e.step) for e in events})
+    step_kinds = [str(record["step"]) for record in records]
+    event_axis = charts.TimeAxis.at(start, [at for at, _ in groups], [str(step) for _, step in groups],
+                                    [step_kinds[step] for _, step in groups], end)
+    churn = {what: [float(sum(1 for e in events if (e.at, e.step) == group and e.what == what)) for group in groups]
+             for what in ("launched", "disrupted", "evicted")}
+    times = [format_time(at) for at, _ in groups]
     blocks = [
-        ("chart-nodes", charts.stacked_bars("nodes", "Nodes by capacity type", by_type, axis)),
-        ("chart-cost", charts.line("cost", "Cost ($/h)", cost, axis, "cost", lambda v: f"${v:.3g}")),
-        ("chart-pending", charts.line("pending", "Pending pods", pending, axis, "pending")),
-        ("chart-disruptions", charts.bars("disruptions", "Nodes launched / disrupted", churn, axis)),
+        ("chart-nodes", charts.stacked_bars("nodes", "Nodes by capacity type", by_type, node_axis, counts=True)),
+        ("chart-cost", charts.line("cost", "Cost ($/h)", [p.cost for p in nodes], node_axis, "cost",
+                                   lambda v: f"${v:.3g}")),
+        ("chart-pending", charts.line("pending", "Pending pods", [float(f.pending) for f in frames], frame_axis,
+                                      "pending", counts=True)),
+        ("chart-disruptions", charts.bars("disruptions", "Nodes launched / disrupted, pods evicted", churn,
+                                          event_axis, counts=True, times=times)),
     ]
     inner = "".join(f'<div class="chart" id="{cid}">{svg}</div>' for cid, svg in blocks)
-    start = frames[0].clock.strftime("%Y-%m-%d %H:%M:%S UTC") if frames else "-"
-    return (f'<section><h2>Over simulated time</h2><p class="muted">Time runs from the start ({start}); '
-            f'hover a bar or dot for its step.</p><div class="charts">{inner}</div></section>')
+    first = start.strftime("%Y-%m-%d %H:%M:%S UTC") if frames else "-"
+    return (f'<section><h2>Over simulated time</h2><p class="muted">Time runs from the start ({first}); '
+            f'each launch, disruption and eviction at its own time; hover a bar or dot for its step.</p>'
+            f'<div class="charts">{inner}</div></section>')
 
 
 def pending_section(pending: Mapping[str, str], title: str = "Pending pods") -> str:
@@ -275,9 +391,7 @@ def pending_section(pending: Mapping[str, str], title: str = "Pending pods") -> 
 def steps_section(records: Sequence[Mapping[str, Any]]) -> str:
     """Every step that launched or disrupted anything, numbered as the result document and the charts."""
     rows = []
-    # A replacement is launched when its command starts (plan times commands; simulate has no such times).
-    started = {name: item["startedAt"] for record in records for item in record.get("disrupted") or []
-               if item.get("startedAt") for name in item.get("replacements") or []}
+    started = {name: format_time(at) for name, at in command_starts(records).items()}
     for index, record in enumerate(records):
         for item in record.get("launched") or []:
             rows.append(
@@ -301,11 +415,10 @@ def steps_section(records: Sequence[Mapping[str, Any]]) -> str:
             )
     if not rows:
         return '<section id="disruptions"><h2>Launches and disruptions</h2><p class="muted">None.</p></section>'
-    return (
-        f'<section id="disruptions"><h2>Launches and disruptions ({len(rows)})</h2><table><thead><tr><th>Step</th>'
-        "<th>Kind</th><th>Clock</th><th>What</th><th>Node</th><th>NodePool</th><th>Detail</th><th>Price</th>"
-        f"</tr></thead><tbody>{''.join(rows)}</tbody></table></section>"
-    )
+    table = ('<table id="steps-table"><thead><tr><th>Step</th><th>Kind</th><th>Clock</th><th>What</th><th>Node</th>'
+             f"<th>NodePool</th><th>Detail</th><th>Price</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")
+    return (f'<section id="disruptions"><h2>Launches and disruptions ({len(rows)})</h2>'
+            f"{folded('steps-table', table, len(rows))}</section>")
 
 
 def _total_cost(frames: Sequence[Frame]) -> float:
@@ -353,7 +466,7 @@ def render_report(
         f"<header><h1>{escape(title)}</h1><p>{escape(subtitle)}</p></header><main>",
         f'<section id="summary" class="cards">{summary_cards(frames, records)}</section>',
         *extra_sections,
-        charts_section(frames),
+        charts_section(frames, records),
         node_diff(frames[0].nodes, last.nodes),
         f"<section><h2>Nodes after the last step</h2>{node_table(last.nodes)}</section>",
     ]

@@ -1,15 +1,15 @@
 """Cluster snapshots: the objects the engine reads, stripped of everything else, as a scenario document.
 
-A snapshot keeps Pods, Nodes, Karpenter objects, PDBs, DaemonSets, storage objects, priority and
-runtime classes, CSINodes and Namespaces. It never keeps Secrets or ConfigMaps, container env
-values, commands or arguments, managedFields or ``last-applied-configuration`` annotations.
+A snapshot keeps Pods, Nodes, Karpenter objects, PDBs (with the status their controller observed), the
+workload controllers (Deployments, ReplicaSets, StatefulSets, Jobs, ReplicationControllers and DaemonSets:
+their scale, selector and pod template), storage objects, priority and runtime classes, CSINodes and
+Namespaces. It never keeps Secrets or ConfigMaps, container env values, commands or arguments,
+managedFields or ``last-applied-configuration`` annotations (pod templates are reduced as pods are).
 
-Deployments, ReplicaSets, StatefulSets and Jobs are left out on purpose: their pods are in the
-snapshot, and the simulator's workload controllers would otherwise create a second set of pods
-for them. Evicted pods of such workloads come back pending under the same name (the simulator's
-rule for pods no simulated controller owns), which is what their controller would do.
-DaemonSet pods are tagged with the simulator's owner annotation so the simulated DaemonSet
-controller treats them as its own instead of adding duplicates.
+The workload controllers are what lets a budget count its expected pods as the disruption controller
+does (a Deployment's scale, through the ReplicaSet its pods name), and they recreate the pods the plan
+evicts; the simulator adopts the snapshot's pods through their ownerReferences rather than making new
+ones. A pod whose controller the snapshot lacks comes back pending under its name when evicted.
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ from typing import Any
 from reconciler.kube.api import (
     CSINODE,
     DAEMONSET,
+    DEPLOYMENT,
     EC2NODECLASS,
+    JOB,
     NAMESPACE,
     NODE,
     NODECLAIM,
@@ -32,7 +34,9 @@ from reconciler.kube.api import (
     PRIORITYCLASS,
     PV,
     PVC,
+    REPLICASET,
     RUNTIMECLASS,
+    STATEFULSET,
     STORAGECLASS,
     Kind,
     KubeAPI,
@@ -40,7 +44,8 @@ from reconciler.kube.api import (
 )
 from reconciler.model import labels as wk
 from reconciler.sim.scenario import Scenario
-from reconciler.sim.workloads import OWNER_ANNOTATION, owner_key
+
+REPLICATIONCONTROLLER = Kind("v1", "ReplicationController")
 
 # What a snapshot reads, in the order it is written (cluster-scoped configuration first).
 SNAPSHOT_KINDS: tuple[Kind, ...] = (
@@ -58,13 +63,18 @@ SNAPSHOT_KINDS: tuple[Kind, ...] = (
     PVC,
     PDB,
     DAEMONSET,
+    DEPLOYMENT,
+    REPLICASET,
+    STATEFULSET,
+    JOB,
+    REPLICATIONCONTROLLER,
     POD,
 )
 KEPT_KINDS = frozenset(kind.kind for kind in SNAPSHOT_KINDS)
-# Represented by their pods (see the module docstring).
-WORKLOAD_KINDS = frozenset(
-    {"Deployment", "ReplicaSet", "StatefulSet", "Job", "CronJob", "ReplicationController"}
-)
+# Workload controllers: kept with their scale, selector and pod template (reduced as a pod's is).
+WORKLOAD_KINDS = frozenset({"Deployment", "ReplicaSet", "StatefulSet", "Job", "ReplicationController", "DaemonSet"})
+_WORKLOAD_SPEC_FIELDS = ("replicas", "selector", "parallelism", "completions", "suspend", "serviceName")
+_JOB_STATUS_FIELDS = ("conditions", "succeeded", "active", "failed")
 
 _DROPPED_METADATA = ("managedFields", "resourceVersion", "generation", "selfLink")
 _DROPPED_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
@@ -112,10 +122,26 @@ def sanitize_objects(objects: Iterable[Mapping[str, Any]]) -> tuple[list[Manifes
             dropped[kind] = dropped.get(kind, 0) + 1
             continue
         kept.append(_sanitize(manifest))
-    _tag_daemonset_pods(kept)
+    for deployment in _without_replicasets(kept):
+        kept.remove(deployment)
+        dropped["Deployment"] = dropped.get("Deployment", 0) + 1
     order = {kind.kind: index for index, kind in enumerate(SNAPSHOT_KINDS)}
     kept.sort(key=lambda m: (order[m["kind"]], m["metadata"].get("namespace", ""), m["metadata"]["name"]))
     return kept, dict(sorted(dropped.items()))
+
+
+def _without_replicasets(objects: list[Manifest]) -> list[Manifest]:
+    """Deployments none of whose ReplicaSets the dump holds (``kubectl get deploy,pods``): the simulated
+    controller would make a ReplicaSet and a second set of pods for them. Left out, their pods are nobody's
+    (back under their names when evicted) and budgets over them use their observed status."""
+    owners = set()
+    for manifest in objects:
+        if manifest["kind"] == "ReplicaSet":
+            for ref in manifest["metadata"].get("ownerReferences") or []:
+                if ref.get("kind") == "Deployment" and ref.get("controller"):
+                    owners.add((manifest["metadata"].get("namespace", "default"), ref.get("name")))
+    return [m for m in objects if m["kind"] == "Deployment"
+            and (m["metadata"].get("namespace", "default"), m["metadata"]["name"]) not in owners]
 
 
 def _sanitize(manifest: Mapping[str, Any]) -> Manifest:
@@ -134,16 +160,18 @@ def _sanitize(manifest: Mapping[str, Any]) -> Manifest:
             if k in _POD_STATUS_FIELDS
         }
         return result
-    if kind == "DaemonSet":
+    if kind in WORKLOAD_KINDS:
         spec = manifest.get("spec") or {}
         template = spec.get("template") or {}
-        result["spec"] = {
-            "selector": spec.get("selector") or {},
-            "template": {
-                "metadata": _metadata(template.get("metadata") or {}, keep_finalizers=False),
-                "spec": pod_spec(template.get("spec") or {}),
-            },
+        result["spec"] = {k: v for k, v in spec.items() if k in _WORKLOAD_SPEC_FIELDS}
+        result["spec"]["template"] = {
+            "metadata": _metadata(template.get("metadata") or {}, keep_finalizers=False),
+            "spec": pod_spec(template.get("spec") or {}),
         }
+        if kind == "Job":  # whether it is done, and how many pods it still runs
+            status = manifest.get("status") or {}
+            result["status"] = {k: _conditions(v) if k == "conditions" else v
+                                for k, v in status.items() if k in _JOB_STATUS_FIELDS}
         return result
     if kind == "Node":
         result["spec"] = {
@@ -215,31 +243,19 @@ def _conditions(conditions: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
     ]
 
 
-def _tag_daemonset_pods(objects: list[Manifest]) -> None:
-    """Let the simulated DaemonSet controller recognise the snapshot's DaemonSet pods as its own."""
-    daemonsets = {
-        (m["metadata"].get("namespace", "default"), m["metadata"]["name"]): m
-        for m in objects
-        if m["kind"] == "DaemonSet"
-    }
-    for pod in objects:
-        if pod["kind"] != "Pod":
-            continue
-        metadata = pod["metadata"]
-        for ref in metadata.get("ownerReferences") or []:
-            daemonset = daemonsets.get((metadata.get("namespace", "default"), ref.get("name")))
-            if ref.get("kind") == "DaemonSet" and daemonset is not None:
-                metadata.setdefault("annotations", {})[OWNER_ANNOTATION] = owner_key(daemonset)
-
-
 def observed_zones(objects: Iterable[Mapping[str, Any]]) -> list[str]:
-    """Zones the cluster's nodes run in (where new capacity can go, as far as a snapshot can tell)."""
+    """Zones the cluster uses: where its nodes run and where its EC2NodeClasses' subnets are (new capacity can
+    go to those even when no node runs there yet)."""
     zones = set()
     for manifest in objects:
         if manifest.get("kind") == "Node":
             zone = ((manifest.get("metadata") or {}).get("labels") or {}).get(wk.ZONE)
             if zone:
                 zones.add(str(zone))
+        elif manifest.get("kind") == "EC2NodeClass":
+            for subnet in (manifest.get("status") or {}).get("subnets") or []:
+                if isinstance(subnet, Mapping) and subnet.get("zone"):
+                    zones.add(str(subnet["zone"]))
     return sorted(zones)
 
 
@@ -256,7 +272,7 @@ def snapshot_document(
     objects: Sequence[Manifest], *, taken_at: datetime, name: str, catalog: Mapping[str, Any], source: str,
     feature_gates: Mapping[str, bool] | None = None,
 ) -> dict[str, Any]:
-    """A scenario document (scenario-format.md) holding the snapshot; no steps. ``feature_gates``: the gates
+    """A scenario document (docs/scenario-format.md) holding the snapshot; no steps. ``feature_gates``: the gates
     the cluster runs with, when known (a simulated cluster's; a live snapshot cannot see them)."""
     settings: dict[str, Any] = {"clock": taken_at.strftime("%Y-%m-%dT%H:%M:%SZ")}
     if feature_gates:
@@ -315,6 +331,8 @@ async def collect_live(kube: KubeAPI) -> list[Manifest]:
         except ApiError as err:
             if err.status == 404 and kind.group in (wk.GROUP, wk.AWS_GROUP, "storage.k8s.io", "node.k8s.io"):
                 continue  # CRDs not installed (or API group disabled): nothing of that kind exists
+            if err.status in (403, 404) and kind is REPLICATIONCONTROLLER:
+                continue  # the legacy kind not served or not allowed: budgets over such pods use their own status
             raise
         for item in items:
             item.setdefault("apiVersion", kind.api_version)

@@ -59,6 +59,12 @@ class Snapshot:
         except ScenarioError as err:
             raise InsightError(f"{self.source}: {err}") from None
 
+    def with_catalog(self, catalog: Mapping[str, Any]) -> Snapshot:
+        """The same objects priced with another catalogue (``--catalog``, ``--prices``): not read again."""
+        changed = Snapshot({**self.document, "catalog": dict(catalog)}, self.source, self.dropped, self.checked)
+        changed.scenario()  # the catalogue and its prices are validated now
+        return changed
+
     def at(self, clock: str) -> Snapshot:
         """The same snapshot evaluated at another time (``--clock``)."""
         settings = {**(self.document.get("settings") or {}), "clock": clock}
@@ -170,6 +176,7 @@ def load_snapshot(path: str | Path, *, catalog: Mapping[str, Any] | None = None)
         snapshot = Snapshot(document, source)
     else:
         manifests = _manifests(documents, source, check_shapes=True)
+        _check_is_a_cluster(manifests, source)
         try:
             objects, dropped = sanitize_objects(manifests)
         except (TypeError, AttributeError, ValueError, KeyError) as err:
@@ -193,6 +200,22 @@ def load_snapshot(path: str | Path, *, catalog: Mapping[str, Any] | None = None)
     adopt_nodeclaims(snapshot.document.setdefault("objects", []))
     snapshot.scenario()  # validate now: a bad snapshot is reported before any work starts
     return snapshot
+
+
+def _check_is_a_cluster(manifests: Sequence[Mapping[str, Any]], source: str) -> None:
+    """A dump is a cluster's: it lists its Nodes. Anything else (a NodePools file, one Deployment) given as a
+    snapshot would be planned as an empty cluster, and every answer would look safe."""
+    if any(m.get("kind") == "Node" for m in manifests):
+        return
+    kinds: dict[str, int] = {}
+    for manifest in manifests:
+        kinds[str(manifest.get("kind"))] = kinds.get(str(manifest.get("kind")), 0) + 1
+    found = ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items())) or "no object"
+    hint = "; a NodePool file goes to --nodepools" if "NodePool" in kinds or "EC2NodeClass" in kinds else ""
+    raise InsightError(
+        f"{source}: not a cluster snapshot: it holds {found} and no Node (expected what `snapshot` writes, or "
+        f"`kubectl get nodes,pods,... -A -o yaml` output){hint}"
+    )
 
 
 def latest_timestamp(objects: list[dict[str, Any]]) -> datetime:
@@ -244,6 +267,7 @@ class ProposedConfig:
     # False: they are merged over the cluster's (changed and added only); ``removed`` names the pools to drop.
     complete: bool = True
     removed: tuple[str, ...] = ()
+    region: str = ""  # where the NodePools are deployed (a stack's ``aws:region``), when the source says
 
 
 def load_nodepools_files(
@@ -383,4 +407,5 @@ def load_stack_file(path: str | Path) -> ProposedConfig:
         }
         for entry in stack.node_classes
     ]
-    return ProposedConfig(pools, classes, source)
+    region = config.get("aws:region")
+    return ProposedConfig(pools, classes, source, region=region if isinstance(region, str) else "")

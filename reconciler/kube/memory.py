@@ -67,6 +67,7 @@ from reconciler.kube.semantics import (
     plural,
     qualified_resource,
 )
+from reconciler.model.pdb_status import BudgetStatus, budget_status
 
 KindKey = tuple[str, str]
 ObjectKey = tuple[str, str]  # (namespace or "", name)
@@ -101,7 +102,6 @@ class MemoryKube:
         history: int = 10_000,
     ) -> None:
         self._clock = clock or _utc_now
-        self._scale_override: Callable[[str, Mapping[str, Any]], int | None] | None = None
         self._random = random.Random(seed)
         self._objects: dict[KindKey, dict[ObjectKey, Manifest]] = {}
         self._kinds: dict[KindKey, Kind] = {}
@@ -112,11 +112,6 @@ class MemoryKube:
         self._pods_by_node: dict[str, dict[ObjectKey, Manifest]] = {}  # spec.nodeName -> its pods
         self._pod_order: dict[ObjectKey, int] = {}  # when each pod entered the store: lists keep store order
         self._pods_stored = 0
-
-    def set_scale_lookup(self, scale_of: Callable[[str, Mapping[str, Any]], int | None]) -> None:
-        """Override how PDB checks find a controller's desired replicas: ``scale_of(namespace,
-        ownerReference)`` (the simulator's workloads own pods through objects it does not store)."""
-        self._scale_override = scale_of
 
     # --- synchronous access for the simulator and tests ------------------------------------
 
@@ -343,28 +338,25 @@ class MemoryKube:
         pdbs = [p for (ns, _), p in self._objects.get(_key_of(PDB), {}).items() if ns == namespace]
         if pdbs:
             pods = [p for (ns, _), p in self._objects.get(_key_of(POD), {}).items() if ns == namespace]
-            check_eviction(pod, pdbs, pods, lambda owner: self._scale_of(namespace, owner))
+            check_eviction(pod, pdbs, pods, self.stored_controller)
         self._request_deletion(POD, pod)
+
+    def pdb_status(self, pdb: Manifest) -> BudgetStatus:
+        """The status the disruption controller would give a budget now (from the stored pods and controllers)."""
+        namespace = str((pdb.get("metadata") or {}).get("namespace") or "default")
+        pods = [p for (ns, _), p in self._objects.get(_key_of(POD), {}).items() if ns == namespace]
+        return budget_status(pdb, pods, self.stored_controller)
 
     # --- internals --------------------------------------------------------------------------
 
-    def _scale_of(self, namespace: str, owner: Mapping[str, Any]) -> int | None:
-        """Desired replicas of a pod's controller, following a ReplicaSet up to its Deployment."""
-        if self._scale_override is not None:
-            return self._scale_override(namespace, owner)
-        return self.stored_scale(namespace, owner)
-
-    def stored_scale(self, namespace: str, owner: Mapping[str, Any]) -> int | None:
-        """Desired replicas of the stored controller an ownerReference names (None when not stored)."""
-        kind = Kind(str(owner.get("apiVersion", "")), str(owner.get("kind", "")))
-        found = self._objects.get(_key_of(kind), {}).get((namespace, str(owner.get("name", ""))))
-        if found is None:
-            return None
-        for parent in found["metadata"].get("ownerReferences") or []:
-            if parent.get("controller") and parent.get("kind") == "Deployment":
-                return self.stored_scale(namespace, parent)
-        replicas = (found.get("spec") or {}).get("replicas")
-        return int(replicas) if isinstance(replicas, int) else None
+    def stored_controller(self, kind: str, group: str, namespace: str, name: str) -> Manifest | None:
+        """The stored object of that kind and API group (any version) in ``namespace``; not a copy: read only."""
+        for (api_version, stored_kind), store in self._objects.items():
+            if stored_kind == kind and (api_version.rpartition("/")[0] if "/" in api_version else "") == group:
+                found = store.get((namespace, name))
+                if found is not None:
+                    return found
+        return None
 
     def _remember(self, kind: Kind) -> Kind:
         return self._kinds.setdefault(_key_of(kind), kind)
@@ -400,7 +392,8 @@ class MemoryKube:
             metadata["namespace"] = metadata.get("namespace") or "default"
         else:
             metadata.pop("namespace", None)
-        metadata.setdefault("uid", str(uuid.UUID(int=self._random.getrandbits(128), version=4)))
+        if "uid" not in metadata:  # (not setdefault: the generator is drawn only for objects without one)
+            metadata["uid"] = str(uuid.UUID(int=self._random.getrandbits(128), version=4))
         metadata.setdefault("creationTimestamp", format_time(self._clock()))
         return metadata
 

@@ -11,7 +11,20 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from reconciler.kube.api import NODE, PDB, POD, PVC, VOLUMEATTACHMENT, KubeAPI, Manifest, NotFoundError
+from reconciler.kube.api import (
+    DEPLOYMENT,
+    NODE,
+    PDB,
+    POD,
+    PVC,
+    REPLICASET,
+    STATEFULSET,
+    VOLUMEATTACHMENT,
+    KubeAPI,
+    Manifest,
+    NotFoundError,
+)
+from reconciler.model.pdb_status import BudgetValueError, ControllerLookup, budget_status
 
 
 class TerminationReads(Protocol):
@@ -57,10 +70,35 @@ class ApiReads:
         return pods
 
     async def disruption_budgets(self) -> tuple[list[Manifest], list[Manifest]]:
+        """A budget no disruption controller keeps (the in-memory API server runs none) gets the status that
+        controller would write now, from its namespace's pods and workload controllers."""
         pdbs, _ = await self._kube.list(PDB)
         namespaces = sorted({str(ns) for p in pdbs if (ns := (p.get("metadata") or {}).get("namespace"))})
-        pods = [pod for ns in namespaces for pod in (await self._kube.list(POD, ns))[0]]
-        return pdbs, pods
+        pods_by_namespace = {ns: (await self._kube.list(POD, ns))[0] for ns in namespaces}
+        kept = []
+        for pdb in pdbs:
+            if "disruptionsAllowed" in (pdb.get("status") or {}):
+                kept.append(pdb)
+                continue
+            namespace = str((pdb.get("metadata") or {}).get("namespace") or "default")
+            try:
+                status = budget_status(pdb, pods_by_namespace.get(namespace, []), await self._controllers(namespace))
+            except BudgetValueError:
+                kept.append(pdb)  # the drain reports it as unreadable
+                continue
+            kept.append({**pdb, "status": {**(pdb.get("status") or {}), **status.as_status()}})
+        return kept, [pod for ns in namespaces for pod in pods_by_namespace[ns]]
+
+    async def _controllers(self, namespace: str) -> ControllerLookup:
+        stored = {}
+        for kind in (DEPLOYMENT, REPLICASET, STATEFULSET):
+            for item in (await self._kube.list(kind, namespace))[0]:
+                stored[kind.kind, kind.group, str(item["metadata"]["name"])] = item
+
+        def lookup(kind: str, group: str, _namespace: str, name: str) -> Manifest | None:
+            return stored.get((kind, group, name))
+
+        return lookup
 
     async def volume_attachments_on(self, node_name: str) -> list[Manifest]:
         attachments, _ = await self._kube.list(VOLUMEATTACHMENT)

@@ -48,7 +48,9 @@ def pods_to_schedule(state: ClusterState, now: datetime) -> tuple[list[Pod], lis
     if not any(node.marked_for_deletion for node in state.state_nodes()):
         return pending, []
     try:
-        pdbs = PdbLimits.from_manifests(state.pdbs.values(), state.pod_manifests.values())
+        pdbs = PdbLimits.from_manifests(
+            state.pdbs.values(), state.pod_manifests.values(), lookup=state.stored_controller
+        )
     except PdbError:
         pdbs = PdbLimits(())  # an unreadable PDB must not stop provisioning: plan for every pod
     return pending, deleting_nodes_pods(state, pdbs, now)[1]

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from reconciler.model.quantity import format_quantity
 from reconciler.model.requirements import ALLOW_UNDEFINED_WELL_KNOWN
 from reconciler.scheduling.instancetypes import TypeInfo
+from reconciler.scheduling.nodeclaim import readable_placeholders
 from reconciler.scheduling.podinfo import SchedulingPod
 from reconciler.scheduling.results import Attempt
 from reconciler.scheduling.templates import ClaimTemplate
@@ -38,7 +39,7 @@ def explain(attempt: Attempt | None, templates: Sequence[ClaimTemplate], skipped
         parts.append(reason if reason.startswith("NodePool") else f"NodePool {name}: {reason}")
     if not templates and not skipped_pools:
         parts.append("no NodePool exists")
-    return "; ".join(parts) or "no placement found"
+    return readable_placeholders("; ".join(parts)) or "no placement found"
 
 
 def diagnose_instance_types(template: ClaimTemplate, sp: SchedulingPod) -> str:

@@ -55,8 +55,10 @@ def subtract_max(claim: NewNodeClaim, remaining: dict[str, int], options: Sequen
                 break
 
 
-def limits_message(template: ClaimTemplate, remaining: dict[str, int]) -> str:
-    """Which limits every instance type would breach, e.g. ``limits cpu 16, remaining 0 (smallest type 2)``."""
+def limits_message(template: ClaimTemplate, remaining: dict[str, int], left_by_existing: dict[str, int]) -> str:
+    """Which limits every instance type would breach, in terms of usage: what the existing nodes use and what
+    this run's planned NodeClaims reserve (each the largest type it may launch as), e.g. ``cpu limit 16: existing
+    nodes use 12, NodeClaims planned in this run reserve 4, 0 left (the smallest instance type has 2)``."""
     limits = template.nodepool.limits
     parts = []
     for name, left in sorted(remaining.items()):
@@ -64,11 +66,15 @@ def limits_message(template: ClaimTemplate, remaining: dict[str, int]) -> str:
             continue
         smallest = min(t.capacity.amount(name) for t in template.types)
         if smallest > left:
-            parts.append(
-                f"{name} limit {format_quantity(limits.get(name, 0), name)}, remaining "
-                f"{format_quantity(max(left, 0), name)} after existing nodes and NodeClaims planned in this run "
-                f"(smallest instance type has {format_quantity(smallest, name)})"
-            )
+            limit = limits.get(name, 0)
+            used = limit - left_by_existing.get(name, limit)
+            reserved = left_by_existing.get(name, limit) - left
+            text = f"{name} limit {format_quantity(limit, name)}: existing nodes use {format_quantity(used, name)}"
+            if reserved:
+                text += (f", NodeClaims planned in this run reserve {format_quantity(reserved, name)} (each the "
+                         "largest instance type it may launch as)")
+            parts.append(f"{text}, {format_quantity(max(left, 0), name)} left (the smallest instance type has "
+                         f"{format_quantity(smallest, name)})")
     detail = "; ".join(parts) or "the remaining limits"
     return f"all instance types would exceed the NodePool's limits: {detail}"
 

@@ -10,6 +10,7 @@ computed once, when the run ends (``finalize``).
 from __future__ import annotations
 
 import bisect
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -47,6 +48,16 @@ class ReservedRefusal(PlacementRefusal):
         super().__init__(detail, monotone=False)
 
 
+HOSTNAME_PLACEHOLDER = "hostname-placeholder-"  # a planned claim's hostname until its node exists
+_PLACEHOLDER = re.compile(rf"{HOSTNAME_PLACEHOLDER}0*(\d+)")
+
+
+def readable_placeholders(text: str) -> str:
+    """A reason as a person reads it: a planned claim's internal hostname becomes "new node #N of this run"."""
+    return _PLACEHOLDER.sub(lambda match: f"new node #{match[1]} of this run", text) if HOSTNAME_PLACEHOLDER in text \
+        else text
+
+
 class NewNodeClaim:
     """A planned NodeClaim; ``number`` orders claims by creation and names the hostname placeholder."""
 
@@ -62,7 +73,7 @@ class NewNodeClaim:
         # Only set when the run tracks reservations and the pool has reserved offerings.
         self.ledger = ledger if ledger and template.reserved_types else None
         self.number = number
-        self.hostname = f"hostname-placeholder-{number:04d}"
+        self.hostname = f"{HOSTNAME_PLACEHOLDER}{number:04d}"
         self.requirements = template.requirements.add(Requirement.single(wk.HOSTNAME, self.hostname))
         self.requests: dict[str, int] = {}
         self.pods: list[SchedulingPod] = []

@@ -77,6 +77,8 @@ class Scheduler:
         # nodes only marked as disruption candidates do not (their replacements may take their room).
         counted = [slot.state for slot in bases] + [n for n in context.state.state_nodes() if n.deleting]
         self.remaining = remaining_limits(context.templates, counted) if limited else {}
+        # What the existing nodes leave under each limit, before this run plans any claim (for messages).
+        self._left_by_existing = {pool: dict(left) for pool, left in self.remaining.items()}
         self.new_claims: list[NewNodeClaim] = []
         self._claim_order = ClaimOrder()
         self._claim_number = 0
@@ -252,7 +254,7 @@ class Scheduler:
                        for name, left in remaining.items()):
                 options = [t for t in options if within(t.capacity, remaining)]
             if not options:
-                return PlacementRefusal(limits_message(template, remaining))
+                return PlacementRefusal(limits_message(template, remaining, self._left_by_existing[template.name]))
         claim = NewNodeClaim(template, options, self._claim_number + 1, self.reservations)
         result = claim.can_add(sp, cls, labels_key, self.topology, relax_min_values=self.relax_min_values)
         if isinstance(result, PlacementRefusal):

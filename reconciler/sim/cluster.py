@@ -25,8 +25,8 @@ from reconciler.sim import engine
 from reconciler.sim.environment import SimEnvironment
 from reconciler.sim.scenario import ScenarioError
 from reconciler.sim.workloads import (
-    OWNER_ANNOTATION,
     WorkloadControllers,
+    controller_reference,
     create_with_status,
     running_status,
     unschedulable_status,
@@ -49,7 +49,7 @@ class SimulatedCluster:
         self.reasons: dict[str, str] = {}
         self.booting: dict[str, str] = {}  # nodeclaim -> provider id, launched with `launch: pending`
         self.nominated: dict[str, str] = {}  # pod key -> the launching claim it waits for
-        self.terminator = Terminator(env.kube, env.cloud)
+        self.terminator = Terminator(env.kube, env.cloud, min_drain=env.options.min_drain)
         self._drain_ends: dict[str, datetime] = {}  # deleting NodeClaim -> when its minimum drain time is over
         # Unowned pods deleted with a grace period: recreated (pending) once they are really gone.
         self._awaiting_removal: dict[str, Manifest] = {}
@@ -361,8 +361,12 @@ class SimulatedCluster:
                 await self._recreate_unowned(before, result.evicted + result.force_deleted + result.deleted_with_node)
                 displaced = displaced or bool(result.evicted or result.force_deleted or result.finished)
                 for key in result.evicted:
-                    record["events"].append({"object": f"Pod/{key}", "reason": "Evicted",
-                                             "message": f"evicted from {claim['metadata']['name']}"})
+                    event = {"object": f"Pod/{key}", "reason": "Evicted",
+                             "message": f"evicted from {claim['metadata']['name']}"}
+                    owner = controller_reference(before.get(key) or {})
+                    if owner is not None:  # optional key: the evicted pod's controller, as Kind/name
+                        event["owner"] = f"{owner.get('kind')}/{owner.get('name')}"
+                    record["events"].append(event)
                 for key in result.deleted_with_node:
                     if _owned_by_daemonset(before.get(key)):
                         continue  # DaemonSet pods belong to their node
@@ -381,10 +385,11 @@ class SimulatedCluster:
                 return
 
     async def _recreate_unowned(self, before: Mapping[str, Manifest], removed: list[str]) -> None:
-        """Evicted pods that no simulated workload controller owns come back pending under the same name."""
+        """Evicted pods that no stored workload controls come back pending under the same name (a snapshot's
+        pods whose controllers the dump left out: their controller would recreate them)."""
         for key in removed:
             pod = before.get(key)
-            if pod is None or OWNER_ANNOTATION in ((pod.get("metadata") or {}).get("annotations") or {}):
+            if pod is None or self.workloads.controls(pod):
                 continue
             metadata = pod["metadata"]
             if await self._exists(POD, metadata["name"], metadata.get("namespace")):
@@ -420,7 +425,9 @@ class SimulatedCluster:
         total = 0.0
         for node in sorted(self.env.kube.objects(NODE), key=lambda n: n["metadata"]["name"]):
             labels = node["metadata"].get("labels") or {}
-            offering = (labels.get(wk.INSTANCE_TYPE, ""), labels.get(wk.ZONE, ""), labels.get(wk.CAPACITY_TYPE, ""))
+            # A managed node group's node says its capacity type in EKS' label: priced as status and plan price it.
+            capacity_type = wk.capacity_type_of(labels)
+            offering = (labels.get(wk.INSTANCE_TYPE, ""), labels.get(wk.ZONE, ""), capacity_type)
             pool = labels.get(wk.NODEPOOL)
             price = self.env.cloud.price_of(*offering, nodepool=pool)
             source = self.env.cloud.price_source_of(*offering, nodepool=pool) if price is not None else ""
@@ -432,7 +439,7 @@ class SimulatedCluster:
                     "nodepool": labels.get(wk.NODEPOOL),
                     "instanceType": labels.get(wk.INSTANCE_TYPE),
                     "zone": labels.get(wk.ZONE),
-                    "capacityType": labels.get(wk.CAPACITY_TYPE),
+                    "capacityType": capacity_type or None,
                     "price": price,
                     "priceSource": source or None,
                     "pods": sorted(pods_by_node.get(node["metadata"]["name"], [])),

@@ -31,7 +31,7 @@ from reconciler.sim import engine
 from reconciler.sim.cluster import SimulatedCluster
 from reconciler.sim.scenario import ScenarioError
 
-# Result-document reasons of forceful deletions (scenario-format.md); Karpenter's own reasons go in events.
+# Result-document reasons of forceful deletions (docs/scenario-format.md); Karpenter's own reasons go in events.
 EXPIRED = "Expired"
 INTERRUPTED = "Interrupted"
 
@@ -49,7 +49,7 @@ async def disrupt_once(cluster: SimulatedCluster, record: dict[str, Any]) -> boo
     decision = await _decide(cluster)
     # Every pass's explanations belong to the result document; a caller reading only the final,
     # command-less pass (plan) keeps memory flat over thousands of passes without them.
-    explained = decision.command is None or env.explain_every_pass
+    explained = decision.command is None or env.options.explain_every_pass
     for explanation in decision.explanations if explained else ():
         record["events"].append(
             {"object": f"Node/{explanation.node}", "reason": "DisruptionBlocked",

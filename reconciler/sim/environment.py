@@ -8,13 +8,33 @@ the runner, so the cluster and the steps import neither it nor each other.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from reconciler.kube.memory import MemoryKube
+from reconciler.lifecycle.drain import MIN_DRAIN_TIME
 from reconciler.model.pod import SpecFactsMemo
 from reconciler.settings import Settings
+
+# Told after each disruption pass that acted: (the simulation, the step record, the index of the pass's first
+# ``disrupted`` item, the index of its first event).
+PassObserver = Callable[[Any, dict[str, Any], int, int], None]
+
+
+@dataclass(slots=True, frozen=True)
+class SimOptions:
+    """How a simulation runs beyond its scenario (callers such as ``plan``; ``simulate`` uses the defaults).
+
+    ``min_drain``: the drain's minimum duration (Karpenter's 5 s); ``plan`` times drains itself and passes 0.
+    ``after_disruption_pass``: called after each disruption pass that acted (``plan`` times each command).
+    ``explain_every_pass``: False records DisruptionBlocked events only for a disrupt step's command-less
+    passes (what ``plan`` reads), not for each pass that acted; result documents keep every pass's.
+    """
+
+    min_drain: timedelta = MIN_DRAIN_TIME
+    after_disruption_pass: PassObserver | None = field(default=None, compare=False)
+    explain_every_pass: bool = True
 
 
 @dataclass(slots=True)
@@ -27,9 +47,7 @@ class SimEnvironment:
     settings: Settings
     names: Callable[[str], str]  # NodeClaim names per NodePool, deterministic per scenario
     now: datetime  # virtual time: only ``advance`` moves it
-    # False: a disrupt step records DisruptionBlocked events only for its command-less passes (what ``plan``
-    # reads), not for each pass that acted; result documents keep every pass's.
-    explain_every_pass: bool = True
+    options: SimOptions = field(default_factory=SimOptions)
     # Pod specs already parsed from the scenario's (never changed) objects while validating them.
     spec_memo: SpecFactsMemo | None = None
 

@@ -28,9 +28,9 @@ from reconciler.model.meta import format_time
 from reconciler.model.resources import Resources
 from reconciler.sim.catalog import build_catalog, build_reservations, catalog_shaper, shutdown_seconds
 from reconciler.sim.cluster import SimulatedCluster
-from reconciler.sim.environment import SimEnvironment
+from reconciler.sim.environment import SimEnvironment, SimOptions
 from reconciler.sim.scenario import Scenario, ScenarioError, Step, load_scenario_file
-from reconciler.sim.workloads import WorkloadControllers, create_with_status, expand_pod_replicas, simulated_scale
+from reconciler.sim.workloads import WorkloadControllers, create_with_status, expand_pod_replicas
 
 __all__ = ["ScenarioError", "Simulation", "run_scenario", "run_scenario_file"]
 
@@ -72,26 +72,25 @@ def new_step_record(kind: str, clock: datetime) -> dict[str, Any]:
 
 
 class Simulation:
-    def __init__(self, scenario: Scenario, *, cloud: CloudFactory | None = None) -> None:
+    def __init__(
+        self, scenario: Scenario, *, cloud: CloudFactory | None = None, options: SimOptions | None = None
+    ) -> None:
         """``cloud`` builds another cloud than the simulated one (``moto_cloud``: the real AWS provider on
         moto); it must also answer ``price_of``, ``price_source_of``, ``mark_unavailable`` and
-        ``register_existing`` as ``SimulatedCloud`` does."""
+        ``register_existing`` as ``SimulatedCloud`` does. ``options``: see ``SimOptions``."""
         self.scenario = scenario
         self.settings = scenario.settings
         self.kube = MemoryKube(clock=lambda: self.env.now, seed=0)
-        self.kube.set_scale_lookup(simulated_scale(self.kube))
         self.cloud: Any = (
             cloud(self)
             if cloud is not None
             else self._simulated_cloud(scenario)
         )
         self.names = NameGenerator(scenario.name)
+        self.options = options or SimOptions()
         self.env = SimEnvironment(self.kube, self.cloud, self.settings, self.names, scenario.clock,
-                                  spec_memo=scenario.spec_memo)
+                                  spec_memo=scenario.spec_memo, options=self.options)
         self.cluster = SimulatedCluster(self.env)
-        # Called after each disruption pass that acted, with the step record and the indexes of the pass's first
-        # ``disrupted`` item and event (``plan`` times each command from them); None in ``simulate``.
-        self.after_disruption_pass: Callable[[dict[str, Any], int, int], None] | None = None
 
     def _simulated_cloud(self, scenario: Scenario) -> SimulatedCloud:
         types = build_catalog(scenario.catalog)
@@ -122,6 +121,8 @@ class Simulation:
     async def load(self) -> None:
         expanded: list[Manifest] = []
         for index, manifest in enumerate(self.scenario.objects):
+            if manifest.get("kind") == "PodDisruptionBudget" and manifest.get("status"):
+                manifest = observed_budget(manifest)
             for obj in expand_pod_replicas(manifest):
                 obj.setdefault("metadata", {})
                 if kind_of(obj).namespaced:
@@ -208,8 +209,8 @@ class Simulation:
             acted = await _disruption_steps().disrupt_once(self.cluster, record)
             if not acted:
                 break
-            if self.after_disruption_pass is not None:
-                self.after_disruption_pass(record, first_item, first_event)
+            if self.options.after_disruption_pass is not None:
+                self.options.after_disruption_pass(self, record, first_item, first_event)
 
     async def _step_expire(self, step: Step, record: dict[str, Any]) -> None:
         await _disruption_steps().expire(self.cluster, record)
@@ -291,6 +292,19 @@ class Simulation:
                     "message": f"{changed} offering(s) marked unavailable",
                 }
             )
+
+
+# What a PodDisruptionBudget's given status still says once the simulation moves: how many pods the real
+# disruption controller expected (used when its pods' controllers are not in the scenario).
+_OBSERVED_BUDGET_FIELDS = ("expectedPods", "observedGeneration")
+
+
+def observed_budget(pdb: Mapping[str, Any]) -> Manifest:
+    """The simulated disruption controller's starting point: a budget's counts (healthy, desired, disruptions
+    allowed) are recomputed from the simulated pods whenever read, so only what the real controller observed
+    about its expected pods is kept."""
+    status = {k: v for k, v in (pdb.get("status") or {}).items() if k in _OBSERVED_BUDGET_FIELDS}
+    return {**{k: v for k, v in pdb.items() if k != "status"}, **({"status": status} if status else {})}
 
 
 def _disruption_steps() -> ModuleType:

@@ -1,4 +1,4 @@
-"""Scenario documents (``scenario-format.md``): loading and validation.
+"""Scenario documents (``docs/scenario-format.md``): loading and validation.
 
 Every problem raises ``ScenarioError`` with a one-line message that starts with
 the offending key path, e.g. ``steps[2].advance: '3 minutes' is not a duration``.

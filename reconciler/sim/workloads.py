@@ -1,10 +1,22 @@
 """Simulated workload controllers: Deployments, ReplicaSets, StatefulSets, Jobs and DaemonSets make pods.
 
-Pod names are readable and deterministic: ``<workload>-<n>`` with ``n`` counting
-up per workload (StatefulSets use their ordinal). Scaling down removes pending
-pods first, then the highest-numbered ones, as a ReplicaSet prefers unscheduled
-pods. A changed pod template replaces every pod at once (no rolling update).
-DaemonSet pods are created for every node they tolerate and select.
+Pods carry real ownerReferences, and a pod belongs to the workload its controller reference names: a
+Deployment runs its pods through ReplicaSets (``<deployment>-<template hash>``, labelled and selected by
+``pod-template-hash``, owned by the Deployment), so the eviction API counts a budget's expected pods from
+the Deployment's scale as Kubernetes does. A snapshot's workloads and pods are adopted as they are: a
+Deployment that already has ReplicaSets keeps their scales until its spec changes in the simulation; then
+the ReplicaSet whose template is the Deployment's (ignoring ``pod-template-hash``) takes every replica, or a
+new one does, and the others are scaled to 0. A pod whose controller is not stored (a dump without its
+ReplicaSets) is nobody's here: evicted, it comes back pending under its name (``SimulatedCluster``).
+
+Pod names are readable and deterministic: ``<workload>-<n>`` with ``n`` counting up per workload (a
+Deployment's pods after the Deployment; StatefulSets use their ordinal). Scaling down removes pending
+pods first, then the highest-numbered ones, as a ReplicaSet prefers unscheduled pods. A changed pod
+template replaces every pod at once (no rolling update): a Deployment's new ReplicaSet takes every replica
+at once; a StatefulSet's, Job's or bare ReplicaSet's pods made by the simulator carry the template's hash
+and are replaced when it changes. A Job makes ``parallelism`` pods until it is complete, failed or
+suspended. DaemonSet pods are created for every node they tolerate and select. Deleting a workload deletes
+its pods (and a Deployment's ReplicaSets), as the garbage collector does.
 """
 
 from __future__ import annotations
@@ -13,18 +25,23 @@ import contextlib
 import copy
 import hashlib
 import json
+import uuid
 from collections.abc import Callable, Collection, Container, Mapping
 from datetime import datetime
 from typing import Any
 
-from reconciler.kube.api import POD, Kind, KubeAPI, Manifest, NotFoundError, WatchEvent, kind_of
+from reconciler.kube.api import KINDS_BY_NAME, POD, Kind, KubeAPI, Manifest, NotFoundError, WatchEvent, kind_of
 from reconciler.kube.memory import MemoryKube
 from reconciler.model.meta import format_time
 from reconciler.sim.scenario import MAX_TOTAL_PODS, ScenarioError
 
-OWNER_ANNOTATION = "sim.adze.dev/owner"
+# The hash of the pod template a StatefulSet's, Job's or bare ReplicaSet's pod was made from (by the simulator).
 TEMPLATE_HASH_ANNOTATION = "sim.adze.dev/template-hash"
-WORKLOAD_KINDS = {"Deployment", "ReplicaSet", "StatefulSet", "Job", "DaemonSet"}
+TEMPLATE_HASH_LABEL = "pod-template-hash"  # what a Deployment's ReplicaSet and its pods are labelled with
+# The order workloads are reconciled in (DaemonSets last: they follow the nodes).
+REPLICATED_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "Job")
+WORKLOAD_KINDS = (*REPLICATED_KINDS, "DaemonSet")
+_API_VERSIONS = {"Job": "batch/v1"}
 
 
 def owner_key(manifest: Mapping[str, Any]) -> str:
@@ -32,23 +49,59 @@ def owner_key(manifest: Mapping[str, Any]) -> str:
     return f"{manifest.get('kind')}/{metadata.get('namespace', 'default')}/{metadata.get('name')}"
 
 
-def simulated_scale(kube: MemoryKube) -> Callable[[str, Mapping[str, Any]], int | None]:
-    """PDB scale lookup for the simulator's pods: a Deployment's pods name a ReplicaSet after the
-    Deployment (the simulator stores no ReplicaSets for them), so such a reference resolves to the
-    Deployment's replicas; stored controllers resolve as the API server would."""
+def controller_reference(manifest: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    for owner in (manifest.get("metadata") or {}).get("ownerReferences") or []:
+        if isinstance(owner, Mapping) and owner.get("controller"):
+            return owner
+    return None
 
-    def scale_of(namespace: str, owner: Mapping[str, Any]) -> int | None:
-        stored = kube.stored_scale(namespace, owner)
-        if stored is not None or owner.get("kind") != "ReplicaSet":
-            return stored
-        deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "name": owner.get("name", "")}
-        return kube.stored_scale(namespace, deployment)
 
-    return scale_of
+def pod_owner(pod: Mapping[str, Any]) -> str | None:
+    """``Kind/namespace/name`` of the workload a pod's controller reference names (None: no workload kind)."""
+    owner = controller_reference(pod)
+    if owner is None or owner.get("kind") not in WORKLOAD_KINDS:
+        return None
+    return f"{owner.get('kind')}/{(pod.get('metadata') or {}).get('namespace', 'default')}/{owner.get('name')}"
+
+
+def deployment_of(replicaset: Mapping[str, Any]) -> str | None:
+    """``Deployment/namespace/name`` of the Deployment controlling a ReplicaSet, if any."""
+    owner = controller_reference(replicaset)
+    if owner is None or owner.get("kind") != "Deployment":
+        return None
+    return f"Deployment/{(replicaset.get('metadata') or {}).get('namespace', 'default')}/{owner.get('name')}"
 
 
 def template_hash(template: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(template, sort_keys=True, default=str).encode()).hexdigest()[:10]
+
+
+def without_hash_label(template: Mapping[str, Any]) -> dict[str, Any]:
+    """A ReplicaSet's pod template as its Deployment's would read (``pod-template-hash`` removed)."""
+    metadata = dict(template.get("metadata") or {})
+    labels = {k: v for k, v in (metadata.get("labels") or {}).items() if k != TEMPLATE_HASH_LABEL}
+    if labels:
+        metadata["labels"] = labels
+    else:
+        metadata.pop("labels", None)
+    return {**template, "metadata": metadata}
+
+
+def replicas_of(workload: Mapping[str, Any]) -> int:
+    """How many pods a workload wants now (a Job: its parallelism until complete, failed or suspended)."""
+    spec = workload.get("spec") or {}
+    if workload.get("kind") != "Job":
+        replicas = spec.get("replicas")
+        return int(replicas) if replicas is not None else 1
+    conditions = (workload.get("status") or {}).get("conditions") or []
+    finished = any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True" for c in conditions)
+    if finished or spec.get("suspend"):
+        return 0
+    wanted = int(spec["parallelism"]) if spec.get("parallelism") is not None else 1
+    if spec.get("completions") is not None:
+        left = int(spec["completions"]) - int((workload.get("status") or {}).get("succeeded") or 0)
+        wanted = min(wanted, max(0, left))
+    return wanted
 
 
 def pending_pod(
@@ -68,19 +121,9 @@ def pending_pod(
         "annotations": dict(template_meta.get("annotations") or {}),
     }
     if owner is not None:
-        owner_kind = "ReplicaSet" if owner.get("kind") == "Deployment" else owner.get("kind")
-        metadata["ownerReferences"] = [
-            {
-                "apiVersion": "batch/v1" if owner_kind == "Job" else "apps/v1",
-                "kind": owner_kind,
-                "name": owner["metadata"]["name"],
-                "uid": (owner.get("metadata") or {}).get("uid") or f"uid-{owner_key(owner)}",
-                "controller": True,
-                "blockOwnerDeletion": True,
-            }
-        ]
-        metadata["annotations"][OWNER_ANNOTATION] = owner_key(owner)
-        metadata["annotations"][TEMPLATE_HASH_ANNOTATION] = template_hash(template)
+        metadata["ownerReferences"] = [owner_reference(owner)]
+        if deployment_of(owner) is None and owner.get("kind") != "DaemonSet":
+            metadata["annotations"][TEMPLATE_HASH_ANNOTATION] = template_hash(template)
     if not metadata["annotations"]:
         del metadata["annotations"]
     return {
@@ -89,6 +132,20 @@ def pending_pod(
         "metadata": metadata,
         "spec": copy.deepcopy(dict(template.get("spec") or {})),
         "status": unschedulable_status(now),
+    }
+
+
+def owner_reference(owner: Mapping[str, Any]) -> dict[str, Any]:
+    """The controller reference an object of ``owner`` carries (Kubernetes' NewControllerRef)."""
+    metadata = owner.get("metadata") or {}
+    kind = str(owner.get("kind"))
+    return {
+        "apiVersion": owner.get("apiVersion") or _API_VERSIONS.get(kind, "apps/v1"),
+        "kind": kind,
+        "name": metadata["name"],
+        "uid": metadata.get("uid") or f"uid-{owner_key(owner)}",
+        "controller": True,
+        "blockOwnerDeletion": True,
     }
 
 
@@ -142,22 +199,46 @@ class WorkloadControllers:
         self._clock = clock
         self._daemon_fits = daemon_fits
         self._next_index: dict[str, int] = {}
+        self._known: set[str] = set()  # workloads seen by the last reconcile (deleted since: garbage collected)
+        self._acted_on: dict[str, str] = {}  # Deployment -> the spec its ReplicaSets were last scaled for
         self._changes: _Changes | None = _Changes() if isinstance(kube, MemoryKube) else None
         if self._changes is not None:
             kube.subscribe(self._changes.observe, copy=False)  # type: ignore[attr-defined]
 
+    def controls(self, pod: Mapping[str, Any]) -> bool:
+        """Whether a workload the simulation stores owns the pod (its controller then recreates it)."""
+        key = pod_owner(pod)
+        if key is None:
+            return False
+        kind, namespace, name = key.split("/", 2)
+        if isinstance(self._kube, MemoryKube):
+            return self._kube.has(KINDS_BY_NAME[kind], name, namespace)
+        return any(owner_key(w) == key for w in self._snapshot(kind))
+
     async def reconcile(self) -> None:
+        live = {owner_key(w): w for kind in WORKLOAD_KINDS for w in self._snapshot(kind)}
         changes = self._changes
         if changes is None or not changes.indexed:
-            await self._reconcile_all()
+            pods_by_owner = self._pods_by_owner()
+            await self._collect_garbage(live, lambda key: pods_by_owner.get(key, []))
+            await self._reconcile_all(live)
             if changes is not None:
                 changes.index(self._snapshot("Pod"), self._snapshot("Node"))
             return
+        await self._collect_garbage(live, changes.pods_of)
         owners, nodes, daemonsets = changes.take()
-        for kind in ("Deployment", "ReplicaSet", "StatefulSet", "Job"):
+        deployments = {key for key in owners if key.startswith("Deployment/")}
+        deployments.update(
+            parent for key in owners if key.startswith("ReplicaSet/") and key in live
+            and (parent := deployment_of(live[key])) in live
+        )
+        for workload in self._snapshot("Deployment"):
+            if owner_key(workload) in deployments:
+                await self._reconcile_deployment(workload, changes.pods_of)
+        for kind in REPLICATED_KINDS[1:]:
             for workload in self._snapshot(kind):
                 key = owner_key(workload)
-                if key in owners:
+                if key in owners and deployment_of(workload) not in live:
                     await self._reconcile_replicas(workload, changes.pods_of(key))
         changed_nodes: list[Manifest] | None = None
         for daemonset in self._snapshot("DaemonSet"):
@@ -168,79 +249,175 @@ class WorkloadControllers:
                 if changed_nodes is None:
                     changed_nodes = changes.nodes_in_order(nodes)
                 await self._reconcile_daemonset(daemonset, changes.daemon_nodes(key), changed_nodes)
-        live_owners = {owner_key(w) for kind in WORKLOAD_KINDS for w in self._snapshot(kind)}
-        if changes.owners_beyond(live_owners):
-            await self._delete_orphans(live_owners)
 
-    async def _reconcile_all(self) -> None:
+    async def _reconcile_all(self, live: Mapping[str, Manifest]) -> None:
         pods_by_owner = self._pods_by_owner()
-        for kind in ("Deployment", "ReplicaSet", "StatefulSet", "Job"):
+
+        def pods_of(key: str) -> list[Manifest]:
+            return pods_by_owner.get(key, [])
+
+        for workload in self._snapshot("Deployment"):
+            await self._reconcile_deployment(workload, pods_of)
+        for kind in REPLICATED_KINDS[1:]:
             for workload in self._snapshot(kind):
-                await self._reconcile_replicas(workload, pods_by_owner.get(owner_key(workload), []))
+                if deployment_of(workload) not in live:
+                    await self._reconcile_replicas(workload, pods_of(owner_key(workload)))
         for daemonset in self._snapshot("DaemonSet"):
-            pods = pods_by_owner.get(owner_key(daemonset), [])
+            pods = pods_of(owner_key(daemonset))
             await self._reconcile_daemonset(daemonset, {(p.get("spec") or {}).get("nodeName") for p in pods},
                                             self._snapshot("Node"))
-        await self._delete_orphans({owner_key(w) for kind in WORKLOAD_KINDS for w in self._snapshot(kind)},
-                                   pods_by_owner)
 
     def _pods_by_owner(self) -> dict[str, list[Manifest]]:
         pods_by_owner: dict[str, list[Manifest]] = {}
         for pod in self._snapshot("Pod"):
-            key = ((pod.get("metadata") or {}).get("annotations") or {}).get(OWNER_ANNOTATION)
+            key = pod_owner(pod)
             if key:
                 pods_by_owner.setdefault(key, []).append(pod)
         return pods_by_owner
 
-    async def _delete_orphans(self, live_owners: set[str], pods_by_owner: dict[str, list[Manifest]] | None = None
-                              ) -> None:
-        for key, pods in (pods_by_owner if pods_by_owner is not None else self._pods_by_owner()).items():
-            if key not in live_owners:
-                for pod in pods:
-                    await self._delete_pod(pod)
+    async def _collect_garbage(self, live: Mapping[str, Manifest], pods_of: Callable[[str], list[Manifest]]) -> None:
+        """What the garbage collector does for the workloads deleted since the last reconcile: their pods go, and
+        a Deployment's ReplicaSets with theirs. (A pod whose controller was never stored is left alone.)"""
+        gone = sorted(self._known - set(live))
+        self._known = set(live)
+        for key in gone:
+            self._acted_on.pop(key, None)
+            if key.startswith("Deployment/"):
+                for replicaset in self._snapshot("ReplicaSet"):
+                    if deployment_of(replicaset) == key:
+                        self._known.discard(owner_key(replicaset))
+                        await self._delete(replicaset)
+                        for pod in pods_of(owner_key(replicaset)):
+                            await self._delete(pod)
+            for pod in pods_of(key):
+                await self._delete(pod)
 
-    async def _reconcile_replicas(self, workload: Manifest, pods: list[Manifest]) -> None:
-        spec = workload.get("spec") or {}
+    async def _reconcile_deployment(self, deployment: Manifest, pods_of: Callable[[str], list[Manifest]]) -> None:
+        """Scale the Deployment's ReplicaSets when its spec changed (or it has none yet), then their pods."""
+        key = owner_key(deployment)
+        spec = deployment.get("spec") or {}
         template = spec.get("template") or {}
-        if workload.get("kind") == "Job":
-            desired = int(spec.get("parallelism", 1) if spec.get("parallelism") is not None else 1)
+        wanted = json.dumps([template, replicas_of(deployment)], sort_keys=True, default=str)
+        replicasets = [rs for rs in self._snapshot("ReplicaSet") if deployment_of(rs) == key]
+        # A snapshot's Deployment is adopted with its ReplicaSets as they are (a rollout under way included);
+        # the simulation changes their scales only once the Deployment's spec changes.
+        first_seen, changed = key not in self._acted_on, self._acted_on.get(key) != wanted
+        self._acted_on[key] = wanted
+        if (first_seen and not replicasets) or (not first_seen and changed):
+            replicasets = await self._scale_replicasets(deployment, replicasets, template)
+        for replicaset in replicasets:
+            await self._reconcile_replicas(replicaset, pods_of(owner_key(replicaset)), counter=key,
+                                           base=deployment["metadata"]["name"])
+
+    async def _scale_replicasets(self, deployment: Manifest, replicasets: list[Manifest],
+                                 template: Mapping[str, Any]) -> list[Manifest]:
+        """The ReplicaSet of the current template takes every replica (created when none has it), the others
+        none; returns the Deployment's ReplicaSets, the current one last (its pods come after the others')."""
+        desired = replicas_of(deployment)
+        current = next((rs for rs in replicasets if _same_template(rs, template)), None)
+        result = []
+        for replicaset in replicasets:
+            if replicaset is current:
+                continue
+            result.append(await self._scaled(replicaset, 0))
+        if current is None:
+            current = await self._new_replicaset(deployment, template, desired, replicasets)
         else:
-            desired = int(spec.get("replicas", 1) if spec.get("replicas") is not None else 1)
+            current = await self._scaled(current, desired)
+        return [*result, current]
+
+    async def _scaled(self, replicaset: Manifest, replicas: int) -> Manifest:
+        if replicas_of(replicaset) == replicas:
+            return replicaset
+        metadata = replicaset["metadata"]
+        return await self._kube.patch(kind_of(replicaset), metadata["name"], {"spec": {"replicas": replicas}},
+                                      metadata.get("namespace"))
+
+    async def _new_replicaset(self, deployment: Manifest, template: Mapping[str, Any], replicas: int,
+                              existing: list[Manifest]) -> Manifest:
+        metadata = deployment["metadata"]
+        namespace = metadata.get("namespace", "default")
+        digest = template_hash(template)
+        taken = {rs["metadata"]["name"] for rs in existing}
+        name = _free_name(f"{metadata['name']}-{digest}", taken)
+        labels = {**((template.get("metadata") or {}).get("labels") or {}), TEMPLATE_HASH_LABEL: digest}
+        selector = dict((deployment.get("spec") or {}).get("selector") or {})
+        selector["matchLabels"] = {**(selector.get("matchLabels") or {}), TEMPLATE_HASH_LABEL: digest}
+        replicaset = {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            # A uid of its own, not from the API server's seeded generator: the objects created after it keep theirs.
+            "metadata": {"name": name, "namespace": namespace, "labels": labels,
+                         "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"adze-sim/ReplicaSet/{namespace}/{name}")),
+                         "ownerReferences": [owner_reference(deployment)]},
+            "spec": {
+                "replicas": replicas,
+                "selector": selector,
+                "template": {**template, "metadata": {**(template.get("metadata") or {}), "labels": labels}},
+            },
+        }
+        if isinstance(self._kube, MemoryKube):
+            # Stored with the uid given (a create would draw one from the API server's seeded generator, and every
+            # object created after it would get another uid than before ReplicaSets were stored).
+            self._kube.load([replicaset])
+            created = self._kube.peek(kind_of(replicaset), name, namespace) or replicaset
+        else:
+            created = await self._kube.create(replicaset)
+        self._known.add(owner_key(created))
+        return created
+
+    async def _reconcile_replicas(self, workload: Manifest, pods: list[Manifest], *, counter: str | None = None,
+                                  base: str | None = None) -> None:
+        """Pods of a ReplicaSet, StatefulSet or Job to its replicas (``counter``, ``base``: how new pods are
+        numbered and named, a Deployment's ReplicaSets sharing their Deployment's)."""
+        template = (workload.get("spec") or {}).get("template") or {}
+        desired = replicas_of(workload)
         current_hash = template_hash(template)
+        number = counter or owner_key(workload)
+        if number not in self._next_index:  # adopted pods (a snapshot's) keep their numbers: new ones come after
+            self._next_index[number] = 1 + max((_pod_index(p) for p in pods), default=-1)
         keep = []
         for pod in pods:
-            annotations = (pod.get("metadata") or {}).get("annotations") or {}
-            if annotations.get(TEMPLATE_HASH_ANNOTATION) != current_hash:
-                await self._delete_pod(pod)
+            made_from = ((pod.get("metadata") or {}).get("annotations") or {}).get(TEMPLATE_HASH_ANNOTATION)
+            if made_from is not None and made_from != current_hash:
+                await self._delete(pod)
             else:
                 keep.append(pod)
         if len(keep) > desired:
             # Unscheduled pods go first, then the newest (highest-numbered) ones.
             keep.sort(key=lambda p: (bool((p.get("spec") or {}).get("nodeName")), -_pod_index(p)))
             for pod in keep[: len(keep) - desired]:
-                await self._delete_pod(pod)
+                await self._delete(pod)
             return
         namespace = (workload.get("metadata") or {}).get("namespace", "default")
-        base = workload["metadata"]["name"]
         taken = {p["metadata"]["name"] for p in keep}
         for _ in range(desired - len(keep)):
-            name = self._fresh_name(workload, base, taken)
+            name = self._fresh_name(workload, base or workload["metadata"]["name"], taken, counter)
             taken.add(name)
             pod = pending_pod(template, name=name, namespace=namespace, now=self._clock(), owner=workload)
             await create_with_status(self._kube, pod)
 
-    def _fresh_name(self, workload: Manifest, base: str, taken: set[str]) -> str:
+    def _fresh_name(self, workload: Manifest, base: str, taken: set[str], counter: str | None) -> str:
+        """``<base>-<n>``: the StatefulSet's lowest free ordinal, else the workload's next number that no pod of
+        the namespace has (a snapshot's pods may hold such names; the real controllers use generateName)."""
         if workload.get("kind") == "StatefulSet":
             ordinal = 0
             while f"{base}-{ordinal}" in taken:
                 ordinal += 1
             return f"{base}-{ordinal}"
-        key = owner_key(workload)
+        key = counter or owner_key(workload)
+        namespace = (workload.get("metadata") or {}).get("namespace", "default")
         index = self._next_index.get(key, 0)
-        while f"{base}-{index}" in taken:
+        while f"{base}-{index}" in taken or self._pod_exists(f"{base}-{index}", namespace):
             index += 1
         self._next_index[key] = index + 1
         return f"{base}-{index}"
+
+    def _pod_exists(self, name: str, namespace: str) -> bool:
+        if isinstance(self._kube, MemoryKube):
+            return self._kube.has(POD, name, namespace)
+        return any(p["metadata"]["name"] == name and p["metadata"].get("namespace", "default") == namespace
+                   for p in self._snapshot("Pod"))
 
     async def _reconcile_daemonset(self, daemonset: Manifest, occupied: Collection[str | None],
                                    nodes: list[Manifest]) -> None:
@@ -279,9 +456,11 @@ class WorkloadControllers:
                  if (p.get("metadata") or {}).get("namespace", "default") == namespace}
         return names, len(every_pod)
 
-    async def _delete_pod(self, pod: Manifest) -> None:
+    async def _delete(self, obj: Manifest) -> None:
+        metadata = obj["metadata"]
         with contextlib.suppress(NotFoundError):
-            await self._kube.delete(POD, pod["metadata"]["name"], pod["metadata"].get("namespace", "default"))
+            await self._kube.delete(kind_of(obj), metadata["name"], metadata.get("namespace", "default"))
+
 
 
 def running_status(now: datetime) -> dict[str, Any]:
@@ -319,8 +498,18 @@ def _free_name(name: str, taken: Container[str]) -> str:
     return candidate
 
 
-def _pod_index(pod: Mapping[str, Any]) -> int:
-    suffix = pod["metadata"]["name"].rpartition("-")[2]
+def _same_template(replicaset: Mapping[str, Any], template: Mapping[str, Any]) -> bool:
+    """Kubernetes' EqualIgnoreHash: the ReplicaSet runs the Deployment's template."""
+    def normal(found: Mapping[str, Any]) -> dict[str, Any]:
+        stripped = without_hash_label(found)
+        return {k: v for k, v in stripped.items() if not (k == "metadata" and not v)}
+
+    return normal((replicaset.get("spec") or {}).get("template") or {}) == normal(template)
+
+
+def _pod_index(pod: Mapping[str, Any] | str) -> int:
+    name = pod if isinstance(pod, str) else pod["metadata"]["name"]
+    suffix = name.rpartition("-")[2]
     return int(suffix) if suffix.isdigit() else 0
 
 
@@ -361,9 +550,6 @@ class _Changes:
 
     def pods_of(self, owner: str) -> list[Manifest]:
         return list(self._pods.get(owner, {}).values())
-
-    def owners_beyond(self, live: set[str]) -> bool:
-        return any(owner not in live for owner in self._pods)
 
     def daemon_nodes(self, owner: str) -> Collection[str]:
         return self._daemon_nodes.get(owner, {}).keys()
@@ -406,7 +592,7 @@ class _Changes:
         return f"{metadata.get('namespace', 'default')}/{metadata.get('name')}"
 
     def _add(self, pod: Manifest) -> None:
-        owner = ((pod.get("metadata") or {}).get("annotations") or {}).get(OWNER_ANNOTATION)
+        owner = pod_owner(pod)
         if not owner:
             return
         key = self._key(pod)

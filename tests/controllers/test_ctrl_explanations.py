@@ -18,7 +18,7 @@ from reconciler.controllers.disruption_loop import DisruptionController
 from reconciler.controllers.lifecycle import NodeClaimLifecycle
 from reconciler.controllers.provisioner import Provisioner
 from reconciler.controllers.runtime import ControllerContext, NameGenerator
-from reconciler.kube.api import DEPLOYMENT, EVENT, NODECLAIM, NODEPOOL, PDB, POD
+from reconciler.kube.api import DEPLOYMENT, EVENT, NODE, NODECLAIM, NODEPOOL, PDB, POD
 from reconciler.model import labels as wk
 from reconciler.sim.workloads import create_with_status, pending_pod, running_status
 
@@ -196,3 +196,33 @@ async def test_consolidation_reports_launching_and_terminating_on_the_nodeclaims
     ]
     for event in events:
         assert VALIDATOR.check(event) is None, VALIDATOR.check(event)
+
+
+async def test_a_node_being_disrupted_is_never_reported_blocked() -> None:
+    """A drifted node with a do-not-disrupt pod and a terminationGracePeriod: drift takes it (the grace period
+    bounds the drain), and no DisruptionBlocked event says the node it is disrupting is blocked — neither in the
+    pass that chose it nor in the passes while its drain waits out the pod."""
+    rig = Rig()
+    pool = nodepool(consolidate_after="1h")
+    pool["spec"]["template"]["spec"]["terminationGracePeriod"] = "30s"
+    web = deployment(replicas=1, cpu="500m")
+    web["spec"]["template"]["metadata"]["annotations"] = {wk.DO_NOT_DISRUPT: "true"}
+    await rig.apply(nodeclass(), pool, web)
+    async with running(rig):
+        assert await wait_for(lambda: rig.converged(instances=1))
+        [old] = [c["metadata"]["name"] for c in rig.kube.objects(NODECLAIM)]
+        [node] = [n["metadata"]["name"] for n in rig.kube.objects(NODE)]
+        await rig.kube.patch(NODEPOOL, "default", {"spec": {"template": {"metadata": {"labels": {"team": "x"}}}}})
+
+        async def replaced() -> bool:
+            names = {c["metadata"]["name"] for c in rig.kube.objects(NODECLAIM)}
+            return old not in names and await rig.converged(instances=1)
+
+        assert await wait_for(replaced, timeout=60)
+    ours = [e for e in rig.kube.objects(EVENT) if e["involvedObject"]["name"] in (old, node)]
+    assert [e["message"] for e in ours if e["reason"] == "DisruptionTerminating"] == [
+        "Disrupting Node: Drifted/delete", "Disrupting NodeClaim: Drifted/delete"]
+    # Events in the order they were written: none says "blocked" once the node is being disrupted.
+    first = next(index for index, e in enumerate(ours) if e["reason"] == "DisruptionTerminating")
+    blocked = [e["message"] for e in ours[first:] if e["reason"] == "DisruptionBlocked"]
+    assert blocked == [], blocked

@@ -91,7 +91,12 @@ def test_pdb_from_status_blocks_at_zero() -> None:
 )
 def test_pdb_disruptions_computed_from_pods(spec: dict, ready: int, expected: int) -> None:
     pods = [pod(f"p{i}", node="n1", labels={"app": "web"}, ready=i < ready) for i in range(3)]
-    limits = PdbLimits.from_manifests([pdb("web", {"app": "web"}, **spec)], pods)
+
+    def one_replica_each(kind: str, group: str, namespace: str, name: str) -> dict:
+        """Each pod's ReplicaSet (the factory gives every pod its own) wants one replica."""
+        return {"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": name}, "spec": {"replicas": 1}}
+
+    limits = PdbLimits.from_manifests([pdb("web", {"app": "web"}, **spec)], pods, lookup=one_replica_each)
     [item] = limits.matching(pods[0])
     assert item.disruptions_allowed == expected
 

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -133,14 +134,18 @@ def test_plan_report_renders_charts_and_node_table(plan_report: Path, tmp_path: 
         assert dom.by_id(chart_id).find_all("svg")[0].attrs["data-chart"] == name
     # The x-axis is the simulated clock: drift waits for 17:00, seven hours after the 10:00 snapshot.
     assert "simulated time since start (hours)" in charts["cost"].all_text()
-    # One stacked bar per frame (all on-demand here), one dot per frame on the cost line.
+    # Nodes and cost change at their own instants (all on-demand here): the start, each replacement launched at
+    # 17:00 and 17:02, each old node gone once drained (17:02, 17:04); one stacked bar per dot on the cost line.
     dots = charts["cost"].find_all("circle")
     bars = charts["nodes"].find_all("rect", **{"data-series": "on-demand"})
-    assert len(dots) == len(bars) >= 5
-    assert {float(d.attrs["data-value"]) for d in dots} == {2.437}
-    assert [d.attrs["data-step"] for d in dots][:2] == ["start", "0"]
+    assert len(dots) == len(bars) == 4
+    values = [float(d.attrs["data-value"]) for d in dots]
+    assert values[0] == values[-1] == 2.437 and max(values) > 2.437  # both nodes billed while one replaces
+    assert dots[0].attrs["data-step"] == "start"
     churn = charts["disruptions"].find_all("rect", **{"data-series": "disrupted"})
-    assert [r.find_all("title")[0].all_text().split(": ")[-1] for r in churn] == ["disrupted 2"]
+    # Two disruptions, each at its own start (17:00 and 17:02), not one bar at the step's end.
+    assert [r.find_all("title")[0].all_text().split(": ")[-1] for r in churn] == ["disrupted 1", "disrupted 1"]
+    assert len({r.attrs["data-time"] for r in churn}) == 2
     # Chart and table name the same step for the disruptions.
     table_steps = {r.attrs["data-step"] for r in dom.by_id("disruptions").find_all("tr", **{"data-kind": "disrupted"})}
     assert {r.attrs["data-step"] for r in churn} == table_steps
@@ -221,8 +226,8 @@ def test_chart_launch_steps_equal_the_result_document(tmp_path: Path, capsys: An
     tabled = [r.attrs["data-step"] for r in dom.by_id("disruptions").find_all("tr", **{"data-kind": "launched"})]
     assert sorted(set(tabled), key=int) == launch_steps
     assert len(tabled) == sum(len(step["launched"]) for step in steps)
-    # Every frame's dot sits at its step's clock: the advance step is 5 minutes to the right of the start.
-    dots = {d.attrs["data-step"]: float(d.attrs["cx"]) for d in dom.by_id("chart-cost").find_all("circle")}
+    # Every step's pending dot sits at its step's clock: the advance step is 5 minutes to the right of the start.
+    dots = {d.attrs["data-step"]: float(d.attrs["cx"]) for d in dom.by_id("chart-pending").find_all("circle")}
     assert dots["1"] > dots["0"] == dots["start"]
 
 
@@ -247,8 +252,8 @@ def test_simulate_report_keeps_the_result_and_renders(tmp_path: Path, capsys: An
     launched = dom.by_id("chart-disruptions").find_all("rect", **{"data-series": "launched"})
     assert len(launched) == 2  # the two provision steps launched capacity
     assert (
-        len(nodes_chart.find_all("rect", **{"data-series": "on-demand"})) == 3
-    )  # every step after the start
+        len(nodes_chart.find_all("rect", **{"data-series": "on-demand"})) == 2
+    )  # one bar per change of the nodes: the two provision steps
     final_nodes = json.loads(plain)["final"]["nodes"]
     rows = [r for r in dom.by_id("nodes").find_all("tbody")[0].find_all("tr") if "data-node" in r.attrs]
     assert sorted(r.attrs["data-node"] for r in rows) == sorted(n["name"] for n in final_nodes)
@@ -260,3 +265,23 @@ def test_simulate_report_keeps_the_result_and_renders(tmp_path: Path, capsys: An
     image = Image.open(shot)
     assert image.size == (1024, 1400)
     assert pixels_near(image, LAUNCHED) > 300
+
+
+def test_a_folded_tables_filter_hides_the_rows_without_its_text(tmp_path: Path) -> None:
+    """A long node diff is folded; the link's #rows-node-diff=TEXT opens it filtered (the script runs it)."""
+    from reconciler.insight.frames import Frame, NodeRow
+    from reconciler.insight.html import render_report
+
+    def row(name: str) -> NodeRow:
+        return NodeRow(name, "general", "m5.large", "us-east-1a", "on-demand", 0.096, 100, 1930, 1, 1, 1)
+
+    clock = datetime(2026, 1, 5, 10, tzinfo=UTC)
+    frames = [Frame("start", clock, tuple(row(f"old-{i}") for i in range(30)), 0),
+              Frame("disrupt", clock, (row("new-0"),), 0)]
+    page = tmp_path / "diff.html"
+    page.write_text(render_report("diff", "test", frames))
+    table = rendered_dom(tmp_path, page, fragment="rows-node-diff=old-1").by_id("node-diff")
+    shown = [r.attrs["data-node"] for r in table.find_all("tr")
+             if "data-node" in r.attrs and "display: none" not in r.attrs.get("style", "")]
+    assert sorted(shown) == sorted(["old-1", *(f"old-1{i}" for i in range(10))])
+    assert table.attrs["data-shown"] == "11"

@@ -20,8 +20,8 @@ from insight_support import (
     write_yaml,
 )
 
-from reconciler.insight.plan import compute_plan
-from reconciler.insight.plan_render import render_markdown, render_text
+from reconciler.insight.plan.compute import compute_plan
+from reconciler.insight.plan.render import render_markdown, render_text
 from reconciler.insight.sources import ProposedConfig, load_snapshot
 from reconciler.sim.catalog import build_catalog
 
@@ -124,7 +124,10 @@ def test_removing_the_gpu_pool_strands_the_gpu_pods(capsys: Any, cluster_snapsho
 
     assert {c["name"]: c["change"] for c in plan["nodepools"]} == {"general": "unchanged", "gpu": "removed"}
     stranded = plan["unschedulable"]["new"]
-    assert sorted(stranded) == ["ml/trainer-0", "ml/trainer-1"]
+    # The two trainer pods are evicted with their nodes; the Deployment's replacements find no GPU node.
+    assert len(stranded) == 2 and all(key.startswith("ml/trainer-") for key in stranded)
+    assert plan["evictionsByWorkload"] == [{"namespace": "ml", "workload": "Deployment/trainer", "evicted": 2,
+                                            "evictions": 2, "replicas": 2, "pdbs": []}]
     for reason in stranded.values():
         assert "NodePool general" in reason
         assert "nvidia.com/gpu 1" in reason  # the resource the pod needs, with its amount
@@ -138,7 +141,7 @@ def test_removing_the_gpu_pool_strands_the_gpu_pods(capsys: Any, cluster_snapsho
 
     code, out, err = run_cli(capsys, *args, "--fail-on-pending")
     assert code == 3
-    assert "ml/trainer-0" in out and "2 pod(s) would be left unschedulable" in err
+    assert "ml/Deployment/trainer x2" in out and "2 pod(s) would be left unschedulable" in err
 
 
 def test_consolidation_blocked_by_a_pdb_names_the_pdb(capsys: Any, tmp_path: Path) -> None:
@@ -185,7 +188,7 @@ def test_plan_is_deterministic_and_renders_every_format(capsys: Any, cluster_sna
     code, markdown, _ = run_cli(capsys, "plan", "--snapshot", str(cluster_snapshot), *args, "--markdown")
     assert code == 0
     verdict_line, _, heading = markdown.split("\n")[:3]
-    assert verdict_line == (":warning: **REVIEW**: 2 node(s) replaced or removed, 10 pod(s) evicted; "
+    assert verdict_line == (":warning: **REVIEW**: 2 node(s) replaced, 0 removed, 2 added, 10 pod(s) evicted; "
                             "no pod left unschedulable")
     assert heading == "### Adze NodePool plan"
     assert "| now |" in markdown and "<details><summary>Drifted nodes, in replacement order (2)</summary>" in markdown

@@ -6,7 +6,7 @@ import copy
 from datetime import UTC, datetime
 from typing import Any
 
-from reconciler.insight.proposal import apply_proposal, fresh_provision_objects, nodeclaims_of_pools
+from reconciler.insight.plan.proposal import apply_proposal, fresh_provision_objects, nodeclaims_of_pools
 from reconciler.insight.sources import ProposedConfig
 
 REF = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
@@ -32,7 +32,7 @@ def nodeclass(**extra: Any) -> dict[str, Any]:
 
 def live(manifest: dict[str, Any], uid: str) -> dict[str, Any]:
     """As the API server returns it: CRD defaults filled in, a uid and a status."""
-    from reconciler.insight.proposal import normalized_spec
+    from reconciler.insight.plan.proposal import normalized_spec
 
     served = copy.deepcopy(manifest)
     served["spec"] = normalized_spec(manifest)

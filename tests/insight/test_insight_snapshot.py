@@ -16,7 +16,6 @@ from support.fake_apiserver import FakeApiServer
 
 from reconciler.insight.snapshot import sanitize_objects
 from reconciler.insight.sources import load_snapshot
-from reconciler.sim.workloads import OWNER_ANNOTATION
 
 SECRET_VALUE = "hunter2-do-not-leak"
 
@@ -206,8 +205,10 @@ def test_sanitize_keeps_what_the_engine_reads_and_nothing_secret() -> None:
     }
     daemon_template = by_name["agent"]["spec"]["template"]["spec"]["containers"][0]
     assert "env" not in daemon_template
-    # The simulator's DaemonSet controller must own the running agent pod instead of adding another.
-    assert by_name["agent-x1"]["metadata"]["annotations"][OWNER_ANNOTATION] == "DaemonSet/kube-system/agent"
+    # The simulator's DaemonSet controller owns the running agent pod through its ownerReference (no duplicate:
+    # see the node's 2 pods below); the Deployment without its ReplicaSets is left out (it would make new pods).
+    assert by_name["agent-x1"]["metadata"]["ownerReferences"][0]["kind"] == "DaemonSet"
+    assert "web" not in by_name
 
 
 def test_kubectl_dump_becomes_a_scenario_at_the_dumps_time(tmp_path: Path, capsys: Any) -> None:

@@ -8,12 +8,17 @@ from pathlib import Path
 
 from insight_support import EXAMPLES, example_cluster, write_snapshot
 
+from reconciler.disruption.budgets import boundaries, parse_budgets
 from reconciler.insight.frames import RecordingSimulation
-from reconciler.insight.proposal import apply_proposal
+from reconciler.insight.plan.proposal import apply_proposal
+from reconciler.insight.plan.stability import _decision, explanations_of, next_wake
 from reconciler.insight.sources import load_nodepools_file, load_snapshot
-from reconciler.insight.stability import _decision, budget_boundaries, explanations_of, next_wake
 
 MONDAY_10 = datetime(2026, 1, 5, 10, tzinfo=UTC)
+
+
+def budget_boundaries(raw: list[dict[str, str]], now: datetime) -> list[datetime]:
+    return boundaries(parse_budgets(raw), now)
 
 
 def test_scheduled_budget_boundaries() -> None:

@@ -69,7 +69,8 @@ def test_removal_is_explicit_and_checked(capsys: Any, snapshot: Path) -> None:
     code, plan, err = _plan(capsys, snapshot, "--remove", "gpu")
     assert code == 0, err
     assert _changes(plan) == {"general": "unchanged", "gpu": "removed"}
-    assert sorted(plan["unschedulable"]["new"]) == ["ml/trainer-0", "ml/trainer-1"]
+    assert len(plan["unschedulable"]["new"]) == 2  # the trainer Deployment's pods (replaced under new names)
+    assert all(key.startswith("ml/trainer-") for key in plan["unschedulable"]["new"])
 
     code, _, err = _plan(capsys, snapshot, "--remove", "gpus")
     assert code == 2 and err.strip() == "error: --remove gpus: the cluster has no NodePool of that name (it has: " \
@@ -164,43 +165,18 @@ def test_risk_lines_show_requirement_changes_spot_share_and_a_single_zone(
     assert risks[:2] == ["risk: NodePool general: karpenter.sh/capacity-type: In [on-demand] → In [spot]",
                          "risk: NodePool general: topology.kubernetes.io/zone: - → In [us-east-1a]"]
     before = plan["current"]["byNodePool"]["general"]["nodes"]
-    assert f"risk: NodePool general: spot 0% → 100% of its nodes (0/{before}" in text
+    assert f"risk: NodePool general moves 100% to spot (0/{before} → {before}/{before} nodes)" in text
     # The example cluster already runs in us-east-1a only: nothing new to flag about zones.
     assert not any("one zone" in line for line in risks)
     code, markdown, _ = run_cli(capsys, "plan", "--snapshot", str(snapshot), "--nodepools", str(path), "--markdown")
     assert "- NodePool general: karpenter.sh/capacity-type: In [on-demand] → In [spot]" in markdown
-    assert markdown.index("spot 0% → 100%") < markdown.index("**Cost:**") < markdown.index("| now |")
-
-
-def test_a_pool_newly_confined_to_one_zone_is_flagged() -> None:
-    from types import SimpleNamespace
-
-    from reconciler.insight.plan_render import risk_lines
-
-    spread = {"nodes": 3, "spot": 0, "zones": {"us-east-1a": 1, "us-east-1b": 1, "us-east-1c": 1},
-              "arch": {"amd64": 3}}
-    confined = {"nodes": 3, "spot": 3, "zones": {"us-east-1b": 3}, "arch": {"amd64": 1, "arm64": 2}}
-    plan = SimpleNamespace(pool_changes=[], current=SimpleNamespace(by_pool={"web": spread}),
-                           proposed=SimpleNamespace(by_pool={"web": confined}), unready_pools={}, unsupported=[],
-                           stuck_drift=[], evictions=[])
-    assert risk_lines(plan) == [
-        "NodePool web: spot 0% → 100% of its nodes (0/3 → 3/3)",
-        "NodePool web: architectures amd64 100% (3) → amd64 33% (1), arm64 67% (2)",
-        "NodePool web: all 3 nodes end in one zone (us-east-1b); before: us-east-1a 33% (1), us-east-1b 33% (1), "
-        "us-east-1c 33% (1)",
-    ]
-    spread_again = {**confined, "zones": {"us-east-1a": 2, "us-east-1b": 1}}
-    plan.proposed = SimpleNamespace(by_pool={"web": spread_again})
-    assert risk_lines(plan)[-1] == (
-        "NodePool web: zones us-east-1a 33% (1), us-east-1b 33% (1), us-east-1c 33% (1) → "
-        "us-east-1a 67% (2), us-east-1b 33% (1)"
-    )
+    assert markdown.index("moves 100% to spot") < markdown.index("**Cost:**") < markdown.index("| now |")
 
 
 def test_prices_from_the_bundled_preset_are_marked_as_estimates(capsys: Any, snapshot: Path, tmp_path: Path) -> None:
     from types import SimpleNamespace
 
-    from reconciler.insight.plan_risks import price_note
+    from reconciler.insight.plan.risks import price_note
 
     preset = tmp_path / "preset.yaml"
     code, _, err = run_cli(capsys, "snapshot", "--from", str(snapshot), "--catalog", "preset", "-o", str(preset))

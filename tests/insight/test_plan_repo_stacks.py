@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from reconciler.insight.proposal import apply_proposal
+from reconciler.insight.plan.proposal import apply_proposal
 from reconciler.insight.sources import load_stack_file
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,8 +51,8 @@ def _plan(snapshot: Path, stack: str) -> dict[str, Any]:
 # - prod asks for instance-generation > 5, which no c5 node meets and no type in the example catalogue
 #   can replace with room for the pods: both general nodes drift and stay (REVIEW, exit 0).
 EXPECTED = {
-    "dev": ("blocked", "2 pod(s) would become unschedulable (ml/trainer-0, ml/trainer-1)", 3),
-    "staging": ("blocked", "2 pod(s) would become unschedulable (ml/trainer-0, ml/trainer-1)", 3),
+    "dev": ("blocked", "2 pod(s) would become unschedulable (ml/Deployment/trainer x2)", 3),
+    "staging": ("blocked", "2 pod(s) would become unschedulable (ml/Deployment/trainer x2)", 3),
     "prod": ("review", "2 drifted node(s) cannot be replaced as asked and stay as they are", 0),
 }
 ICONS = {"blocked": ":no_entry:", "review": ":warning:", "safe": ":white_check_mark:"}

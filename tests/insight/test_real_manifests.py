@@ -144,10 +144,12 @@ def test_examples_adding_a_published_pool_merges_over_the_cluster(examples_snaps
 def test_examples_removing_the_arm64_pool_strands_its_pods_and_fails_the_job(examples_snapshot: Path) -> None:
     text, document = plan(examples_snapshot, "--remove", "arm64", "--fail-on-pending")
     assert text.returncode == 3
-    assert text.stdout.startswith("BLOCKED: 2 pod(s) would become unschedulable (default/arm64-")
+    assert text.stdout.startswith("BLOCKED: 2 pod(s) would become unschedulable (default/Deployment/arm64 x2)")
     markdown = run("plan", "--snapshot", str(examples_snapshot), "--remove", "arm64", "--fail-on-pending", "--markdown")
     assert markdown.returncode == 3
-    assert markdown.stdout.startswith(":no_entry: **BLOCKED**: 2 pod(s) would become unschedulable (default/arm64-")
+    assert markdown.stdout.startswith(
+        ":no_entry: **BLOCKED**: 2 pod(s) would become unschedulable (default/Deployment/arm64 x2)"
+    )
     assert {c["name"]: c["change"] for c in document["nodepools"]}["arm64"] == "removed"
 
 

@@ -108,7 +108,7 @@ def test_do_not_disrupt_and_pdb_block_evictions_but_keep_the_drain_waiting() -> 
     ]
     pdb = {
         "metadata": {"name": "web", "namespace": "default"},
-        "spec": {"selector": {"matchLabels": {"app": "web"}}, "maxUnavailable": 1},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}, "minAvailable": 2},
     }
     plan = plan_drain(pods, PdbLimits.from_manifests([pdb], pods), NOW)
     assert plan.evict == ["default/web-1"]  # one allowed disruption: one eviction this round

@@ -305,7 +305,24 @@ def test_nodepool_limits_count_existing_nodes_and_explain_the_block():
     ]
     result = solve(objects)
     assert not result.nodeclaims
-    assert "cpu limit 4, remaining 0" in result.pending["default/p"]
+    # Spoken of as usage: the existing node uses all 4 CPUs; nothing was reserved by this run.
+    assert "cpu limit 4: existing nodes use 4, 0 left (the smallest instance type has" in result.pending["default/p"]
+
+
+def test_a_limit_message_tells_usage_from_this_runs_reservations():
+    """A 8 CPU limit with 4 CPUs in use and three 1-CPU pods, one per zone: two 2-CPU claims fit the 4 left; the
+    third is refused, and the message tells the existing nodes' use from this run's reservations instead of
+    calling what is left "remaining" as if the cluster used it."""
+    objects = [
+        nodepool(limits={"cpu": "8"}),
+        node("n1", cpu="4"),
+        pod("busy", cpu="3900m", node_name="n1"),
+        *[pod(f"p{i}", cpu="1", nodeSelector={wk.ZONE: f"test-zone-{i + 1}"}) for i in range(3)],
+    ]
+    result = solve(objects, [instance_type("small", 2, 4), instance_type("large", 8, 16)])
+    assert len(result.nodeclaims) == 2
+    assert ("cpu limit 8: existing nodes use 4, NodeClaims planned in this run reserve 4 (each the largest instance "
+            "type it may launch as), 0 left (the smallest instance type has 2)") in result.pending["default/p2"]
 
 
 def test_an_explicit_zero_limit_blocks_the_pool_instead_of_meaning_no_limit():

@@ -7,7 +7,8 @@ The checks are written from the scenario format and Kubernetes' rules, not from 
 (c) NodePool limits hold for every limited resource, ``nodes`` included, over the capacity not being deleted;
 (d) an eviction never takes a PDB below its desired healthy count -- and, the other way round, the
     Eviction API never refuses one the budget allows (else a simulator that never evicts would pass);
-    a ``maxUnavailable`` or percentage budget over a pod without a controller allows nothing;
+    a ``maxUnavailable`` or percentage budget counts the scale of its pods' controllers (pods without one left
+    out) and allows nothing when it expects no pod;
 (e) bound pods satisfy their nodeSelector, required node affinity and the node's taints;
 (f) (in the tests) the same input gives the same result document.
 
@@ -148,19 +149,25 @@ class Checker:
         spec = pdb["spec"]
         if "maxUnavailable" not in spec and isinstance(spec["minAvailable"], int):
             return healthy - spec["minAvailable"], f"{healthy} healthy, minAvailable {spec['minAvailable']}"
-        # maxUnavailable or a percentage: the expected count is the scale of the pods' controllers.
+        # maxUnavailable or a percentage: the expected count is the scale of the pods' controllers (a ReplicaSet's
+        # Deployment's); pods without a controller are left out of it, and with no pod expected nothing is allowed.
         expected, seen = 0, set()
         for pod in selected:
             owners = [o for o in pod["metadata"].get("ownerReferences") or [] if o.get("controller")]
             if not owners:
-                return 0, f"pod {pod['metadata']['name']} has no controller: the budget allows nothing"
-            # The simulator names a Deployment's pods' ReplicaSet after the Deployment.
-            deployment = self.sim.kube.peek(KINDS_BY_NAME["Deployment"], owners[0]["name"], namespace)
-            if deployment is None:
+                continue
+            replicaset = self.sim.kube.peek(KINDS_BY_NAME["ReplicaSet"], owners[0]["name"], namespace)
+            parents = [o for o in ((replicaset or {}).get("metadata") or {}).get("ownerReferences") or []
+                       if o.get("controller") and o.get("kind") == "Deployment"]
+            controller = (self.sim.kube.peek(KINDS_BY_NAME["Deployment"], parents[0]["name"], namespace)
+                          if parents else replicaset)
+            if controller is None:
                 return 0, f"the controller of pod {pod['metadata']['name']} is gone: the budget allows nothing"
-            if owners[0]["name"] not in seen:
-                seen.add(owners[0]["name"])
-                expected += int(deployment["spec"]["replicas"])
+            if controller["metadata"]["uid"] not in seen:
+                seen.add(controller["metadata"]["uid"])
+                expected += int(controller["spec"].get("replicas", 1))
+        if expected == 0:
+            return 0, "no pod it selects has a controller: it expects none and allows nothing"
         budget = spec.get("maxUnavailable", spec.get("minAvailable"))
         scaled = -(-int(budget[:-1]) * expected // 100) if isinstance(budget, str) else int(budget)
         desired = max(0, expected - scaled) if "maxUnavailable" in spec else scaled

@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -74,14 +75,32 @@ class AppliedProposal:
 
 
 def normalized_spec(manifest: Mapping[str, Any]) -> dict[str, Any]:
-    """The spec with the Karpenter API model's defaults filled in (what the API server would store)."""
+    """The spec with the Karpenter API model's defaults filled in (what the API server would store), in one
+    spelling: lists that are sets (requirements and their values, taints, budgets) in a fixed order, and empty
+    maps (``template.metadata: {}``) dropped, so respelling the same spec is no change."""
     from reconciler.api import ValidationFailure, parse_object
 
     try:
         dumped = parse_object(manifest).model_dump(mode="json", by_alias=True, exclude_none=True)
     except ValidationFailure:
         return dict(manifest.get("spec") or {})
-    return dict(dumped.get("spec") or {})
+    canonical = _canonical(dumped.get("spec") or {})
+    return dict(canonical) if isinstance(canonical, Mapping) else {}
+
+
+# Lists whose order means nothing (Karpenter hashes them as sets and reads them as sets).
+_SET_LISTS = frozenset({"requirements", "values", "taints", "startupTaints", "budgets", "reasons",
+                        "subnetSelectorTerms", "securityGroupSelectorTerms", "amiSelectorTerms"})
+
+
+def _canonical(value: Any, key: str = "") -> Any:
+    if isinstance(value, Mapping):
+        fields = {k: _canonical(v, str(k)) for k, v in value.items()}
+        return {k: v for k, v in sorted(fields.items()) if v != {}}
+    if isinstance(value, list):
+        items = [_canonical(v) for v in value]
+        return sorted(items, key=lambda v: json.dumps(v, sort_keys=True, default=str)) if key in _SET_LISTS else items
+    return value
 
 
 def differing_paths(old: Any, new: Any, prefix: str = "", depth: int = 3) -> list[str]:

@@ -10,13 +10,12 @@ do-not-disrupt pods, ...) are tracked with when they started and cleared.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from reconciler.api.cron import next_activation
-from reconciler.disruption.budgets import DISRUPTION_REASONS, BudgetError, allowance, parse_budgets
+from reconciler.disruption.budgets import BudgetError, next_opening, parse_budgets
 from reconciler.disruption.decide import decide
 from reconciler.disruption.policy import consolidation_wait, settings_of
 from reconciler.disruption.types import DisruptionDecision, Explanation
@@ -169,54 +168,12 @@ def next_wake(state: ClusterState, decision: DisruptionDecision, now: datetime) 
             moments.append(node.nominated_until)
     for name in sorted(budget_pools):
         nodes = sum(1 for node in state.state_nodes() if node.nodepool == name)
-        opening = budget_opening(state.nodepools[name].disruption.get("budgets"), nodes, now, now + NEVER_OPENS)
+        try:
+            budgets = parse_budgets(state.nodepools[name].disruption.get("budgets"))
+        except BudgetError:
+            continue  # fails closed until the NodePool is fixed: waiting never helps
+        opening = next_opening(budgets, nodes, now, now + NEVER_OPENS)
         if opening is not None:
             moments.append(opening)
     future = [m for m in moments if m > now]
     return min(future) if future else None
-
-
-def budget_opening(
-    raw_budgets: Sequence[Any] | None, node_count: int, now: datetime, until: datetime
-) -> datetime | None:
-    """The first budget boundary after ``now`` at which the pool allows some disruption again; None when none
-    does before ``until`` (e.g. ``nodes: 0`` every day for 24h: waiting never helps, the node stays)."""
-    try:
-        budgets = parse_budgets(raw_budgets)
-    except BudgetError:
-        return None
-    moment = now
-    while moment <= until:
-        later = [m for m in budget_boundaries(raw_budgets, moment) if m > moment]
-        if not later:
-            return None
-        moment = min(later)
-        if moment <= until and any(
-            allowance("", budgets, reason, node_count=node_count, disrupting=0, now=moment).remaining > 0
-            for reason in DISRUPTION_REASONS
-        ):
-            return moment
-    return None
-
-
-def budget_boundaries(raw_budgets: Sequence[Any] | None, now: datetime) -> list[datetime]:
-    """When scheduled budgets next open or close after ``now``."""
-    try:
-        budgets = parse_budgets(raw_budgets)
-    except BudgetError:
-        return []
-    moments = []
-    for budget in budgets:
-        if budget.schedule is None or budget.duration is None:
-            continue
-        length = timedelta(seconds=budget.duration)
-        try:
-            opens = next_activation(budget.schedule, now)
-            # The window open now (if any) started at the first activation after now - duration.
-            current_start = next_activation(budget.schedule, now - length)
-        except (ValueError, KeyError):
-            continue
-        moments.append(opens)
-        if current_start <= now:
-            moments.append(current_start + length)
-    return moments

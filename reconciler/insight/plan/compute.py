@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from reconciler.api.support_check import Finding, findings_of
+from reconciler.disruption.budgets import UNLIMITED, BudgetError, allowance, parse_budgets
 from reconciler.disruption.drift_detection import drift_reason
 from reconciler.insight.catalog import narrowed_catalog
 from reconciler.insight.frames import (
@@ -35,18 +36,21 @@ from reconciler.insight.frames import (
     price_sources,
     unpriced,
 )
-from reconciler.insight.plan_impact import evictions_by_workload
-from reconciler.insight.proposal import (
+from reconciler.insight.happenings import as_documents, happenings
+from reconciler.insight.plan.impact import evictions_by_workload, replicaset_owners, workload_of
+from reconciler.insight.plan.proposal import (
     PoolChange,
     apply_proposal,
     fresh_provision_objects,
     nodeclaims_of_pools,
 )
+from reconciler.insight.plan.stability import Blocker, run_to_stability, stamp
+from reconciler.insight.plan.timeline import SIMULATED_DRAIN, TimedCommand, Timeline, settled_at
 from reconciler.insight.snapshot import observed_region
 from reconciler.insight.sources import ProposedConfig, Snapshot
-from reconciler.insight.stability import Blocker, run_to_stability, stamp
-from reconciler.insight.timeline import Timeline, settled_at
 from reconciler.scheduling.context import nodeclass_problem
+from reconciler.sim.environment import SimOptions
+from reconciler.sim.workloads import deployment_of, replicas_of
 
 DEFAULT_HORIZON = timedelta(days=7)
 
@@ -97,13 +101,22 @@ class PlanResult:
     nodeclass_changes: list[PoolChange] = field(default_factory=list)
     # The current NodePools run to stability (``--baseline``): its summary and churn.
     baseline: tuple[CostSummary, dict[str, int]] | None = None
+    baseline_disrupted: list[str] = field(default_factory=list)  # nodes the current NodePools alone disrupt
     records: list[dict[str, Any]] = field(default_factory=list)
     frames: list[Frame] = field(default_factory=list)
     # NodePool -> why it is not Ready (its nodeClassRef resolves to nothing or another provider's class).
     unready_pools: dict[str, str] = field(default_factory=dict)
     # Nodes drifted by the change that are still there when the plan ends, each with what holds it.
     stuck_drift: list[dict[str, Any]] = field(default_factory=list)
-    evictions: list[dict[str, Any]] = field(default_factory=list)  # plan_impact.evictions_by_workload
+    evictions: list[dict[str, Any]] = field(default_factory=list)  # impact.evictions_by_workload
+    # Pod key -> ``namespace/Kind/name`` of its workload (pods at the start, at the end and evicted between).
+    workloads: dict[str, str] = field(default_factory=dict)
+    # The proposal is for another region than the snapshot's cluster (a stack's ``aws:region``): why, or "".
+    region_mismatch: str = ""
+    # Removing NodePools deletes their nodes at once, with no replacement first: ``_removal``.
+    removal: dict[str, Any] = field(default_factory=dict)
+    # NodePool -> how its disruptions were paced, counted in nodes: ``_pace``.
+    pace: dict[str, dict[str, Any]] = field(default_factory=dict)
     prices: dict[str, str] = field(default_factory=dict)  # price_source: where every price came from
     # Fields the proposed NodePools / EC2NodeClasses (or the snapshot's NodeClaims) set that Adze ignores.
     unsupported: list[Finding] = field(default_factory=list)
@@ -147,7 +160,8 @@ class PlanResult:
             "floor": self.floor.as_dict(self.current),
             "baseline": None
             if self.baseline is None
-            else {**self.baseline[0].as_dict(self.current), "churn": self.baseline[1]},
+            else {**self.baseline[0].as_dict(self.current), "churn": self.baseline[1],
+                  "disruptedNodes": self.baseline_disrupted},
             "drift": self.drift,
             "consolidation": self.consolidation,
             "churn": self.churn,
@@ -157,9 +171,13 @@ class PlanResult:
             "stuckDrift": self.stuck_drift,
             "evictionsByWorkload": self.evictions,
             "prices": self.prices,
+            "regionMismatch": self.region_mismatch or None,
+            "removal": self.removal or None,
+            "pace": self.pace,
             "unschedulable": {"new": self.newly_pending, "stillPending": self.still_pending},
             "floorUnschedulable": self.floor.pending,
             "steps": len(self.records),
+            "timeline": as_documents(happenings(self.records)),
             "priceSources": self.price_sources,
             "unsupportedFields": [
                 {"kind": f.kind, "name": f.name, "path": f.path, "message": f.message} for f in self.unsupported
@@ -168,10 +186,11 @@ class PlanResult:
 
 
 def _summary(sim: RecordingSimulation) -> CostSummary:
-    final = sim.cluster.final_summary()
+    """The cluster's Nodes priced as ``status`` prices them (managed node groups included): the cost is the sum
+    of the node mix's rows, so every mix adds up to its cost."""
     rows = [row for row in node_rows(sim) if row.ready]
     return CostSummary(
-        final["costPerHour"], len(final["nodes"]), node_mix(rows), sim.cluster.pending_reasons(),
+        round(sum(row.price for row in rows), 6), len(rows), node_mix(rows), sim.cluster.pending_reasons(),
         pool_shares(rows), price_sources(rows), unpriced(rows),
     )
 
@@ -197,17 +216,28 @@ async def compute_plan(
     catalog = narrowed_catalog(snapshot.document["catalog"], [*snapshot.objects, *applied.objects])
     snapshot = Snapshot({**snapshot.document, "catalog": catalog}, snapshot.source, snapshot.dropped, snapshot.checked)
     report("loading the snapshot")
-    current_sim = RecordingSimulation(snapshot.scenario(name=name), frames=False, explain_every_pass=False)
+    quiet = SimOptions(explain_every_pass=False)
+    current_sim = RecordingSimulation(snapshot.scenario(name=name), frames=False, options=quiet)
     await current_sim.load()
     current = _summary(current_sim)
     settled_current = None
+    baseline_disrupted: list[str] = []
     if baseline:
         await run_to_stability(current_sim, current_sim.now + horizon, {})
         settled_current = (_summary(current_sim), _churn(current_sim.records))
+        baseline_disrupted = sorted({item["node"] for r in current_sim.records for item in r["disrupted"]})
 
-    sim = RecordingSimulation(
-        snapshot.scenario(name=name, objects=applied.objects), frames=frames, explain_every_pass=False
-    )
+    # Each disruption command gets the time the live controller would run it at (budgets pace them).
+    timeline = Timeline(snapshot.clock + horizon)
+
+    def after_pass(sim: Any, record: dict[str, Any], first_item: int, first_event: int) -> None:
+        timeline.after_pass(sim, record, first_item, first_event)
+        settled = sum(len(c.nodes) for c in timeline.commands)
+        report(f"{len(timeline.commands)} disruption pass(es) acted, {settled} node(s) replaced or removed, "
+               f"simulated +{sim.now - start}")
+
+    options = SimOptions(min_drain=SIMULATED_DRAIN, after_disruption_pass=after_pass, explain_every_pass=False)
+    sim = RecordingSimulation(snapshot.scenario(name=name, objects=applied.objects), frames=frames, options=options)
     await sim.load()
     start = sim.now
     unready = _unready_pools(sim)
@@ -217,21 +247,20 @@ async def compute_plan(
     )
     drifted_at_start = _drifted_nodes(sim)
     pods_before = _pods(sim)
+    pool_nodes_at_start = sim.cluster.state().nodepool_node_counts()
+    pool_budgets = {name: pool.disruption.get("budgets") for name, pool in sim.cluster.state().nodepools.items()}
+    # What the (simulated) disruption controller counts for each budget before anything moves.
+    budgets_at_start = {
+        f"{(pdb['metadata'].get('namespace') or 'default')}/{pdb['metadata']['name']}":
+            sim.kube.pdb_status(pdb).disruptions_allowed
+        for pdb in sim.cluster.manifests("PodDisruptionBudget")
+    }
     doomed = nodeclaims_of_pools(applied.objects, applied.removed_pools)
     removed_nodes = _node_names(sim, doomed)
-    # Each disruption command gets the time the live controller would run it at (budgets pace them).
-    timeline = Timeline(sim, start + horizon)
-
-    def after_pass(record: dict[str, Any], first_item: int, first_event: int) -> None:
-        timeline.after_pass(record, first_item, first_event)
-        settled = sum(len(c.nodes) for c in timeline.commands)
-        report(f"{len(timeline.commands)} disruption pass(es) acted, {settled} node(s) replaced or removed, "
-               f"simulated +{sim.now - start}")
-
-    sim.after_disruption_pass = after_pass
     report("simulating the proposed NodePools until the cluster settles")
+    deletion = None
     if doomed:
-        await sim.run_step("delete", [{"kind": "NodeClaim", "name": claim} for claim in doomed])
+        deletion = await sim.run_step("delete", [{"kind": "NodeClaim", "name": claim} for claim in doomed])
     blockers: dict[tuple[str, str], Blocker] = {}
     horizon_reached = await run_to_stability(sim, start + horizon, blockers)
     sorted_blockers = sorted(blockers.values(), key=lambda b: (b.resolved, b.nodepool, b.node, b.code))
@@ -240,12 +269,13 @@ async def compute_plan(
     floor_sim = RecordingSimulation(
         snapshot.scenario(name=name, objects=fresh_provision_objects(applied.objects, start)),
         frames=False,
-        explain_every_pass=False,
+        options=quiet,
     )
     await floor_sim.load()
     await floor_sim.run_step("provision", {})
 
     drift, consolidation = _moves(sim.records, drifted_at_start)
+    owners = {**replicaset_owners(snapshot.objects), **replicaset_owners(sim.cluster.manifests("ReplicaSet"))}
     return PlanResult(
         snapshot=snapshot.source,
         proposed_source=proposed.source,
@@ -263,6 +293,7 @@ async def compute_plan(
         blockers=sorted_blockers,
         removed_nodes=removed_nodes,
         baseline=settled_current,
+        baseline_disrupted=baseline_disrupted,
         records=sim.records,
         frames=sim.frames,
         unready_pools=unready,
@@ -274,8 +305,79 @@ async def compute_plan(
             {**pods_before, **_pods(sim)},
             [o for o in applied.objects if o.get("kind") == "PodDisruptionBudget"],
             [b.message for b in sorted_blockers],
+            started=[key for key, pod in pods_before.items() if (pod.get("spec") or {}).get("nodeName")],
+            owners=owners,
+            replicas=_replicas(sim),
+            allowed=budgets_at_start,
         ),
+        region_mismatch=region_mismatch(snapshot, proposed),
+        removal=_removal(deletion, current.pending, sim.cluster.pending_reasons()),
+        pace=_pace(timeline.commands, pool_nodes_at_start, pool_budgets, start),
+        workloads={key: f"{key.partition('/')[0]}/{workload_of(pod, key, owners)}"
+                   for key, pod in {**pods_before, **_pods(sim)}.items()},
     )
+
+
+def _replicas(sim: RecordingSimulation) -> dict[tuple[str, str], int]:
+    """(namespace, ``Kind/name``) -> replicas of each Deployment, StatefulSet and ReplicaSet of no Deployment."""
+    found = {}
+    for kind in ("Deployment", "StatefulSet", "ReplicaSet"):
+        for manifest in sim.cluster.manifests(kind):
+            metadata = manifest["metadata"]
+            if kind == "ReplicaSet" and deployment_of(manifest) is not None:
+                continue
+            found[str(metadata.get("namespace") or "default"), f"{kind}/{metadata['name']}"] = replicas_of(manifest)
+    return found
+
+
+def _pace(commands: Sequence[TimedCommand], nodes_at_start: Mapping[str, int], budgets: Mapping[str, Any],
+          start: datetime) -> dict[str, dict[str, Any]]:
+    """Per NodePool whose nodes were disrupted: how many, the most disrupting at once (in flight together, as
+    timed), and what its budget allowed at the start for the reason of its first command."""
+    paced: dict[str, dict[str, Any]] = {}
+    for pool in sorted({c.nodepool for c in commands}):
+        ours = [c for c in commands if c.nodepool == pool]
+        at_once = max(sum(len(o.nodes) for o in ours if o.in_flight(c.started)) for c in ours)
+        entry: dict[str, Any] = {"nodes": sum(len(c.nodes) for c in ours), "atOnce": at_once, "budgetLimit": None,
+                                 "budget": ""}
+        try:
+            left = allowance(pool, parse_budgets(budgets.get(pool)), ours[0].reason,
+                             node_count=nodes_at_start.get(pool, 0), disrupting=0, now=start)
+        except BudgetError:
+            left = None
+        if left is not None and left.limit != UNLIMITED:
+            entry["budgetLimit"], entry["budget"] = left.limit, left.limited_by
+        paced[pool] = entry
+    return paced
+
+
+def _removal(
+    deletion: Mapping[str, Any] | None, pending_before: Mapping[str, str], pending_at_end: Mapping[str, str]
+) -> dict[str, Any]:
+    """What deleting the removed NodePools' nodes does to their pods: evicted at once (Karpenter replaces a
+    drifted node before draining it, but a removed pool's nodes are simply deleted), those left pending
+    then waiting for new capacity (``waited``) or never placed (``stranded``)."""
+    if deletion is None:
+        return {}
+    evicted = sorted({str(e["object"]).partition("/")[2] for e in deletion["events"] if e.get("reason") == "Evicted"})
+    left = sorted(key for key in deletion["pending"] if key not in pending_before)
+    return {
+        "podsEvicted": len(evicted),
+        "waited": [key for key in left if key not in pending_at_end],
+        "stranded": [key for key in left if key in pending_at_end],
+    }
+
+
+def region_mismatch(snapshot: Snapshot, proposed: ProposedConfig) -> str:
+    """Why the proposal does not fit the snapshot's cluster: a stack deployed to another region ("" when the
+    regions agree or one is unknown)."""
+    catalog = snapshot.document.get("catalog") or {}
+    preset = str(catalog.get("preset") or "")
+    ours = observed_region(snapshot.objects) or str(catalog.get("region") or "") or preset.removeprefix("aws-")
+    if not proposed.region or not ours or proposed.region == ours:
+        return ""
+    return (f"{proposed.source} deploys to {proposed.region}, but the snapshot's cluster runs in {ours}: "
+            "is it the cluster this stack manages?")
 
 
 def _node_names(sim: RecordingSimulation, claims: Sequence[str]) -> list[str]:
@@ -417,8 +519,13 @@ def _moves(
 
 
 def _churn(records: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """Nodes disrupted (``nodesReplaced`` with replacements launched for them, ``nodesRemoved`` without), nodes
+    launched (replacements and fresh capacity), and evictions."""
+    disrupted = [item for r in records for item in r["disrupted"]]
     return {
-        "nodesDisrupted": sum(len(r["disrupted"]) for r in records),
+        "nodesDisrupted": len(disrupted),
+        "nodesReplaced": sum(1 for item in disrupted if item.get("replacements")),
+        "nodesRemoved": sum(1 for item in disrupted if not item.get("replacements")),
         "nodesLaunched": sum(len(r["launched"]) for r in records),
         "podsEvicted": sum(1 for r in records for e in r["events"] if e.get("reason") == "Evicted"),
     }

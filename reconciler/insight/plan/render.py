@@ -1,4 +1,4 @@
-"""``plan`` output: terminal text and Markdown for a pull-request comment (HTML: ``plan_html``).
+"""``plan`` output: terminal text and Markdown for a pull-request comment (HTML: ``plan.html``).
 
 Both read in the same order: the verdict and main risk, the risks in plain words, then the money
 (now → settled, Δ), then the details (cost table, node mixes, drift order and times, consolidation,
@@ -13,13 +13,11 @@ from typing import Any
 
 from reconciler.api.durations import format_duration_short
 from reconciler.insight.money import money
-from reconciler.insight.plan import Blocker, PlanResult
-from reconciler.insight.plan_risks import headline, price_note, risk_lines, verdict
-from reconciler.insight.proposal import PoolChange
-from reconciler.insight.stability import stamp
-from reconciler.insight.timeline import ASSUMPTIONS
-
-__all__ = ["headline", "render_markdown", "render_text", "risk_lines", "verdict"]
+from reconciler.insight.plan.compute import Blocker, PlanResult
+from reconciler.insight.plan.proposal import PoolChange
+from reconciler.insight.plan.risks import headline, price_note, risk_lines, verdict
+from reconciler.insight.plan.stability import stamp
+from reconciler.insight.plan.timeline import ASSUMPTIONS
 
 MAX_LISTED = 25  # rows per list in text and Markdown before "... N more"
 
@@ -44,13 +42,21 @@ def _replacements(items: Sequence[Mapping[str, Any]]) -> str:
     )
 
 
+def settled_label(plan: PlanResult) -> str:
+    """What the end of the plan is: settled, or where the horizon cut it while it was still changing."""
+    return "at horizon" if plan.horizon_reached else "settled"
+
+
 def cost_rows(plan: PlanResult) -> list[tuple[str, str, str, str, str]]:
     """(label, nodes, cost, Δ against now, pending pods) for now, settled, fresh provision (and baseline)."""
-    settled_label = "at the horizon (still changing)" if plan.horizon_reached else "settled after the change"
+    end = "at the horizon (still changing)" if plan.horizon_reached else "settled after the change"
     summaries = [("now", plan.current)]
     if plan.baseline is not None:
         summaries.append(("current config, settled", plan.baseline[0]))
-    summaries += [(settled_label, plan.proposed), ("fresh provision", plan.floor)]
+    fresh = "fresh provision"
+    if plan.floor.pending:  # pods it leaves pending cost nothing there: its price is not comparable
+        fresh += f" (leaves {len(plan.floor.pending)} pod(s) pending: not comparable)"
+    summaries += [(end, plan.proposed), (fresh, plan.floor)]
     return [
         (
             label,
@@ -123,7 +129,11 @@ def _limited(items: Sequence[Any]) -> tuple[Sequence[Any], int]:
 
 
 def _fresh_note(plan: PlanResult) -> str:
-    """A fresh provision is not a lower bound: say so when the settled cluster beats it."""
+    """A fresh provision is not a lower bound: say so when the settled cluster beats it, and when it leaves pods
+    pending (they cost nothing there, so its price is not comparable)."""
+    if plan.floor.pending:
+        return (f"note: a fresh provision leaves {len(plan.floor.pending)} pod(s) pending, which cost nothing there: "
+                "its price is not comparable with the settled cluster's.")
     gap = plan.floor.cost_per_hour - plan.proposed.cost_per_hour
     if gap <= 0.0005:
         return ""
@@ -168,9 +178,9 @@ def render_text(plan: PlanResult) -> str:
     lines.append("")
     lines.extend(_table(COST_HEADERS, cost_rows(plan)))
     lines.append("")
-    lines.append(f"now mix:      {_mix(plan.current.node_mix)}")
-    lines.append(f"settled mix:  {_mix(plan.proposed.node_mix)}")
-    lines.append(f"fresh mix:    {_mix(plan.floor.node_mix)}")
+    lines.append(f"now mix:         {_mix(plan.current.node_mix)}")
+    lines.append(f"{settled_label(plan) + ' mix:':<16} {_mix(plan.proposed.node_mix)}")
+    lines.append(f"fresh mix:       {_mix(plan.floor.node_mix)}")
     note = _fresh_note(plan)
     if note:
         lines.append(note)
@@ -261,7 +271,7 @@ def render_markdown(plan: PlanResult) -> str:
     ]
     if plan.baseline is not None:
         lines += [f"Without the change: {_baseline_churn(plan)}.", ""]
-    mixes = [["now", _mix(plan.current.node_mix)], ["settled", _mix(plan.proposed.node_mix)],
+    mixes = [["now", _mix(plan.current.node_mix)], [settled_label(plan), _mix(plan.proposed.node_mix)],
              ["fresh provision", _mix(plan.floor.node_mix)]]
     lines += _details("Cost and node mixes", COST_HEADERS, cost_rows(plan),
                       after=["", *_md_table(["", "nodes"], mixes), "", _fresh_note(plan)])

@@ -8,8 +8,8 @@ from html import escape
 
 from reconciler.insight.html import pending_section, render_report, simple_table
 from reconciler.insight.money import money
-from reconciler.insight.plan import PlanResult
-from reconciler.insight.plan_render import (
+from reconciler.insight.plan.compute import PlanResult
+from reconciler.insight.plan.render import (
     CONSOLIDATION_HEADERS,
     COST_HEADERS,
     DRIFT_HEADERS,
@@ -19,13 +19,14 @@ from reconciler.insight.plan_render import (
     consolidation_rows,
     cost_rows,
     drift_rows,
+    settled_label,
 )
-from reconciler.insight.plan_risks import headline, price_note, risk_lines, verdict
-from reconciler.insight.timeline import ASSUMPTIONS
+from reconciler.insight.plan.risks import headline, price_note, risk_lines, verdict
+from reconciler.insight.plan.timeline import ASSUMPTIONS
 
 
 def pool_cost_rows(plan: PlanResult) -> list[list[str]]:
-    """Per NodePool: nodes and cost now and settled, and the difference."""
+    """Per NodePool: nodes and cost now and settled (or at the horizon), and the difference."""
     before = {m["nodepool"] or "(unmanaged)": m for m in _by_pool(plan.current.node_mix)}
     after = {m["nodepool"] or "(unmanaged)": m for m in _by_pool(plan.proposed.node_mix)}
     rows = []
@@ -59,8 +60,8 @@ def render_plan_html(plan: PlanResult) -> str:
         f"<p>NodePools: {escape(changes_line(plan))}</p>"
         + simple_table("plan-costs", COST_HEADERS, cost_rows(plan))
         + "<h2>Cost per NodePool</h2>"
-        + simple_table("pool-costs", ("NodePool", "nodes now", "cost now", "nodes settled", "cost settled", "Δ"),
-                       pool_cost_rows(plan))
+        + simple_table("pool-costs", ("NodePool", "nodes now", "cost now", f"nodes {settled_label(plan)}",
+                                      f"cost {settled_label(plan)}", "Δ"), pool_cost_rows(plan))
     )
     drift = drift_rows(plan)
     if drift:

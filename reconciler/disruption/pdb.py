@@ -55,8 +55,17 @@ def _is_fully_blocking(spec: Mapping[str, Any]) -> bool:
 
 
 def computed_disruptions_allowed(spec: Mapping[str, Any], matching: Sequence[PodFacts], *, path: str) -> int:
-    """What the disruption controller would write to ``status.disruptionsAllowed`` for these pods."""
+    """What the disruption controller would write to ``status.disruptionsAllowed`` for these pods.
+
+    ``maxUnavailable`` and a percentage ``minAvailable`` are scaled by the expected pod count, which the
+    controller reads from the pods' controllers; a pod without one (or a mirror pod, owned by its Node) makes
+    that count unknowable and the controller then allows nothing -- as the Eviction API will refuse, so a
+    node holding such a pod is never chosen on the belief that it can be drained.
+    """
     counted = [p for p in matching if not podutil.is_terminal(p)]
+    scaled = spec.get("maxUnavailable") is not None or isinstance(spec.get("minAvailable"), str)
+    if scaled and any(p.owner_kind in ("", "Node") for p in counted):
+        return 0
     expected = len(counted)
     healthy = sum(1 for p in counted if podutil.is_healthy(p))
     if spec.get("maxUnavailable") is not None:

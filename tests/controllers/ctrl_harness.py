@@ -24,7 +24,7 @@ from reconciler.sim.workloads import create_with_status
 
 
 async def wait_for(
-    predicate: Callable[[], Awaitable[bool]], timeout: float = 15.0, interval: float = 0.02
+    predicate: Callable[[], Awaitable[bool]], timeout: float = 45.0, interval: float = 0.02
 ) -> bool:
     """Until ``predicate`` holds, for at most ``timeout`` seconds times ADZE_TEST_TIME_SCALE."""
     return await wait_until(predicate, timeout, interval)

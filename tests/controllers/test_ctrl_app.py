@@ -67,7 +67,7 @@ def _lease(identity: str) -> LeaderElectionConfig:
 
 
 def _get(url: str) -> tuple[int, str]:
-    with urllib.request.urlopen(url, timeout=5) as response:
+    with urllib.request.urlopen(url, timeout=scaled(15)) as response:
         return response.status, response.read().decode()
 
 
@@ -83,7 +83,7 @@ async def test_app_leads_serves_probes_and_metrics_and_releases_the_lease_on_sto
     cluster = asyncio.create_task(FakeCluster(kube, cloud, clock.now).run())
     running = asyncio.create_task(app.run(stop))
     try:
-        assert await wait_for(lambda: _has_initialized_claim(kube), timeout=10)
+        assert await wait_for(lambda: _has_initialized_claim(kube), timeout=30)
         assert app.server is not None
         status, _ = await asyncio.to_thread(_get, f"http://127.0.0.1:{app.server.health_port}/healthz")
         ready, _ = await asyncio.to_thread(_get, f"http://127.0.0.1:{app.server.health_port}/readyz")
@@ -109,7 +109,7 @@ async def test_app_exits_with_failure_when_another_replica_takes_the_lease() -> 
     app = App(fast_settings(), kube, cloud, leader=_lease("me"), timings=fast_timings(), clock=clock,
               metrics=Metrics(), serve=False)
     running = asyncio.create_task(app.run())
-    assert await wait_for(lambda: _holder_is(kube, "me"), timeout=5)
+    assert await wait_for(lambda: _holder_is(kube, "me"), timeout=15)
     lease = kube.peek(LEASE, "adze-leader-election", "kube-system")
     lease["spec"]["holderIdentity"] = "usurper"
     await kube.replace(lease)

@@ -73,10 +73,10 @@ class Scheduler:
         # (pod class, existing slot) -> why the slot last refused a pod of that class, for explanations.
         self._refusals: dict[tuple[int, int], str] = {}
         limited = any(template.nodepool.limits for template in context.templates)
-        # Nodes being deleted still run (draining, instance shutting down) and count against limits until gone;
-        # nodes only marked as disruption candidates do not (their replacements may take their room).
-        counted = [slot.state for slot in bases] + [n for n in context.state.state_nodes() if n.deleting]
-        self.remaining = remaining_limits(context.templates, counted) if limited else {}
+        # Every node and in-flight claim counts against limits until its instance is gone: those being deleted
+        # (draining, shutting down), marked as candidates of a command, or taken away by a disruption
+        # simulation alike, so a replacement never takes the room of a node that is still there.
+        self.remaining = remaining_limits(context.templates, context.state.state_nodes()) if limited else {}
         # What the existing nodes leave under each limit, before this run plans any claim (for messages).
         self._left_by_existing = {pool: dict(left) for pool, left in self.remaining.items()}
         self.new_claims: list[NewNodeClaim] = []

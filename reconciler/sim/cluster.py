@@ -138,6 +138,8 @@ class SimulatedCluster:
                 outcome = await self._launch_planned(planned, record, launch_ready=launch_ready)
                 retry = retry or outcome is None
             self.reasons.update(plan.pending)
+            for key in plan.pending:
+                self.nominated.pop(key, None)  # no longer planned onto the claim it waited for
             for key, reason in plan.pending.items():
                 record["events"].append({"object": f"Pod/{key}", "reason": "FailedScheduling", "message": reason})
             if not retry:
@@ -246,11 +248,16 @@ class SimulatedCluster:
             nominated = {key: claim for key, claim in self.nominated.items() if claim == name}
             await self._bind(nominated, record)
 
-    async def _bind(self, placements: Mapping[str, str], record: dict[str, Any]) -> None:
+    async def _bind(self, placements: Mapping[str, str], record: dict[str, Any], *, nominate: bool = True) -> None:
         """kube-scheduler binds pods where Adze planned them, once the target Node exists; a pod planned
-        onto a claim that is still launching stays pending, nominated for it."""
+        onto a claim that is still launching stays pending, nominated for it. Without ``nominate``
+        (kube-scheduler alone, rebinding displaced pods) a pod is only ever bound to a Node that exists: a
+        nomination is Karpenter's, made by a provisioning pass that plans every pending pod at once, so two
+        partial plans never promise one launching claim more than it holds."""
         for key, node_name in placements.items():
             if self.env.kube.peek(NODE, node_name) is None:
+                if not nominate:
+                    continue
                 self.nominated[key] = node_name
                 self.reasons[key] = f"nominated for NodeClaim {node_name}, which is still launching"
                 continue
@@ -380,7 +387,7 @@ class SimulatedCluster:
                 progressed = progressed or result.progressed
             await self.workloads.reconcile()
             if displaced and self.pending_pods():
-                await self._bind(await self._plan_existing_only(), record)
+                await self._bind(await self._plan_existing_only(), record, nominate=False)
             if not progressed:
                 return
 

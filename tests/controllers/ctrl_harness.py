@@ -6,13 +6,13 @@ import asyncio
 import contextlib
 import io
 import json
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ctrl_cluster import FakeCluster, Inventory, inventory
 from ctrl_objects import catalog, fast_settings, fast_timings
+from support.timescale import wait_until
 
 from reconciler.cloud.sim.provider import SimulatedCloud
 from reconciler.controllers.manager import Reconciler
@@ -24,14 +24,10 @@ from reconciler.sim.workloads import create_with_status
 
 
 async def wait_for(
-    predicate: Callable[[], Awaitable[bool]], timeout: float = 15.0, interval: float = 0.02
+    predicate: Callable[[], Awaitable[bool]], timeout: float = 45.0, interval: float = 0.02
 ) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if await predicate():
-            return True
-        await asyncio.sleep(interval)
-    return await predicate()
+    """Until ``predicate`` holds, for at most ``timeout`` seconds times ADZE_TEST_TIME_SCALE."""
+    return await wait_until(predicate, timeout, interval)
 
 
 @dataclass

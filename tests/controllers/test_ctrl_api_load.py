@@ -56,7 +56,7 @@ async def test_termination_and_garbage_collection_read_the_cache_not_the_api() -
             pods = rig.kube.objects(POD)
             return old not in claims and len(pods) == 3 and all(p["spec"].get("nodeName") for p in pods)
 
-        assert await wait_for(replaced, timeout=30)
+        assert await wait_for(replaced, timeout=90)
         during = server.requests[mark:]
     evictions = [r for r in during if r.path.endswith("/eviction")]
     assert len(evictions) >= 3, "the drain went through the Eviction API, one pod at a time (minAvailable 2 of 3)"

@@ -10,6 +10,7 @@ import pytest
 from ctrl_cluster import FakeCluster
 from ctrl_harness import wait_for
 from ctrl_objects import catalog, deployment, fast_settings, fast_timings, nodeclass, nodepool
+from support.timescale import scaled
 
 from reconciler.cloud.sim.provider import SimulatedCloud
 from reconciler.controllers.app import EXIT_FAILED, EXIT_INVALID, EXIT_OK, App, leader_config, main, missing_settings
@@ -60,12 +61,13 @@ def test_lease_defaults_are_karpenters(tmp_path: Path) -> None:
 
 
 def _lease(identity: str) -> LeaderElectionConfig:
+    # Karpenter's lease timings: with 2/1.5 s a busy machine made the app miss a renewal and exit.
     return LeaderElectionConfig(namespace="kube-system", name="adze-leader-election", identity=identity,
-                                lease_duration=2.0, renew_deadline=1.5, retry_period=0.2)
+                                lease_duration=scaled(15.0), renew_deadline=scaled(10.0), retry_period=scaled(0.2))
 
 
 def _get(url: str) -> tuple[int, str]:
-    with urllib.request.urlopen(url, timeout=5) as response:
+    with urllib.request.urlopen(url, timeout=scaled(15)) as response:
         return response.status, response.read().decode()
 
 
@@ -81,7 +83,7 @@ async def test_app_leads_serves_probes_and_metrics_and_releases_the_lease_on_sto
     cluster = asyncio.create_task(FakeCluster(kube, cloud, clock.now).run())
     running = asyncio.create_task(app.run(stop))
     try:
-        assert await wait_for(lambda: _has_initialized_claim(kube), timeout=10)
+        assert await wait_for(lambda: _has_initialized_claim(kube), timeout=30)
         assert app.server is not None
         status, _ = await asyncio.to_thread(_get, f"http://127.0.0.1:{app.server.health_port}/healthz")
         ready, _ = await asyncio.to_thread(_get, f"http://127.0.0.1:{app.server.health_port}/readyz")
@@ -107,11 +109,11 @@ async def test_app_exits_with_failure_when_another_replica_takes_the_lease() -> 
     app = App(fast_settings(), kube, cloud, leader=_lease("me"), timings=fast_timings(), clock=clock,
               metrics=Metrics(), serve=False)
     running = asyncio.create_task(app.run())
-    assert await wait_for(lambda: _holder_is(kube, "me"), timeout=5)
+    assert await wait_for(lambda: _holder_is(kube, "me"), timeout=15)
     lease = kube.peek(LEASE, "adze-leader-election", "kube-system")
     lease["spec"]["holderIdentity"] = "usurper"
     await kube.replace(lease)
-    assert await asyncio.wait_for(running, timeout=5) == EXIT_FAILED
+    assert await asyncio.wait_for(running, timeout=scaled(5)) == EXIT_FAILED
 
 
 async def _has_initialized_claim(kube: MemoryKube) -> bool:

@@ -46,7 +46,7 @@ async def _scenario(rig: Rig, switch: CrashSwitch | None) -> tuple[bool, int]:
         async def up_or_dead() -> bool:
             return dead() or await rig.converged(instances=2)
 
-        assert await wait_for(up_or_dead, timeout=20)
+        assert await wait_for(up_or_dead, timeout=60)
         if not dead():
             scaled_at = switch.writes if switch else 0
             await rig.kube.patch(DEPLOYMENT, "inflate", {"spec": {"replicas": REPLICAS_DOWN}}, "default")
@@ -54,7 +54,7 @@ async def _scenario(rig: Rig, switch: CrashSwitch | None) -> tuple[bool, int]:
             async def down_or_dead() -> bool:
                 return dead() or await _packed(rig)
 
-            assert await wait_for(down_or_dead, timeout=30)
+            assert await wait_for(down_or_dead, timeout=90)
         _ = reconciler
     return bool(scaled_at), scaled_at
 
@@ -93,9 +93,9 @@ async def _crash_and_recover(at: int, first_of: str = "") -> str:
     died_at = switch.log[0]
     async with running(rig, seed=2):
         if not scaled:
-            assert await wait_for(lambda: rig.converged(instances=None), timeout=20), await rig.inventory()
+            assert await wait_for(lambda: rig.converged(instances=None), timeout=60), await rig.inventory()
             await rig.kube.patch(DEPLOYMENT, "inflate", {"spec": {"replicas": REPLICAS_DOWN}}, "default")
-        assert await wait_for(lambda: _packed(rig), timeout=30), (died_at, await rig.inventory())
+        assert await wait_for(lambda: _packed(rig), timeout=90), (died_at, await rig.inventory())
     inventory = await rig.inventory()
     assert inventory.instances == inventory.nodeclaims == inventory.nodes, died_at
     assert len(rig.kube.objects(POD)) == REPLICAS_DOWN

@@ -184,7 +184,7 @@ async def test_consolidation_reports_launching_and_terminating_on_the_nodeclaims
             names = {c["metadata"]["name"] for c in rig.kube.objects(NODECLAIM)}
             return old not in names and await rig.converged(instances=1)
 
-        assert await wait_for(replaced, timeout=20)
+        assert await wait_for(replaced, timeout=60)
     events = [e for e in rig.kube.objects(EVENT) if e["involvedObject"]["kind"] == "NodeClaim"]
     terminating = [e for e in events if e["reason"] == "DisruptionTerminating"]
     launching = [e for e in events if e["reason"] == "DisruptionLaunching"]

@@ -70,7 +70,7 @@ async def test_scale_down_consolidates_through_evictions_and_terminates_instance
         await rig.kube.patch(DEPLOYMENT, "inflate", {"spec": {"replicas": 2}}, "default")
 
         # 0.17 $/h is the cheapest home for two 1.5-CPU pods (a c5.xlarge or two c5.large).
-        assert await wait_for(lambda: packed(rig.kube, rig.cloud, 2, 0.17), timeout=20)
+        assert await wait_for(lambda: packed(rig.kube, rig.cloud, 2, 0.17), timeout=60)
     after = await rig.cloud.list()
     assert all(("delete", gone) in rig.cloud.calls for gone in before - {i.provider_id for i in after})
     messages = [line["message"] for line in rig.log_lines()]

@@ -25,9 +25,9 @@ async def test_keeps_exactly_the_replicas_follows_scaling_and_never_consolidates
         assert len(await rig.cloud.list()) == 3
         # kubectl scale nodepool fixed --replicas 1 (the scale subresource writes spec.replicas)
         await rig.kube.patch(NODEPOOL, "fixed", {"spec": {"replicas": 1}})
-        assert await wait_for(lambda: rig.converged(instances=1), timeout=20)
+        assert await wait_for(lambda: rig.converged(instances=1), timeout=60)
         await rig.kube.patch(NODEPOOL, "fixed", {"spec": {"replicas": 2}})
-        assert await wait_for(lambda: rig.converged(instances=2), timeout=20)
+        assert await wait_for(lambda: rig.converged(instances=2), timeout=60)
     assert rig.metrics.sample("karpenter_nodeclaims_created_total",
                               {"reason": "provisioned", "nodepool": "fixed", "min_values_relaxed": "false"}) == 4.0
     messages = [line["message"] for line in rig.log_lines()]

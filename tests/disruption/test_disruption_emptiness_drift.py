@@ -165,3 +165,23 @@ def test_emptiness_acts_before_consolidation_and_others_are_told_why() -> None:
     decision = run_decide(state)
     assert decision.command is not None and decision.command.node_names == ["empty"]
     assert why(decision, "big").startswith("NotEvaluated: emptiness acted this pass")
+
+
+def test_a_drift_replacement_fits_the_pools_limits_beside_the_node_it_replaces() -> None:
+    """The drifted node runs until its replacement is up and it is drained, so both count against the
+    NodePool's limits ("limits.nodes constrains the maximum number of nodes during ... drift replacement"):
+    Karpenter lets the replacement take the candidate's room and overshoots for as long as the drain lasts
+    (for ever under a PDB that blocks it); Adze replaces only within the limits, and says why it cannot."""
+    def at_limit(cpu: str) -> object:
+        old = nodepool(labels={"team": "a"})
+        new = nodepool(labels={"team": "b"}, budgets=[{"nodes": "100%"}])
+        new["spec"]["limits"] = {"cpu": cpu}
+        return cluster(new, node_of("old", MEDIUM, claim_annotations=nodepool_hash_annotations(old)),
+                       pod("a", node="old", cpu="1"))
+
+    blocked = run_decide(at_limit("4"))
+    assert blocked.command is None
+    assert "cpu limit 4, remaining 0" in why(blocked, "old")
+    room = run_decide(at_limit("6")).command  # 4 CPU of the drifted node + a 2-CPU replacement
+    assert room is not None and room.reason == "Drifted" and room.action == "replace"
+    assert [list(r.instance_type_options) for r in room.replacements] == [["small"]]

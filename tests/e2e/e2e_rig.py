@@ -20,6 +20,7 @@ from typing import Any
 from ctrl_cluster import CrashingCloud, CrashingKube, CrashSwitch, FakeCluster, Inventory, inventory
 from ctrl_objects import deployment, fast_settings, fast_timings, nodepool
 from support.fake_apiserver import FakeApiServer
+from support.timescale import scaled
 
 from reconciler.cloud.aws.offline import OfflineAWS
 from reconciler.cloud.aws.provider import AWSCloudProvider, AWSProviderConfig
@@ -34,6 +35,16 @@ from reconciler.observability import Metrics, configure_logging
 from reconciler.sim.workloads import create_with_status
 
 FAMILIES = ("c5.*", "m5.*")
+LEASE_NAME = "adze-leader-election"
+
+
+def e2e_lease(identity: str, name: str = LEASE_NAME) -> LeaderElectionConfig:
+    """A replica's Lease with Karpenter's default timings (15 s lease, 10 s renew deadline), scaled by
+    ADZE_TEST_TIME_SCALE. A replica shares one GIL with moto and the fake API server; with a 4 s renew
+    deadline it missed renewals on a busy 2-core machine and exited (as it should), so nothing converged. A
+    dead leader's lease expires within the scaled 15 s; only failover tests wait for that."""
+    return LeaderElectionConfig(namespace="kube-system", name=name, identity=identity, lease_duration=scaled(15.0),
+                                renew_deadline=scaled(10.0), retry_period=scaled(0.25))
 
 
 def aws_provider(aws: OfflineAWS, metrics: Metrics | None = None) -> AWSCloudProvider:
@@ -69,6 +80,16 @@ class Replica:
     cloud: AWSCloudProvider
     task: asyncio.Task[int] | None = None
     switch: CrashSwitch | None = None
+
+    def disruption_passes(self) -> int:
+        """Disruption passes this replica has decided so far (its scheduling-duration samples)."""
+        count = self.app.metrics.registry.get_sample_value(
+            "karpenter_scheduler_scheduling_duration_seconds_count", {"controller": "disruption"})
+        return int(count or 0)
+
+    def observed_holder(self) -> str:
+        """Who holds the Lease as this replica's elector last read it ("" before its first read)."""
+        return self.app.elector.observed_holder if self.app.elector is not None else ""
 
     async def stop(self) -> None:
         if self.task is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 
 from ctrl_harness import wait_for
-from e2e_rig import E2E, e2e
+from e2e_rig import E2E, e2e, e2e_lease
 
 from reconciler.cloud.aws.offline import OfflineAWS
 from reconciler.controllers.app import DEFAULT_LEASE_NAME
@@ -37,8 +37,7 @@ KARPENTER_STAMPS = {
 
 def lease(identity: str) -> LeaderElectionConfig:
     """Karpenter's Lease (Adze's default name) in its namespace, with the e2e's short timings."""
-    return LeaderElectionConfig(namespace="kube-system", name=DEFAULT_LEASE_NAME, identity=identity,
-                                lease_duration=6.0, renew_deadline=4.0, retry_period=0.25)
+    return e2e_lease(identity, DEFAULT_LEASE_NAME)
 
 
 async def karpenter_holds_the_lease(rig: E2E, stepped_down: asyncio.Event) -> None:
@@ -51,10 +50,8 @@ async def test_adze_waits_for_karpenters_lease_adopts_its_nodeclaims_and_drifts_
     async with e2e(aws, replicas=2) as rig:
         # Karpenter's era: the node is launched (here by Adze standing in for Karpenter on another Lease),
         # then its NodeClaim and NodePool carry Karpenter's stamps, and Karpenter leads on its Lease.
-        launcher = rig.launch(rig.replica(lease=LeaderElectionConfig(
-            namespace="kube-system", name="launcher", identity="launcher", lease_duration=6.0, renew_deadline=4.0,
-            retry_period=0.25)))
-        assert await wait_for(lambda: rig.converged(instances=1), timeout=40), await rig.inventory()
+        launcher = rig.launch(rig.replica(lease=e2e_lease("launcher", "launcher")))
+        assert await wait_for(lambda: rig.converged(instances=1), timeout=120), await rig.inventory()
         await launcher.stop()
         adopted = rig.server.kube.objects(NODECLAIM)[0]["metadata"]["name"]
         await rig.server.kube.patch(NODECLAIM, adopted, {"metadata": {"annotations": KARPENTER_STAMPS}})
@@ -62,11 +59,11 @@ async def test_adze_waits_for_karpenters_lease_adopts_its_nodeclaims_and_drifts_
             wk.NODEPOOL_HASH: KARPENTER_STAMPS[wk.NODEPOOL_HASH], wk.NODEPOOL_HASH_VERSION: "v3"}}})
         stepped_down = asyncio.Event()
         karpenter = asyncio.create_task(karpenter_holds_the_lease(rig, stepped_down))
-        assert await wait_for(lambda: _async(_holder(rig).startswith("karpenter-")), timeout=10)
+        assert await wait_for(lambda: _async(_holder(rig).startswith("karpenter-")), timeout=30)
 
         # Adze with its defaults: a standby on Karpenter's Lease, acting on nothing.
         adze = rig.launch(rig.replica(lease=lease("adze-0"), serve=True, seed=2))
-        await asyncio.sleep(3)
+        assert await wait_for(lambda: _async(adze.observed_holder().startswith("karpenter-")), timeout=60)
         assert adze.app.elector is not None and not adze.app.elector.is_leader
         assert _holder(rig).startswith("karpenter-")
         assert _annotations(rig, adopted)[wk.NODEPOOL_HASH_VERSION] == "v3"
@@ -74,22 +71,23 @@ async def test_adze_waits_for_karpenters_lease_adopts_its_nodeclaims_and_drifts_
         # Karpenter is scaled down: it releases the Lease and Adze takes over, re-stamping the claim.
         stepped_down.set()
         await asyncio.gather(karpenter, return_exceptions=True)
-        assert await wait_for(lambda: _async(_holder(rig) == "adze-0"), timeout=20)
+        assert await wait_for(lambda: _async(_holder(rig) == "adze-0"), timeout=60)
         pool = rig.server.kube.objects(NODEPOOL)[0]
         assert await wait_for(lambda: _async(_annotations(rig, adopted).get(wk.NODEPOOL_HASH_VERSION)
-                                             == NODEPOOL_HASH_VERSION), timeout=20)
+                                             == NODEPOOL_HASH_VERSION), timeout=60)
         stamps = _annotations(rig, adopted)
         assert stamps[wk.NODEPOOL_HASH] == nodepool_hash(pool)
         assert stamps[NODECLASS_HASH_VERSION_ANNOTATION] == "adze-v1"
         assert await wait_for(lambda: _async(_pool_annotations(rig).get(wk.NODEPOOL_HASH_VERSION)
-                                             == NODEPOOL_HASH_VERSION), timeout=20)
-        await asyncio.sleep(1)
+                                             == NODEPOOL_HASH_VERSION), timeout=60)
+        passes = adze.disruption_passes()  # two whole disruption passes over the re-stamped claim
+        assert await wait_for(lambda: _async(adze.disruption_passes() >= passes + 2), timeout=90)
         assert [c["metadata"]["name"] for c in rig.server.kube.objects(NODECLAIM)] == [adopted]  # not drifted
 
         # The NodePool template changes: the adopted node drifts and is replaced.
         await rig.server.kube.patch(NODEPOOL, "default",
                                     {"spec": {"template": {"metadata": {"labels": {"team": "web"}}}}})
-        assert await wait_for(lambda: _replaced(rig, adopted), timeout=60), await rig.inventory()
+        assert await wait_for(lambda: _replaced(rig, adopted), timeout=180), await rig.inventory()
         claims = rig.server.kube.objects(NODECLAIM)
         assert all(c["metadata"]["labels"].get("team") == "web" for c in claims)
         drift = [line for line in rig.log_lines() if line["message"].startswith("disrupting nodeclaim(s)")]

@@ -15,8 +15,7 @@ from typing import Any
 
 from ctrl_cluster import CrashSwitch, is_write, packed
 from ctrl_harness import wait_for
-from e2e_rig import e2e
-from test_e2e_live import short_lease
+from e2e_rig import e2e, e2e_lease
 
 from reconciler.cloud.aws.offline import OfflineAWS
 from reconciler.kube.api import DEPLOYMENT
@@ -35,15 +34,22 @@ async def _packed(rig: Any) -> bool:
     return await packed(rig.server.kube, rig.observer, 2, 0.17)
 
 
+def _why(replica: Any, rig: Any) -> str:
+    """What a replica that neither converged nor died was doing: its end (if it ended) and its last logs."""
+    task = replica.task
+    ended = "running" if task is None or not task.done() else repr(task.exception() or task.result())
+    return f"replica {ended}; last log lines: {[line.get('message') for line in rig.log_lines()[-15:]]}"
+
+
 async def _crash_and_recover(aws: OfflineAWS, provisioning_at: int | None, after_scale_down: int | None) -> str:
     async with e2e(aws, replicas=10) as rig:
         switch = CrashSwitch(at=provisioning_at, counts=crash_point)
-        first = rig.launch(rig.replica(lease=short_lease("first"), switch=switch, seed=1))
+        first = rig.launch(rig.replica(lease=e2e_lease("first"), switch=switch, seed=1))
 
         async def up_or_dead() -> bool:
             return switch.dead or await rig.converged(instances=2)
 
-        assert await wait_for(up_or_dead, timeout=40)
+        assert await wait_for(up_or_dead, timeout=120), _why(first, rig)
         scaled = False
         if not switch.dead:
             switch.at = switch.writes + (after_scale_down or 1)
@@ -53,16 +59,16 @@ async def _crash_and_recover(aws: OfflineAWS, provisioning_at: int | None, after
             async def down_or_dead() -> bool:
                 return switch.dead or await _packed(rig)
 
-            assert await wait_for(down_or_dead, timeout=40)
+            assert await wait_for(down_or_dead, timeout=120)
         assert switch.dead, "the crash point was never reached"
         first.task.cancel()  # dead: its lease is never released
         await asyncio.gather(first.task, return_exceptions=True)
 
-        rig.launch(rig.replica(lease=short_lease("second"), seed=2))
+        rig.launch(rig.replica(lease=e2e_lease("second"), seed=2))
         if not scaled:
-            assert await wait_for(lambda: rig.converged(instances=2), timeout=40), await rig.inventory()
+            assert await wait_for(lambda: rig.converged(instances=2), timeout=120), await rig.inventory()
             await rig.server.kube.patch(DEPLOYMENT, "inflate", {"spec": {"replicas": 2}}, "default")
-        assert await wait_for(lambda: _packed(rig), timeout=60), (switch.log, await rig.inventory())
+        assert await wait_for(lambda: _packed(rig), timeout=180), (switch.log, await rig.inventory())
         inventory = await rig.inventory()
         assert inventory.instances == inventory.nodeclaims == inventory.nodes
         running = {i["InstanceId"] for i in rig.ec2_instances() if i["State"]["Name"] in ("pending", "running")}

@@ -67,7 +67,7 @@ async def delete_in_the_foreground(kube: MemoryKube, name: str) -> None:
         return not any(any(o.get("uid") == uid for o in c["metadata"].get("ownerReferences") or [])
                        for c in kube.objects(NODECLAIM))
 
-    assert await wait_for(dependents_gone, timeout=60), kube.objects(NODECLAIM)
+    assert await wait_for(dependents_gone, timeout=180), kube.objects(NODECLAIM)
     await kube.patch(NODEPOOL, name, {"metadata": {"finalizers": [
         f for f in (await kube.get(NODEPOOL, name))["metadata"]["finalizers"] if f != FOREGROUND]}})
 
@@ -100,7 +100,7 @@ async def test_destroy_in_pulumis_order_leaves_nothing_tagged_for_the_cluster(aw
         replica = rig.replica()
         enforce_on_provider(guard, replica.cloud)
         rig.launch(replica)
-        assert await wait_for(lambda: rig.converged(), timeout=60), await rig.inventory()
+        assert await wait_for(lambda: rig.converged(), timeout=180), await rig.inventory()
         before = tagged_leftovers(aws)
         assert before["instances"] and before["launch-templates"] and before["instance-profiles"], before
 
@@ -115,7 +115,7 @@ async def test_destroy_in_pulumis_order_leaves_nothing_tagged_for_the_cluster(aw
                 steps.append("NodePool")
             elif kind == "EC2NodeClass":
                 await kube.delete(EC2NODECLASS, nodeclass)
-                assert await wait_for(lambda: gone(kube, EC2NODECLASS, nodeclass), timeout=30), \
+                assert await wait_for(lambda: gone(kube, EC2NODECLASS, nodeclass), timeout=90), \
                     kube.objects(EC2NODECLASS)
                 steps.append("EC2NodeClass")
             elif kind == "Deployment" and registration.inputs["metadata"].get("namespace") == "adze":

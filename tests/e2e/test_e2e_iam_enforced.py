@@ -21,6 +21,7 @@ from ctrl_cluster import inventory, packed
 from ctrl_harness import wait_for
 from dev_cluster import start_dev_cluster
 from support.controller_iam import generated_policies
+from support.timescale import scaled
 
 from reconciler.kube.api import DEPLOYMENT, POD
 
@@ -70,16 +71,16 @@ async def test_run_with_the_generated_policies_enforced_starts_provisions_and_co
             inv = await inventory(kube, dev.observer)
             return inv.converged and bool(inv.instances) and not inv.pending_pods
 
-        assert await wait_for(provisioned, timeout=120), (await inventory(kube, dev.observer), raw[-20:])
+        assert await wait_for(provisioned, timeout=360), (await inventory(kube, dev.observer), raw[-20:])
         launched = {i.provider_id for i in await dev.observer.list()}
         await kube.patch(DEPLOYMENT, "inflate", {"spec": {"replicas": 1}}, "default")
         # One 1.5-CPU pod left: a single c5.large (0.085 $/h) holds it, whatever the first nodes were.
-        assert await wait_for(lambda: packed(kube, dev.observer, 1, 0.09), timeout=180), \
+        assert await wait_for(lambda: packed(kube, dev.observer, 1, 0.09), timeout=540), \
             (await inventory(kube, dev.observer), raw[-20:])
         assert {i.provider_id for i in await dev.observer.list()} != launched
         assert all(p["spec"].get("nodeName") for p in kube.objects(POD))
         process.send_signal(signal.SIGTERM)
-        assert await asyncio.wait_for(process.wait(), timeout=30) == 0
+        assert await asyncio.wait_for(process.wait(), timeout=scaled(90)) == 0
     finally:
         if process.returncode is None:
             process.kill()

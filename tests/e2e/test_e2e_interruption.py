@@ -31,7 +31,7 @@ async def test_interrupted_node_is_replaced_and_its_instance_terminated(aws: Off
     url = sqs.create_queue(QueueName=queue)["QueueUrl"]
     async with e2e(aws, replicas=3) as rig:
         rig.launch(rig.replica(interruption_queue=queue))
-        assert await wait_for(lambda: rig.converged(instances=1), timeout=40), await rig.inventory()
+        assert await wait_for(lambda: rig.converged(instances=1), timeout=120), await rig.inventory()
         claim = rig.server.kube.objects(NODECLAIM)[0]
         instance_id = claim["status"]["providerID"].rsplit("/", 1)[1]
         sqs.send_message(QueueUrl=url, MessageBody=spot_warning(instance_id))
@@ -40,7 +40,7 @@ async def test_interrupted_node_is_replaced_and_its_instance_terminated(aws: Off
             names = {c["metadata"]["name"] for c in rig.server.kube.objects(NODECLAIM)}
             return claim["metadata"]["name"] not in names and await rig.converged(instances=1)
 
-        assert await wait_for(replaced, timeout=40), await rig.inventory()
+        assert await wait_for(replaced, timeout=120), await rig.inventory()
         created = [line for line in rig.log_lines() if line["message"] == "created nodeclaim"]
         assert len(created) == 2, created  # the first node, then one replacement sized for all three pods
         assert created[1]["pods"] == 3

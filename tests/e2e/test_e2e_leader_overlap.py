@@ -22,7 +22,8 @@ from urllib.parse import parse_qs
 
 from botocore.awsrequest import AWSResponse
 from ctrl_harness import wait_for
-from e2e_rig import e2e
+from e2e_rig import LEASE_NAME, e2e, e2e_lease
+from support.timescale import scaled
 
 from reconciler.cloud.aws.offline import OfflineAWS
 from reconciler.cloud.aws.provider import AWSCloudProvider
@@ -30,20 +31,12 @@ from reconciler.controllers.awsrefresh import HOUR, RefreshSchedule, aws_refresh
 from reconciler.controllers.manager import BackgroundLoop
 from reconciler.controllers.runtime import ControllerContext
 from reconciler.kube.api import LEASE
-from reconciler.kube.leader import LeaderElectionConfig
 
-LEASE_NAME = "adze-leader-election"
 PAGE = ("<DescribeSpotPriceHistoryResponse xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\"><requestId>r</requestId>"
         "<spotPriceHistorySet><item><instanceType>c5.large</instanceType><productDescription>Linux/UNIX"
         "</productDescription><spotPrice>0.03</spotPrice><timestamp>2026-01-01T00:00:00.000Z</timestamp>"
         "<availabilityZone>us-east-1a</availabilityZone></item></spotPriceHistorySet>"
         "<nextToken>{token}</nextToken></DescribeSpotPriceHistoryResponse>")
-
-
-def lease(identity: str) -> LeaderElectionConfig:
-    # The end-to-end timings (see test_e2e_live.short_lease): the margin a stuck leader has is 6 - 4 = 2 s.
-    return LeaderElectionConfig(namespace="kube-system", name=LEASE_NAME, identity=identity,
-                                lease_duration=6.0, renew_deadline=4.0, retry_period=0.25)
 
 
 def spot_refresh(ctx: ControllerContext, cloud: AWSCloudProvider) -> dict[str, BackgroundLoop]:
@@ -112,24 +105,24 @@ async def _true(value: object) -> bool:
 async def test_a_leader_whose_api_server_hangs_stops_before_the_standby_starts(aws: OfflineAWS) -> None:
     async with e2e(aws, replicas=2) as rig:
         aws_requests = AwsRequests()
-        a = rig.replica(lease=lease("a"), token="a", extra_loops=spot_refresh, seed=1)
-        b = rig.replica(lease=lease("b"), token="b", extra_loops=spot_refresh, seed=2)
+        a = rig.replica(lease=e2e_lease("a"), token="a", extra_loops=spot_refresh, seed=1)
+        b = rig.replica(lease=e2e_lease("b"), token="b", extra_loops=spot_refresh, seed=2)
         aws_requests.watch("a", a.cloud)
         aws_requests.watch("b", b.cloud)
         aws_requests.endless.add("a")  # a's spot price refresh is one long pagination: always one more page
         rig.launch(a)
-        assert await wait_for(lambda: _true(holder(rig) == "a"), timeout=30)
+        assert await wait_for(lambda: _true(holder(rig) == "a"), timeout=90)
         refreshing = "DescribeSpotPriceHistory"
-        assert await wait_for(lambda: _true(len(aws_requests.of("a", refreshing)) >= 2), timeout=30)
+        assert await wait_for(lambda: _true(len(aws_requests.of("a", refreshing)) >= 2), timeout=90)
         rig.launch(b)
-        await asyncio.sleep(1.0)
+        assert await wait_for(lambda: _true(b.observed_holder() == "a"), timeout=90)  # b has tried the lease
         assert holder(rig) == "a" and aws_requests.of("b") == [], "b is a standby: it calls nothing"
 
         cut = time.monotonic()
         rig.server.stall(lambda request: request.headers.get("Authorization") == "Bearer a")
-        assert await wait_for(lambda: _true(holder(rig) == "b"), timeout=40), "b takes over the expired lease"
-        assert await wait_for(lambda: _true(a.task is not None and a.task.done()), timeout=20)
-        await asyncio.sleep(3.0)  # b leads; anything a still sent would be recorded by now
+        assert await wait_for(lambda: _true(holder(rig) == "b"), timeout=120), "b takes over the expired lease"
+        assert await wait_for(lambda: _true(a.task is not None and a.task.done()), timeout=60)
+        await asyncio.sleep(scaled(3.0))  # b leads; anything a's threads still sent would be recorded by now
         assert a.task is not None and a.task.result() == 1, "a lost its leadership and exited with 1"
 
         writes = [r for r in rig.server.requests if r.writes]

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from dev_cluster import start_dev_cluster
+from support.timescale import scaled
 
 from reconciler.controllers.app import DEFAULT_LEASE_NAME
 from reconciler.kube.api import LEASE, NODECLAIM
@@ -57,9 +58,9 @@ async def test_run_process_shows_the_workshop_log_sequence_and_stops_cleanly(tmp
     lines: list[dict[str, Any]] = []
     try:
         assert process.stdout is not None
-        await _read_until(process.stdout, lines, "initialized nodeclaim", timeout=60)
+        await _read_until(process.stdout, lines, "initialized nodeclaim", timeout=scaled(180))
         process.send_signal(signal.SIGTERM)
-        assert await asyncio.wait_for(process.wait(), timeout=20) == 0
+        assert await asyncio.wait_for(process.wait(), timeout=scaled(60)) == 0
     finally:
         if process.returncode is None:
             process.kill()

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from support.timescale import scaled
 
 from reconciler.cloud.aws.clients import AwsCaller
 from reconciler.cloud.aws.ice import UnavailableOfferings
@@ -172,7 +173,7 @@ async def test_run_loop_consumes_until_stopped(sqs, queue) -> None:
             break
         await asyncio.sleep(0.05)
     stop.set()
-    await asyncio.wait_for(task, timeout=10)
+    await asyncio.wait_for(task, timeout=scaled(10))
     assert (await kube.get(NODECLAIM, "default-abc"))["metadata"].get("deletionTimestamp")
 
 

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from support.fake_apiserver import FakeApiServer
+from support.timescale import scaled
 
 from reconciler.kube.api import LEASE, NODE, ApiError
 from reconciler.kube.leader import LeaderElectionConfig, LeaderElector, LeadershipLost
@@ -106,7 +107,7 @@ async def test_renewal_failures_past_the_deadline_lose_leadership() -> None:
             raise
 
     with pytest.raises(LeadershipLost, match="within 10s"):
-        await asyncio.wait_for(leader.run(work), 5)
+        await asyncio.wait_for(leader.run(work), scaled(5))
     assert cancelled.is_set(), "the leader's work is cancelled when leadership is lost"
     assert not leader.is_leader
 
@@ -144,7 +145,7 @@ async def test_a_hanging_renewal_loses_leadership_at_the_renew_deadline() -> Non
     started = loop.time()
     running = asyncio.create_task(leader.run(work))
     # Not wait_for: a leader that never gives up would also hang in wait_for's cancellation.
-    done, _ = await asyncio.wait({running}, timeout=10)
+    done, _ = await asyncio.wait({running}, timeout=scaled(10))
     if not done:
         running.cancel()
         pytest.fail("the leader kept leading with a hanging API server far past the 1 s renew deadline")
@@ -182,14 +183,14 @@ async def test_two_replicas_over_http_handover_and_takeover(server: FakeApiServe
         b = candidate(1, "b", lease_duration=30, renew_deadline=20)
         a_started, b_started = asyncio.Event(), asyncio.Event()
         a_task = asyncio.create_task(a.run(lambda: work("a", a_started)))
-        await asyncio.wait_for(a_started.wait(), 5)
+        await asyncio.wait_for(a_started.wait(), scaled(5))
         b_task = asyncio.create_task(b.run(lambda: work("b", b_started)))
         for _ in range(10):  # b keeps polling while a renews: it stays standby
             await asyncio.sleep(0.05)
         assert leading == ["a"] and not b.is_leader
         a_task.cancel()  # graceful shutdown
         await asyncio.gather(a_task, return_exceptions=True)
-        await asyncio.wait_for(b_started.wait(), 5)
+        await asyncio.wait_for(b_started.wait(), scaled(5))
         assert leading == ["a", "b"]
         lease = await clients[1].get(LEASE, "karpenter-leader-election", "karpenter")
         assert (lease["spec"]["holderIdentity"], lease["spec"]["leaseTransitions"]) == ("b", 1)
@@ -224,7 +225,7 @@ async def test_two_replicas_over_http_handover_and_takeover(server: FakeApiServe
         loop = asyncio.get_running_loop()
         waiting_since = loop.time()
         d_task = asyncio.create_task(d.run(lambda: work("d", d_started)))
-        await asyncio.wait_for(d_started.wait(), 5)
+        await asyncio.wait_for(d_started.wait(), scaled(5))
         assert loop.time() - waiting_since >= 1, "a crashed leader's lease is honoured until it expires"
         lease = await clients[3].get(LEASE, "crash", "karpenter")
         assert (lease["spec"]["holderIdentity"], lease["spec"]["leaseTransitions"]) == ("d", 1)

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from support.fake_apiserver import FakeApiServer
+from support.timescale import scaled
 
 from reconciler.kube.api import (
     EVENT,
@@ -249,7 +250,7 @@ async def test_watch_streams_changes_and_bookmarks(live: LiveKube, server: FakeA
     await live.create(node("n2"))
     await live.patch(NODE, "n1", {"metadata": {"labels": {"a": "b"}}})
     await live.delete(NODE, "n2")
-    events = await asyncio.wait_for(collector, 5)
+    events = await asyncio.wait_for(collector, scaled(5))
     assert [(e.type, e.object["metadata"]["name"]) for e in events] == [
         ("ADDED", "n2"),
         ("MODIFIED", "n1"),
@@ -260,7 +261,7 @@ async def test_watch_streams_changes_and_bookmarks(live: LiveKube, server: FakeA
     await live.create(node("n3"))
     _, latest = await live.list(NODE)
     await live.create(pod("p"))  # another kind moves the global resourceVersion on
-    bookmark = await asyncio.wait_for(next_events(live.watch(NODE, latest), 1, skip_bookmarks=False), 5)
+    bookmark = await asyncio.wait_for(next_events(live.watch(NODE, latest), 1, skip_bookmarks=False), scaled(5))
     assert bookmark[0].type == "BOOKMARK"
     assert int(bookmark[0].object["metadata"]["resourceVersion"]) > int(latest)
     watches = [r for r in server.requests if r.query.get("watch") == "true"]
@@ -275,9 +276,9 @@ async def test_watch_expiry_raises_gone(live: LiveKube, server: FakeApiServer) -
     await asyncio.sleep(0.05)
     server.expire_watches()  # an open stream gets an in-stream 410; a late one is refused with 410
     with pytest.raises(GoneError):
-        await asyncio.wait_for(collector, 5)
+        await asyncio.wait_for(collector, scaled(5))
     with pytest.raises(GoneError):
-        await asyncio.wait_for(next_events(live.watch(NODE, version), 1), 5)
+        await asyncio.wait_for(next_events(live.watch(NODE, version), 1), scaled(5))
 
 
 async def test_official_typed_client_works_against_the_fake_server(server: FakeApiServer) -> None:

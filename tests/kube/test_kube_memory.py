@@ -6,6 +6,7 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from support.timescale import scaled
 
 from reconciler.kube.api import (
     LEASE,
@@ -191,7 +192,7 @@ async def test_watch_replays_from_a_resource_version_and_follows_live_writes() -
     await asyncio.sleep(0)
     await kube.patch(NODECLAIM, "b", {"metadata": {"labels": {"x": "1"}}})
     await kube.delete(NODECLAIM, "a")
-    events = await asyncio.wait_for(watcher, 2)
+    events = await asyncio.wait_for(watcher, scaled(2))
     assert [(e.type, e.object["metadata"]["name"]) for e in events] == [
         ("ADDED", "b"),
         ("MODIFIED", "b"),
@@ -210,7 +211,7 @@ async def test_selector_watch_reports_objects_leaving_and_entering_the_selection
     await asyncio.sleep(0)
     await kube.patch(POD, "a", {"metadata": {"labels": {"app": "other"}}}, namespace="apps")
     await kube.patch(POD, "a", {"metadata": {"labels": {"app": "web"}}}, namespace="apps")
-    assert [e.type for e in await asyncio.wait_for(watcher, 2)] == ["DELETED", "ADDED"]
+    assert [e.type for e in await asyncio.wait_for(watcher, scaled(2))] == ["DELETED", "ADDED"]
 
 
 async def test_watch_from_a_compacted_version_is_gone() -> None:
@@ -228,7 +229,7 @@ async def test_watch_from_a_compacted_version_is_gone() -> None:
     await asyncio.sleep(0)
     kube.break_watches(gone=True)
     with pytest.raises(GoneError):
-        await asyncio.wait_for(watcher, 2)
+        await asyncio.wait_for(watcher, scaled(2))
 
 
 async def test_watch_without_version_starts_with_the_current_state() -> None:
@@ -361,7 +362,7 @@ async def test_watch_sends_bookmarks_when_idle() -> None:
     kube = MemoryKube()
     await kube.create(nodeclaim("a"))
     await kube.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"}})
-    events = await asyncio.wait_for(collect(kube.watch(NODECLAIM, "1", bookmark_interval=0.01), 1), 2)
+    events = await asyncio.wait_for(collect(kube.watch(NODECLAIM, "1", bookmark_interval=0.01), 1), scaled(2))
     assert events[0].type == "BOOKMARK"
     assert events[0].object["metadata"]["resourceVersion"] == "2", "bookmarks carry the latest version"
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from support.fake_apiserver import FakeApiServer
 from support.fault_proxy import FaultProxy, Match
+from support.timescale import scaled
 
 from reconciler.kube.api import NODE, POD, ApiError, Manifest
 from reconciler.kube.live import LiveKube
@@ -39,7 +40,7 @@ class Recorder:
 
 
 async def eventually(condition: Callable[[], bool], timeout: float = 5) -> None:
-    async with asyncio.timeout(timeout):
+    async with asyncio.timeout(scaled(timeout)):
         while not condition():
             await asyncio.sleep(0.01)
 
@@ -51,7 +52,7 @@ async def test_reflector_lists_then_follows_the_watch() -> None:
     reflector = Reflector(kube, NODE, on_upsert=seen.upsert, on_delete=seen.delete, backoff=FAST)
     task = asyncio.create_task(reflector.run())
     try:
-        await asyncio.wait_for(reflector.synced.wait(), 2)
+        await asyncio.wait_for(reflector.synced.wait(), scaled(2))
         assert set(seen.objects) == {"a"}
         await kube.create(node("b"))
         await kube.patch(NODE, "a", {"metadata": {"labels": {"x": "y"}}})
@@ -71,7 +72,7 @@ async def test_gone_relists_and_synthesises_missed_deletes() -> None:
     reflector = Reflector(kube, NODE, on_upsert=seen.upsert, on_delete=seen.delete, backoff=FAST)
     task = asyncio.create_task(reflector.run())
     try:
-        await asyncio.wait_for(reflector.synced.wait(), 2)
+        await asyncio.wait_for(reflector.synced.wait(), scaled(2))
         # Simulate a partition: the watch is dead while b is deleted and d created, and the
         # history is compacted so the reflector cannot resume.
         kube.inject_fault("watch", ApiError(503, "ServiceUnavailable", "down"), times=1000)
@@ -101,7 +102,7 @@ async def test_callback_failures_do_not_stop_the_reflector() -> None:
     reflector = Reflector(kube, NODE, on_upsert=flaky, on_delete=seen.delete, backoff=FAST)
     task = asyncio.create_task(reflector.run())
     try:
-        await asyncio.wait_for(reflector.synced.wait(), 2)
+        await asyncio.wait_for(reflector.synced.wait(), scaled(2))
         await kube.create(node("bad"))
         await kube.create(node("good"))
         await eventually(lambda: "good" in seen.objects)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from sched_factories import (
+    NOW,
     catalog,
     claim_pods,
     daemonset,
     instance_type,
+    names,
     node,
     nodepool,
     pod,
@@ -16,7 +18,9 @@ from sched_factories import (
 )
 
 from reconciler.model import labels as wk
+from reconciler.provisioning.provisioner import plan
 from reconciler.settings import Settings
+from reconciler.state import ClusterState
 
 
 def test_packs_pods_onto_the_cheapest_type_that_fits_them_all():
@@ -346,7 +350,8 @@ def test_node_count_limit_blocks_the_pool():
 
 def test_nodes_being_deleted_still_count_against_limits_until_they_are_gone():
     """A deleting node runs (draining, its instance shutting down) until it is gone: it uses the pool's limits.
-    A node merely chosen for disruption does not (its replacement takes its room)."""
+    So does a node marked as the candidate of a disruption command: it runs until its replacement is up and it
+    is drained, so a replacement (or any other claim) never takes its room."""
     deleting = node("old", cpu="4")
     deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:05:00Z"
     deleting["metadata"]["finalizers"] = [wk.TERMINATION_FINALIZER]
@@ -356,6 +361,10 @@ def test_nodes_being_deleted_still_count_against_limits_until_they_are_gone():
     assert not blocked.nodeclaims  # 4 CPU of the deleting node + any type that fits 3 CPU > 6
     freed = solve([nodepool(limits={"nodes": "1"}), pod("p", cpu="1")])
     assert len(freed.nodeclaims) == 1
+    marked = ClusterState.from_manifests([nodepool(limits={"nodes": "1"}), node("old", cpu="4"), pod("p", cpu="1")])
+    marked.mark_for_deletion("old")
+    held = plan(marked, {"default": catalog()}, Settings(), NOW, names())
+    assert not held.nodeclaims and "limits.nodes 1 reached" in held.pending["default/p"]
 
 
 def test_max_pods_is_a_resource():

@@ -4,7 +4,8 @@ The checks are written from the scenario format and Kubernetes' rules, not from 
 
 (a) a pod is on a node that exists or pending with a reason (and unowned scenario pods never vanish);
 (b) no node holds more than its allocatable: cpu, memory, extended resources and the pod count;
-(c) NodePool limits hold for every limited resource, ``nodes`` included, over the capacity not being deleted;
+(c) NodePool limits hold for every limited resource, ``nodes`` included, over every NodeClaim -- launching,
+    disrupted, draining and shutting down ones too;
 (d) an eviction never takes a PDB below its desired healthy count -- and, the other way round, the
     Eviction API never refuses one the budget allows (else a simulator that never evicts would pass);
     a ``maxUnavailable`` or percentage budget counts the scale of its pods' controllers (pods without one left
@@ -22,7 +23,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from reconciler.kube.api import KINDS_BY_NAME, NODE, NODECLAIM, NODEPOOL, PDB, POD, TooManyRequestsError
-from reconciler.model.quantity import parse_quantity
+from reconciler.model.quantity import format_quantity, parse_quantity
+from reconciler.sim.catalog import build_catalog
 from reconciler.sim.runner import Simulation
 from reconciler.sim.scenario import Step, parse_scenario
 
@@ -31,6 +33,9 @@ IGNORED_TAINT_KEYS = ("karpenter.sh/disrupted", "karpenter.sh/unregistered", "no
 
 class InvariantViolation(AssertionError):
     pass
+
+
+MILLI = 1000.0  # parse_quantity counts milli-units: "2" cpu, "30" pods and "3" nodes are 2000, 30000 and 3000
 
 
 def _quantity(value: Any) -> float:
@@ -55,7 +60,7 @@ def _requests(pod: Mapping[str, Any]) -> dict[str, float]:
         for resource, amount in init.items():
             total[resource] = max(total.get(resource, 0.0), amount)
     _add(total, spec.get("overhead") or {})
-    total["pods"] = 1.0
+    total["pods"] = MILLI  # one pod, in the milli-units every quantity here is counted in
     return total
 
 
@@ -92,6 +97,8 @@ class Checker:
 
     def __init__(self, simulation: Simulation) -> None:
         self.sim = simulation
+        # Instance type -> capacity, to count a claim that has not launched yet.
+        self.capacities = {t.name: t.capacity.to_manifest() for t in build_catalog(simulation.scenario.catalog)}
         self.step_index = 0
         self.evictions = 0
         original_evict = simulation.kube.evict
@@ -202,7 +209,8 @@ class Checker:
             for resource, amount in totals.items():
                 room = _quantity(allocatable[resource]) if resource in allocatable else 0.0
                 if amount > room + 1e-9:
-                    raise InvariantViolation(f"{where}: node {node_name} holds {amount} {resource}, "
+                    raise InvariantViolation(f"{where}: node {node_name} holds "
+                                             f"{format_quantity(round(amount), resource)} {resource}, "
                                              f"allocatable {allocatable.get(resource, 'none')}")
         self._check_limits(where)
 
@@ -227,21 +235,44 @@ class Checker:
                 raise InvariantViolation(f"{where}: pod {key} does not tolerate {taint} of {node['metadata']['name']}")
 
     def _check_limits(self, where: str) -> None:
-        """Every limited resource of every NodePool, ``nodes`` counting NodeClaims. As Karpenter, limits bound
-        the capacity that is not being deleted: a deleting node's replacement may launch before it is gone."""
+        """Every limited resource of every NodePool, ``nodes`` counting NodeClaims. Every claim that holds or may
+        still get an instance counts: launched and still booting, disrupted, draining or shutting down alike, so
+        a replacement may not take the room of a node that is still there (stricter than Karpenter, which stops
+        counting a node once it is marked for deletion and so overshoots while a blocked drain lasts). A claim
+        not launched yet counts as the largest instance type it may still become."""
         used: dict[str, dict[str, float]] = {}
         for claim in self._objects(NODECLAIM):
-            if claim["metadata"].get("deletionTimestamp"):
-                continue
             pool = used.setdefault((claim["metadata"].get("labels") or {}).get("karpenter.sh/nodepool", ""), {})
-            _add(pool, (claim.get("status") or {}).get("capacity") or {})
-            pool["nodes"] = pool.get("nodes", 0.0) + 1
+            _add(pool, (claim.get("status") or {}).get("capacity") or self._largest_option(claim))
+            pool["nodes"] = pool.get("nodes", 0.0) + MILLI
         for nodepool in self._objects(NODEPOOL):
             totals = used.get(nodepool["metadata"]["name"], {})
             for resource, limit in ((nodepool.get("spec") or {}).get("limits") or {}).items():
                 if totals.get(resource, 0.0) > _quantity(limit) + 1e-9:
                     raise InvariantViolation(f"{where}: NodePool {nodepool['metadata']['name']} has "
-                                             f"{totals[resource]:g} {resource}, limit {limit}")
+                                             f"{format_quantity(round(totals[resource]), resource)} {resource}, "
+                                             f"limit {limit} (claims: {self._claims_of(nodepool['metadata']['name'])})")
+
+    def _largest_option(self, claim: Mapping[str, Any]) -> dict[str, str]:
+        """Per resource, the most any of the claim's instance-type options has (Karpenter's pessimistic count)."""
+        options = [value for requirement in (claim.get("spec") or {}).get("requirements") or []
+                   if requirement.get("key") == "node.kubernetes.io/instance-type"
+                   and requirement.get("operator") == "In" for value in requirement.get("values") or []]
+        if not options:
+            raise InvariantViolation(f"NodeClaim {claim['metadata']['name']} has neither a capacity nor an "
+                                     "instance-type requirement to count against its NodePool's limits")
+        largest: dict[str, str] = {}
+        for name in options:
+            for resource, amount in self.capacities[name].items():
+                if _quantity(amount) > _quantity(largest.get(resource, "0")):
+                    largest[resource] = amount
+        return largest
+
+    def _claims_of(self, pool: str) -> list[str]:
+        return sorted(f"{c['metadata']['name']} {((c.get('status') or {}).get('capacity') or {}).get('cpu', '?')} cpu"
+                      + (" deleting" if c["metadata"].get("deletionTimestamp") else "")
+                      for c in self._objects(NODECLAIM)
+                      if (c["metadata"].get("labels") or {}).get("karpenter.sh/nodepool") == pool)
 
 
 class InterruptingSimulation(Simulation):

@@ -1,7 +1,8 @@
 """Random valid scenarios for the invariant suite (issue 19).
 
-Several NodePools (requirements, taints, limits on cpu/memory/nodes/GPUs, expiry), Deployments with
-affinity, spreads and PDBs, a DaemonSet, unowned pods (some under a PDB), and steps that provision,
+Several NodePools (requirements, taints, limits on cpu/memory/nodes/GPUs -- some as tight as one node --,
+expiry, a terminationGracePeriod), Deployments with affinity, spreads, PDBs and do-not-disrupt, a DaemonSet,
+unowned pods (some under a PDB), instances that linger shutting down, and steps that provision,
 advance, scale, disrupt, expire, interrupt and *drift* (a NodePool relabelled, its requirements or
 node class changed, or its EC2NodeClass edited, usually followed by a disrupt step). The weights favour
 the combinations that once broke: several pods of one PDB on several nodes that all leave at once
@@ -77,6 +78,8 @@ def nodepools(draw: st.DrawFn, gpu: bool) -> list[dict[str, Any]]:
         }
         if draw(weighted([(2, True), (1, False)])):
             template_spec["expireAfter"] = draw(st.sampled_from(["30m", "2h"]))
+        if draw(weighted([(1, True), (3, False)])):  # a drain blocked by a PDB or do-not-disrupt ends then
+            template_spec["terminationGracePeriod"] = "15m"
         if index > 0 and draw(st.booleans()):
             template_spec["taints"] = [{"key": f"pool{index}", "value": "x", "effect": "NoSchedule"}]
         spec: dict[str, Any] = {
@@ -90,7 +93,7 @@ def nodepools(draw: st.DrawFn, gpu: bool) -> list[dict[str, Any]]:
         }
         limits: dict[str, str] = {}
         if draw(st.booleans()):
-            limits["cpu"] = str(draw(st.sampled_from([8, 16, 48])))
+            limits["cpu"] = str(draw(st.sampled_from([4, 8, 16, 48])))
         if draw(st.booleans()) and draw(st.booleans()):
             limits["memory"] = draw(st.sampled_from(["32Gi", "96Gi"]))
         if draw(st.booleans()) and draw(st.booleans()):
@@ -144,10 +147,13 @@ def workload(draw: st.DrawFn, index: int, pool_count: int, gpu: bool) -> list[di
         pod_spec["topologySpreadConstraints"] = [{
             "maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
             "labelSelector": {"matchLabels": {"app": name}}}]
+    template: dict[str, Any] = {"labels": {"app": name}}
+    if draw(weighted([(1, True), (4, False)])):
+        template["annotations"] = {"karpenter.sh/do-not-disrupt": "true"}
     objects: list[dict[str, Any]] = [{
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": "default"},
         "spec": {"replicas": draw(st.integers(1, 6)), "selector": {"matchLabels": {"app": name}},
-                 "template": {"metadata": {"labels": {"app": name}}, "spec": pod_spec}},
+                 "template": {"metadata": template, "spec": pod_spec}},
     }]
     budget = draw(weighted([(4, {"maxUnavailable": 1}), (3, {"maxUnavailable": 0}), (2, None), (1, {"minAvailable": 1}),
                             (1, {"maxUnavailable": "50%"}), (1, {"minAvailable": "50%"})]))
@@ -293,5 +299,7 @@ def scenarios(draw: st.DrawFn) -> dict[str, Any]:
     if draw(st.booleans()) and draw(st.booleans()):
         objects.append(draw(daemonset()))
     plan = Plan(pools, [o for o in objects if o["kind"] == "Deployment"])
-    return {"name": "invariants", "catalog": {"zones": ZONES, "instanceTypes": types},
-            "objects": copy.deepcopy(objects), "steps": draw(steps(plan))}
+    catalog: dict[str, Any] = {"zones": ZONES, "instanceTypes": types}
+    if draw(weighted([(1, True), (2, False)])):  # terminated instances linger (shutting-down), claims with them
+        catalog["shutdownDuration"] = "2m"
+    return {"name": "invariants", "catalog": catalog, "objects": copy.deepcopy(objects), "steps": draw(steps(plan))}

@@ -17,6 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs
 
 import pytest
+from support.timescale import scaled
 
 from reconciler.cloud.aws.clients import AwsCaller, AwsClients, ClientOptions
 from reconciler.kube.leadership import LeadershipGate, NotLeading
@@ -107,7 +108,7 @@ async def test_no_page_of_a_running_pagination_is_requested_after_leadership_is_
     seen_at_close = await closes_when_requests_arrive(stub, gate)
     with pytest.raises(NotLeading):
         await paging
-    await asyncio.sleep(0.3)  # anything still going would show up now
+    await asyncio.sleep(scaled(0.3))  # anything still going would show up now
     assert len(stub.requests) <= seen_at_close + 1, "at most the page already on the wire"
     assert len(stub.requests) < stub.pages
     caller.close()
@@ -121,7 +122,7 @@ async def test_no_retry_is_sent_after_leadership_is_lost(endpoint: tuple[SlowEC2
     seen_at_close = await closes_when_requests_arrive(stub, gate)
     with pytest.raises(NotLeading):
         await calling
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(scaled(0.3))
     assert len(stub.requests) <= seen_at_close + 1 < 6
     caller.close()
 

@@ -181,7 +181,7 @@ def test_a_drift_replacement_fits_the_pools_limits_beside_the_node_it_replaces()
 
     blocked = run_decide(at_limit("4"))
     assert blocked.command is None
-    assert "cpu limit 4, remaining 0" in why(blocked, "old")
+    assert "cpu limit 4: existing nodes use 4, 0 left" in why(blocked, "old")
     room = run_decide(at_limit("6")).command  # 4 CPU of the drifted node + a 2-CPU replacement
     assert room is not None and room.reason == "Drifted" and room.action == "replace"
     assert [list(r.instance_type_options) for r in room.replacements] == [["small"]]

@@ -114,7 +114,7 @@ def _limit_holds_pods(result: dict[str, Any], limit: str) -> bool:
 # What each regression scenario must still exercise, so a change elsewhere cannot make it pass vacuously.
 EXERCISES: dict[str, Callable[[dict[str, Any]], bool]] = {
     "drift-replacement-at-the-limit": lambda r: not r["steps"][2]["disrupted"] and any(
-        "cpu limit 8, remaining 0" in e["message"] for e in _events(r, "DisruptionBlocked")),
+        "cpu limit 8: existing nodes use 8, 0 left" in e["message"] for e in _events(r, "DisruptionBlocked")),
     "drift-under-pdb": lambda r: [d["method"] for d in r["steps"][2]["disrupted"]] == ["drift"] * 4
     and len(_events(r, "Evicted")) == 4,
     "expire-under-pdb": lambda r: len(r["steps"][2]["disrupted"]) == 4 and len(_events(r, "Evicted")) == 4,

@@ -30,7 +30,17 @@ from collections.abc import Callable, Collection, Container, Mapping
 from datetime import datetime
 from typing import Any
 
-from reconciler.kube.api import KINDS_BY_NAME, POD, Kind, KubeAPI, Manifest, NotFoundError, WatchEvent, kind_of
+from reconciler.kube.api import (
+    KINDS_BY_NAME,
+    POD,
+    REPLICASET,
+    Kind,
+    KubeAPI,
+    Manifest,
+    NotFoundError,
+    WatchEvent,
+    kind_of,
+)
 from reconciler.kube.memory import MemoryKube
 from reconciler.model.meta import format_time
 from reconciler.sim.scenario import MAX_TOTAL_PODS, ScenarioError
@@ -338,7 +348,9 @@ class WorkloadControllers:
         metadata = deployment["metadata"]
         namespace = metadata.get("namespace", "default")
         digest = template_hash(template)
-        taken = {rs["metadata"]["name"] for rs in existing}
+        # A ReplicaSet the Deployment does not own may already hold the name (a snapshot whose owner references
+        # were edited): the real controller then counts a collision and hashes again; a suffix does the same here.
+        taken = {rs["metadata"]["name"] for rs in existing} | await self._replicaset_names(namespace)
         name = _free_name(f"{metadata['name']}-{digest}", taken)
         labels = {**((template.get("metadata") or {}).get("labels") or {}), TEMPLATE_HASH_LABEL: digest}
         selector = dict((deployment.get("spec") or {}).get("selector") or {})
@@ -365,6 +377,10 @@ class WorkloadControllers:
             created = await self._kube.create(replicaset)
         self._known.add(owner_key(created))
         return created
+
+    async def _replicaset_names(self, namespace: str) -> set[str]:
+        stored, _ = await self._kube.list(REPLICASET, namespace)
+        return {rs["metadata"]["name"] for rs in stored}
 
     async def _reconcile_replicas(self, workload: Manifest, pods: list[Manifest], *, counter: str | None = None,
                                   base: str | None = None) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 from insight_support import example_cluster, example_pools, find, run_cli, status_nodes, write_snapshot
 
-from reconciler.insight.plan import compute_plan
+from reconciler.insight.plan.compute import compute_plan
 from reconciler.insight.plan.render import render_text
 from reconciler.insight.plan.risks import risk_lines, verdict
 from reconciler.insight.sources import ProposedConfig, load_snapshot

@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 from insight_support import example_cluster, example_pools, write_snapshot
 
-from reconciler.insight.plan import compute_plan
+from reconciler.insight.plan.compute import compute_plan
 from reconciler.insight.sources import ProposedConfig, load_snapshot
 
 

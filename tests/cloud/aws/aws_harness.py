@@ -174,6 +174,14 @@ class Recorder:
         return [params for _, name, params in self.calls
                 if name == operation and bool(params.get("DryRun")) == dry_run]
 
+    def fleet_template(self) -> dict[str, Any]:
+        """The CreateLaunchTemplate call of the template the (one) real CreateFleet launched from; the
+        validation's dry runs create a template of their own first (``validation.py``)."""
+        (fleet,) = self.of("CreateFleet")
+        name = fleet["LaunchTemplateConfigs"][0]["LaunchTemplateSpecification"]["LaunchTemplateName"]
+        (template,) = [call for call in self.of("CreateLaunchTemplate") if call["LaunchTemplateName"] == name]
+        return template
+
 
 class SimulatedCrash(BaseException):
     """The reconciler process dies here."""

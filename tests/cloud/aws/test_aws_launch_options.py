@@ -32,10 +32,8 @@ async def test_launch_template_and_fleet_carry_the_nodeclass_launch_options(aws:
     await provider.create(LaunchRequest(nodeclaim="nc-1", nodepool="default", nodeclass="default",
                                         instance_types=["m5.large"]), nodeclass)
     # the dry-run validation (validation.py) also sends CreateLaunchTemplate; the real one is not a dry run
-    # The dry-run validation (validation.py) creates a template of its own first; the launch's is the fleet's.
-    (fleet,) = [call for call in recorder.of("CreateFleet") if not call.get("DryRun")]
-    used = fleet["LaunchTemplateConfigs"][0]["LaunchTemplateSpecification"]["LaunchTemplateName"]
-    (template,) = [call for call in recorder.of("CreateLaunchTemplate") if call["LaunchTemplateName"] == used]
+    template = recorder.fleet_template()
+    (fleet,) = recorder.of("CreateFleet")
     data = template["LaunchTemplateData"]
     assert data["Monitoring"] == {"Enabled": True}
     assert data["NetworkInterfaces"][0]["AssociatePublicIpAddress"] is True

@@ -97,7 +97,7 @@ async def test_a_reserved_launch_targets_the_reservation(aws: OfflineAWS, provid
     assert fleet["OnDemandOptions"] == {"AllocationStrategy": "lowest-price"}
     [config] = fleet["LaunchTemplateConfigs"]
     assert [(o["InstanceType"], o["AvailabilityZone"]) for o in config["Overrides"]] == [("m5.large", "us-east-1b")]
-    [template] = recorder.of("CreateLaunchTemplate")
+    template = recorder.fleet_template()
     assert template["LaunchTemplateData"]["CapacityReservationSpecification"] == {
         "CapacityReservationPreference": "capacity-reservations-only",
         "CapacityReservationTarget": {"CapacityReservationId": ODCR},
@@ -112,7 +112,7 @@ async def test_a_reserved_launch_targets_the_reservation(aws: OfflineAWS, provid
 async def test_other_launches_opt_out_of_open_reservations(aws: OfflineAWS, provider: AWSCloudProvider) -> None:
     recorder = Recorder().attach(provider)
     await provider.create(request("nc-s", "spot"), aws.nodeclass())
-    [template] = recorder.of("CreateLaunchTemplate")
+    template = recorder.fleet_template()
     assert template["LaunchTemplateData"]["CapacityReservationSpecification"] == {
         "CapacityReservationPreference": "none"}
 
@@ -174,7 +174,7 @@ async def test_a_capacity_block_launches_as_one(aws: OfflineAWS, provider: AWSCl
     [fleet] = recorder.of("CreateFleet")
     assert fleet["TargetCapacitySpecification"]["DefaultTargetCapacityType"] == "capacity-block"
     assert "OnDemandOptions" not in fleet
-    data = recorder.of("CreateLaunchTemplate")[0]["LaunchTemplateData"]
+    data = recorder.fleet_template()["LaunchTemplateData"]
     assert data["InstanceMarketOptions"] == {"MarketType": "capacity-block"}
     described = await provider.get(instance.provider_id)
     assert described.labels[wk.CAPACITY_RESERVATION_TYPE] == "capacity-block"

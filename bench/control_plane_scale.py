@@ -32,6 +32,7 @@ Wall times on a busy machine are inflated by other processes; CPU time and RSS a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -417,7 +418,8 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="adze-cp-scale-"))
     keep = args.keep
     try:
-        figures = run(args.pods, args.settle, args.timeout, workdir)
+        with contextlib.redirect_stdout(sys.stderr):  # moto's server prints its own notices to stdout
+            figures = run(args.pods, args.settle, args.timeout, workdir)
     except BaseException:
         keep = True  # the components' logs and the audit log explain the failure
         raise

@@ -36,6 +36,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -415,6 +416,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.pods < len(WORKLOAD):
         parser.error(f"--pods must be at least {len(WORKLOAD)} (one per Deployment)")
+    # the components run in their own sessions: a SIGTERM must unwind through the stops, not skip them
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(143))
     workdir = Path(tempfile.mkdtemp(prefix="adze-cp-scale-"))
     keep = args.keep
     try:

@@ -4,8 +4,8 @@ Read the way the node reads it, independently of how ``reconciler.cloud.aws.user
 
 - AL2023: MIME multi-part; every ``application/node.eks.aws`` part is a nodeadm ``NodeConfig`` (later parts
   merge over earlier ones, flags accumulate); ``spec.kubelet.flags`` carries ``--node-labels`` and
-  ``--register-with-taints`` (shell-quoted, as nodeadm passes them through a shell), ``spec.kubelet.config`` the
-  KubeletConfiguration fields (maxPods, kubeReserved, registerWithTaints...).
+  ``--register-with-taints``, ``spec.kubelet.config`` the KubeletConfiguration fields (maxPods, kubeReserved,
+  registerWithTaints...).
 - AL2: a shell part calling ``/etc/eks/bootstrap.sh ... --kubelet-extra-args '<flags>'``.
 - Bottlerocket: TOML ``[settings.kubernetes]`` ``node-labels`` / ``node-taints`` / ``max-pods``.
 """
@@ -54,9 +54,6 @@ def _from_mime(text: str) -> KubeletRegistration:
         registration = KubeletRegistration("AL2023")
         for part in configs:
             _merge_nodeconfig(registration, _payload(part))
-        # the KubeletConfiguration field (where Karpenter puts the taints for nodeadm), after the merge
-        registration.taints += [{k: t[k] for k in ("key", "value", "effect") if k in t}
-                                for t in registration.config.get("registerWithTaints") or []]
         return registration
     for part in parts:
         if "/etc/eks/bootstrap.sh" in _payload(part):
@@ -78,9 +75,16 @@ def _merge_nodeconfig(registration: KubeletRegistration, document: str) -> None:
         raise BootstrapError(f"application/node.eks.aws part is a {config.get('kind')!r}, not a NodeConfig")
     kubelet = (config.get("spec") or {}).get("kubelet") or {}
     registration.config.update(kubelet.get("config") or {})
-    # nodeadm puts the flags on the kubelet's command line through a shell, which drops Karpenter's quoting
-    # (``--node-labels="a=b,c=d"``, as upstream writes it)
-    _apply_flags(registration, [word for flag in kubelet.get("flags") or [] for word in shlex.split(flag)])
+    # KubeletConfiguration's registerWithTaints is the config-file form of --register-with-taints; a later
+    # NodeConfig part replaces an earlier one's list, as nodeadm's merge does.
+    if "registerWithTaints" in (kubelet.get("config") or {}):
+        registration.taints = [
+            {name: str(taint[name]) for name in ("key", "value", "effect") if taint.get(name)}
+            for taint in registration.config["registerWithTaints"] or []
+        ]
+    # nodeadm hands the flags to the kubelet through systemd, which splits and unquotes them as a shell
+    # would: Karpenter's ``--node-labels="k=v,..."`` reaches the kubelet without its quotes.
+    _apply_flags(registration, [word for flag in kubelet.get("flags") or [] for word in shlex.split(str(flag))])
 
 
 def _from_al2_script(script: str, registration: KubeletRegistration) -> KubeletRegistration:

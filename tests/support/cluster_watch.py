@@ -69,14 +69,16 @@ def _decode(raw: bytes) -> Any:
         return raw.decode(errors="replace")
 
 
-def follow(
+def changes(
     plane: ControlPlane, path: str, seconds: float, selector: str | None = None, window: float = 5.0
-) -> Iterator[Objects]:
-    """The current objects after the list, after every change and at least every ``window`` seconds, for
-    ``seconds`` (already scaled). One watch continues from the last resourceVersion; only a 410 re-lists."""
+) -> Iterator[tuple[Objects, dict[str, Any] | None]]:
+    """``(objects, changed)`` after the list, after every change and at least every ``window`` seconds, for
+    ``seconds`` (already scaled): ``changed`` is the object an event carried (``objects`` already updated; a
+    deletion's object is gone from it), None after a (re)list or a quiet window. One watch continues from the
+    last resourceVersion; only a 410 re-lists."""
     deadline = time.monotonic() + seconds
     objects, version = list_objects(plane, path, selector)
-    yield objects
+    yield objects, None
     while (remaining := deadline - time.monotonic()) > 0:
         try:
             for event in watch_events(plane, path, version, min(remaining, window), selector):
@@ -90,13 +92,21 @@ def follow(
                     objects.pop(key_of(obj), None)
                 else:
                     objects[key_of(obj)] = obj
-                yield objects
+                yield objects, obj
                 if time.monotonic() >= deadline:
                     return
         except ApiError as err:
             if err.status != 410:
                 raise
             objects, version = list_objects(plane, path, selector)
+        yield objects, None
+
+
+def follow(
+    plane: ControlPlane, path: str, seconds: float, selector: str | None = None, window: float = 5.0
+) -> Iterator[Objects]:
+    """``changes`` without the changed object: the current objects after the list and every change."""
+    for objects, _changed in changes(plane, path, seconds, selector, window):
         yield objects
 
 

@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -158,15 +159,32 @@ def test_snapshot_status_explain_and_plan_agree_with_the_live_cluster(adze: Adze
     assert drifted == {n["metadata"]["name"] for n in nodes}, plan["drift"]
 
     # -- the same change, live: the reconciler replaces the nodes; compare --------------------------------
+    before = {c["metadata"]["name"] for c in adze.plane.request("GET", CLAIMS)["items"]}
+    started = time.monotonic()
     adze.apply(nodepool(POOL, families=("m5",), sizes=SIZES))
     claims = wait_for(plane, CLAIMS, _settled_on("m5"), timeout=600, what="every NodeClaim replaced by m5",
                       describe=_claims_summary)
     wait_for(plane, f"/api/v1/namespaces/{namespace}/pods", _pods_running(adze), timeout=300,
              what=f"{REPLICAS} web pods Running on the new nodes")
+    live_seconds = time.monotonic() - started
+    # The nodes it replaced are the ones the plan drifts, and it evicted as many pods (refusals aside).
+    assert before.isdisjoint(claims), _claims_summary(claims)
+    assert before == {d["nodeclaim"] for d in plan["drift"]}, plan["drift"]
+    user = adze.identity.user
+    evictions = Counter(e["responseStatus"]["code"] for e in plane.audit_events(
+        lambda e: (e.get("user") or {}).get("username") == user
+        and (e.get("objectRef") or {}).get("subresource") == "eviction"))
+    assert evictions[201] == plan["churn"]["podsEvicted"] == REPLICAS, (evictions, plan["churn"])
+    assert set(evictions) <= {201, 429}, evictions
     live_mix = Counter(c["metadata"]["labels"][wk.INSTANCE_TYPE] for c in claims.values())
     # One node size, two pods per node: the live reconciler must land on exactly the plan's mix.
     assert live_mix == predicted_mix, (live_mix, predicted_mix)
     live_status = json.loads(_cli("status", "--json", "--kubeconfig", kubeconfig, "--nodepool", POOL).stdout)
     assert live_status["costPerHour"] == plan["proposed"]["costPerHour"], (live_status, plan["proposed"])
     assert round(live_status["costPerHour"] - plan["current"]["costPerHour"], 6) == plan["proposed"]["deltaPerHour"]
+    # Timing is not compared: the plan's drain clock is modelled, the live one runs on a loaded machine.
+    print(f"plan: {plan['churn']['nodesReplaced']} replaced, {dict(predicted_mix)}, "
+          f"${plan['current']['costPerHour']}/h -> ${plan['proposed']['costPerHour']}/h in "
+          f"{plan['proposed']['durationSeconds']}s; live: {len(before)} replaced, {dict(live_mix)}, "
+          f"${live_status['costPerHour']}/h in {live_seconds:.0f}s wall, evictions {dict(evictions)}")
     assert reconciler.alive()

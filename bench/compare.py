@@ -55,6 +55,7 @@ from bench.exchange import (  # noqa: E402
     read_problem,
     summary_differences,
 )
+from bench.lp_bound import lower_bound  # noqa: E402
 from bench.measure import measured  # noqa: E402 - run as a script
 from reconciler.cloud.types import InstanceType  # noqa: E402
 from reconciler.model.resources import Resources  # noqa: E402
@@ -366,7 +367,9 @@ def check(side: str, result: Mapping[str, Any], pods: Mapping[str, Resources],
 
 
 def solve_both(name: str, document: dict[str, Any], work: Path, binary: Path, workers: int
-               ) -> tuple[Side, Side, list[str]]:
+               ) -> tuple[Side, Side, list[str], float]:
+    """Both sides' results, input mismatches, and the LP lower bound ($/h) of the problem (``bench/lp_bound.py``,
+    over the capacity types either side's claims allow)."""
     from reconciler.state import ClusterState
 
     problem = work / "problem.json"
@@ -379,6 +382,7 @@ def solve_both(name: str, document: dict[str, Any], work: Path, binary: Path, wo
     expected = input_summary(types, pending, state.nodepools)
     sides = []
     mismatches: list[str] = []
+    capacity_types: set[str] = set()
     for side, argv in (
         ("Adze", [sys.executable, str(Path(__file__).resolve()), "adze", str(problem), str(work / "adze.json")]),
         ("Karpenter", [str(binary), "schedule", str(problem), str(work / "karpenter.json"), "-workers",
@@ -389,9 +393,10 @@ def solve_both(name: str, document: dict[str, Any], work: Path, binary: Path, wo
         result = json.loads(output.read_text())
         mismatches += [f"{side} read: {d}" for d in summary_differences(expected, result["input"])]
         cost, problems = check(side, result, pods, types_by_name, set(state.nodepools))
+        capacity_types.update(t for claim in result["claims"] or [] for t in claim["capacityTypes"])
         sides.append(Side(side, result["buildSeconds"] + result["solveSeconds"], result["coreCpuSeconds"],
                           len(result["claims"] or []), cost, wall, cpu, peak, len(result["podErrors"]), problems))
-    return sides[0], sides[1], mismatches
+    return sides[0], sides[1], mismatches, lower_bound(pending, types, capacity_types or None)
 
 
 @dataclass
@@ -497,7 +502,7 @@ HEADER = (f"{'catalogue':<14} {'workload':<20} {'pods':>6} {'side':<9} {'core s'
           f"{'nodes':>6} {'$/h':>9} {'wall s':>7} {'CPU s':>7} {'peak MB':>7}  {'speed':>6} {'cost':>6}")
 
 
-def print_rows(catalogue_name: str, workload: str, pods: int, adze: Side, karpenter: Side) -> None:
+def print_rows(catalogue_name: str, workload: str, pods: int, adze: Side, karpenter: Side, bound: float) -> None:
     speed = karpenter.core_cpu / adze.core_cpu if adze.core_cpu else float("inf")
     cost = adze.cost / karpenter.cost if karpenter.cost else float("inf")
     for index, side in enumerate((adze, karpenter)):
@@ -509,6 +514,9 @@ def print_rows(catalogue_name: str, workload: str, pods: int, adze: Side, karpen
               flush=True)
         for problem in side.problems[:5]:
             print(f"    {side.name}: {problem}")
+    if bound > 0:
+        print(f"{'':<14} {'':<20} {'':>6} LP bound {bound:.2f} $/h: Adze {adze.cost / bound:.3f}x, "
+              f"Karpenter {karpenter.cost / bound:.3f}x", flush=True)
 
 
 DECISION_HEADER = (f"{'cluster':<14} {'side':<9} {'decide s':>8} {'CPU s':>7} {'method':<28} {'action':<8} "
@@ -575,14 +583,14 @@ def main(argv: list[str] | None = None) -> int:
         for catalogue_name in catalogues:
             types = catalogue(catalogue_name)
             for label, document in problems(catalogue_name, types, workloads, sizes, preference_pods):
-                adze, karpenter, mismatches = solve_both(document["name"], document, work, binary,
-                                                         args.karpenter_workers)
+                adze, karpenter, mismatches, bound = solve_both(document["name"], document, work, binary,
+                                                                args.karpenter_workers)
                 pods = len(document["pods"])
-                print_rows(catalogue_name, label, pods, adze, karpenter)
+                print_rows(catalogue_name, label, pods, adze, karpenter, bound)
                 for mismatch in mismatches:
                     print(f"    INPUT MISMATCH {mismatch}")
                 failed = failed or bool(mismatches or adze.problems or karpenter.problems)
-                rows.append({"catalogue": catalogue_name, "workload": label, "pods": pods,
+                rows.append({"catalogue": catalogue_name, "workload": label, "pods": pods, "lpBound": bound,
                              "adze": adze.__dict__, "karpenter": karpenter.__dict__, "mismatches": mismatches})
         if clusters:
             if catalogues and workloads:

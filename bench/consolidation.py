@@ -31,13 +31,14 @@ import resource
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.lp_bound import lower_bound
 from bench.scheduling import diverse_pods, synthetic_types
 from reconciler.cloud.types import InstanceType
 from reconciler.disruption.decide import decide
@@ -209,32 +210,6 @@ def command_record(command: Command) -> dict[str, Any]:
     }
 
 
-def lower_bound(state: ClusterState, types: Sequence[InstanceType]) -> float:
-    """LP bound: cheapest fractional mix of instance types whose allocatable covers every request."""
-    from scipy.optimize import linprog
-
-    resources = ("cpu", "memory", "pods")
-    demand = {r: 0 for r in resources}
-    anti_affine: Counter[str] = Counter()
-    for pod in state.pods.values():
-        for r in resources:
-            demand[r] += pod.scheduling_requests.amount(r)
-        for term in pod.anti_affinity_required:
-            if term.topology_key == wk.HOSTNAME and term.selector.matches(pod.labels):
-                anti_affine[str(term.selector)] += 1
-    usable = [t for t in types if any(o.available for o in t.offerings)]
-    cost = [min(o.price for o in t.offerings if o.available) for t in usable]
-    # linprog minimizes c.x subject to A_ub x <= b_ub: write "capacity >= demand" as "-capacity <= -demand".
-    rows = [[-t.allocatable.amount(r) for t in usable] for r in resources]
-    bounds = [-demand[r] for r in resources]
-    rows.append([-1.0] * len(usable))  # at least one node per mutually anti-affine pod
-    bounds.append(-max(anti_affine.values(), default=0))
-    result = linprog(cost, A_ub=rows, b_ub=bounds, bounds=(0, None), method="highs")
-    if not result.success:
-        raise RuntimeError(f"LP failed: {result.message}")
-    return float(result.fun)
-
-
 def run(nodes: int, *, max_passes: int, seed: int, verbose: bool = False) -> dict[str, Any]:
     types = synthetic_types()
     settings = Settings()
@@ -242,7 +217,7 @@ def run(nodes: int, *, max_passes: int, seed: int, verbose: bool = False) -> dic
     start_nodes, start_cost = len(prices), sum(prices.values())
     deleted = delete_pods(state, 0.6, seed)
     before_nodes, before_cost = len(prices), sum(prices.values())
-    bound = lower_bound(state, types)
+    bound = lower_bound(state.pods.values(), types)
     counter = iter(range(1, 10**9))
     now = NOW
     timings: list[float] = []

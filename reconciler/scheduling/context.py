@@ -23,6 +23,7 @@ from reconciler.model.requirements import Requirements
 from reconciler.model.resources import CPU
 from reconciler.model.state_node import StateNode
 from reconciler.model.taints import PREFER_NO_SCHEDULE, Taint
+from reconciler.scheduling.domain_costs import DomainCosts
 from reconciler.scheduling.existing import SlotBase
 from reconciler.scheduling.instancetypes import TypeIndex, TypeInfo
 from reconciler.scheduling.templates import ClaimTemplate, build_template
@@ -144,6 +145,13 @@ class SchedulingContext:
             self._eligible[key] = found
         return found
 
+
+    def domain_costs(self) -> DomainCosts:
+        """What pods cost per topology domain on these templates (shared by contexts on the same templates)."""
+        costs = self.template_views.get("domain_costs")
+        if costs is None:
+            costs = self.template_views["domain_costs"] = DomainCosts(self.templates)
+        return costs  # type: ignore[no-any-return]
 
     def pvc_drivers(self) -> dict[str, str]:
         """PVC key -> CSI driver, for volume attachment limits."""

@@ -66,6 +66,7 @@ class Scheduler:
             context.slot_bases()
         self._deleting = context.deleting_nodes()
         self.topology = context.base_topology().fork(excluded_nodes=excluded, uncounted_pods=set(scheduling_pods))
+        self.topology.domain_costs = context.domain_costs()
         # Nodes as placement candidates, in order: a run checks fits against the shared SlotBase and makes its own
         # ExistingSlot only on the first placement there (most nodes never get one); memos key on the SlotBase.
         self._bases = bases
@@ -142,6 +143,8 @@ class Scheduler:
         failed ``Attempt``."""
         while True:
             outcome = self._add(sp)
+            if isinstance(outcome, Attempt) and self.topology.drop_preferences(sp):
+                outcome = self._add(sp)  # a new affinity group's cheapest domains had no room: any domain will do
             if not isinstance(outcome, Attempt):
                 return outcome
             if outcome.reserved:

@@ -17,6 +17,7 @@ from reconciler.model.pod import Pod, PodAffinityTerm, TopologySpreadConstraint
 from reconciler.model.requirements import Requirement, Requirements
 from reconciler.model.selectors import LabelExpression
 from reconciler.model.taints import Taint
+from reconciler.scheduling.domain_costs import DomainCosts
 from reconciler.scheduling.podinfo import IGNORE, SchedulingPod
 from reconciler.scheduling.topology_counts import BaseCounts, Change, CountedPod, NodeDomains, PodsByNamespace
 from reconciler.scheduling.topology_group import (
@@ -68,6 +69,12 @@ class Topology:
         self.policy = policy
         self.groups: dict[tuple, TopologyGroup] = {}
         self.inverse: dict[tuple, TopologyGroup] = {}
+        # Set on a run's fork: prices the domains a new affinity group may start in (None: no preference).
+        self.domain_costs: DomainCosts | None = None
+        self._preferring: set[TopologyGroup] = set()  # groups a preference narrowed during this run
+        self._unpreferred: set[TopologyGroup] = set()  # groups whose preference was dropped (see drop_preferences)
+        self._preferences: dict[tuple[object, ...], tuple[str, ...] | None] = {}
+        self._pods: dict[str, SchedulingPod] = {}  # the run's pods by key (whose classes price a group's domains)
         self._owned: dict[str, list[TopologyGroup]] = {}
         self._inverse_cache: dict[tuple[str, frozenset[tuple[str, str]]], list[TopologyGroup]] = {}
         self._inverse_identity: dict[tuple[PodAffinityTerm, str, tuple], tuple] = {}
@@ -222,6 +229,7 @@ class Topology:
                 # Another owner would have created the group, possibly with other tolerations: build afresh.
                 return self._rebuilt(excluded_nodes, uncounted_pods)
         fork = copy.copy(self)
+        fork._preferring, fork._unpreferred, fork._preferences, fork._pods = set(), set(), {}, {}
         fork._excluded, fork._uncounted = excluded_nodes, uncounted
         fork.groups, fork._owned, fork._inverse_cache = {}, {}, {}
         fork._inverse_identity = dict(self._inverse_identity)
@@ -270,6 +278,7 @@ class Topology:
     def update(self, sp: SchedulingPod) -> None:
         """(Re)register the groups ``sp`` owns for its current (possibly relaxed) constraints."""
         key = sp.key
+        self._pods[key] = sp
         for group in self._owned.pop(key, ()):
             group.owners.discard(key)
         pod = sp.pod
@@ -409,7 +418,13 @@ class Topology:
             pod_domains = strict.get(group.key) or Requirement.exists(group.key)
             node_domains = node_requirements.get(group.key) or Requirement.exists(group.key)
             self_selecting = group.selects(pod.namespace, pod.labels, labels_key)
-            domains, _ = group.next_domains(self_selecting, pod_domains, node_domains)
+            preferred = None
+            if (self.domain_costs is not None and group.kind == AFFINITY and group.key != wk.HOSTNAME
+                    and group not in self._unpreferred and group.bootstrapping(self_selecting, pod_domains)):
+                preferred = self._preference(group, sp, pod_domains)
+                if preferred is not None:
+                    self._preferring.add(group)
+            domains, _ = group.next_domains(self_selecting, pod_domains, node_domains, preferred)
             if not domains.values:
                 raise TopologyError(group, pod_domains, node_domains)
             narrowed.append(domains)
@@ -431,6 +446,31 @@ class Topology:
                 domains = requirements.get(group.key)
                 if domains is not None and not domains.complement:
                     group.record(domains.values)
+
+    def _preference(self, group: TopologyGroup, sp: SchedulingPod, pod_domains: Requirement) -> tuple[str, ...] | None:
+        """The domains ``sp`` may start the group in, priced for the group's pods in this run (``DomainCosts``),
+        or None (any)."""
+        assert self.domain_costs is not None and sp.cls is not None
+        allowed = tuple(d for d in sorted(group.domains) if pod_domains.has(d))
+        memo_key = (group, allowed, sp.cls.key)
+        if memo_key not in self._preferences:
+            owners = [self._pods[key] for key in sorted(group.owners) if key in self._pods]
+            priced = [(owner.cls, owner.tolerations) for owner in owners if owner.cls is not None]
+            self._preferences[memo_key] = self.domain_costs.acceptable(
+                (sp.cls, sp.tolerations), priced, group.key, allowed)
+        return self._preferences[memo_key]
+
+    def drop_preferences(self, sp: SchedulingPod) -> bool:
+        """Stop preferring cheap domains for the groups ``sp`` owns that a preference narrowed (the pod fitted
+        nowhere with it: e.g. a NodePool limit leaves only existing nodes elsewhere). True when any was dropped;
+        candidates refused under the preference are tried again (the groups start a new refusal epoch)."""
+        dropped = False
+        for group in self._owned.get(sp.key, ()):
+            if group in self._preferring and group not in self._unpreferred:
+                self._unpreferred.add(group)
+                group.epoch += 1
+                dropped = True
+        return dropped
 
     def zone_groups_owned(self, key: str) -> Iterable[TopologyGroup]:
         return (g for g in self._owned.get(key, ()) if g.key == wk.ZONE)

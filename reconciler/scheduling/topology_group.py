@@ -120,12 +120,14 @@ class TopologyGroup:
 
     # -- choosing domains ----------------------------------------------------------------------
 
-    def next_domains(self, self_selecting: bool, pod_domains: Requirement,
-                     node_domains: Requirement) -> tuple[Requirement, set[str]]:
+    def next_domains(self, self_selecting: bool, pod_domains: Requirement, node_domains: Requirement,
+                     preferred: Sequence[str] | None = None) -> tuple[Requirement, set[str]]:
+        """``preferred``: for an affinity group being bootstrapped, the domains its first pod may choose from
+        (the cheapest ones, ``DomainCosts``); None: any the pod and the node allow."""
         if self.kind == SPREAD:
             return self._next_spread(self_selecting, pod_domains, node_domains)
         if self.kind == AFFINITY:
-            chosen = self._next_affinity(self_selecting, pod_domains, node_domains)
+            chosen = self._next_affinity(self_selecting, pod_domains, node_domains, preferred)
         else:
             chosen = self._next_anti_affinity(pod_domains, node_domains)
         return _domain_requirement(self.key, chosen), set(chosen)
@@ -169,8 +171,12 @@ class TopologyGroup:
             return 0
         return 0 if minimum == math.inf else int(minimum)
 
+    def bootstrapping(self, self_selecting: bool, pod_domains: Requirement) -> bool:
+        """Would a pod with these domains choose the group's domain (no matching pod it could join yet)?"""
+        return self_selecting and (len(self.domains) == len(self.empty) or not self._any_compatible(pod_domains))
+
     def _next_affinity(self, self_selecting: bool, pod_domains: Requirement,
-                       node_domains: Requirement) -> list[str]:
+                       node_domains: Requirement, preferred: Sequence[str] | None = None) -> list[str]:
         domains = self.domains
         if self.key == wk.HOSTNAME and not node_domains.complement and len(node_domains.values) == 1:
             hostname = next(iter(node_domains.values))
@@ -187,8 +193,11 @@ class TopologyGroup:
             options = [d for d in sorted(domains) if domains[d] > 0 and pod_domains.has(d) and node_domains.has(d)]
         if options:
             return options
-        if self_selecting and (len(domains) == len(self.empty) or not self._any_compatible(pod_domains)):
+        if self.bootstrapping(self_selecting, pod_domains):
             # Bootstrap: nobody matches yet, so the first pod may pick a domain (preferably one the node allows).
+            if preferred is not None:
+                # Only a cheapest domain: a node outside them is refused, and the pod goes where one can be.
+                return next(([d] for d in preferred if node_domains.has(d)), [])
             ordered = sorted(domains)
             both = next((d for d in ordered if pod_domains.has(d) and node_domains.has(d)), None)
             if both is not None:

@@ -146,6 +146,7 @@ def test_compare_runs_karpenter_on_the_same_problem(tmp_path: Path) -> None:
         assert row["mismatches"] == []
         for side in ("adze", "karpenter"):
             assert row[side]["problems"] == [] and row[side]["nodes"] > 0 and row[side]["cost"] > 0
+            assert 0 < row["lpBound"] <= row[side]["cost"]
     for side in ("adze", "karpenter"):
         assert rows[4][side]["problems"] == [] and rows[4][side]["action"] in ("delete", "replace")
     assert "Karpenter v1.14.1" in json.loads(out.read_text())["karpenter"]

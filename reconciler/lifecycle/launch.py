@@ -195,6 +195,7 @@ async def register(kube: KubeAPI, nodeclaim: Manifest, node: Manifest, now: date
         finalizers = list(node_meta.get("finalizers") or [])
         if wk.TERMINATION_FINALIZER not in finalizers:
             node_meta["finalizers"] = [*finalizers, wk.TERMINATION_FINALIZER]
+        node_meta["ownerReferences"] = owned_by_nodeclaim(node_meta.get("ownerReferences") or [], claim_meta)
         return current
 
     node_meta = node.get("metadata") or {}
@@ -202,6 +203,17 @@ async def register(kube: KubeAPI, nodeclaim: Manifest, node: Manifest, now: date
     labelled = await kube.patch(NODECLAIM, claim_meta["name"], {"metadata": {"labels": {wk.REGISTERED: "true"}}})
     await set_condition(kube, claim_meta["name"], condition("Registered", True, now), current=labelled,
                         nodeName=node_meta["name"])
+
+
+def owned_by_nodeclaim(owners: list[Manifest], claim_meta: Manifest) -> list[Manifest]:
+    """The Node's ownerReferences with its NodeClaim's added (as Karpenter's registration does), so the garbage
+    collector removes a Node whose NodeClaim is gone; a claim without a uid (not stored yet) adds nothing."""
+    uid = claim_meta.get("uid")
+    if not uid or any(o.get("kind") == "NodeClaim" and o.get("uid") == uid for o in owners):
+        return owners
+    owner = {"apiVersion": NODECLAIM.api_version, "kind": NODECLAIM.kind, "name": claim_meta["name"], "uid": uid,
+             "blockOwnerDeletion": True}
+    return [*owners, owner]
 
 
 def initialization_blockers(nodeclaim: Manifest, node: Manifest) -> list[str]:

@@ -336,7 +336,12 @@ class MemoryKube:
         else:
             self._request_deletion(kind, current)
 
-    async def evict(self, name: str, namespace: str) -> None:
+    async def evict(self, name: str, namespace: str, *, grace_period_seconds: int | None = None,
+                    mark_disruption_target: bool = False) -> None:
+        """The Eviction subresource: 429 when a PodDisruptionBudget refuses, else the pod is deleted (at once;
+        gracefully with ``grace_period_seconds``, as a DELETE with that period). ``mark_disruption_target``:
+        first give the pod the ``DisruptionTarget`` condition, as the API server's eviction handler does."""
+        check_grace_period(grace_period_seconds)
         self._finish_graceful_deletions()
         self._maybe_fail("evict", POD)
         pod = self._stored(POD, name, namespace)
@@ -344,9 +349,24 @@ class MemoryKube:
         if pdbs:
             pods = [p for (ns, _), p in self._objects.get(_key_of(POD), {}).items() if ns == namespace]
             check_eviction(pod, pdbs, pods, lambda owner: self._scale_of(namespace, owner))
-        self._request_deletion(POD, pod)
+        if mark_disruption_target and not pod["metadata"].get("deletionTimestamp"):
+            pod = self._mark_disruption_target(pod)
+        if grace_period_seconds is not None:
+            self._delete_pod_gracefully(pod, grace_period_seconds)
+        else:
+            self._request_deletion(POD, pod)
 
     # --- internals --------------------------------------------------------------------------
+
+    def _mark_disruption_target(self, pod: Manifest) -> Manifest:
+        status = dict(pod.get("status") or {})
+        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "DisruptionTarget"]
+        conditions.append({"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI",
+                           "message": "Eviction API: evicting", "lastTransitionTime": format_time(self._clock())})
+        updated = _shallow(pod)
+        updated["status"] = {**status, "conditions": conditions}
+        metadata = pod["metadata"]
+        return self._write(POD, (metadata.get("namespace", ""), metadata["name"]), updated, "MODIFIED", previous=pod)
 
     def _scale_of(self, namespace: str, owner: Mapping[str, Any]) -> int | None:
         """Desired replicas of a pod's controller, following a ReplicaSet up to its Deployment."""

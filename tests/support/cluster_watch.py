@@ -70,10 +70,12 @@ def _decode(raw: bytes) -> Any:
 
 
 def follow(
-    plane: ControlPlane, path: str, seconds: float, selector: str | None = None, window: float = 5.0
+    plane: ControlPlane, path: str, seconds: float, selector: str | None = None, window: float = 5.0,
+    on_deleted: Callable[[dict[str, Any]], None] | None = None,
 ) -> Iterator[Objects]:
     """The current objects after the list, after every change and at least every ``window`` seconds, for
-    ``seconds`` (already scaled). One watch continues from the last resourceVersion; only a 410 re-lists."""
+    ``seconds`` (already scaled). One watch continues from the last resourceVersion; only a 410 re-lists.
+    ``on_deleted`` gets every object a DELETED event carries (its resourceVersion: the deletion's)."""
     deadline = time.monotonic() + seconds
     objects, version = list_objects(plane, path, selector)
     yield objects
@@ -88,6 +90,8 @@ def follow(
                     continue
                 if kind == "DELETED":
                     objects.pop(key_of(obj), None)
+                    if on_deleted is not None:
+                        on_deleted(obj)
                 else:
                     objects[key_of(obj)] = obj
                 yield objects
@@ -132,6 +136,7 @@ class Recorder:
         self.check = check
         self.selector = selector
         self.violations: list[str] = []
+        self.deleted: dict[str, int] = {}  # "namespace/name" -> the resourceVersion (etcd revision) of its deletion
         self.changes = 0
         self.errors: list[str] = []
         self._stop = threading.Event()
@@ -144,7 +149,8 @@ class Recorder:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                for objects in follow(self.plane, self.path, 24 * 3600.0, self.selector, window=1.0):
+                for objects in follow(self.plane, self.path, 24 * 3600.0, self.selector, window=1.0,
+                                      on_deleted=self._deleted):
                     self.changes += 1
                     problem = self.check(objects)
                     if problem:
@@ -154,6 +160,9 @@ class Recorder:
             except Exception as err:  # kept and reported by the test, never swallowed silently
                 self.errors.append(f"{type(err).__name__}: {err}")
                 self._stop.wait(0.5)
+
+    def _deleted(self, obj: dict[str, Any]) -> None:
+        self.deleted.setdefault(key_of(obj), int(obj["metadata"]["resourceVersion"]))
 
     def stop(self) -> None:
         self._stop.set()

@@ -331,7 +331,12 @@ class MemoryKube:
         else:
             self._request_deletion(kind, current)
 
-    async def evict(self, name: str, namespace: str) -> None:
+    async def evict(self, name: str, namespace: str, *, grace_period_seconds: int | None = None,
+                    mark_disruption_target: bool = False) -> None:
+        """The Eviction subresource: 429 when a PodDisruptionBudget refuses, else the pod is deleted (at once;
+        gracefully with ``grace_period_seconds``, as a DELETE with that period). ``mark_disruption_target``:
+        first give the pod the ``DisruptionTarget`` condition, as the API server's eviction handler does."""
+        check_grace_period(grace_period_seconds)
         self._finish_graceful_deletions()
         self._maybe_fail("evict", POD)
         pod = self._stored(POD, name, namespace)
@@ -339,7 +344,12 @@ class MemoryKube:
         if pdbs:
             pods = [p for (ns, _), p in self._objects.get(_key_of(POD), {}).items() if ns == namespace]
             check_eviction(pod, pdbs, pods, self.stored_controller)
-        self._request_deletion(POD, pod)
+        if mark_disruption_target and not pod["metadata"].get("deletionTimestamp"):
+            pod = self._mark_disruption_target(pod)
+        if grace_period_seconds is not None:
+            self._delete_pod_gracefully(pod, grace_period_seconds)
+        else:
+            self._request_deletion(POD, pod)
 
     def pdb_status(self, pdb: Manifest) -> BudgetStatus:
         """The status the disruption controller would give a budget now (from the stored pods and controllers)."""
@@ -357,6 +367,16 @@ class MemoryKube:
                 if found is not None:
                     return found
         return None
+
+    def _mark_disruption_target(self, pod: Manifest) -> Manifest:
+        status = dict(pod.get("status") or {})
+        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "DisruptionTarget"]
+        conditions.append({"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI",
+                           "message": "Eviction API: evicting", "lastTransitionTime": format_time(self._clock())})
+        updated = _shallow(pod)
+        updated["status"] = {**status, "conditions": conditions}
+        metadata = pod["metadata"]
+        return self._write(POD, (metadata.get("namespace", ""), metadata["name"]), updated, "MODIFIED", previous=pod)
 
     def _remember(self, kind: Kind) -> Kind:
         return self._kinds.setdefault(_key_of(kind), kind)

@@ -103,7 +103,7 @@ class EventHistory:
                     if change.kind == kind:
                         event_type = _as_seen_through(change, matches)
                         if event_type:
-                            yield WatchEvent(event_type, clone(change.object))
+                            yield WatchEvent(event_type, _as_sent(change, event_type))
                 if watcher.closed:
                     if watcher.ending is not None:
                         raise watcher.ending
@@ -121,6 +121,16 @@ class EventHistory:
 
 def _bookmark(kind: Kind, resource_version: int) -> Manifest:
     return {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": {"resourceVersion": str(resource_version)}}
+
+
+def _as_sent(change: Change, event_type: WatchEventType) -> Manifest:
+    """The object an event carries: an object leaving a selector's view is sent as it was before the change
+    (the state that matched), with the change's resourceVersion, as the API server's watch cache does."""
+    if event_type == "DELETED" and change.type == "MODIFIED" and change.previous is not None:
+        before = clone(change.previous)
+        before["metadata"] = {**before.get("metadata", {}), "resourceVersion": str(change.resource_version)}
+        return before
+    return clone(change.object)
 
 
 def _as_seen_through(change: Change, matches: Matcher) -> WatchEventType | None:

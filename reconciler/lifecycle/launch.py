@@ -259,7 +259,6 @@ async def register(kube: KubeAPI, nodeclaim: Manifest, node: Manifest, now: date
     Taints, finalizers and ownerReferences are lists, so they are edited on the Node as it is at write time
     (guarded by its resourceVersion): an entry another controller added since ``node`` was read stays."""
     claim_meta = nodeclaim.get("metadata") or {}
-    owner = owner_reference(nodeclaim)
 
     def edit(current: Manifest) -> Manifest:
         node_meta = current["metadata"]
@@ -278,9 +277,7 @@ async def register(kube: KubeAPI, nodeclaim: Manifest, node: Manifest, now: date
         finalizers = list(node_meta.get("finalizers") or [])
         if wk.TERMINATION_FINALIZER not in finalizers:
             node_meta["finalizers"] = [*finalizers, wk.TERMINATION_FINALIZER]
-        owners = list(node_meta.get("ownerReferences") or [])
-        if owner["uid"] and not any(o.get("uid") == owner["uid"] for o in owners):
-            node_meta["ownerReferences"] = [*owners, owner]
+        node_meta["ownerReferences"] = owned_by_nodeclaim(node_meta.get("ownerReferences") or [], claim_meta)
         return current
 
     node_meta = node.get("metadata") or {}
@@ -288,6 +285,17 @@ async def register(kube: KubeAPI, nodeclaim: Manifest, node: Manifest, now: date
     labelled = await kube.patch(NODECLAIM, claim_meta["name"], {"metadata": {"labels": {wk.REGISTERED: "true"}}})
     return await set_condition(kube, claim_meta["name"], condition("Registered", True, now), current=labelled,
                                nodeName=node_meta["name"])
+
+
+def owned_by_nodeclaim(owners: list[Manifest], claim_meta: Manifest) -> list[Manifest]:
+    """The Node's ownerReferences with its NodeClaim's added (as Karpenter's registration does), so the garbage
+    collector removes a Node whose NodeClaim is gone; a claim without a uid (not stored yet) adds nothing."""
+    uid = claim_meta.get("uid")
+    if not uid or any(o.get("kind") == "NodeClaim" and o.get("uid") == uid for o in owners):
+        return owners
+    owner = {"apiVersion": NODECLAIM.api_version, "kind": NODECLAIM.kind, "name": claim_meta["name"], "uid": uid,
+             "blockOwnerDeletion": True}
+    return [*owners, owner]
 
 
 def initialization_blockers(nodeclaim: Manifest, node: Manifest) -> list[str]:

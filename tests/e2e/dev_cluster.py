@@ -78,7 +78,7 @@ class DevCluster:
 async def start_dev_cluster(workdir: Path, replicas: int = 5, cluster: str = CLUSTER) -> DevCluster:
     aws = start_offline_aws(cluster=cluster)
     _register_eks_cluster(aws)
-    server = FakeApiServer(bookmark_interval=1.0)
+    server = FakeApiServer(bookmark_interval=1.0, pod_shutdown_seconds=0)
     await server.start()
     kubeconfig = workdir / "kubeconfig"
     kubeconfig.write_text(json.dumps(server.kubeconfig()))

@@ -102,7 +102,7 @@ class Replica:
 @dataclass
 class E2E:
     aws: OfflineAWS
-    server: FakeApiServer = field(default_factory=lambda: FakeApiServer(bookmark_interval=0.05))
+    server: FakeApiServer = field(default_factory=lambda: FakeApiServer(bookmark_interval=0.05, pod_shutdown_seconds=0))
     clock: SystemClock = field(default_factory=SystemClock)
     logs: io.StringIO = field(default_factory=io.StringIO)
     replicas: list[Replica] = field(default_factory=list)

@@ -2,27 +2,12 @@
 
 from __future__ import annotations
 
-import json
-from datetime import UTC, datetime
-
 from ctrl_harness import wait_for
 from e2e_rig import e2e
+from support.interruption_events import spot_warning
 
 from reconciler.cloud.aws.offline import OfflineAWS
 from reconciler.kube.api import EVENT, NODECLAIM, POD
-
-
-def spot_warning(instance_id: str) -> str:
-    return json.dumps({
-        "version": "0",
-        "id": "e-spot-1",
-        "detail-type": "EC2 Spot Instance Interruption Warning",
-        "source": "aws.ec2",
-        "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "region": "us-east-1",
-        "resources": [f"arn:aws:ec2:us-east-1:123456789012:instance/{instance_id}"],
-        "detail": {"instance-id": instance_id, "instance-action": "terminate"},
-    })
 
 
 async def test_interrupted_node_is_replaced_and_its_instance_terminated(aws: OfflineAWS) -> None:

@@ -161,8 +161,11 @@ async def test_the_live_client_sends_delete_options_with_the_grace_period(live: 
             api_uid = (await client.create(pod("api")))["metadata"]["uid"]
             await client.delete(POD, "api", "apps", uid=api_uid, grace_period_seconds=0)
             await client.create(pod("plain"))
-            await client.delete(POD, "plain", "apps")
-            assert [p["metadata"]["name"] for p in (await client.list(POD, "apps"))[0]] == ["web"]
+            await client.delete(POD, "plain", "apps")  # no options: the pod's own terminationGracePeriodSeconds
+            assert [p["metadata"]["name"] for p in (await client.list(POD, "apps"))[0]] == ["plain", "web"]
+            plain = await client.get(POD, "plain", "apps")
+            assert plain["metadata"]["deletionGracePeriodSeconds"] == 600
+            assert plain["metadata"]["deletionTimestamp"] == stamp(600)
         assert deletes(server) == [
             {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 120},
             {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": api_uid}, "gracePeriodSeconds": 0},

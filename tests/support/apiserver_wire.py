@@ -109,27 +109,124 @@ def status_body(
     kind: Kind | None = None,
     name: str = "",
     causes: list[dict[str, str]] | None = None,
+    details_kind: str | None = None,
+    uid: str = "",
 ) -> dict[str, Any]:
-    """A ``metav1.Status`` failure body (the real server always sets ``message``)."""
+    """A ``metav1.Status`` body as the real server writes it: empty fields left out (a success usually has no
+    message, an eviction's 500 no reason), ``details.kind`` the resource (``pods``) unless ``details_kind``
+    says otherwise (validation errors name the Kind), ``details.group`` only outside the core group."""
     body: dict[str, Any] = {
         "kind": "Status",
         "apiVersion": "v1",
         "metadata": {},
         "status": "Success" if code < 300 else "Failure",
-        "message": message,
-        "reason": reason,
-        "code": code,
     }
+    if message:
+        body["message"] = message
+    if reason:
+        body["reason"] = reason
     details: dict[str, Any] = {}
-    if kind is not None:
-        details.update(group=kind.group, kind=plural(kind))
     if name:
         details["name"] = name
+    if kind is not None:
+        if kind.group:
+            details["group"] = kind.group
+        details["kind"] = details_kind or plural(kind)
+    if uid:
+        details["uid"] = uid
     if causes:
         details["causes"] = causes
     if details:
         body["details"] = details
+    body["code"] = code
     return body
+
+
+class WireError(ApiError):
+    """An error answered with a ``details`` the plain ``ApiError`` mapping cannot express: the Kind instead of
+    the resource (validation, delete preconditions), no name/kind at all (evictions), field causes."""
+
+    def __init__(self, status: int, reason: str, message: str, *, details_kind: str | None = None,
+                 causes: list[dict[str, str]] | None = None, bare: bool = False, name: str | None = None) -> None:
+        super().__init__(status, reason, message)
+        self.details_kind = details_kind
+        self.causes = causes
+        self.bare = bare  # no name, group or kind in details
+        self.name = name
+
+
+def kind_qualifier(kind: Kind) -> str:
+    """``Pod``, ``NodePool.karpenter.sh``: how validation messages name a kind."""
+    return f"{kind.kind}.{kind.group}" if kind.group else kind.kind
+
+
+# How a field error's reason reads in its message (``field.ErrorType``) and in our schema validator's.
+_CAUSE_PHRASES = (
+    ("Required value", "FieldValueRequired"),
+    ("is a required property", "FieldValueRequired"),
+    ("Unsupported value", "FieldValueNotSupported"),
+    ("is not one of", "FieldValueNotSupported"),
+    ("Forbidden", "FieldValueForbidden"),
+    ("Additional properties are not allowed", "FieldValueForbidden"),
+    ("Duplicate value", "FieldValueDuplicate"),
+    ("Too long", "FieldValueTooLong"),
+    ("is too long", "FieldValueTooLong"),
+    ("Too many", "FieldValueTooMany"),
+)
+
+
+def invalid(kind: Kind, name: str, problems: list[str], *, resource_form: bool = False) -> WireError:
+    """A 422 as the API server writes one: ``<Kind.group> "<name>" is invalid: <field>: <reason>...`` with one
+    cause per problem (``field: message``). ``resource_form``: the few checks (a missing resourceVersion)
+    that name the resource instead (``leases.coordination.k8s.io``, details.kind ``leases``)."""
+    causes = []
+    for problem in problems:
+        field, _, text = problem.partition(": ")
+        reason = next((r for phrase, r in _CAUSE_PHRASES if phrase in text), "FieldValueInvalid")
+        causes.append({"reason": reason, "message": text, "field": field})
+    resource = f"{plural(kind)}.{kind.group}" if kind.group else plural(kind)
+    subject = resource if resource_form else kind_qualifier(kind)
+    listed = problems[0] if len(problems) == 1 else f"[{', '.join(problems)}]"
+    return WireError(422, "Invalid", f'{subject} "{name}" is invalid: {listed}', causes=causes,
+                     details_kind=plural(kind) if resource_form else kind.kind, name=name)
+
+
+# Field selectors the API server supports beyond metadata.name and metadata.namespace (others: 400).
+SELECTABLE_FIELDS: dict[tuple[str, str], frozenset[str]] = {
+    ("v1", "Pod"): frozenset({
+        "spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName", "spec.hostNetwork",
+        "status.phase", "status.podIP", "status.podIPs", "status.nominatedNodeName",
+    }),
+    ("v1", "Node"): frozenset({"spec.unschedulable"}),
+    ("v1", "Event"): frozenset({
+        "involvedObject.kind", "involvedObject.namespace", "involvedObject.name", "involvedObject.uid",
+        "involvedObject.apiVersion", "involvedObject.resourceVersion", "involvedObject.fieldPath", "reason",
+        "reportingComponent", "source", "type",
+    }),
+    ("v1", "Secret"): frozenset({"type"}),
+    ("v1", "Namespace"): frozenset({"status.phase"}),
+    ("apps/v1", "ReplicaSet"): frozenset({"status.replicas"}),
+}
+_ALWAYS_SELECTABLE = frozenset({"metadata.name", "metadata.namespace"})
+
+
+def unsupported_field(kind: Kind, selector: str | None) -> str | None:
+    """The first field of a field selector the kind cannot be selected by (the server answers 400)."""
+    allowed = _ALWAYS_SELECTABLE | SELECTABLE_FIELDS.get((kind.api_version, kind.kind), frozenset())
+    for term in (selector or "").split(","):
+        field = term.split("!=")[0].split("=")[0].strip()
+        if field and field not in allowed:
+            return field
+    return None
+
+
+# Kinds whose strategy refuses an update without metadata.resourceVersion (AllowUnconditionalUpdate false):
+# leases, PodDisruptionBudgets and every custom resource.
+_VERSIONED_UPDATES = frozenset({("coordination.k8s.io/v1", "Lease"), ("policy/v1", "PodDisruptionBudget")})
+
+
+def needs_resource_version(kind: Kind) -> bool:
+    return (kind.api_version, kind.kind) in _VERSIONED_UPDATES or kind.group.startswith("karpenter.")
 
 
 class JsonPatchError(ApiError):

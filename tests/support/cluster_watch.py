@@ -70,12 +70,14 @@ def _decode(raw: bytes) -> Any:
 
 
 def changes(
-    plane: ControlPlane, path: str, seconds: float, selector: str | None = None, window: float = 5.0
+    plane: ControlPlane, path: str, seconds: float, selector: str | None = None, window: float = 5.0,
+    on_deleted: Callable[[dict[str, Any]], None] | None = None,
 ) -> Iterator[tuple[Objects, dict[str, Any] | None]]:
     """``(objects, changed)`` after the list, after every change and at least every ``window`` seconds, for
     ``seconds`` (already scaled): ``changed`` is the object an event carried (``objects`` already updated; a
     deletion's object is gone from it), None after a (re)list or a quiet window. One watch continues from the
-    last resourceVersion; only a 410 re-lists."""
+    last resourceVersion; only a 410 re-lists. ``on_deleted`` gets every object a DELETED event carries (its
+    resourceVersion: the deletion's)."""
     deadline = time.monotonic() + seconds
     objects, version = list_objects(plane, path, selector)
     yield objects, None
@@ -90,6 +92,8 @@ def changes(
                     continue
                 if kind == "DELETED":
                     objects.pop(key_of(obj), None)
+                    if on_deleted is not None:
+                        on_deleted(obj)
                 else:
                     objects[key_of(obj)] = obj
                 yield objects, obj
@@ -103,10 +107,11 @@ def changes(
 
 
 def follow(
-    plane: ControlPlane, path: str, seconds: float, selector: str | None = None, window: float = 5.0
+    plane: ControlPlane, path: str, seconds: float, selector: str | None = None, window: float = 5.0,
+    on_deleted: Callable[[dict[str, Any]], None] | None = None,
 ) -> Iterator[Objects]:
     """``changes`` without the changed object: the current objects after the list and every change."""
-    for objects, _changed in changes(plane, path, seconds, selector, window):
+    for objects, _changed in changes(plane, path, seconds, selector, window, on_deleted):
         yield objects
 
 
@@ -142,6 +147,7 @@ class Recorder:
         self.check = check
         self.selector = selector
         self.violations: list[str] = []
+        self.deleted: dict[str, int] = {}  # "namespace/name" -> the resourceVersion (etcd revision) of its deletion
         self.changes = 0
         self.errors: list[str] = []
         self._stop = threading.Event()
@@ -154,7 +160,8 @@ class Recorder:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                for objects in follow(self.plane, self.path, 24 * 3600.0, self.selector, window=1.0):
+                for objects in follow(self.plane, self.path, 24 * 3600.0, self.selector, window=1.0,
+                                      on_deleted=self._deleted):
                     self.changes += 1
                     problem = self.check(objects)
                     if problem:
@@ -164,6 +171,9 @@ class Recorder:
             except Exception as err:  # kept and reported by the test, never swallowed silently
                 self.errors.append(f"{type(err).__name__}: {err}")
                 self._stop.wait(0.5)
+
+    def _deleted(self, obj: dict[str, Any]) -> None:
+        self.deleted.setdefault(key_of(obj), int(obj["metadata"]["resourceVersion"]))
 
     def stop(self) -> None:
         self._stop.set()

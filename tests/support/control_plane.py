@@ -58,6 +58,9 @@ def scaled(seconds: float) -> float:
     return seconds * time_scale()
 
 
+THROTTLED_RETRY_SECONDS = 60.0
+
+
 class ControlPlaneUnavailable(RuntimeError):
     """The binaries are not built and cannot be (no Go): the tests needing them skip with this message."""
 
@@ -341,8 +344,13 @@ class ControlPlane:
         self, method: str, path: str, body: Any = None, *, expect: Sequence[int] = (200, 201, 202), **options: Any
     ) -> Any:
         """``raw_request`` (same options), answering the decoded JSON body, or raising ``ApiError`` when the
-        status is not in ``expect``."""
+        status is not in ``expect``. A 429 (the server not ready for it: a watch cache still initializing,
+        priority and fairness shedding) was not acted on, so it is retried for up to ``THROTTLED_RETRY_SECONDS``."""
+        deadline = time.monotonic() + scaled(THROTTLED_RETRY_SECONDS)
         status, decoded = self.raw_request(method, path, body, **options)
+        while status == 429 and 429 not in expect and time.monotonic() < deadline:
+            time.sleep(1.0)
+            status, decoded = self.raw_request(method, path, body, **options)
         if status not in expect:
             raise ApiError(status, decoded, f"{method} {path}")
         return decoded

@@ -21,19 +21,21 @@ def nodepool(
     labels: dict[str, str] | None = None,
     weight: int | None = None,
     nodeclass: str = "default",
+    capacity_types: Sequence[str] = ("on-demand",),
+    expire_after: str = "720h",
 ) -> dict[str, Any]:
-    """An on-demand NodePool over the given EC2 families and sizes."""
+    """A NodePool (on-demand by default) over the given EC2 families and sizes."""
     spec: dict[str, Any] = {
         "template": {
             "metadata": {"labels": dict(labels or {})},
             "spec": {
                 "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": nodeclass},
                 "requirements": [
-                    {"key": wk.CAPACITY_TYPE, "operator": "In", "values": ["on-demand"]},
+                    {"key": wk.CAPACITY_TYPE, "operator": "In", "values": list(capacity_types)},
                     {"key": wk.INSTANCE_FAMILY, "operator": "In", "values": list(families)},
                     {"key": wk.INSTANCE_SIZE, "operator": "In", "values": list(sizes)},
                 ],
-                "expireAfter": "720h",
+                "expireAfter": expire_after,
             },
         },
         "disruption": {
@@ -55,8 +57,10 @@ def deployment(
     memory: str = "256Mi",
     spread_key: str | None = None,
     node_selector: dict[str, str] | None = None,
+    one_per_node: bool = False,
 ) -> dict[str, Any]:
-    """pause containers with requests; ``spread_key``: a hard topology spread (maxSkew 1) over that label."""
+    """pause containers with requests; ``spread_key``: a hard topology spread (maxSkew 1) over that label;
+    ``one_per_node``: a required pod anti-affinity on the host name (each pod needs a node of its own)."""
     pod_spec: dict[str, Any] = {
         "terminationGracePeriodSeconds": 5,
         "containers": [{"name": "app", "image": PAUSE_IMAGE,
@@ -69,6 +73,10 @@ def deployment(
             "maxSkew": 1, "topologyKey": spread_key, "whenUnsatisfiable": "DoNotSchedule",
             "labelSelector": {"matchLabels": {"app": name}},
         }]
+    if one_per_node:
+        pod_spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+            "topologyKey": wk.HOSTNAME, "labelSelector": {"matchLabels": {"app": name}},
+        }]}}
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",

@@ -133,15 +133,17 @@ class EksNodes:
             f"node-{name}", f"system:node:{name}", ["system:nodes"]
         )
         self._identities[name] = identity
-        try:
-            self.plane.request("POST", "/api/v1/nodes", node, identity=identity)
-        except ApiError as err:
-            if err.status != 409:
-                self._error(f"{instance_id}: the kubelet's registration of {name} was refused: {err}")
-            return
+        # Recorded before the POST: a test watching Nodes may see this one the moment it is created.
         joined = JoinedNode(name, instance_id, _provider_id(instance))
         self.nodes[instance_id] = joined
         self.joined.append(joined)
+        try:
+            self.plane.request("POST", "/api/v1/nodes", node, identity=identity)
+        except ApiError as err:
+            del self.nodes[instance_id]
+            self.joined.remove(joined)
+            if err.status != 409:
+                self._error(f"{instance_id}: the kubelet's registration of {name} was refused: {err}")
 
     def _node_manifest(self, instance: dict[str, Any], name: str, registration: KubeletRegistration) -> dict[str, Any]:
         instance_type = instance["InstanceType"]

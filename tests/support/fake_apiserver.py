@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -38,12 +39,22 @@ from typing import Any
 
 import yaml
 from aiohttp import web
-from support.apiserver_wire import ResourceRegistry, apply_json_patch, status_body
+from support.apiserver_wire import (
+    JsonPatchError,
+    ResourceRegistry,
+    WireError,
+    apply_json_patch,
+    invalid,
+    kind_qualifier,
+    needs_resource_version,
+    status_body,
+    unsupported_field,
+)
 from support.schema_validation import SchemaValidator
 
-from reconciler.kube.api import POD, ApiError, GoneError, Kind, Manifest, TooManyRequestsError
+from reconciler.kube.api import POD, ApiError, ConflictError, GoneError, Kind, Manifest, NotFoundError, kind_of
 from reconciler.kube.memory import MemoryKube
-from reconciler.kube.semantics import BadRequestError, InvalidError, clone, merge_patch
+from reconciler.kube.semantics import BadRequestError, clone, merge_patch
 
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
@@ -102,6 +113,9 @@ class FakeApiServer:
     kube: MemoryKube = field(default_factory=MemoryKube)
     validate: bool = True
     bookmark_interval: float = 0.5
+    # How long "the kubelet" takes to stop a pod deleted gracefully: None = until its grace period ends (the
+    # in-memory cluster's final delete at the deadline); 0 = at once, as kwok does with the real control plane.
+    pod_shutdown_seconds: float | None = None
     registry: ResourceRegistry = field(default_factory=ResourceRegistry.default)
     violations: list[str] = field(default_factory=list)
     requests: list[RecordedRequest] = field(default_factory=list)
@@ -112,6 +126,7 @@ class FakeApiServer:
     _stalls: list[Callable[[web.Request], bool]] = field(default_factory=list)
     interleaved_writes: int = 0  # concurrent writes played by ``before_write``
     _runner: web.AppRunner | None = None
+    _kubelet_tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
     async def start(self) -> str:
         app = web.Application(client_max_size=16 * 1024 * 1024)
@@ -239,18 +254,18 @@ class FakeApiServer:
             )
         try:
             return await self._dispatch(request, target, query)
+        except WireError as error:
+            if error.bare:
+                return _error(error.status, error.reason, error.message, causes=error.causes)
+            return _error(error.status, error.reason, error.message, kind=target.kind,
+                          name=error.name if error.name is not None else target.name or "",
+                          causes=error.causes, details_kind=error.details_kind)
         except ApiError as error:
-            causes = None
-            if isinstance(error, TooManyRequestsError) and "disruption budget" in error.message:
-                causes = [{"reason": "DisruptionBudget", "message": error.message.split(". ", 1)[-1]}]
-            return _error(
-                error.status,
-                error.reason,
-                error.message,
-                kind=target.kind,
-                name=target.name or "",
-                causes=causes,
-            )
+            if error.status == 422 and not isinstance(error, JsonPatchError):  # a field error: its cause
+                wired = invalid(target.kind, target.name or "", [error.message])
+                return _error(422, wired.reason, wired.message, kind=target.kind, name=target.name or "",
+                              causes=wired.causes, details_kind=wired.details_kind)
+            return _error(error.status, error.reason, error.message, kind=target.kind, name=target.name or "")
 
     def _discovery(self, path: str) -> dict[str, Any] | None:
         path = path.rstrip("/")
@@ -330,6 +345,7 @@ class FakeApiServer:
     # --- verbs -------------------------------------------------------------------------------
 
     async def _list(self, target: _Target, query: dict[str, str]) -> dict[str, Any]:
+        _check_field_selector(target.kind, query.get("fieldSelector"))
         items, version = await self.kube.list(
             target.kind, target.namespace, query.get("labelSelector"), query.get("fieldSelector")
         )
@@ -358,18 +374,26 @@ class FakeApiServer:
 
     async def _create(self, target: _Target, body: Manifest) -> Manifest:
         obj = self._with_identity(target, body)
-        if not obj["metadata"].get("name") and not obj["metadata"].get("generateName"):
-            raise InvalidError(
-                f"{target.kind.kind}.metadata.name: Required value: name or generateName is required"
-            )
+        name = obj["metadata"].get("name") or ""
+        if not name and not obj["metadata"].get("generateName"):
+            raise invalid(target.kind, "", ["metadata.name: Required value: name or generateName is required"])
+        if name and target.kind.group not in _CUSTOM_GROUPS and not _DNS_SUBDOMAIN.fullmatch(name):
+            raise invalid(target.kind, name, [f'metadata.name: Invalid value: "{name}": {_SUBDOMAIN_RULE}'])
         obj = self._validator.default(obj) if self.validate else obj
-        self._check_schema(obj if obj["metadata"].get("name") else _named(obj))
-        return await self.kube.create(obj)
+        self._check_schema(obj if name else _named(obj))
+        try:
+            return await self.kube.create(obj)
+        except ConflictError as error:
+            raise WireError(409, error.reason, error.message, name=name) from None
 
     async def _replace(self, target: _Target, body: Manifest) -> Manifest:
         obj = self._with_identity(target, body)
         if obj["metadata"].get("name") != target.name:
             raise BadRequestError("the name of the object does not match the name on the URL")
+        if needs_resource_version(target.kind) and not obj["metadata"].get("resourceVersion"):
+            await self.kube.get(target.kind, str(target.name), target.namespace)  # NotFound first
+            raise invalid(target.kind, str(target.name), [
+                "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"], resource_form=True)
         return await self._write(target, obj)
 
     async def _patch(self, request: web.Request, target: _Target, query: dict[str, str]) -> Manifest:
@@ -436,34 +460,76 @@ class FakeApiServer:
         return await self.kube.replace(obj, subresource=target.subresource)
 
     async def _delete(self, target: _Target, options: Manifest | None, query: dict[str, str]) -> Manifest:
-        """DeleteOptions come in the body or, without one, as query parameters (as the real server reads them)."""
+        """DeleteOptions come in the body or, without one, as query parameters (as the real server reads them).
+        A pod without a stated period gets its own ``terminationGracePeriodSeconds``. The answer: the object
+        while it remains (finalizers, a pod shutting down) and a deleted pod; otherwise a Success Status."""
         assert target.name is not None
         grace = _grace_period(options, query)
         current = await self.kube.get(target.kind, target.name, target.namespace)
         preconditions = (options or {}).get("preconditions") or {}
-        for key in ("uid", "resourceVersion"):
+        for key, label, why in (("uid", "UID", "deleted and then recreated"),
+                                ("resourceVersion", "ResourceVersion", "modified")):
             expected = preconditions.get(key)
             if expected and current["metadata"].get(key) != expected:
-                raise ApiError(
-                    409,
-                    "Conflict",
-                    f"Precondition failed: {key}: expected {expected}, found {current['metadata'].get(key)}",
-                )
+                message = (f'Operation cannot be fulfilled on {kind_qualifier(target.kind)} "{target.name}": '
+                           f"the {label} in the precondition ({expected}) does not match the {label} in record "
+                           f"({current['metadata'].get(key)}). The object might have been {why}")
+                raise WireError(409, "Conflict", message, details_kind=target.kind.kind)
+        if target.kind == POD and grace is None:
+            grace = _pod_grace_period(current)
         await self.kube.delete(target.kind, target.name, target.namespace, grace_period_seconds=grace)
         remaining = self.kube.peek(target.kind, target.name, target.namespace)
-        return remaining if remaining is not None else current
+        if target.kind == POD:
+            self._kubelet_stops(remaining)
+            return remaining if remaining is not None else current
+        if remaining is not None:
+            return remaining
+        return _deleted_status(target.kind, target.name, current["metadata"].get("uid", ""))
 
     async def _evict(self, target: _Target, body: Manifest) -> dict[str, Any]:
+        """The pod is deleted as a DELETE would (its own grace period unless the Eviction's deleteOptions give
+        one), after the DisruptionTarget condition; a refusal has no name or kind in its details."""
         assert target.name is not None and target.namespace is not None
         self._check_schema(body)
         if (body.get("metadata") or {}).get("name") != target.name:
             raise BadRequestError("name in URL does not match name in Eviction object")
-        await self.kube.evict(target.name, target.namespace)
+        pod = await self.kube.get(POD, target.name, target.namespace)
+        grace = _grace_period(body.get("deleteOptions"), {})
+        try:
+            await self.kube.evict(target.name, target.namespace, mark_disruption_target=True,
+                                  grace_period_seconds=_pod_grace_period(pod) if grace is None else grace)
+        except NotFoundError:
+            raise
+        except ApiError as error:
+            if error.status == 429:
+                message, _, cause = error.message.partition(". ")
+                raise WireError(429, error.reason, f"{message}.", bare=True,
+                                causes=[{"reason": "DisruptionBudget", "message": cause}]) from None
+            raise WireError(error.status, "", error.message, bare=True) from None
+        self._kubelet_stops(self.kube.peek(POD, target.name, target.namespace))
         return status_body(201, "", "")
+
+    def _kubelet_stops(self, pod: Manifest | None) -> None:
+        """The kubelet's final delete of a pod shutting down, after ``pod_shutdown_seconds``."""
+        if pod is None or self.pod_shutdown_seconds is None or not pod["metadata"].get("deletionGracePeriodSeconds"):
+            return
+        name, namespace = pod["metadata"]["name"], pod["metadata"]["namespace"]
+        uid = pod["metadata"]["uid"]
+
+        async def stop() -> None:
+            await asyncio.sleep(self.pod_shutdown_seconds or 0)
+            current = self.kube.peek(POD, name, namespace)
+            if current is not None and current["metadata"]["uid"] == uid:
+                await self.kube.delete(POD, name, namespace, grace_period_seconds=0)
+
+        task = asyncio.get_running_loop().create_task(stop())
+        self._kubelet_tasks.add(task)
+        task.add_done_callback(self._kubelet_tasks.discard)
 
     async def _watch(
         self, request: web.Request, target: _Target, query: dict[str, str]
     ) -> web.StreamResponse:
+        _check_field_selector(target.kind, query.get("fieldSelector"))
         bookmarks = query.get("allowWatchBookmarks", "").lower() == "true"  # the real server ignores case
         timeout = float(query.get("timeoutSeconds") or 1800)
         stream = self.kube.watch(
@@ -525,10 +591,11 @@ class FakeApiServer:
     def _check_schema(self, manifest: Manifest, old: Manifest | None = None) -> None:
         if not self.validate:
             return
-        problem = self._validator.check(manifest, old)
-        if problem:
-            self.violations.append(problem)
-            raise InvalidError(problem)
+        problems = self._validator.problems(manifest, old)
+        if problems:
+            name = (manifest.get("metadata") or {}).get("name", "?")
+            self.violations.append(f"{manifest.get('kind', '')} {name}: {'; '.join(problems)}")
+            raise invalid(kind_of(manifest), name, problems)
 
     @property
     def crd_validation_skipped(self) -> str:
@@ -553,6 +620,36 @@ def _grace_period(options: Manifest | None, query: dict[str, str]) -> int | None
     except ValueError:
         raise BadRequestError(f"gracePeriodSeconds: {raw!r} is not an integer") from None
     return 1 if seconds < 0 else seconds
+
+
+_CUSTOM_GROUPS = frozenset({"karpenter.sh", "karpenter.k8s.aws"})
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_SUBDOMAIN_RULE = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must "
+    "start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
+    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+)
+DEFAULT_POD_GRACE_SECONDS = 30
+
+
+def _pod_grace_period(pod: Manifest) -> int:
+    """A pod's own ``terminationGracePeriodSeconds`` (30 when the spec leaves it out, the API default)."""
+    value = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 \
+        else DEFAULT_POD_GRACE_SECONDS
+
+
+def _check_field_selector(kind: Kind, selector: str | None) -> None:
+    field = unsupported_field(kind, selector)
+    if field:
+        raise BadRequestError(f"field label not supported: {field}")
+
+
+def _deleted_status(kind: Kind, name: str, uid: str) -> dict[str, Any]:
+    """What the server answers a DELETE that removed an object at once (no ``code``: it is omitted when 0)."""
+    body = status_body(200, "", "", kind=kind, name=name, uid=uid)
+    body.pop("code")
+    return body
 
 
 def _named(obj: Manifest) -> Manifest:

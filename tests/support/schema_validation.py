@@ -37,23 +37,29 @@ class SchemaValidator:
         self.crd_schemas_missing_reason = ""
 
     def check(self, manifest: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> str | None:
+        problems = self.problems(manifest, old)
+        if not problems:
+            return None
         kind = str(manifest.get("kind", ""))
         name = (manifest.get("metadata") or {}).get("name", "?")
+        return f"{kind} {name}: {'; '.join(problems)}"
+
+    def problems(self, manifest: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> list[str]:
+        """Each problem as ``field.path: message`` (empty when valid)."""
         if is_custom(manifest):
             crds = self._load_crds()
             if crds is None:
-                return None  # reported once through ``crd_schemas_missing_reason``
+                return []  # reported once through ``crd_schemas_missing_reason``
             from reconciler.api.crd_validation import validate
 
-            problems = validate(manifest, crds, old)
-            return f"{kind} {name}: {'; '.join(problems)}" if problems else None
+            return list(validate(manifest, crds, old))
         try:
             kubernetes_validate.validate(dict(manifest), self.kubernetes_version, strict=True)
         except kubernetes_validate.ValidationError as error:
-            return f"{kind} {name}: {_json_path(error.absolute_path)}: {error.message}"
+            return [f"{_json_path(error.absolute_path)}: {error.message}"]
         except kubernetes_validate.SchemaNotFoundError as error:
-            return f"{kind} {name}: {error.message}"
-        return None
+            return [f"<root>: {error.message}"]
+        return []
 
     def default(self, manifest: dict[str, Any]) -> dict[str, Any]:
         """The object with its CRD's structural defaults applied, as the API server stores it."""

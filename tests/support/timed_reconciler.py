@@ -8,6 +8,12 @@ would make each end-to-end test last minutes. ``ADZE_TEST_TIMINGS`` (``reconcile
 fields) and ``ADZE_TEST_SETTINGS`` (``reconciler.settings.Settings`` fields the environment does not name) set
 shorter ones; nothing else differs from ``python -m reconciler run``: same CLI, same settings parsing, same
 kubeconfig and AWS clients, same signals and exit codes.
+
+``ADZE_TEST_CRASH_FILE=path`` adds a seeded crash point: once ``path`` exists and holds a number N, the process
+counts its writes (Kubernetes create/replace/patch/apply/delete/evict other than Leases and Events, and the
+cloud's instance launches and terminations) and right after the N-th has taken effect it logs
+``test crash point`` with that write and sends itself SIGKILL: a ``kill -9`` at a chosen write, with nothing
+flushed, released or cleaned up.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import signal
 import sys
 from typing import Any
 
@@ -42,8 +49,72 @@ def install() -> None:
         Settings.from_env = classmethod(with_overrides)  # type: ignore[method-assign, assignment]
 
 
+CRASH_POINT = "test crash point"
+_KUBE_WRITES = ("create", "replace", "patch", "apply", "delete", "evict")
+_IGNORED_KINDS = ("Lease", "Event")
+
+
+class CrashPoint:
+    """Counts writes once armed by the crash file; SIGKILLs the process after the N-th."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.remaining: int | None = None
+
+    def after_write(self, what: str) -> None:
+        if self.remaining is None:
+            if not os.path.exists(self.path):
+                return
+            with open(self.path) as armed:
+                self.remaining = int(armed.read().strip())
+        self.remaining -= 1
+        if self.remaining <= 0:
+            print(json.dumps({"message": CRASH_POINT, "write": what}), flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _kube_write(method: str, args: tuple[Any, ...]) -> str:
+    first = args[0] if args else None
+    if isinstance(first, dict):  # create/replace/apply(manifest)
+        metadata = first.get("metadata") or {}
+        return f"{method} {first.get('kind', '')}/{metadata.get('name', metadata.get('generateName', ''))}"
+    if method == "evict":
+        return f"evict Pod/{first}"
+    kind = getattr(first, "kind", "")
+    return f"{method} {kind}/{args[1] if len(args) > 1 else ''}"
+
+
+def install_crash_point(path: str) -> None:
+    from reconciler.cloud.aws.provider import AWSCloudProvider
+    from reconciler.kube.live import LiveKube
+
+    crash = CrashPoint(path)
+
+    def counted(original: Any, describe: Any) -> Any:
+        @functools.wraps(original)
+        async def write(self: Any, *args: Any, **kwargs: Any) -> Any:
+            result = await original(self, *args, **kwargs)
+            what = describe(args)
+            if what is not None:
+                crash.after_write(what)
+            return result
+        return write
+
+    for method in _KUBE_WRITES:
+        def describe(args: tuple[Any, ...], method: str = method) -> str | None:
+            what = _kube_write(method, args)
+            return None if what.split(" ", 1)[1].startswith(_IGNORED_KINDS) else what
+        setattr(LiveKube, method, counted(getattr(LiveKube, method), describe))
+    AWSCloudProvider.create = counted(  # type: ignore[method-assign]
+        AWSCloudProvider.create, lambda args: f"cloud create {args[0].nodeclaim}")
+    AWSCloudProvider.delete = counted(  # type: ignore[method-assign]
+        AWSCloudProvider.delete, lambda args: f"cloud delete {args[0]}")
+
+
 def main() -> int:
     install()
+    if os.environ.get("ADZE_TEST_CRASH_FILE"):
+        install_crash_point(os.environ["ADZE_TEST_CRASH_FILE"])
     from reconciler.cli import main as reconciler_main
 
     return reconciler_main(["run", *sys.argv[1:]])

@@ -18,10 +18,10 @@ import time
 
 from ctrl_harness import wait_for
 from ctrl_objects import deployment
-from e2e_rig import e2e_nodepool
+from e2e_rig import e2e_lease, e2e_nodepool
 from fault_rig import ApiServer, SteppedClock, fault_rig
 from support.fault_proxy import LEASES
-from test_e2e_leader_overlap import AwsRequests, lease, spot_refresh
+from test_e2e_leader_overlap import AwsRequests, spot_refresh
 
 from reconciler.cloud.aws.offline import OfflineAWS
 from reconciler.kube.api import DEPLOYMENT, LEASE, KubeAPI
@@ -42,7 +42,7 @@ async def holder(admin: KubeAPI) -> str:
 async def test_a_leader_whose_clock_steps_back_stops_before_the_standby_acquires(
     apiserver: ApiServer, aws: OfflineAWS
 ) -> None:
-    config: dict[str, LeaderElectionConfig] = {name: lease(name) for name in ("a", "b")}
+    config: dict[str, LeaderElectionConfig] = {name: e2e_lease(name, LEASE_NAME) for name in ("a", "b")}
     async with fault_rig(apiserver, aws) as rig:
         await rig.seed(aws.nodeclass(), e2e_nodepool(), deployment(replicas=2, cpu="1500m"))
         clock = SteppedClock()

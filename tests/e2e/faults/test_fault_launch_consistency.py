@@ -91,6 +91,6 @@ async def test_a_restart_right_after_createfleet_adopts_the_hidden_instance(
         assert len(live) == 1
         await asyncio.sleep(HIDDEN_FOR)  # past the lag: garbage collection sees it, and must leave it alone
         assert [i["State"]["Name"] for i in instances(aws)] in (["running"], ["pending"])
-        pods, _ = await rig.server.admin.list(POD, "default")
+        pods, _ = await rig.server.admin.list(POD, rig.server.namespace)
         assert all(p["spec"].get("nodeName") for p in pods)
         assert b.proxy.counts()[("create", "nodeclaims")] == 0

@@ -40,7 +40,7 @@ def budget(name: str) -> dict[str, object]:
 
 async def converged(rig: FaultRig, pods: int) -> bool:
     claims, _ = await rig.server.admin.list(NODECLAIM)
-    bound, _ = await rig.server.admin.list(POD, "default")
+    bound, _ = await rig.server.admin.list(POD, rig.server.namespace)
     initialized = [c for c in claims if any(x.get("type") == "Initialized" and x.get("status") == "True"
                                             for x in (c.get("status") or {}).get("conditions") or [])]
     return len(initialized) == 1 and len([p for p in bound if p["spec"].get("nodeName")]) == pods

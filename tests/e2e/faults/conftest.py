@@ -32,8 +32,8 @@ for _path in (str(_TESTS), str(_TESTS / "controllers"), str(_TESTS / "e2e"), str
         sys.path.insert(0, _path)
 
 from fault_rig import ApiServer, fake_apiserver, real_apiserver  # noqa: E402
-from support.adze_cluster import prepare_control_plane  # noqa: E402
-from support.control_plane import ControlPlane, ControlPlaneUnavailable, locate_binaries  # noqa: E402
+from support.adze_cluster import prepared_control_plane  # noqa: E402
+from support.control_plane import ControlPlane  # noqa: E402
 
 from reconciler.cloud.aws.offline import OfflineAWS  # noqa: E402
 
@@ -43,17 +43,9 @@ _namespaces = itertools.count(1)
 
 @pytest.fixture(scope="session")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    """Started only when a ``real`` test runs first asks for it."""
-    try:
-        binaries = locate_binaries()
-    except ControlPlaneUnavailable as err:
-        pytest.skip(str(err))
-    plane = ControlPlane.start(tmp_path_factory.mktemp("control-plane"), binaries)
-    try:
-        prepare_control_plane(plane)
+    """Started when the first ``real`` test asks for it."""
+    with prepared_control_plane(tmp_path_factory.mktemp("control-plane")) as plane:
         yield plane
-    finally:
-        plane.stop()
 
 
 @pytest.fixture(params=SERVERS)

@@ -80,8 +80,12 @@ async def test_a_force_deleted_node_registered_again_is_readopted(apiserver: Api
         assert readopted, await only_node(rig)
         assert [c["metadata"]["uid"] for c in claims] == [claim["metadata"]["uid"]], "no second NodeClaim"
         assert a.proxy.counts(cut)[("create", "nodeclaims")] == 0
-        pods, _ = await admin.list(POD, rig.server.namespace)
-        assert {p["spec"].get("nodeName") for p in pods} == {name}
+
+        async def on_the_node() -> bool:  # at once on the fake; the real plane's replacements are bound by then
+            pods, _ = await admin.list(POD, rig.server.namespace)
+            return {p["spec"].get("nodeName") for p in pods} == {name}
+
+        assert await wait_for(on_the_node, timeout=30)
 
         def synced() -> list[dict[str, object]]:
             return [line for line in rig.log_lines() if line.get("message") == "synced node of a registered nodeclaim"]

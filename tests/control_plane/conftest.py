@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.adze_cluster import AdzeCluster, adze_cluster, prepare_control_plane
-from support.control_plane import ControlPlane, ControlPlaneUnavailable, locate_binaries
+from support.adze_cluster import AdzeCluster, adze_cluster, prepared_control_plane
+from support.control_plane import ControlPlane
 from support.slow_dirs import mark_slow_under
 
 from reconciler.cloud.aws.offline import OfflineAWS, start_offline_aws
@@ -32,18 +32,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    try:
-        binaries = locate_binaries()
-    except ControlPlaneUnavailable as err:
-        pytest.skip(str(err))
-    plane = ControlPlane.start(tmp_path_factory.mktemp("control-plane"), binaries)
-    try:
-        prepare_control_plane(plane)
+    with prepared_control_plane(tmp_path_factory.mktemp("control-plane")) as plane:
         yield plane
-    finally:
-        plane.stop()
-    leftovers = plane.leftovers()
-    assert not leftovers, f"processes left after the control plane stopped: {leftovers}"
 
 
 @pytest.fixture(scope="session")

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from support.control_plane import ApiError, ControlPlane, object_path
+from support.control_plane import ApiError, ControlPlane, ControlPlaneUnavailable, locate_binaries, object_path
 from support.eks_nodes import EksNodes
 from support.reconciler_process import (
     ReconcilerIdentity,
@@ -149,6 +149,26 @@ def adze_cluster(plane: ControlPlane, aws: OfflineAWS, namespace: str, workdir: 
         yield cluster
     finally:
         cluster.close()
+
+
+@contextlib.contextmanager
+def prepared_control_plane(workdir: Path) -> Iterator[ControlPlane]:
+    """A started control plane with ``prepare_control_plane`` done, stopped afterwards with no process left;
+    the calling test skips when the binaries are not built and Go is absent."""
+    import pytest
+
+    try:
+        binaries = locate_binaries()
+    except ControlPlaneUnavailable as err:
+        pytest.skip(str(err))
+    plane = ControlPlane.start(workdir, binaries)
+    try:
+        prepare_control_plane(plane)
+        yield plane
+    finally:
+        plane.stop()
+    leftovers = plane.leftovers()
+    assert not leftovers, f"processes left after the control plane stopped: {leftovers}"
 
 
 KUBE_DNS_IP = "10.96.0.10"

@@ -239,11 +239,14 @@ class ReconcilerProcess:
 
 
 def denied_requests(plane: ControlPlane, identity: ReconcilerIdentity) -> list[str]:
-    """Every request of the reconciler's identity the API server refused as forbidden (403), from its audit log."""
+    """Every request of the reconciler's identity the API server refused as forbidden (403) and the authorizer
+    did not allow, from its audit log (a 403 from admission, such as an Event for a pod of a namespace being
+    deleted, is not an RBAC gap)."""
     return [
         f"{e['verb']} {e.get('requestURI')}"
         for e in plane.audit_events(
             lambda e: (e.get("user") or {}).get("username") == identity.user
             and (e.get("responseStatus") or {}).get("code") == 403
+            and (e.get("annotations") or {}).get("authorization.k8s.io/decision") != "allow"
         )
     ]

@@ -14,20 +14,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import io
 import json
+import ssl
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from ctrl_cluster import FakeCluster
 from ctrl_objects import fast_settings, fast_timings
 from e2e_rig import Replica, aws_provider
+from support.adze_cluster import adze_cluster
+from support.control_plane import ControlPlane
 from support.fake_apiserver import FakeApiServer
 from support.fault_proxy import FaultProxy
 
+from components.common import LEADER_ELECTION_LEASE
 from reconciler.cloud.aws.offline import OfflineAWS
 from reconciler.cloud.aws.provider import AWSCloudProvider
 from reconciler.cloud.types import CloudProvider
@@ -45,11 +51,24 @@ Surroundings = Callable[[CloudProvider], AbstractAsyncContextManager[None]]
 
 @dataclass
 class ApiServer:
+    """``namespace`` holds the test's workloads and the leader-election Lease (``lease_name``); a replica
+    presents ``token`` (its own name when None) through its proxy, which reaches ``url`` over TLS with
+    ``upstream_ssl`` when the server is HTTPS."""
+
     name: str
     url: str
     admin: KubeAPI
     surroundings: Surroundings
     violations: Callable[[], list[str]] = list
+    namespace: str = "default"
+    lease_namespace: str = "kube-system"
+    lease_name: str = "adze-leader-election"
+    token: str | None = None
+    upstream_ssl: ssl.SSLContext | None = None
+
+    def lease(self, config: LeaderElectionConfig) -> LeaderElectionConfig:
+        """``config`` with this server's Lease (the one the replicas' RBAC lets them take)."""
+        return dataclasses.replace(config, namespace=self.lease_namespace, name=self.lease_name)
 
 
 @contextlib.asynccontextmanager
@@ -71,6 +90,28 @@ async def fake_apiserver(bookmark_interval: float = 0.05) -> AsyncIterator[ApiSe
         yield ApiServer("fake", server.url, server.kube, surroundings, lambda: server.violations)
     finally:
         await server.stop()
+
+
+@contextlib.asynccontextmanager
+async def real_apiserver(plane: ControlPlane, aws: OfflineAWS, namespace: str, workdir: Path
+                         ) -> AsyncIterator[ApiServer]:
+    """The real control plane for one test: its own namespace (workloads and the Lease), EKS nodes joining
+    from ``aws``'s instances, the reconciler's ServiceAccount token; everything removed afterwards."""
+
+    @contextlib.asynccontextmanager
+    async def surroundings(_cloud: CloudProvider) -> AsyncIterator[None]:
+        yield  # kube-scheduler and kube-controller-manager run with the plane, the nodes with the cluster
+
+    with adze_cluster(plane, aws, namespace, workdir) as cluster:
+        identity = cluster.identity.identity
+        assert plane.admin is not None, "the control plane is started"
+        admin = await LiveKube.from_environment(kubeconfig=str(plane.admin.kubeconfig))
+        try:
+            yield ApiServer("real", plane.url, admin, surroundings, cluster.denied_requests, namespace=namespace,
+                            lease_namespace=namespace, lease_name=LEADER_ELECTION_LEASE, token=identity.token,
+                            upstream_ssl=identity.context)
+        finally:
+            await admin.close()
 
 
 class SteppedClock:
@@ -121,7 +162,11 @@ class FaultRig:
 
     async def seed(self, *manifests: Manifest) -> None:
         for manifest in manifests:
-            manifest["metadata"].pop("uid", None)
+            metadata = manifest["metadata"]
+            for generated in ("uid", "generation"):
+                metadata.pop(generated, None)
+            if metadata.get("namespace"):  # a namespaced object: it belongs in the test's namespace
+                metadata["namespace"] = self.server.namespace
             await create_with_status(self.server.admin, manifest)
 
     async def replica(
@@ -129,9 +174,9 @@ class FaultRig:
         clock: Any = None, watch_timeout: float = 5.0, settings: dict[str, Any] | None = None,
         extra_loops: Callable[[ControllerContext, AWSCloudProvider], dict[str, BackgroundLoop]] | None = None,
     ) -> ProxiedReplica:
-        proxy = FaultProxy(self.server.url)
+        proxy = FaultProxy(self.server.url, upstream_ssl=self.server.upstream_ssl)
         await proxy.start()
-        kube = LiveKube.for_url(proxy.url, token=name, watch_timeout=watch_timeout)
+        kube = LiveKube.for_url(proxy.url, token=self.server.token or name, watch_timeout=watch_timeout)
         metrics = Metrics()
         cloud = aws_provider(self.aws, metrics)
         loops = (lambda ctx: extra_loops(ctx, cloud)) if extra_loops is not None else None

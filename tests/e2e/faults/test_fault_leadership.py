@@ -24,16 +24,15 @@ from support.fault_proxy import LEASES
 from test_e2e_leader_overlap import AwsRequests, spot_refresh
 
 from reconciler.cloud.aws.offline import OfflineAWS
-from reconciler.kube.api import DEPLOYMENT, LEASE, KubeAPI
+from reconciler.kube.api import DEPLOYMENT, LEASE
 from reconciler.kube.leader import LeaderElectionConfig
 
-LEASE_NAME = "adze-leader-election"
 CLOCK_STEP = -30.0
 
 
-async def holder(admin: KubeAPI) -> str:
+async def holder(server: ApiServer) -> str:
     try:
-        found = await admin.get(LEASE, LEASE_NAME, "kube-system")
+        found = await server.admin.get(LEASE, server.lease_name, server.lease_namespace)
     except Exception:
         return ""
     return str((found.get("spec") or {}).get("holderIdentity") or "")
@@ -42,7 +41,7 @@ async def holder(admin: KubeAPI) -> str:
 async def test_a_leader_whose_clock_steps_back_stops_before_the_standby_acquires(
     apiserver: ApiServer, aws: OfflineAWS
 ) -> None:
-    config: dict[str, LeaderElectionConfig] = {name: e2e_lease(name, LEASE_NAME) for name in ("a", "b")}
+    config: dict[str, LeaderElectionConfig] = {name: apiserver.lease(e2e_lease(name)) for name in ("a", "b")}
     async with fault_rig(apiserver, aws) as rig:
         await rig.seed(aws.nodeclass(), e2e_nodepool(), deployment(replicas=2, cpu="1500m"))
         clock = SteppedClock()
@@ -53,17 +52,17 @@ async def test_a_leader_whose_clock_steps_back_stops_before_the_standby_acquires
         aws_requests.watch("b", b.cloud)
         aws_requests.endless.add("a")
         rig.launch(a)
-        assert await wait_for(lambda: _is(holder(rig.server.admin), "a"), timeout=30)
+        assert await wait_for(lambda: _is(holder(rig.server), "a"), timeout=30)
         assert await wait_for(lambda: _true(len(aws_requests.of("a", "DescribeSpotPriceHistory")) >= 2), timeout=30)
         rig.launch(b)
         await asyncio.sleep(1.0)
-        assert await holder(rig.server.admin) == "a" and aws_requests.of("b") == [], "b is a standby"
+        assert await holder(rig.server) == "a" and aws_requests.of("b") == [], "b is a standby"
 
         cut = time.monotonic()
         a.proxy.stall(LEASES)
         clock.step(CLOCK_STEP)
-        await rig.server.admin.patch(DEPLOYMENT, "inflate", {"spec": {"replicas": 8}}, "default")
-        assert await wait_for(lambda: _is(holder(rig.server.admin), "b"), timeout=90), "b takes the expired lease"
+        await rig.server.admin.patch(DEPLOYMENT, "inflate", {"spec": {"replicas": 8}}, rig.server.namespace)
+        assert await wait_for(lambda: _is(holder(rig.server), "b"), timeout=90), "b takes the expired lease"
         assert await wait_for(lambda: _true(a.task is not None and a.task.done()), timeout=90)
         await asyncio.sleep(3.0)  # anything a still sent would be recorded by now
         assert a.task is not None and a.task.result() == 1, "a lost its leadership and exited with 1"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from ctrl_harness import wait_for
 from ctrl_objects import deployment
 from e2e_rig import e2e_nodepool
@@ -19,6 +20,14 @@ from fault_rig import ApiServer, FaultRig, fault_rig
 from reconciler.cloud.aws.offline import OfflineAWS
 from reconciler.kube.api import NODE, NODECLAIM, POD, Manifest
 from reconciler.model import labels as wk
+
+# What the real control plane does and the fake server does not (issue 24, found by the ``real`` parameter).
+TAINT_EVICTION = (
+    "on the real control plane kube-controller-manager's taint-eviction controller deletes the pods bound to the "
+    "re-registered Node (karpenter.sh/unregistered:NoExecute) before Adze re-adopts it; the Deployment's "
+    "replacements go pending and Adze launches a second NodeClaim for them, then Empty consolidation deletes the "
+    "first NodeClaim and its emptied node (the fake server has no taint manager)"
+)
 
 
 async def only_node(rig: FaultRig) -> Manifest | None:
@@ -62,12 +71,21 @@ async def test_a_force_deleted_node_registered_again_is_readopted(apiserver: Api
             return found is not None and found["metadata"]["uid"] != uid  # the kubelet registered it again
 
         assert await wait_for(back, timeout=30)
-        assert await wait_for(lambda: _readopted(rig, claim), timeout=30), await only_node(rig)
+        readopted = await wait_for(lambda: _readopted(rig, claim), timeout=30)
         claims, _ = await admin.list(NODECLAIM)
+        if rig.server.name == "real" and [c["metadata"]["uid"] for c in claims] != [claim["metadata"]["uid"]]:
+            pytest.xfail(f"{TAINT_EVICTION} (re-adopted by its NodeClaim: {readopted}; NodeClaims: "
+                         f"{[(c['metadata']['name'], c['metadata']['uid'][:8]) for c in claims]}, "
+                         f"first {claim['metadata']['name']}/{claim['metadata']['uid'][:8]})")
+        assert readopted, await only_node(rig)
         assert [c["metadata"]["uid"] for c in claims] == [claim["metadata"]["uid"]], "no second NodeClaim"
         assert a.proxy.counts(cut)[("create", "nodeclaims")] == 0
-        pods, _ = await admin.list(POD, "default")
-        assert {p["spec"].get("nodeName") for p in pods} == {name}
+
+        async def on_the_node() -> bool:  # at once on the fake; the real plane's replacements are bound by then
+            pods, _ = await admin.list(POD, rig.server.namespace)
+            return {p["spec"].get("nodeName") for p in pods} == {name}
+
+        assert await wait_for(on_the_node, timeout=30)
 
         def synced() -> list[dict[str, object]]:
             return [line for line in rig.log_lines() if line.get("message") == "synced node of a registered nodeclaim"]

@@ -27,7 +27,7 @@ SILENCE = 15.0
 
 
 async def bound_pods(rig: FaultRig) -> int:
-    pods, _ = await rig.server.admin.list(POD, "default")
+    pods, _ = await rig.server.admin.list(POD, rig.server.namespace)
     return sum(1 for p in pods if p["spec"].get("nodeName"))
 
 
@@ -44,7 +44,7 @@ async def test_silent_watches_are_noticed_relisted_and_new_pods_acted_on(apiserv
         before = await claims(rig)
         silence = a.proxy.silence_watches()
         cut = time.monotonic()
-        await rig.server.admin.patch(DEPLOYMENT, "inflate", {"spec": {"replicas": 7}}, "default")
+        await rig.server.admin.patch(DEPLOYMENT, "inflate", {"spec": {"replicas": 7}}, rig.server.namespace)
         acted = await wait_for(lambda: _at_least(bound_pods(rig), 7), timeout=SILENCE)
         acted_at = time.monotonic() - cut
         still_silent = silence in a.proxy.rules and a.proxy.open_watches() > 0
@@ -69,7 +69,7 @@ async def test_a_watch_only_outage_ends_in_a_relist_of_every_kind(apiserver: Api
         cut = time.monotonic()
         outage = a.proxy.answer(500, Match(watch=True))
         dropped = a.proxy.drop_watches()
-        await rig.server.admin.patch(DEPLOYMENT, "inflate", {"spec": {"replicas": 4}}, "default")
+        await rig.server.admin.patch(DEPLOYMENT, "inflate", {"spec": {"replicas": 4}}, rig.server.namespace)
         await asyncio.sleep(3.0)
         a.proxy.remove(outage)
         a.proxy.gone_on_rewatch(times=3)

@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
+from reconciler.controllers.backoff import CONTROLLER_BACKOFF, Backoffs
 from reconciler.controllers.cluster import PodSchedulingTimes, StateStore
 from reconciler.controllers.instancetypes import instance_types_by_nodepool
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, NameGenerator, Wakeup, ref, summarize
@@ -43,6 +44,7 @@ from reconciler.state import ClusterState
 
 log = ControllerLog("provisioner")
 CREATE_CONCURRENCY = 16
+CREATES = "nodeclaim-creates"  # the one backoff key of failed provisioning passes
 # Karpenter's PodNominationRateLimiter: flowcontrol.NewTokenBucketRateLimiter(5, 10), shared by every pod.
 NOMINATION_QPS, NOMINATION_BURST = 5.0, 10
 
@@ -63,6 +65,8 @@ class Provisioner:
         self._reserved: set[str] = set()  # deleting NodeClaims whose drain waits for our next pass
         self._planned_deletions: set[str] = set()  # deleting NodeClaims (uid) some pass already saw
         self._nominations = TokenBucket(NOMINATION_QPS, NOMINATION_BURST, clock=ctx.clock.monotonic)
+        # Rechecks after a pass whose NodeClaim creates failed wait out a backoff (no create storm).
+        self._create_backoff = Backoffs(CONTROLLER_BACKOFF, ctx.clock.monotonic)
         store.subscribe(self._on_change)
 
     # -- triggers ------------------------------------------------------------------------------
@@ -109,10 +113,9 @@ class Provisioner:
 
     async def run(self) -> None:
         while True:
-            has_pending = bool(self.store.state.pending_pods())
-            await self.wake.wait(self.ctx.timings.provisioner_recheck if has_pending else None)
+            await self.wake.wait(self._recheck_in() if self._has_work() else None)
             if not self.batcher.is_open:
-                if not self.store.state.pending_pods():
+                if not self._has_work():
                     continue
                 self.trigger("recheck")
             await self._wait_for_batch()
@@ -123,6 +126,16 @@ class Provisioner:
             await self.wait_until_synced()
             async with self.ctx.reconciling():
                 await self.provision_once()
+
+    def _recheck_in(self) -> float:
+        return max(self.ctx.timings.provisioner_recheck, self._create_backoff.next_due() or 0.0)
+
+    def _has_work(self) -> bool:
+        """Pending pods, or pods still on a node marked for deletion (a drain that cannot evict them yet):
+        each recheck plans for them again, which renews the nomination of the node waiting to take them, so
+        that node is not consolidated as empty while they are stuck (and then launched for again)."""
+        state = self.store.state
+        return bool(state.pending_pods()) or any(n.marked_for_deletion and n.pods for n in state.state_nodes())
 
     async def _wait_for_batch(self) -> None:
         while True:
@@ -190,6 +203,12 @@ class Provisioner:
                 return await self._create(planned, now)
 
         created = await asyncio.gather(*(create(planned) for planned in result.nodeclaims))
+        if all(created):
+            self._create_backoff.forget(CREATES)
+        else:
+            failures, delay = self._create_backoff.failed(CREATES)
+            log.info("nodeclaim creation failed; rechecking after a backoff", failures=failures,
+                     retryIn=round(delay, 3))
         for planned, ok in zip(result.nodeclaims, created, strict=True):
             if ok:
                 nominations.extend((key, f"nodeclaim/{planned.name}") for key in planned.pods)

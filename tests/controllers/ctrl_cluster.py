@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.cloud.types import CloudProvider, Instance, LaunchRequest
-from reconciler.kube.api import NODE, NODECLAIM, POD, Kind, Manifest, NotFoundError, kind_of
+from reconciler.kube.api import NODE, NODECLAIM, PDB, POD, ConflictError, Kind, Manifest, NotFoundError, kind_of
 from reconciler.kube.memory import MemoryKube
 from reconciler.lifecycle.launch import has_condition, node_for_instance
 from reconciler.model import labels as wk
@@ -61,11 +61,28 @@ class FakeCluster:
         await self.startup_agents()
         await self.workloads.reconcile()  # DaemonSet pods for new nodes
         await self.schedule()
+        await self.disruption_controller()
 
     async def run(self, interval: float = 0.02) -> None:
         while True:
             await self.step()
             await asyncio.sleep(interval)
+
+    # -- kube-controller-manager's disruption controller ---------------------------------------------
+
+    async def disruption_controller(self) -> None:
+        """Keep every PodDisruptionBudget's status current, as the real cluster's disruption controller does
+        (the reconciler, like Karpenter, reads ``status.disruptionsAllowed`` and allows nothing without it)."""
+        for pdb in self.kube.objects(PDB):
+            metadata = pdb["metadata"]
+            computed = self.kube.pdb_status(pdb)
+            status = {**computed.as_status(), "observedGeneration": metadata.get("generation", 1)}
+            current = pdb.get("status") or {}
+            if all(current.get(key) == value for key, value in status.items()):
+                continue
+            with contextlib.suppress(NotFoundError, ConflictError):
+                await self.kube.patch(PDB, metadata["name"], {"status": status}, metadata.get("namespace"),
+                                      subresource="status")
 
     # -- kubelet -----------------------------------------------------------------------------------
 

@@ -57,18 +57,10 @@ def allowed_attempts(backoff: ItemBackoff, window: float) -> int:
 
 
 # What the real control plane shows and the fake server hides (issue 24, found by the ``real`` parameter).
-REPLACEMENT_CHURN = (
-    "on the real control plane (nodes join within a second) the NodeClaim whose evictions fail gets a "
-    "replacement for its pods, the replacement stays empty and Empty consolidation deletes it, then the next "
-    "one is launched: 8 NodeClaims created and 6 deleted in 12 s, 33 NodePool status patches (the fake: 2 and 2)"
-)
 
 
 @pytest.mark.parametrize("fault", ["eviction-500", "500", "409", "reset"])
-async def test_failed_writes_back_off_per_object(apiserver: ApiServer, aws: OfflineAWS, fault: str,
-                                                 request: pytest.FixtureRequest) -> None:
-    if apiserver.name == "real" and fault == "eviction-500":
-        request.applymarker(pytest.mark.xfail(reason=REPLACEMENT_CHURN, strict=False))
+async def test_failed_writes_back_off_per_object(apiserver: ApiServer, aws: OfflineAWS, fault: str) -> None:
     async with fault_rig(apiserver, aws) as rig:
         await rig.seed(aws.nodeclass(), e2e_nodepool(), deployment(replicas=3, cpu="1500m"), budget("one"))
         a = rig.launch(await rig.replica("a"))
@@ -98,6 +90,11 @@ async def test_failed_writes_back_off_per_object(apiserver: ApiServer, aws: Offl
         assert evictions, report
         limit = allowed_attempts(EVICTION_BACKOFF, WINDOW)
         assert max(evictions.values()) <= limit, f"{report}; per pod {dict(evictions)} > {limit}"
+        # The stuck pods get one replacement node, kept for them (the provisioner re-plans them and renews its
+        # nomination) rather than consolidated as empty and launched again: on the real control plane, before
+        # that, 8-10 NodeClaims were created and 14-18 deleted in 12 s.
+        churn = (counts[("create", "nodeclaims")], counts[("delete", "nodeclaims")])
+        assert churn[0] <= 1 and churn[1] == 0, f"{report}; NodeClaims created/deleted {churn}"
     # A step is one write, tried up to 5 times when it conflicts (each retry re-reads the object): at most
     # 5 writes and 4 GETs of an object per backoff step.
     steps = allowed_attempts(CONTROLLER_BACKOFF, WINDOW)

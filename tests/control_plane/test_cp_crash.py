@@ -45,7 +45,10 @@ POOL = "crashy"
 
 def test_kill_9_at_seeded_writes_leaves_no_leaked_or_duplicate_instance(adze: AdzeCluster) -> None:
     rng = random.Random(SEED)
-    phases = [(UP, rng.randint(1, 14)), (DOWN, rng.randint(1, 8)), (UP, rng.randint(1, 14)), (DOWN, rng.randint(1, 8))]
+    # Crash points within the writes every phase makes for sure. The second scale-up goes to twice the first:
+    # nodes the scale-down has not consolidated yet could hold the first size again without a single write.
+    phases = [(UP, rng.randint(1, 8)), (DOWN, rng.randint(1, 6)), (2 * UP, rng.randint(1, 8)),
+              (DOWN, rng.randint(1, 6))]
     plane = adze.plane
     adze.apply(adze.nodeclass())
     adze.apply(nodepool(POOL, sizes=("large", "xlarge"), consolidate_after="0s"))

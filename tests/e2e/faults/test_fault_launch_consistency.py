@@ -36,9 +36,10 @@ def lagging_tags() -> Iterator[None]:
 
 
 def instances(aws: OfflineAWS) -> list[dict[str, Any]]:
-    """Every instance of this cluster, terminated ones too, looked up without a tag filter (which would lag)."""
-    reservations = aws.client("ec2").describe_instances()["Reservations"]
-    return [i for r in reservations for i in r["Instances"]
+    """Every instance of this cluster, terminated ones too, looked up without a tag filter (which would lag),
+    through every page (the session's shared moto holds more than one page of 100 reservations)."""
+    pages = aws.client("ec2").get_paginator("describe_instances").paginate()
+    return [i for page in pages for r in page["Reservations"] for i in r["Instances"]
             if {"Key": "eks:eks-cluster-name", "Value": aws.cluster} in (i.get("Tags") or [])]
 
 

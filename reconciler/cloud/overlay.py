@@ -203,7 +203,7 @@ class _Matcher:
         requirements = self._requirements.get(key)
         if requirements is None:
             requirements = self._requirements[key] = _instance_requirements(pool, instance_type)
-        if requirements.compatible(overlay.requirements) is not None:
+        if requirements.incompatibility(overlay.requirements) is not None:
             return []
         allowed = offering_key(overlay.requirements)
         return [o for o in instance_type.offerings if offering_allowed(o, *allowed)]

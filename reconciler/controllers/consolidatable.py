@@ -17,7 +17,8 @@ from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wak
 from reconciler.disruption.policy import consolidatable
 from reconciler.kube.api import ApiError, NotFoundError
 from reconciler.kube.edits import drop_condition
-from reconciler.lifecycle.launch import condition, set_condition
+from reconciler.lifecycle.conditions import set_condition
+from reconciler.model.conditions import condition
 
 log = ControllerLog("nodeclaim.consolidation")
 CONSOLIDATABLE = "Consolidatable"

@@ -17,7 +17,8 @@ from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, ref
 from reconciler.kube.api import ApiError, NotFoundError
 from reconciler.kube.edits import drop_condition
-from reconciler.lifecycle.launch import condition, has_condition, set_condition
+from reconciler.lifecycle.conditions import set_condition
+from reconciler.model.conditions import condition, is_true
 
 log = ControllerLog("nodeclaim.disruption")
 
@@ -41,7 +42,7 @@ class DriftMarker:
         for claim in self.store.nodeclaims():
             name = claim["metadata"]["name"]
             live.add(name)
-            if claim["metadata"].get("deletionTimestamp") or not has_condition(claim, "Initialized"):
+            if claim["metadata"].get("deletionTimestamp") or not is_true(claim, "Initialized"):
                 continue
             last = self._checked.get(name)
             if last is not None and now_mono - last < self.ctx.timings.drift_check_interval:
@@ -67,7 +68,7 @@ class DriftMarker:
         except Exception as err:  # provider trouble: try again next interval
             log.warning("drift check failed", NodeClaim=ref(name), error=str(err))
             return False
-        was_drifted = has_condition(claim, "Drifted")
+        was_drifted = is_true(claim, "Drifted")
         try:
             if reason and not was_drifted:
                 await set_condition(self.ctx.kube, name, condition("Drifted", True, self.ctx.now(), reason=reason,

@@ -13,6 +13,7 @@ from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wak
 from reconciler.kube.api import NODECLAIM, ApiError, NotFoundError
 from reconciler.lifecycle.expiration import Expiration, expired, next_expiration
 from reconciler.model import labels as wk
+from reconciler.model.meta import format_time
 
 log = ControllerLog("nodeclaim.expiration")
 
@@ -64,7 +65,7 @@ class ExpirationController:
             labels = ((claim or {}).get("metadata") or {}).get("labels") or {}
             self.ctx.metrics.nodeclaims_disrupted.labels(
                 reason="expired", nodepool=item.nodepool, capacity_type=labels.get(wk.CAPACITY_TYPE, "")).inc()
-            at = f"{item.expired_at:%Y-%m-%dT%H:%M:%SZ}"
+            at = format_time(item.expired_at)
             await self.ctx.event(claim, "Normal", "DisruptionTerminating",
                                  f"Disrupting NodeClaim: Expired (expireAfter elapsed at {at})")
             done.append(item)

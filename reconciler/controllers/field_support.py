@@ -16,8 +16,7 @@ from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wakeup, ref
 from reconciler.kube.api import EC2NODECLASS, NODECLAIM, NODEPOOL, ApiError, Kind, NotFoundError
 from reconciler.kube.retry import modify
-from reconciler.lifecycle.conditions import condition_of
-from reconciler.lifecycle.launch import condition, merged_conditions
+from reconciler.model.conditions import condition, condition_of, merged_conditions
 
 log = ControllerLog("fields.support")
 KINDS: dict[str, Kind] = {"NodePool": NODEPOOL, "NodeClaim": NODECLAIM, "EC2NodeClass": EC2NODECLASS}

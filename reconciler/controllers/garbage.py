@@ -27,8 +27,8 @@ from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, ref
 from reconciler.kube.api import NODE, NODECLAIM, ApiError, Manifest, NotFoundError
 from reconciler.kube.edits import remove_finalizer
-from reconciler.lifecycle.launch import has_condition
 from reconciler.model import labels as wk
+from reconciler.model.conditions import is_true
 
 log = ControllerLog("nodeclaim.garbagecollection")
 _GONE_STATES = ("shutting-down", "terminated")
@@ -93,7 +93,7 @@ class GarbageCollector:
             provider_id = (claim.get("status") or {}).get("providerID")
             if not provider_id or provider_id in live or claim["metadata"].get("deletionTimestamp"):
                 continue
-            if not has_condition(claim, "Launched"):
+            if not is_true(claim, "Launched"):
                 continue
             await self._delete_if_gone(claim, provider_id, result)
         return result

@@ -28,17 +28,10 @@ from reconciler.controllers.registration_health import RegistrationHealth
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wakeup, ref
 from reconciler.controllers.workers import Workers, wait_time
 from reconciler.kube.api import NODE, NODECLAIM, ApiError, Manifest, NotFoundError
-from reconciler.lifecycle.conditions import make
-from reconciler.lifecycle.launch import (
-    has_condition,
-    initialization_blockers,
-    initialize,
-    launch,
-    register,
-    registration_drift,
-    set_condition,
-)
+from reconciler.lifecycle.conditions import set_condition
+from reconciler.lifecycle.launch import initialization_blockers, initialize, launch, register, registration_drift
 from reconciler.model import labels as wk
+from reconciler.model.conditions import is_true, make
 from reconciler.model.meta import format_time
 
 log = ControllerLog("nodeclaim.lifecycle")
@@ -97,7 +90,7 @@ class NodeClaimLifecycle:
             if not self.launches.ready(name):
                 return None
             return self._launch
-        if not has_condition(claim, "Registered"):
+        if not is_true(claim, "Registered"):
             if self.store.node_for(claim) is not None:
                 return self._register
             launched = model.conditions.get("Launched") if model else None
@@ -110,7 +103,7 @@ class NodeClaimLifecycle:
         node = self.store.node_for(claim)
         if node is not None and not node["metadata"].get("deletionTimestamp") and registration_drift(claim, node):
             return self._readopt  # the kubelet registered the Node again (it was deleted outside Karpenter)
-        if not has_condition(claim, "Initialized"):
+        if not is_true(claim, "Initialized"):
             if node is not None and not initialization_blockers(claim, node):
                 return self._initialize
         elif node is not None and (node["metadata"].get("labels") or {}).get(wk.INITIALIZED) != "true" \
@@ -184,7 +177,7 @@ class NodeClaimLifecycle:
     async def _register(self, name: str) -> None:
         claim = self._current(name)
         node = self.store.node_for(claim) if claim else None
-        if claim is None or node is None or has_condition(claim, "Registered"):
+        if claim is None or node is None or is_true(claim, "Registered"):
             return
         self.store.write_through(await register(self.ctx.kube, claim, node, self.ctx.now()))
         node_name = node["metadata"]["name"]
@@ -213,7 +206,7 @@ class NodeClaimLifecycle:
             await self.ctx.event(claim, "Normal", "Registered",
                                  f"Node {node['metadata']['name']} registered again; synced: {'; '.join(missing)}")
             return  # initialized (below) on the next pass, from the synced Node
-        if has_condition(claim, "Initialized") and not initialization_blockers(claim, node):
+        if is_true(claim, "Initialized") and not initialization_blockers(claim, node):
             await self.ctx.kube.patch(NODE, node["metadata"]["name"],
                                       {"metadata": {"labels": {wk.INITIALIZED: "true"}}})
             log.info("re-initialized node of an initialized nodeclaim", NodeClaim=ref(name),
@@ -222,7 +215,7 @@ class NodeClaimLifecycle:
     async def _initialize(self, name: str) -> None:
         claim = self._current(name)
         node = self.store.node_for(claim) if claim else None
-        if claim is None or node is None or has_condition(claim, "Initialized"):
+        if claim is None or node is None or is_true(claim, "Initialized"):
             return
         stored = await initialize(self.ctx.kube, claim, node, self.ctx.now())
         if stored is None:
@@ -241,7 +234,7 @@ class NodeClaimLifecycle:
             return
         if phase == "launch" and (claim.get("status") or {}).get("providerID"):
             return
-        if phase == "registration" and has_condition(claim, "Registered"):
+        if phase == "registration" and is_true(claim, "Registered"):
             return
         message = f"{phase} timed out: not {'Launched' if phase == 'launch' else 'Registered'} within {limit:g}s"
         log.info("deleting nodeclaim", NodeClaim=ref(name), reason=f"{phase}_timeout", detail=message)

@@ -18,7 +18,7 @@ from reconciler.controllers.instancetypes import instance_types_by_nodepool
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wakeup, ref
 from reconciler.kube.api import NODEOVERLAY, ApiError, NotFoundError
 from reconciler.kube.retry import modify
-from reconciler.lifecycle.conditions import make, with_root
+from reconciler.model.conditions import make, with_root
 from reconciler.model.meta import format_time
 
 log = ControllerLog("nodeoverlay")

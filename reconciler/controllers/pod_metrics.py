@@ -18,12 +18,9 @@ from typing import Any
 
 from reconciler.controllers.cluster import StateStore
 from reconciler.model import labels as wk
+from reconciler.model.conditions import condition_of
 from reconciler.model.meta import parse_time_or_none
 from reconciler.observability import Metrics
-
-
-def _condition(pod: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
-    return next((c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == kind), None)
 
 
 def _owner(pod: Mapping[str, Any], namespace: str) -> str:
@@ -62,7 +59,7 @@ class PodMetrics:
         node_name = str(spec.get("nodeName") or "")
         node = self.store.get("Node", node_name) if node_name else None
         labels = ((node or {}).get("metadata") or {}).get("labels") or {}
-        ready = _condition(pod, "Ready")
+        ready = condition_of(pod, "Ready")
         return {
             "name": name, "namespace": namespace, "owner": _owner(pod, namespace), "node": node_name,
             "scheduled": "true" if node_name else "false", "nodepool": labels.get(wk.NODEPOOL, ""),
@@ -74,7 +71,7 @@ class PodMetrics:
 
     def _undecided(self, pod: Mapping[str, Any], ident: dict[str, str], times: Any, now: datetime) -> None:
         gauge = self.metrics.pods_provisioning_scheduling_undecided_time
-        scheduled = _condition(pod, "PodScheduled")
+        scheduled = condition_of(pod, "PodScheduled")
         if (times is not None and times.decided is not None) or (scheduled and scheduled.get("status") == "True"):
             _remove(gauge, ident)
         elif times is not None:
@@ -86,7 +83,7 @@ class PodMetrics:
         created = parse_time_or_none((pod.get("metadata") or {}).get("creationTimestamp"))
         phase = (pod.get("status") or {}).get("phase")
         if phase == "Pending" or (key in self._pending and phase not in ("Succeeded", "Failed")):
-            ready = _condition(pod, "Ready")
+            ready = condition_of(pod, "Ready")
             ready_at = parse_time_or_none(ready.get("lastTransitionTime")) if ready and \
                 ready.get("status") == "True" else None
             if phase != "Pending" and ready_at is not None and key in self._pending:
@@ -117,7 +114,7 @@ class PodMetrics:
     def _bound(self, key: str, pod: Mapping[str, Any], ident: dict[str, str], scheduled_at: datetime | None,
                now: datetime) -> None:
         metrics = self.metrics
-        condition = _condition(pod, "PodScheduled")
+        condition = condition_of(pod, "PodScheduled")
         bound = condition is not None and condition.get("status") == "True"
         if (pod.get("status") or {}).get("phase") == "Pending" and not bound:
             created = parse_time_or_none((pod.get("metadata") or {}).get("creationTimestamp"))

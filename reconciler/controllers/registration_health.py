@@ -18,8 +18,8 @@ from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, ref
 from reconciler.kube.api import NODEPOOL, ApiError, Manifest, NotFoundError
 from reconciler.kube.retry import modify
-from reconciler.lifecycle.conditions import condition_of, make
 from reconciler.model import labels as wk
+from reconciler.model.conditions import condition_of, make
 from reconciler.model.meta import format_time
 
 log = ControllerLog("nodepool.registrationhealth")

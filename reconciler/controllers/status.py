@@ -34,8 +34,15 @@ from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wak
 from reconciler.controllers.workers import wait_time
 from reconciler.kube.api import EC2NODECLASS, NODEPOOL, ApiError, NotFoundError
 from reconciler.kube.retry import modify
-from reconciler.lifecycle.conditions import NODEPOOL_DEPENDENTS, condition_of, make, with_root
-from reconciler.lifecycle.launch import condition, has_condition, merged_conditions
+from reconciler.model.conditions import (
+    NODEPOOL_DEPENDENTS,
+    condition,
+    condition_of,
+    is_true,
+    make,
+    merged_conditions,
+    with_root,
+)
 from reconciler.model.meta import format_time
 from reconciler.model.quantity import parse_quantity
 
@@ -209,7 +216,7 @@ class StatusController:
             class_ready, class_message = False, f"EC2NodeClass {ref_name!r} not found"
         elif nodeclass["metadata"].get("deletionTimestamp"):
             class_ready, class_message = False, f"EC2NodeClass {ref_name!r} is being deleted"
-        elif not has_condition(nodeclass, "Ready"):
+        elif not is_true(nodeclass, "Ready"):
             class_ready, class_message = False, f"EC2NodeClass {ref_name!r} is not Ready"
         else:
             class_ready, class_message = True, ""

@@ -125,7 +125,7 @@ def drift_reason(
     ):
         return NODEPOOL_DRIFTED, f"NodePool {nodepool.name} template changed since the node was launched"
     labels = effective_labels(nodeclaim, node_labels, instance_types)
-    violated = Requirements.from_labels(labels).compatible(nodepool.requirements)
+    violated = Requirements.from_labels(labels).incompatibility(nodepool.requirements)
     if violated is not None:
         return (
             REQUIREMENTS_DRIFTED,

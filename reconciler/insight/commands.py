@@ -24,6 +24,7 @@ from reconciler.insight.errors import InsightError
 from reconciler.insight.progress import Progress
 from reconciler.insight.snapshot import collect_live, observed_region, observed_zones, sanitize_objects
 from reconciler.insight.sources import Snapshot, load_nodepools_files, load_snapshot, load_stack_file
+from reconciler.model.meta import format_time
 
 if TYPE_CHECKING:
     from reconciler.sim.scenario import Scenario
@@ -314,7 +315,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
         rows = sorted((r for r in frame.nodes if node_filter.keeps(r)), key=SORT_KEYS[args.sort])
         document = {
-            "clock": frame.clock.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "clock": format_time(frame.clock),
             "costPerHour": round(sum(r.price for r in rows), 6),
             "pendingPods": frame.pending,
             "nodes": [row.as_dict() for row in rows],

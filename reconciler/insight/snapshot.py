@@ -43,6 +43,7 @@ from reconciler.kube.api import (
     Manifest,
 )
 from reconciler.model import labels as wk
+from reconciler.model.meta import format_time
 from reconciler.sim.scenario import Scenario
 
 REPLICATIONCONTROLLER = Kind("v1", "ReplicationController")
@@ -274,12 +275,12 @@ def snapshot_document(
 ) -> dict[str, Any]:
     """A scenario document (docs/scenario-format.md) holding the snapshot; no steps. ``feature_gates``: the gates
     the cluster runs with, when known (a simulated cluster's; a live snapshot cannot see them)."""
-    settings: dict[str, Any] = {"clock": taken_at.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    settings: dict[str, Any] = {"clock": format_time(taken_at)}
     if feature_gates:
         settings["featureGates"] = dict(feature_gates)
     return {
         "name": name,
-        "description": f"cluster snapshot of {source} taken {taken_at.strftime('%Y-%m-%dT%H:%M:%SZ')}",
+        "description": f"cluster snapshot of {source} taken {format_time(taken_at)}",
         "settings": settings,
         "catalog": dict(catalog),
         "objects": list(objects),

@@ -24,7 +24,7 @@ from reconciler.disruption.adoption import adopt_nodeclaims
 from reconciler.insight.catalog import preset_catalog
 from reconciler.insight.errors import InsightError
 from reconciler.insight.snapshot import observed_region, observed_zones, sanitize_objects
-from reconciler.model.meta import ManifestError
+from reconciler.model.meta import ManifestError, format_time
 from reconciler.model.shape import check_document_bounds, check_manifest_shape
 from reconciler.sim.scenario import DEFAULT_CLOCK, CheckedObjects, Scenario, ScenarioError, parse_scenario
 
@@ -185,7 +185,7 @@ def load_snapshot(path: str | Path, *, catalog: Mapping[str, Any] | None = None)
         stem = Path(path).stem
         document = {
             "name": stem,
-            "settings": {"clock": _stamp(latest_timestamp(objects))},
+            "settings": {"clock": format_time(latest_timestamp(objects))},
             "catalog": dict(catalog)
             if catalog is not None
             else preset_catalog(observed_zones(objects), observed_region(objects)),
@@ -250,10 +250,6 @@ def _parse_time(value: Any) -> datetime | None:
     except ValueError:
         return None
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
-def _stamp(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(slots=True)

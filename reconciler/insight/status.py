@@ -15,6 +15,7 @@ from typing import IO
 
 from reconciler.insight.frames import Frame, NodeRow, price_sources, unpriced
 from reconciler.insight.money import money
+from reconciler.model.meta import format_time
 
 BAR_WIDTH = 20
 FULL, EMPTY_CELL = "█", "░"
@@ -127,7 +128,7 @@ def render_status(
     )
     lines.append(
         f"{paint(money(cost), BOLD)}  {sum(r.pods for r in rows)} pods bound, {frame.pending} pending  "
-        f"@ {frame.clock.strftime('%Y-%m-%dT%H:%M:%SZ')}"
+        f"@ {format_time(frame.clock)}"
     )
     lines.append(_capacity_summary(rows, paint))
     lines.append("")

@@ -24,6 +24,7 @@ from reconciler.interruption.metrics import InterruptionMetrics
 from reconciler.kube.api import NODECLAIM, KubeAPI, Manifest, NotFoundError
 from reconciler.kube.edits import edit_node
 from reconciler.model import labels as wk
+from reconciler.model.meta import format_time
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +78,7 @@ async def execute(
         if action.kind is ActionKind.CORDON_DRAIN and action.node:
             await _cordon(kube, action.node)
         if action.forceful:
-            stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+            stamp = format_time(now)
             await kube.patch(
                 NODECLAIM,
                 action.nodeclaim,
@@ -103,7 +104,7 @@ async def _cordon(kube: KubeAPI, node_name: str) -> None:
 
 async def record_event(kube: KubeAPI, action: Action, now: datetime) -> None:
     """A Kubernetes Event on the NodeClaim (best effort: events must never block handling)."""
-    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = format_time(now)
     event = {
         "apiVersion": "v1",
         "kind": "Event",

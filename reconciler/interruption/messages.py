@@ -18,7 +18,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, TypedDict
 
-from reconciler.model.meta import parse_time_or_none
+from reconciler.model.meta import format_time, parse_time_or_none
 
 
 class Kind(StrEnum):
@@ -145,7 +145,7 @@ def eventbridge_event(kind: Kind, instance_id: str, when: datetime, event_id: st
         "id": event_id or f"{kind.value}-{instance_id}",
         "source": triple[0],
         "detail-type": triple[1],
-        "time": when.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "time": format_time(when),
         "detail": detail,
     }
 

@@ -108,6 +108,13 @@ class TooManyRequestsError(ApiError):
         super().__init__(429, "TooManyRequests", message)
 
 
+class ForbiddenError(ApiError):
+    """403: e.g. new content in a namespace that is being deleted (the NamespaceLifecycle admission plugin)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(403, "Forbidden", message)
+
+
 class GoneError(ApiError):
     """410: a watch's resourceVersion is too old; re-list."""
 

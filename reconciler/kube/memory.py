@@ -35,10 +35,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.kube.api import (
+    NAMESPACE,
     PDB,
     POD,
     ApiError,
     ConflictError,
+    ForbiddenError,
     Kind,
     Manifest,
     NotFoundError,
@@ -264,6 +266,7 @@ class MemoryKube:
             metadata.pop(managed, None)
         metadata = self._prepare_metadata(kind, obj)
         key = (metadata.get("namespace", ""), metadata["name"])
+        self._admit_to_namespace(kind, key)
         store = self._objects.setdefault(_key_of(kind), {})
         if key in store:
             raise ConflictError(self._already_exists(kind, metadata["name"]), reason="AlreadyExists")
@@ -400,6 +403,15 @@ class MemoryKube:
                 if fault.remaining <= 0:
                     self._faults.remove(fault)
                 raise fault.error
+
+    def _admit_to_namespace(self, kind: Kind, key: ObjectKey) -> None:
+        """The NamespaceLifecycle admission plugin: nothing new in a namespace that is being deleted (a snapshot
+        taken while one was: its ReplicaSets can no longer recreate the pods they lose)."""
+        namespace, name = key
+        stored = self._objects.get(_key_of(NAMESPACE), {}).get(("", namespace)) if kind.namespaced else None
+        if stored is not None and stored["metadata"].get("deletionTimestamp"):
+            raise ForbiddenError(f'{kind.kind.lower()}s "{name}" is forbidden: unable to create new content in '
+                                 f"namespace {namespace} because it is being terminated")
 
     def _prepare_metadata(self, kind: Kind, obj: Manifest) -> dict[str, Any]:
         metadata = obj.setdefault("metadata", {})

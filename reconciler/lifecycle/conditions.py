@@ -1,69 +1,31 @@
-"""Status conditions as Karpenter keeps them (awslabs/operatorpkg ``status.ConditionSet``).
-
-A *root* condition (``Ready``) summarises its dependents: True when every dependent is True, False
-(``UnhealthyDependents``) when one is False, else Unknown (``ReconcilingDependents``), its message
-listing the dependents that are not True (``Launched=True, Registered=Unknown``), newest first. A
-dependent not written yet reads Unknown (``AwaitingReconciliation``), as operatorpkg fills it in.
-
-- NodeClaim: ``Ready`` over Launched, Registered, Initialized (``with_root`` on every condition write,
-  ``launch.set_condition``); the termination conditions Drained, VolumesDetached and
-  InstanceTerminating through ``mark_termination`` at the points the Terminator reaches them.
-- NodePool: ``Ready`` over ValidationSucceeded and NodeClassReady; NodeRegistrationHealthy beside it.
-
-Timestamps are RFC 3339 strings: a condition keeps its ``lastTransitionTime`` while its status stays.
-"""
+"""Writing status conditions to the API server, each guarded by the object's resourceVersion so a condition
+another writer set meanwhile is kept (what a condition is, and how one is read or merged: ``model/conditions``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from reconciler.kube.api import NODECLAIM, KubeAPI, Manifest, NotFoundError
 from reconciler.kube.retry import modify
+from reconciler.model.conditions import NODECLAIM_DEPENDENTS, condition_of, make, merged_conditions, with_root
 from reconciler.model.meta import format_time
 
-READY = "Ready"
-NODECLAIM_DEPENDENTS = ("Launched", "Registered", "Initialized")
-NODEPOOL_DEPENDENTS = ("ValidationSucceeded", "NodeClassReady")
-DRAINED = "Drained"
-VOLUMES_DETACHED = "VolumesDetached"
-INSTANCE_TERMINATING = "InstanceTerminating"
-AWAITING = ("AwaitingReconciliation", "object is awaiting reconciliation")
 
+async def set_condition(
+    kube: KubeAPI, nodeclaim_name: str, update: dict[str, Any], *, current: Manifest | None = None, **status: Any
+) -> Manifest:
+    """Set one NodeClaim condition (and other status fields) against the claim, guarded by its
+    resourceVersion, so a condition another writer set meanwhile is kept. The root ``Ready`` condition
+    (Launched, Registered, Initialized) is recomputed with it. ``current``: a copy already at hand (saves
+    the read; a stale one costs a 409 and a read). Returns the claim as stored."""
+    def edit(claim: Manifest) -> Manifest:
+        conditions = with_root(merged_conditions(claim, update), NODECLAIM_DEPENDENTS,
+                               str(update.get("lastTransitionTime") or ""))
+        claim["status"] = {**(claim.get("status") or {}), "conditions": conditions, **status}
+        return claim
 
-def make(kind: str, status: str, stamp: str, reason: str = "", message: str = "") -> dict[str, Any]:
-    """One condition; ``status`` is "True", "False" or "Unknown"; the reason defaults as operatorpkg's."""
-    if not reason:
-        reason = {"True": kind, "Unknown": AWAITING[0]}.get(status, f"Not{kind}")
-        message = message or (AWAITING[1] if status == "Unknown" else "")
-    return {"type": kind, "status": status, "reason": reason, "message": message, "lastTransitionTime": stamp}
-
-
-def with_root(conditions: Sequence[Mapping[str, Any]], dependents: Sequence[str], stamp: str,
-              root: str = READY) -> list[dict[str, Any]]:
-    """``conditions`` with absent dependents filled in as Unknown and ``root`` recomputed from them."""
-    current = {str(c.get("type")): dict(c) for c in conditions}
-    for kind in dependents:
-        current.setdefault(kind, make(kind, "Unknown", stamp))
-    unhealthy = sorted((current[k] for k in dependents if current[k].get("status") != "True"),
-                       key=lambda c: str(c.get("lastTransitionTime") or ""), reverse=True)
-    if not unhealthy:
-        desired = make(root, "True", stamp)
-    else:
-        failed = any(c.get("status") == "False" for c in unhealthy)
-        desired = make(root, "False" if failed else "Unknown", stamp,
-                       reason="UnhealthyDependents" if failed else "ReconcilingDependents",
-                       message=", ".join(f"{c['type']}={c.get('status')}" for c in unhealthy))
-    previous = current.get(root)
-    if previous is not None and previous.get("status") == desired["status"]:
-        desired["lastTransitionTime"] = previous.get("lastTransitionTime") or stamp
-    current[root] = desired
-    return list(current.values())
-
-
-def condition_of(manifest: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
-    return next((c for c in (manifest.get("status") or {}).get("conditions") or [] if c.get("type") == kind), None)
+    return await modify(kube, NODECLAIM, nodeclaim_name, edit, subresource="status", current=current)
 
 
 async def mark_termination(kube: KubeAPI, nodeclaim: Manifest, kind: str, status: str, now: datetime,

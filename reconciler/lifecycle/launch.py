@@ -8,7 +8,7 @@ idempotent so any replica can resume them after a crash.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -25,42 +25,14 @@ from reconciler.cloud.types import (
 )
 from reconciler.kube.api import EC2NODECLASS, NODE, NODECLAIM, KubeAPI, Manifest, NotFoundError
 from reconciler.kube.edits import add_finalizer, edit_node, remove_finalizer
-from reconciler.kube.retry import modify
-from reconciler.lifecycle.conditions import NODECLAIM_DEPENDENTS, with_root
+from reconciler.lifecycle.conditions import set_condition
 from reconciler.model import labels as wk
+from reconciler.model.conditions import condition, is_true
 from reconciler.model.meta import format_time
 
 # When the current launch attempt of a NodeClaim was made (ms since the epoch): the seed of its idempotency
 # token (see ``_launch_attempt``).
 LAUNCH_ATTEMPT_ANNOTATION = "adze.dev/launch-attempt"
-
-
-def condition(kind: str, status: bool, now: datetime, reason: str = "", message: str = "") -> dict[str, Any]:
-    return {
-        "type": kind,
-        "status": "True" if status else "False",
-        "reason": reason or (kind if status else f"Not{kind}"),
-        "message": message,
-        "lastTransitionTime": format_time(now),
-    }
-
-
-def has_condition(manifest: Mapping[str, Any], kind: str) -> bool:
-    for item in (manifest.get("status") or {}).get("conditions") or []:
-        if item.get("type") == kind:
-            return item.get("status") == "True"
-    return False
-
-
-def merged_conditions(manifest: Mapping[str, Any], *updates: dict[str, Any]) -> list[dict[str, Any]]:
-    """Conditions with ``updates`` applied; an unchanged status keeps its transition time."""
-    current = {c["type"]: c for c in (manifest.get("status") or {}).get("conditions") or []}
-    for update in updates:
-        previous = current.get(update["type"])
-        if previous is not None and previous.get("status") == update["status"]:
-            update = {**update, "lastTransitionTime": previous.get("lastTransitionTime", update["lastTransitionTime"])}
-        current[update["type"]] = update
-    return list(current.values())
 
 
 @dataclass(slots=True)
@@ -159,22 +131,6 @@ async def _launch_attempt(kube: KubeAPI, nodeclaim: Manifest, now: datetime) -> 
                                      {"metadata": {"annotations": {LAUNCH_ATTEMPT_ANNOTATION: attempt}}})
     identity = str(metadata.get("uid") or metadata.get("name") or "")
     return nodeclaim, f"{identity}-{attempt}"[:64]
-
-
-async def set_condition(
-    kube: KubeAPI, nodeclaim_name: str, update: dict[str, Any], *, current: Manifest | None = None, **status: Any
-) -> Manifest:
-    """Set one NodeClaim condition (and other status fields) against the claim, guarded by its
-    resourceVersion, so a condition another writer set meanwhile is kept. The root ``Ready`` condition
-    (Launched, Registered, Initialized) is recomputed with it. ``current``: a copy already at hand (saves
-    the read; a stale one costs a 409 and a read). Returns the claim as stored."""
-    def edit(claim: Manifest) -> Manifest:
-        conditions = with_root(merged_conditions(claim, update), NODECLAIM_DEPENDENTS,
-                               str(update.get("lastTransitionTime") or ""))
-        claim["status"] = {**(claim.get("status") or {}), "conditions": conditions, **status}
-        return claim
-
-    return await modify(kube, NODECLAIM, nodeclaim_name, edit, subresource="status", current=current)
 
 
 async def _nodeclass(kube: KubeAPI, nodeclaim: Manifest, lookup: NodeClassLookup | None) -> Manifest | None:
@@ -301,7 +257,7 @@ def owned_by_nodeclaim(owners: list[Manifest], claim_meta: Manifest) -> list[Man
 def initialization_blockers(nodeclaim: Manifest, node: Manifest) -> list[str]:
     """Why a registered node is not initialized yet (empty when it is)."""
     blockers = []
-    if not has_condition(node, "Ready"):
+    if not is_true(node, "Ready"):
         blockers.append("node is not Ready")
     startup = {(t.get("key"), t.get("effect")) for t in (nodeclaim.get("spec") or {}).get("startupTaints") or []}
     for taint in (node.get("spec") or {}).get("taints") or []:

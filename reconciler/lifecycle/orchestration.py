@@ -17,9 +17,11 @@ from typing import Any
 from reconciler.cloud.types import CloudProvider
 from reconciler.kube.api import NODECLAIM, ApiError, KubeAPI, Manifest, NotFoundError
 from reconciler.kube.edits import drop_condition, edit_taints
-from reconciler.lifecycle.launch import condition, has_condition, launch, set_condition
+from reconciler.lifecycle.conditions import set_condition
+from reconciler.lifecycle.launch import launch
 from reconciler.lifecycle.termination import DISRUPTED_TAINT
 from reconciler.model import labels as wk
+from reconciler.model.conditions import condition, is_true
 
 # Karpenter: clamp(80 ms x queued commands, 10 min, 1 h); one command at a time here.
 REPLACEMENT_TIMEOUT = timedelta(minutes=10)
@@ -102,7 +104,7 @@ class CommandExecutor:
             except NotFoundError:
                 await self.abort(flight, f"replacement {name} disappeared before it initialized")
                 return flight
-            if not has_condition(claim, "Initialized"):
+            if not is_true(claim, "Initialized"):
                 if now - flight.started > REPLACEMENT_TIMEOUT:
                     await self.abort(flight, f"replacement {name} did not initialize within {REPLACEMENT_TIMEOUT}")
                 return flight

@@ -25,6 +25,7 @@ from typing import Any
 
 from reconciler.kube.api import NODECLAIM, KubeAPI
 from reconciler.model import labels as wk
+from reconciler.model.conditions import condition_of
 from reconciler.model.meta import format_time, parse_time_or_none
 
 Manifest = Mapping[str, Any]
@@ -71,7 +72,7 @@ class Unhealthy:
 
     def describe(self) -> str:
         detail = f" ({self.reason})" if self.reason else ""
-        return (f"{self.condition}={self.status}{detail} since {self.since:%Y-%m-%dT%H:%M:%SZ}, "
+        return (f"{self.condition}={self.status}{detail} since {format_time(self.since)}, "
                 f"toleration {_minutes(self.toleration)}")
 
 
@@ -89,13 +90,6 @@ class RepairDecision:
     message: str
 
 
-def _condition(node: Manifest, kind: str) -> Mapping[str, Any] | None:
-    for condition in (node.get("status") or {}).get("conditions") or []:
-        if isinstance(condition, Mapping) and condition.get("type") == kind:
-            return condition
-    return None
-
-
 def unhealthy_condition(node: Manifest, policies: Sequence[RepairPolicy] = AWS_REPAIR_POLICIES) -> Unhealthy | None:
     """The matching policy whose toleration runs out first (Karpenter's ``findUnhealthyConditions``).
 
@@ -103,7 +97,7 @@ def unhealthy_condition(node: Manifest, policies: Sequence[RepairPolicy] = AWS_R
     does upstream: it is overdue at once."""
     found: Unhealthy | None = None
     for policy in policies:
-        condition = _condition(node, policy.condition)
+        condition = condition_of(node, policy.condition)
         if condition is None or condition.get("status") != policy.status:
             continue
         since = parse_time_or_none(condition.get("lastTransitionTime")) or _EPOCH
@@ -115,7 +109,7 @@ def unhealthy_condition(node: Manifest, policies: Sequence[RepairPolicy] = AWS_R
 
 
 def is_unhealthy(node: Manifest, policies: Sequence[RepairPolicy] = AWS_REPAIR_POLICIES) -> bool:
-    return any((_condition(node, p.condition) or {}).get("status") == p.status for p in policies)
+    return any((condition_of(node, p.condition) or {}).get("status") == p.status for p in policies)
 
 
 def unhealthy_threshold(total: int) -> int:

@@ -43,13 +43,7 @@ from reconciler.kube.api import (
 )
 from reconciler.kube.edits import edit_node, remove_finalizer
 from reconciler.kube.leadership import NotLeading
-from reconciler.lifecycle.conditions import (
-    DRAINED,
-    INSTANCE_TERMINATING,
-    VOLUMES_DETACHED,
-    condition_of,
-    mark_termination,
-)
+from reconciler.lifecycle.conditions import mark_termination
 from reconciler.lifecycle.drain import (
     MIN_DRAIN_TIME,
     DrainPlan,
@@ -62,7 +56,14 @@ from reconciler.lifecycle.drain import (
 )
 from reconciler.lifecycle.reads import ApiReads, TerminationReads
 from reconciler.model import labels as wk
-from reconciler.model.meta import parse_time_or_none
+from reconciler.model.conditions import (
+    DRAINED,
+    INSTANCE_TERMINATING,
+    VOLUMES_DETACHED,
+    condition_of,
+    is_true,
+    transition_time,
+)
 
 DISRUPTED_TAINT = {"key": wk.DISRUPTED_TAINT_KEY, "effect": "NoSchedule"}
 
@@ -117,7 +118,7 @@ class Terminator:
         name = nodeclaim["metadata"]["name"]
         result = TerminationStep(name)
         node = await self._reads.node_of(nodeclaim)
-        if _condition_true(nodeclaim, INSTANCE_TERMINATING):
+        if is_true(nodeclaim, INSTANCE_TERMINATING):
             pass  # drained (or past its deadline) and told to terminate already: only the instance is awaited
         elif node is not None and await self._machine_is_gone(nodeclaim, node):
             # Nothing runs there any more: draining would wait on pods that are already dead (a PDB could
@@ -263,7 +264,7 @@ class Terminator:
         gone = False
         try:
             await self._cloud.delete(provider_id)
-            result.instance_deleted = not _condition_true(nodeclaim, INSTANCE_TERMINATING)
+            result.instance_deleted = not is_true(nodeclaim, INSTANCE_TERMINATING)
         except InstanceNotFoundError:
             gone = True
         if not gone:
@@ -271,7 +272,7 @@ class Terminator:
                 await self._cloud.get(provider_id)  # re-checked, never assumed from an accepted request
             except InstanceNotFoundError:
                 gone = True
-        started = _condition_time(nodeclaim, INSTANCE_TERMINATING) if _condition_true(
+        started = transition_time(nodeclaim, INSTANCE_TERMINATING) if is_true(
             nodeclaim, INSTANCE_TERMINATING) else None
         if started is None:
             nodeclaim = await mark_termination(self._kube, nodeclaim, INSTANCE_TERMINATING, "True", now)
@@ -304,18 +305,7 @@ class Terminator:
 
 
 def _node_ready(node: Manifest) -> bool:
-    for condition in (node.get("status") or {}).get("conditions") or []:
-        if isinstance(condition, Mapping) and condition.get("type") == "Ready":
-            return condition.get("status") == "True"
-    return True  # no condition reported: treat as Ready (never skip a drain on missing data)
-
-
-def _condition_true(manifest: Manifest, kind: str) -> bool:
-    return (condition_of(manifest, kind) or {}).get("status") == "True"
-
-
-def _condition_time(manifest: Manifest, kind: str) -> datetime | None:
-    return parse_time_or_none((condition_of(manifest, kind) or {}).get("lastTransitionTime"))
+    return is_true(node, "Ready", absent=True)  # none reported: Ready (never skip a drain on missing data)
 
 
 def _uid(nodeclaim: Manifest) -> str:

@@ -369,7 +369,7 @@ class Requirements(Mapping[str, Requirement]):
 
     # -- algebra -------------------------------------------------------------------------------
 
-    def compatible(self, incoming: Requirements, allow_undefined: frozenset[str] = frozenset()) -> str | None:
+    def incompatibility(self, incoming: Requirements, allow_undefined: frozenset[str] = frozenset()) -> str | None:
         """None when ``incoming`` can be met on top of these requirements, else the first reason.
 
         Keys of ``incoming`` that this side does not define fail unless listed in
@@ -403,7 +403,7 @@ class Requirements(Mapping[str, Requirement]):
         return None
 
     def is_compatible(self, incoming: Requirements, allow_undefined: frozenset[str] = frozenset()) -> bool:
-        return self.compatible(incoming, allow_undefined) is None
+        return self.incompatibility(incoming, allow_undefined) is None
 
     def single_values(self) -> dict[str, str]:
         """Keys constrained to exactly one value (these become node labels)."""

@@ -86,7 +86,7 @@ class DomainCosts:
             if not all(taint.effect == PREFER_NO_SCHEDULE or any(t.tolerates(taint) for t in tolerations)
                        for taint in template.taints):
                 continue
-            if template.requirements.compatible(requirements, ALLOW_UNDEFINED_WELL_KNOWN) is not None:
+            if template.requirements.incompatibility(requirements, ALLOW_UNDEFINED_WELL_KNOWN) is not None:
                 continue
             merged = template.requirements.merge(requirements).add(pin)
             if not merged[key].values:

@@ -68,7 +68,7 @@ class _Fits:
         for name, value in cls.requests.items():
             if value > remaining.get(name, 0):
                 return PlacementRefusal(f"node {self.name} lacks {name}")
-        error = self.requirements.compatible(cls.requirements)
+        error = self.requirements.incompatibility(cls.requirements)
         if error is not None:
             return PlacementRefusal(f"node {self.name}: {error}")
         base = self.requirements.merge(cls.requirements)
@@ -77,7 +77,7 @@ class _Fits:
         for alternative in alternatives:
             requirements = base
             if alternative is not None:
-                error = requirements.compatible(alternative)
+                error = requirements.incompatibility(alternative)
                 if error is not None:
                     last = PlacementRefusal(f"node {self.name}: incompatible volume requirements, {error}")
                     continue

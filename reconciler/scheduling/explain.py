@@ -47,7 +47,7 @@ def diagnose_instance_types(template: ClaimTemplate, sp: SchedulingPod) -> str:
     cls = sp.cls
     assert cls is not None
     requirements = template.requirements
-    if requirements.compatible(cls.requirements, ALLOW_UNDEFINED_WELL_KNOWN) is None:
+    if requirements.incompatibility(cls.requirements, ALLOW_UNDEFINED_WELL_KNOWN) is None:
         requirements = requirements.merge(cls.requirements)
     if sp.volume_alternatives:
         requirements = requirements.merge(sp.volume_alternatives[0])

@@ -123,7 +123,7 @@ class NewNodeClaim:
             total[name] = value
             if value > upper.get(name, 0):
                 return PlacementRefusal("no instance type has room")
-        error = self.requirements.compatible(cls.requirements, ALLOW_UNDEFINED_WELL_KNOWN)
+        error = self.requirements.incompatibility(cls.requirements, ALLOW_UNDEFINED_WELL_KNOWN)
         if error is not None:
             return PlacementRefusal(f"incompatible requirements, {error}")
         pod_ports: Sequence[HostPort] = sp.pod.host_ports
@@ -140,7 +140,7 @@ class NewNodeClaim:
         for alternative in alternatives:
             requirements = base
             if alternative is not None:
-                error = requirements.compatible(alternative, ALLOW_UNDEFINED_WELL_KNOWN)
+                error = requirements.incompatibility(alternative, ALLOW_UNDEFINED_WELL_KNOWN)
                 if error is not None:
                     last = PlacementRefusal(f"incompatible volume requirements, {error}", monotone=not topology_bound)
                     continue

@@ -160,7 +160,7 @@ def _daemon_fits_template(template: ClaimTemplate, pod: Pod) -> list[Requirement
             return []
     base = Requirements.from_labels(pod.node_selector)
     terms = [base.merge(term.requirements) for term in pod.required_terms] or [base]
-    return [t for t in terms if template.requirements.compatible(t, ALLOW_UNDEFINED_WELL_KNOWN) is None]
+    return [t for t in terms if template.requirements.incompatibility(t, ALLOW_UNDEFINED_WELL_KNOWN) is None]
 
 
 def _group_daemons(template: ClaimTemplate, daemon_pods: Sequence[Pod]) -> None:
@@ -197,7 +197,7 @@ def daemon_pod_fits_node(pod: Pod, taints: Sequence[Taint], labels: Mapping[str,
     node = Requirements.from_labels(labels)
     base = Requirements.from_labels(pod.node_selector)
     terms = [base.merge(term.requirements) for term in pod.required_terms] or [base]
-    return any(node.compatible(term) is None for term in terms)
+    return any(node.incompatibility(term) is None for term in terms)
 
 
 def has_prefer_no_schedule(templates: Sequence[ClaimTemplate]) -> bool:

@@ -33,7 +33,7 @@ class NodeFilter:
 
     def matches(self, taints: Sequence[Taint], requirements: Requirements) -> bool:
         if self.affinity_policy == HONOR and self.terms and not any(
-            requirements.compatible(term) is None for term in self.terms
+            requirements.incompatibility(term) is None for term in self.terms
         ):
             return False
         if self.taint_policy == HONOR:

@@ -16,9 +16,10 @@ from typing import Any
 from reconciler.cloud import pricesource
 from reconciler.disruption.pods import pod_key
 from reconciler.kube.api import KINDS_BY_NAME, NODE, NODECLAIM, POD, Kind, Manifest, NotFoundError, WatchEvent
-from reconciler.lifecycle.launch import has_condition, initialize, launch, node_for_instance, register
+from reconciler.lifecycle.launch import initialize, launch, node_for_instance, register
 from reconciler.lifecycle.termination import Terminator
 from reconciler.model import labels as wk
+from reconciler.model.conditions import condition_of
 from reconciler.model.meta import ManifestError, format_time
 from reconciler.provisioning.static import plan_static
 from reconciler.sim import engine
@@ -115,8 +116,7 @@ class SimulatedCluster:
                 continue
             status = nodeclass.get("status") or {}
             conditions = [c for c in status.get("conditions") or [] if c.get("type") != "CapacityReservationsReady"]
-            ready = next((c for c in status.get("conditions") or [] if c.get("type") == "CapacityReservationsReady"),
-                         None)
+            ready = condition_of(nodeclass, "CapacityReservationsReady")
             current = status.get("capacityReservations", [])
             if current == entries and ready is not None and ready.get("status") == "True":
                 continue
@@ -469,4 +469,4 @@ def _owned_by_daemonset(pod: Mapping[str, Any] | None) -> bool:
     return any(owner.get("kind") == "DaemonSet" for owner in owners)
 
 
-__all__ = ["SimulatedCluster", "has_condition"]
+__all__ = ["SimulatedCluster"]

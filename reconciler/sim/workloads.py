@@ -34,6 +34,7 @@ from reconciler.kube.api import (
     KINDS_BY_NAME,
     POD,
     REPLICASET,
+    ForbiddenError,
     Kind,
     KubeAPI,
     Manifest,
@@ -411,7 +412,10 @@ class WorkloadControllers:
             name = self._fresh_name(workload, base or workload["metadata"]["name"], taken, counter)
             taken.add(name)
             pod = pending_pod(template, name=name, namespace=namespace, now=self._clock(), owner=workload)
-            await create_with_status(self._kube, pod)
+            try:
+                await create_with_status(self._kube, pod)
+            except ForbiddenError:
+                return  # its namespace is being deleted: the controller's creates are refused until it is gone
 
     def _fresh_name(self, workload: Manifest, base: str, taken: set[str], counter: str | None) -> str:
         """``<base>-<n>``: the StatefulSet's lowest free ordinal, else the workload's next number that no pod of
@@ -460,7 +464,10 @@ class WorkloadControllers:
             pod = pending_pod(template, name=name, namespace=namespace, now=self._clock(), owner=daemonset)
             pod["spec"]["nodeName"] = node_name
             pod["status"] = running_status(self._clock())
-            await create_with_status(self._kube, pod)
+            try:
+                await create_with_status(self._kube, pod)
+            except ForbiddenError:
+                return  # its namespace is being deleted
 
     def _pod_names(self, namespace: str) -> tuple[set[str] | _StoredPodNames, int]:
         """The namespace's pod names (``in`` and ``add``) and the cluster's pod count; the simulator's store

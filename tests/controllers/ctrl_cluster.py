@@ -30,8 +30,9 @@ from typing import Any
 from reconciler.cloud.types import CloudProvider, Instance, LaunchRequest
 from reconciler.kube.api import NODE, NODECLAIM, PDB, POD, ConflictError, Kind, Manifest, NotFoundError, kind_of
 from reconciler.kube.memory import MemoryKube
-from reconciler.lifecycle.launch import has_condition, node_for_instance
+from reconciler.lifecycle.launch import node_for_instance
 from reconciler.model import labels as wk
+from reconciler.model.conditions import is_true
 from reconciler.model.meta import ManifestError
 from reconciler.model.requirements import Requirements
 from reconciler.model.taints import untolerated
@@ -402,7 +403,7 @@ async def inventory(kube: MemoryKube, cloud: CloudProvider) -> Inventory:
         unlaunched_claims=[
             c["metadata"]["name"] for c in claims if not (c.get("status") or {}).get("providerID")
         ],
-        uninitialized_claims=[c["metadata"]["name"] for c in claims if not has_condition(c, "Initialized")],
+        uninitialized_claims=[c["metadata"]["name"] for c in claims if not is_true(c, "Initialized")],
         deleting=[o["metadata"]["name"] for o in [*claims, *nodes] if o["metadata"].get("deletionTimestamp")],
         pending_pods=sorted(p["metadata"]["name"] for p in pods if not (p.get("spec") or {}).get("nodeName")),
         pods_on_missing_nodes=sorted(

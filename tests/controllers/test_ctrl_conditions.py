@@ -16,8 +16,8 @@ from reconciler.controllers.status import StatusController
 from reconciler.controllers.termination import TerminationController
 from reconciler.disruption.drift_hashes import NODEPOOL_HASH_VERSION, nodepool_hash
 from reconciler.kube.api import NODECLAIM, NODEPOOL, PDB, Kind, WatchEvent
-from reconciler.lifecycle.conditions import NODECLAIM_DEPENDENTS, with_root
 from reconciler.model import labels as wk
+from reconciler.model.conditions import NODECLAIM_DEPENDENTS, with_root
 from reconciler.model.meta import format_time
 from reconciler.sim.workloads import create_with_status
 

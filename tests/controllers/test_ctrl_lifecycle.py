@@ -10,8 +10,9 @@ from ctrl_steps import Steps, nodeclaim_manifest
 from reconciler.cloud.types import CloudError, LaunchRequest
 from reconciler.controllers.lifecycle import NodeClaimLifecycle
 from reconciler.kube.api import NODE, NODECLAIM
-from reconciler.lifecycle.launch import has_condition, node_for_instance
+from reconciler.lifecycle.launch import node_for_instance
 from reconciler.model import labels as wk
+from reconciler.model.conditions import is_true
 
 
 class FlakyCloud:
@@ -42,7 +43,7 @@ async def test_launch_register_initialize_by_provider_id_after_startup_taints_ar
 
     await run_pass(lifecycle)
     claim = await steps.kube.get(NODECLAIM, "default-abcde")
-    assert has_condition(claim, "Launched")
+    assert is_true(claim, "Launched")
     assert wk.TERMINATION_FINALIZER in claim["metadata"]["finalizers"]
     instance = await steps.cloud.get(claim["status"]["providerID"])
 
@@ -53,15 +54,15 @@ async def test_launch_register_initialize_by_provider_id_after_startup_taints_ar
     await run_pass(lifecycle)
     claim = await steps.kube.get(NODECLAIM, "default-abcde")
     registered = await steps.kube.get(NODE, node["metadata"]["name"])
-    assert has_condition(claim, "Registered") and claim["status"]["nodeName"] == node["metadata"]["name"]
+    assert is_true(claim, "Registered") and claim["status"]["nodeName"] == node["metadata"]["name"]
     assert not any(t["key"] == wk.UNREGISTERED_TAINT_KEY for t in registered["spec"]["taints"])
     assert wk.TERMINATION_FINALIZER in registered["metadata"]["finalizers"]
-    assert not has_condition(claim, "Initialized")  # the startup taint is still there
+    assert not is_true(claim, "Initialized")  # the startup taint is still there
 
     await steps.kube.patch(NODE, node["metadata"]["name"], {"spec": {"taints": []}})
     await run_pass(lifecycle)
     claim = await steps.kube.get(NODECLAIM, "default-abcde")
-    assert has_condition(claim, "Initialized")
+    assert is_true(claim, "Initialized")
     assert (await steps.kube.get(NODE, node["metadata"]["name"]))["metadata"]["labels"][wk.INITIALIZED] == "true"
     assert {"Launched", "Registered", "Initialized"} <= {e["reason"] for e in steps.events()}
 

@@ -12,8 +12,9 @@ from reconciler.controllers.podevents import PodEventsController
 from reconciler.controllers.runtime import NameGenerator
 from reconciler.controllers.status import StatusController
 from reconciler.kube.api import EC2NODECLASS, NODE, NODECLAIM, NODEPOOL, POD
-from reconciler.lifecycle.launch import condition, set_condition
+from reconciler.lifecycle.conditions import set_condition
 from reconciler.model import labels as wk
+from reconciler.model.conditions import condition
 
 
 def conditions(manifest: dict[str, Any]) -> dict[str, str]:

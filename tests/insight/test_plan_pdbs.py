@@ -224,3 +224,52 @@ def test_a_dump_without_its_controllers_paces_by_the_budgets_observed_status(
     assert code == 0, err
     assert {d["node"] for d in document["drift"]} == nodes and document["stuckDrift"] == []
     assert {budget for _, budget, _ in evictions} >= {"web-pdb", "api-pdb", "worker-pdb"}
+
+
+def _with_namespace_being_deleted(dump: dict[str, Any], *, terminating: bool) -> dict[str, Any]:
+    """``shop``'s Deployment ``web``, its ReplicaSets and its budget copied into namespace ``leaving``, whose pods
+    are already gone: the state a dump catches while ``kubectl delete namespace leaving`` is under way."""
+    dump = copy.deepcopy(dump)
+    namespace = {"apiVersion": "v1", "kind": "Namespace",
+                 "metadata": {"name": "leaving", "uid": "uid-leaving", "creationTimestamp": "2026-01-10T12:00:00Z"},
+                 "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}
+    if terminating:
+        namespace["metadata"]["deletionTimestamp"] = "2026-01-12T08:00:00Z"
+        namespace["status"]["phase"] = "Terminating"
+    copies = []
+    for manifest in dump["items"]:
+        owner = ((manifest["metadata"].get("ownerReferences") or [{}])[0]).get("name")
+        if manifest["metadata"].get("namespace") == "shop" and (
+                (manifest["kind"], manifest["metadata"]["name"]) in (("Deployment", "web"),
+                                                                     ("PodDisruptionBudget", "web-pdb"))
+                or (manifest["kind"] == "ReplicaSet" and owner == "web")):
+            duplicate = copy.deepcopy(manifest)
+            duplicate["metadata"]["namespace"] = "leaving"
+            duplicate["metadata"]["uid"] = f"leaving-{duplicate['metadata']['uid']}"
+            copies.append(duplicate)
+    dump["items"] += [namespace, *copies]
+    return dump
+
+
+@pytest.mark.parametrize("terminating", [True, False])
+def test_a_namespace_being_deleted_gets_no_new_pods_so_the_plan_evicts_none_of_its(
+    tmp_path: Path, capsys: Any, terminating: bool
+) -> None:
+    """The API server admits nothing new into a namespace that is being deleted (NamespaceLifecycle), so a
+    Deployment left there by a dump taken mid-deletion never gets its pods back, and the plan must not place and
+    then evict them (the real control plane's insight test caught 3 such phantom evictions). The same objects
+    in a live namespace do get their pods: the control case."""
+    dump = yaml.safe_load(DUMP.read_text())
+    proposal = write_yaml(tmp_path, "p.yaml", [relabel(dump)])
+    _, alone, _ = plan(capsys, DUMP, "--nodepools", str(proposal))
+    path = tmp_path / "dump.yaml"
+    path.write_text(yaml.safe_dump(_with_namespace_being_deleted(dump, terminating=terminating)))
+    code, document, err = plan(capsys, path, "--nodepools", str(proposal))
+    assert code == 0, err
+    leaving = [e for e in document["evictionsByWorkload"] if e["namespace"] == "leaving"]
+    if terminating:
+        assert leaving == [], leaving
+        assert document["churn"] == alone["churn"] and document["proposed"]["nodeMix"] == alone["proposed"]["nodeMix"]
+    else:
+        assert leaving and leaving[0]["evictions"] > 0, document["evictionsByWorkload"]
+        assert document["churn"]["podsEvicted"] > alone["churn"]["podsEvicted"]

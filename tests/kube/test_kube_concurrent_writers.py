@@ -31,10 +31,11 @@ from reconciler.interruption.queue_consumer import execute
 from reconciler.kube.api import NODE, NODECLAIM, Kind, Manifest, kind_of
 from reconciler.kube.live import LiveKube
 from reconciler.kube.memory import MemoryKube
-from reconciler.lifecycle.launch import condition, launch, node_for_instance, register
+from reconciler.lifecycle.launch import launch, node_for_instance, register
 from reconciler.lifecycle.orchestration import CommandExecutor, InFlightCommand
 from reconciler.lifecycle.termination import Terminator
 from reconciler.model import labels as wk
+from reconciler.model.conditions import condition
 from reconciler.model.resources import Resources
 from reconciler.settings import Settings
 

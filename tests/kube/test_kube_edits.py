@@ -14,8 +14,10 @@ from typing import Any
 from reconciler.kube.api import NODE, NODECLAIM, Kind
 from reconciler.kube.edits import remove_finalizer
 from reconciler.kube.memory import MemoryKube
-from reconciler.lifecycle.launch import condition, register, set_condition
+from reconciler.lifecycle.conditions import set_condition
+from reconciler.lifecycle.launch import register
 from reconciler.model import labels as wk
+from reconciler.model.conditions import condition
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -16,6 +16,7 @@ from reconciler.kube.api import (
     POD,
     ApiError,
     ConflictError,
+    ForbiddenError,
     GoneError,
     NotFoundError,
     TooManyRequestsError,
@@ -79,6 +80,22 @@ async def test_create_assigns_identity_from_the_injected_clock() -> None:
     assert (await again.create(nodeclaim("a")))["metadata"]["uid"] == meta["uid"], (
         "seeded uids are reproducible"
     )
+
+
+async def test_nothing_new_is_admitted_into_a_namespace_being_deleted() -> None:
+    """NamespaceLifecycle: 403 for a create in a terminating namespace; an active one, or one the store does not
+    hold (most tests never create Namespaces), admits; cluster-scoped kinds are unaffected."""
+    kube = MemoryKube(clock=Clock())
+    kube.load([{"apiVersion": "v1", "kind": "Namespace", "metadata": {
+        "name": "apps", "deletionTimestamp": "2026-01-01T00:00:00Z", "finalizers": ["kubernetes"]}},
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "live"}}])
+    with pytest.raises(ForbiddenError) as refused:
+        await kube.create(pod("web-1"))
+    assert refused.value.status == 403 and "apps because it is being terminated" in refused.value.message
+    assert not kube.has(POD, "web-1", "apps")
+    await kube.create({**pod("web-2"), "metadata": {"name": "web-2", "namespace": "live"}})
+    await kube.create({**pod("web-3"), "metadata": {"name": "web-3", "namespace": "elsewhere"}})
+    await kube.create(nodeclaim("c1"))
 
 
 async def test_resource_versions_increase_and_stale_replace_conflicts() -> None:

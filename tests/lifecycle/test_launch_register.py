@@ -10,15 +10,9 @@ from reconciler.cloud.sim.provider import SimulatedCloud
 from reconciler.cloud.types import InstanceType, LaunchRequest, Offering
 from reconciler.kube.api import NODE, NODECLAIM, NotFoundError
 from reconciler.kube.memory import MemoryKube
-from reconciler.lifecycle.launch import (
-    has_condition,
-    initialization_blockers,
-    initialize,
-    launch,
-    node_for_instance,
-    register,
-)
+from reconciler.lifecycle.launch import initialization_blockers, initialize, launch, node_for_instance, register
 from reconciler.model import labels as wk
+from reconciler.model.conditions import is_true
 from reconciler.model.resources import Resources
 
 NOW = datetime(2026, 1, 1, 9, tzinfo=UTC)
@@ -95,7 +89,7 @@ async def test_launch_picks_cheapest_allowed_offering_and_records_status() -> No
     assert stored["status"]["providerID"] == outcome.instance.provider_id
     assert stored["status"]["allocatable"]["cpu"] == "1900m"
     assert stored["metadata"]["labels"][wk.ZONE] == "z2"
-    assert has_condition(stored, "Launched")
+    assert is_true(stored, "Launched")
     # Launching again is a no-op: the claim already has an instance.
     again = await launch(kube, cloud, stored, NOW)
     assert again.instance is not None and again.instance.provider_id == outcome.instance.provider_id
@@ -140,7 +134,7 @@ async def test_registration_syncs_labels_taints_and_initialization_waits_for_sta
     assert registered["metadata"]["labels"][wk.NODEPOOL] == "default"
     assert wk.TERMINATION_FINALIZER in registered["metadata"]["finalizers"]
     claim_now = await kube.get(NODECLAIM, "default-abcde")
-    assert has_condition(claim_now, "Registered") and has_condition(claim_now, "Launched")
+    assert is_true(claim_now, "Registered") and is_true(claim_now, "Launched")
     assert claim_now["status"]["nodeName"] == "default-abcde"
 
     blockers = initialization_blockers(claim_now, registered)
@@ -151,7 +145,7 @@ async def test_registration_syncs_labels_taints_and_initialization_waits_for_sta
     claim_now = await kube.get(NODECLAIM, "default-abcde")
     assert await initialize(kube, claim_now, await kube.get(NODE, "default-abcde"), NOW)
     final = await kube.get(NODECLAIM, "default-abcde")
-    assert all(has_condition(final, c) for c in ("Launched", "Registered", "Initialized"))
+    assert all(is_true(final, c) for c in ("Launched", "Registered", "Initialized"))
     assert (await kube.get(NODE, "default-abcde"))["metadata"]["labels"][wk.INITIALIZED] == "true"
 
 

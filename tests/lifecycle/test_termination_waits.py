@@ -11,9 +11,9 @@ from reconciler.cloud.sim.provider import SimulatedCloud
 from reconciler.cloud.types import InstanceType, Offering
 from reconciler.kube.api import NODE, NODECLAIM, NotFoundError
 from reconciler.kube.memory import MemoryKube
-from reconciler.lifecycle.conditions import condition_of
 from reconciler.lifecycle.termination import Terminator
 from reconciler.model import labels as wk
+from reconciler.model.conditions import condition_of
 from reconciler.model.resources import Resources
 
 

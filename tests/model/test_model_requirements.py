@@ -104,21 +104,21 @@ def test_two_sided_bounds_serialise_as_two_requirements():
 
 def test_custom_keys_must_be_defined_unless_negative():
     pool = Requirements.of(Requirement.new("team", "In", ["a"]))
-    assert pool.compatible(Requirements.of(Requirement.new("team", "In", ["a"]))) is None
-    error = pool.compatible(Requirements.of(Requirement.new("tema", "In", ["a"])))
+    assert pool.incompatibility(Requirements.of(Requirement.new("team", "In", ["a"]))) is None
+    error = pool.incompatibility(Requirements.of(Requirement.new("tema", "In", ["a"])))
     assert error is not None and 'label "tema" does not have known values' in error
-    assert pool.compatible(Requirements.of(Requirement.new("other", "NotIn", ["x"]))) is None
-    assert pool.compatible(Requirements.of(Requirement.new("other", "DoesNotExist"))) is None
-    assert pool.compatible(Requirements.of(Requirement.new("other", "Exists"))) is not None
+    assert pool.incompatibility(Requirements.of(Requirement.new("other", "NotIn", ["x"]))) is None
+    assert pool.incompatibility(Requirements.of(Requirement.new("other", "DoesNotExist"))) is None
+    assert pool.incompatibility(Requirements.of(Requirement.new("other", "Exists"))) is not None
 
 
 def test_well_known_keys_may_be_undefined_and_typos_get_a_hint():
     pool = Requirements.of(Requirement.new(wk.CAPACITY_TYPE, "In", ["spot"]))
     arm = Requirements.of(Requirement.new(wk.ARCH, "In", ["arm64"]))
-    assert pool.compatible(arm, ALLOW_UNDEFINED_WELL_KNOWN) is None
-    assert pool.compatible(arm) is not None  # strict (existing nodes)
+    assert pool.incompatibility(arm, ALLOW_UNDEFINED_WELL_KNOWN) is None
+    assert pool.incompatibility(arm) is not None  # strict (existing nodes)
     typo = Requirements.of(Requirement.new("kubernetes.io/arc", "In", ["arm64"]))
-    assert "typo of" in pool.compatible(typo, ALLOW_UNDEFINED_WELL_KNOWN)
+    assert "typo of" in pool.incompatibility(typo, ALLOW_UNDEFINED_WELL_KNOWN)
 
 
 def test_negative_requirements_on_both_sides_are_compatible():

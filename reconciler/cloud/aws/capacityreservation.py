@@ -23,6 +23,8 @@ from typing import Any
 
 from reconciler.cloud.types import Offering
 from reconciler.model import labels as wk
+from reconciler.model.conditions import is_true
+from reconciler.model.meta import format_time
 
 RESERVED_PRICE_DIVISOR = 10_000_000.0
 # A capacity block is "expiring" from this long before its end: no launches, nodes in it are drained.
@@ -123,7 +125,7 @@ class CapacityReservation:
             "state": "expiring" if self.expiring(now) else "active",
         }
         if self.end_time is not None:
-            entry["endTime"] = self.end_time.strftime("%Y-%m-%dT%H:%M:%SZ")
+            entry["endTime"] = format_time(self.end_time)
         return entry
 
 
@@ -258,11 +260,7 @@ def expiring_claims(
 def status_reservation_ids(nodeclass: Mapping[str, Any] | None) -> frozenset[str] | None:
     """The reservation IDs an EC2NodeClass's status lists, or None when no resolver has written them (no
     ``CapacityReservationsReady`` condition): then nothing can be said about reservation drift."""
-    status = (nodeclass or {}).get("status") or {}
-    ready = any(
-        c.get("type") == "CapacityReservationsReady" and c.get("status") == "True"
-        for c in status.get("conditions") or []
-    )
-    if not ready:
+    if not is_true(nodeclass or {}, "CapacityReservationsReady"):
         return None
+    status = (nodeclass or {}).get("status") or {}
     return frozenset(str(entry.get("id", "")) for entry in status.get("capacityReservations") or [])

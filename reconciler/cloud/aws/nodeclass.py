@@ -22,6 +22,7 @@ from reconciler.cloud.aws.amis import AMIResolver, AMISelectionError, ResolvedAM
 from reconciler.cloud.aws.capacityreservation import CapacityReservation
 from reconciler.cloud.aws.clients import AwsCaller, error_code
 from reconciler.cloud.aws.reservations import CapacityReservationProvider
+from reconciler.model.meta import format_time
 
 CONDITION_TYPES = (
     "SubnetsReady",
@@ -101,7 +102,7 @@ class ResolvedNodeClass:
 
     def status(self, now: datetime, generation: int = 0) -> dict[str, Any]:
         """The EC2NodeClass ``status`` block (conditions carry ``now`` as transition time)."""
-        stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        stamp = format_time(now)
         conditions = []
         types = CONDITION_TYPES if self.capacity_reservations is None else (*CONDITION_TYPES, RESERVATIONS_CONDITION)
         for condition in (*types, "Ready"):

@@ -44,10 +44,11 @@ from reconciler.insight.plan.proposal import (
     fresh_provision_objects,
     nodeclaims_of_pools,
 )
-from reconciler.insight.plan.stability import Blocker, run_to_stability, stamp
+from reconciler.insight.plan.stability import Blocker, run_to_stability
 from reconciler.insight.plan.timeline import SIMULATED_DRAIN, TimedCommand, Timeline, settled_at
 from reconciler.insight.snapshot import observed_region
 from reconciler.insight.sources import ProposedConfig, Snapshot
+from reconciler.model.meta import format_time
 from reconciler.scheduling.context import nodeclass_problem
 from reconciler.sim.environment import SimOptions
 from reconciler.sim.workloads import deployment_of, replicas_of
@@ -147,13 +148,13 @@ class PlanResult:
         return {
             "snapshot": self.snapshot,
             "proposedFrom": self.proposed_source,
-            "clock": stamp(self.start),
+            "clock": format_time(self.start),
             "nodepools": [c.as_dict() for c in self.pool_changes],
             "nodeclasses": [c.as_dict() for c in self.nodeclass_changes],
             "current": self.current.as_dict(),
             "proposed": {
                 **self.proposed.as_dict(self.current),
-                "settledAt": stamp(self.settled_at),
+                "settledAt": format_time(self.settled_at),
                 "durationSeconds": seconds,
                 "horizonReached": self.horizon_reached,
             },

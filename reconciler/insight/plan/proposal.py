@@ -24,12 +24,14 @@ import copy
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from reconciler.insight.errors import InsightError
 from reconciler.insight.sources import NODECLASS_KEY, NODEPOOL_KEY, ProposedConfig
 from reconciler.model import labels as wk
+from reconciler.model.conditions import is_true
+from reconciler.model.meta import format_time
 from reconciler.sim.workloads import unschedulable_status
 
 Manifest = dict[str, Any]
@@ -258,17 +260,16 @@ def _with_predicted_ami_drift(manifest: Manifest, ami_changed: set[str], now: da
     nodeclass = str((spec.get("nodeClassRef") or {}).get("name") or "")
     if nodeclass not in ami_changed or metadata.get("deletionTimestamp"):
         return manifest
-    conditions = list((manifest.get("status") or {}).get("conditions") or [])
-    if any(c.get("type") == "Drifted" and c.get("status") == "True" for c in conditions):
+    if is_true(manifest, "Drifted"):
         return manifest  # already drifted: keep its own reason and time
     drifted = copy.deepcopy(manifest)
     drifted.setdefault("status", {})["conditions"] = [
-        *(c for c in conditions if c.get("type") != "Drifted"),
+        *(c for c in (manifest.get("status") or {}).get("conditions") or [] if c.get("type") != "Drifted"),
         {
             "type": "Drifted",
             "status": "True",
             "reason": AMI_DRIFT,
-            "lastTransitionTime": now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "lastTransitionTime": format_time(now),
             "message": f"EC2NodeClass {nodeclass} amiSelectorTerms changed: the node's AMI is presumably no "
             "longer selected (predicted; AMIs are not resolved offline)",
         },

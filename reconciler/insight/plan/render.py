@@ -16,8 +16,8 @@ from reconciler.insight.money import money
 from reconciler.insight.plan.compute import Blocker, PlanResult
 from reconciler.insight.plan.proposal import PoolChange
 from reconciler.insight.plan.risks import headline, price_note, risk_lines, verdict
-from reconciler.insight.plan.stability import stamp
 from reconciler.insight.plan.timeline import ASSUMPTIONS
+from reconciler.model.meta import format_time
 
 MAX_LISTED = 25  # rows per list in text and Markdown before "... N more"
 
@@ -87,7 +87,7 @@ def _describe_change(change: PoolChange) -> str:
 
 
 def duration(plan: PlanResult) -> str:
-    text = f"{format_duration_short(round(plan.duration.total_seconds()))} (at {stamp(plan.settled_at)})"
+    text = f"{format_duration_short(round(plan.duration.total_seconds()))} (at {format_time(plan.settled_at)})"
     if plan.horizon_reached:
         text = f"more than {text}: horizon reached, still changing"
     return text
@@ -165,7 +165,7 @@ def render_text(plan: PlanResult) -> str:
     new_pending = plan.newly_pending
     lines = [
         f"{state.upper()}: {risk}",
-        f"plan: {plan.proposed_source} against {plan.snapshot} @ {stamp(plan.start)}",
+        f"plan: {plan.proposed_source} against {plan.snapshot} @ {format_time(plan.start)}",
     ]
     if new_pending:
         lines.append(f"risk: {len(new_pending)} pod(s) would become unschedulable (listed below)")
@@ -235,10 +235,10 @@ def _baseline_churn(plan: PlanResult) -> str:
 
 
 def blocker_state(blocker: Blocker) -> str:
-    since = stamp(blocker.first_seen)
+    since = format_time(blocker.first_seen)
     if blocker.cleared_at is None:
         return f"since {since}, still blocked"
-    return f"{since} until {stamp(blocker.cleared_at)}"
+    return f"{since} until {format_time(blocker.cleared_at)}"
 
 
 def _md_escape(text: str) -> str:

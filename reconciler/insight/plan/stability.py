@@ -20,6 +20,7 @@ from reconciler.disruption.decide import decide
 from reconciler.disruption.policy import consolidation_wait, settings_of
 from reconciler.disruption.types import DisruptionDecision, Explanation
 from reconciler.insight.frames import RecordingSimulation
+from reconciler.model.meta import format_time
 from reconciler.sim import engine
 from reconciler.state import ClusterState
 
@@ -30,10 +31,6 @@ BLOCKER_CODES = frozenset({"Budget", "PDB", "DoNotDisrupt", "Unschedulable", "Ba
 MAX_STEPS = 400
 # A budget still closed at every boundary this far ahead never opens (cron schedules repeat within a week).
 NEVER_OPENS = timedelta(days=8)
-
-
-def stamp(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(slots=True)
@@ -58,9 +55,9 @@ class Blocker:
             "code": self.code,
             "method": self.method,
             "message": self.message,
-            "firstSeen": stamp(self.first_seen),
-            "lastSeen": stamp(self.last_seen),
-            "clearedAt": stamp(self.cleared_at) if self.cleared_at else None,
+            "firstSeen": format_time(self.first_seen),
+            "lastSeen": format_time(self.last_seen),
+            "clearedAt": format_time(self.cleared_at) if self.cleared_at else None,
         }
 
 

@@ -29,7 +29,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from reconciler.cloud.types import CloudProvider, InstanceNotFoundError
-from reconciler.disruption.pdb import PdbLimits
 from reconciler.kube.api import (
     NODE,
     NODECLAIM,
@@ -63,6 +62,7 @@ from reconciler.lifecycle.drain import (
 from reconciler.lifecycle.reads import ApiReads, TerminationReads
 from reconciler.model import labels as wk
 from reconciler.model.meta import parse_time_or_none
+from reconciler.model.pdb import PdbLimits
 
 DISRUPTED_TAINT = {"key": wk.DISRUPTED_TAINT_KEY, "effect": "NoSchedule"}
 

@@ -85,7 +85,7 @@ def termination_deadline(nodeclaim: Manifest | None) -> datetime | None:
 
 
 def tier_of(pod: Pod) -> int:
-    return (2 if podutil.is_critical(pod) else 0) + (1 if podutil.is_owned_by_daemonset(pod) else 0)
+    return (2 if podutil.is_critical(pod) else 0) + (1 if pod.is_daemonset_pod else 0)
 
 
 def needs_force_delete(pod: Pod, deadline: datetime | None, now: datetime) -> bool:

@@ -32,11 +32,6 @@ def manifest_key(manifest: Mapping[str, Any]) -> str:
     return f"{metadata.get('namespace') or 'default'}/{metadata.get('name', '')}"
 
 
-def is_owned_by_daemonset(pod: Pod) -> bool:
-    """``meta.owned_by_daemonset``, the one rule, as parsed into the Pod."""
-    return pod.is_daemonset_pod
-
-
 def is_owned_by_statefulset(pod: Pod) -> bool:
     return not pod.is_static and pod.owner is not None and pod.owner.kind == "StatefulSet"
 
@@ -48,11 +43,6 @@ def is_reschedulable(pod: Pod) -> bool:
         and not pod.is_daemonset_pod
         and not pod.is_static
     )
-
-
-def is_healthy(pod: Pod) -> bool:
-    """Counts toward a PDB's healthy pods: running, not terminating, Ready (or readiness unknown)."""
-    return pod.is_active and pod.phase == "Running" and pod.ready is not False
 
 
 def is_explicitly_unready(pod: Pod) -> bool:

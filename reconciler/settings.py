@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from reconciler.api import durations
 from reconciler.api.support import FEATURE_GATES
+from reconciler.model import durations
 
 # Karpenter's gates and their defaults (v1.14); which of them Adze implements is ``reconciler.api.support``.
 DEFAULT_FEATURE_GATES: dict[str, bool] = {name: gate.upstream_default for name, gate in FEATURE_GATES.items()}
@@ -53,7 +53,7 @@ def _parse_positive(text: str, name: str, kind: type[float] | type[int]) -> floa
 
 
 def parse_duration(text: str, *, name: str = "duration") -> float:
-    """A duration setting in seconds, read by the one Go duration parser (``reconciler.api.durations``).
+    """A duration setting in seconds, read by the one Go duration parser (``reconciler.model.durations``).
 
     Surrounding spaces are ignored and negative values refused (no setting is a negative length of time);
     errors are ``SettingsError`` naming the setting.

@@ -103,8 +103,6 @@ class ClusterState:
         self._pod_versions: dict[str, int] = {}
         self._volume_version = 0
         self._previous: dict[str, tuple[StateNode, int, int]] = {}
-        # Per pod key and derivation: (the manifest it was derived from, the derived view) — see ``derived``.
-        self._derived: dict[str, dict[Callable[[Manifest], Any], tuple[Manifest, Any]]] = {}
         # Views of all nodes and their pods together (see ``nodes_memo``), valid for one ``_state_nodes``.
         self._nodes_memo: tuple[dict[str, StateNode], dict[str, Any]] | None = None
         # Views kept across versions of the nodes, each brought up to date by its owner from what changed.
@@ -222,7 +220,6 @@ class ClusterState:
     def _remove_pod(self, key: str) -> None:
         old = self.pods.pop(key, None)
         self.pod_manifests.pop(key, None)
-        self._derived.pop(key, None)
         if self._provisionable.pop(key, None) is not None:
             self._pending = None
         self._unbound.pop(key, None)
@@ -459,16 +456,6 @@ class ClusterState:
             if count is not None:
                 limits[str(driver.get("name"))] = int(count)
         return limits
-
-    def derived(self, key: str, manifest: Manifest, derive: Callable[[Manifest], Any]) -> Any:
-        """``derive(manifest)`` for the pod ``key``, computed once per stored manifest (memoized by identity)."""
-        views = self._derived.setdefault(key, {})
-        found = views.get(derive)
-        if found is not None and found[0] is manifest:
-            return found[1]
-        value = derive(manifest)
-        views[derive] = (manifest, value)
-        return value
 
     def deleting_nodeclaim_manifests(self) -> list[Manifest]:
         """The NodeClaims with a deletionTimestamp, in ``nodeclaim_manifests`` order (kept indexed as written)."""

@@ -13,10 +13,10 @@ from typing import Annotated, Any
 
 from pydantic import ConfigDict, Field, Strict, model_validator
 
+from reconciler.model.durations import DurationError, parse_duration
 from reconciler.model.quantity import QuantityError, parse_quantity
 
 from .base import QUANTITY_PATTERN, ApiModel, SchemaExtra, cel, cel_quote
-from .durations import DurationError, parse_duration
 from .errors import field_error
 
 EVICTION_SIGNALS = (

@@ -7,10 +7,10 @@ from typing import Annotated, ClassVar, Final, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
+from reconciler.model.durations import parse_duration, parse_nillable_duration
 from reconciler.model.resources import Resources
 
 from .base import ApiModel, HasConditions, ObjectMeta, ResourceList, cel
-from .durations import parse_duration, parse_nillable_duration
 from .errors import field_error
 from .nodepool import ATOMIC, Duration, NillableDuration
 from .requirements import NodeClaimRequirement, NodeClassReference, Taint, duplicate_taint_problem

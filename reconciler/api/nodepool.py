@@ -6,6 +6,7 @@ from typing import Annotated, Any, ClassVar, Final, Literal
 
 from pydantic import ConfigDict, Field, Strict, model_validator
 
+from reconciler.model.durations import parse_duration, parse_nillable_duration
 from reconciler.model.resources import Resources
 
 from .base import (
@@ -20,7 +21,6 @@ from .base import (
     matching,
 )
 from .cron import SCHEDULE_PATTERN, cron_problem
-from .durations import parse_duration, parse_nillable_duration
 from .errors import field_error
 from .labels import (
     QUALIFIED_NAME_PATTERN,

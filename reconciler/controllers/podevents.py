@@ -12,7 +12,7 @@ from typing import Any
 from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wakeup, ref
 from reconciler.kube.api import NODECLAIM, ApiError, NotFoundError
-from reconciler.model.meta import format_time
+from reconciler.model.meta import format_time, owned_by_daemonset
 
 log = ControllerLog("nodeclaim.podevents")
 PodFacts = tuple[str, bool, bool]  # (node name, terminal, terminating)
@@ -28,8 +28,7 @@ def _facts(pod: dict[str, Any]) -> PodFacts:
 
 
 def _is_daemon_pod(pod: dict[str, Any]) -> bool:
-    owners = (pod.get("metadata") or {}).get("ownerReferences") or []
-    return any(o.get("kind") == "DaemonSet" and o.get("controller") for o in owners)
+    return owned_by_daemonset(pod.get("metadata"))
 
 
 class PodEventsController:

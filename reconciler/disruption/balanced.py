@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from reconciler.disruption import pods as podutil
 from reconciler.disruption.candidates import Catalog
 from reconciler.disruption.policy import BALANCED, BALANCED_K, settings_of
 from reconciler.disruption.types import Candidate, Command
+from reconciler.model import podutil
 from reconciler.state import ClusterState
 
 

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from reconciler.api.cron import cron_problem, next_activation, window_is_active
-from reconciler.api.durations import DurationError, format_duration_short, parse_duration
+from reconciler.model.durations import DurationError, format_duration_short, parse_duration
 
 # Disruption reasons: budgets select by them, commands and result documents carry them, and each method
 # (``reconciler.disruption.methods``) has one.

@@ -18,16 +18,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from reconciler.api.durations import DurationError, parse_length
 from reconciler.cloud.types import InstanceType
-from reconciler.disruption import pods as podutil
 from reconciler.disruption.budgets import BudgetAllowance, BudgetError, allowance, parse_budgets
 from reconciler.disruption.drift_detection import INSTANCE_TYPE_DRIFT_MIN_AGE, drift_reason
-from reconciler.disruption.pdb import PdbLimits, pods_blocker
-from reconciler.disruption.pods import PodFacts, facts
 from reconciler.disruption.types import Candidate, Explanation
 from reconciler.model import labels as wk
+from reconciler.model import podutil
+from reconciler.model.durations import DurationError, parse_length
 from reconciler.model.nodepool import NodePool
+from reconciler.model.pdb import PdbLimits, pods_blocker
 from reconciler.model.pod import Pod
 from reconciler.model.state_node import StateNode
 from reconciler.state import ClusterState
@@ -65,14 +64,6 @@ def explain(node: StateNode, code: str, message: str, method: str = "") -> Expla
     return found
 
 
-def pod_facts(state: ClusterState, pod: Pod) -> PodFacts:
-    """Prefer the manifest: it carries the start time and readiness the Pod model omits."""
-    manifest = state.pod_manifests.get(pod.key)
-    if manifest is None:
-        return facts(pod)
-    return state.derived(pod.key, manifest, facts)
-
-
 def deleting_nodes_pods(state: ClusterState, pdbs: PdbLimits, now: datetime) -> tuple[set[str], list[Pod]]:
     """Nodes marked for deletion, and their pods that need a new home (upstream's
     ``CurrentlyReschedulablePods``): active pods and terminating StatefulSet pods (their successor needs
@@ -83,7 +74,7 @@ def deleting_nodes_pods(state: ClusterState, pdbs: PdbLimits, now: datetime) -> 
     for node in state.state_nodes():
         if node.marked_for_deletion:
             names.add(node.name)
-            pods.extend(p for p in node.pods.values() if pdbs.is_currently_reschedulable(pod_facts(state, p), now))
+            pods.extend(p for p in node.pods.values() if pdbs.is_currently_reschedulable(p, now))
     return names, pods
 
 
@@ -164,9 +155,9 @@ class Assessment:
         return chosen, explanations
 
 
-def _pod_views(state: ClusterState, node: StateNode) -> tuple[list[PodFacts], float, float]:
-    """The node's pods as disruption sees them, with the costs that depend on them alone."""
-    views = [pod_facts(state, pod) for pod in node.pods.values()]
+def _pod_views(node: StateNode) -> tuple[list[Pod], float, float]:
+    """The node's pods, with the costs that depend on them alone."""
+    views = list(node.pods.values())
     reschedule_cost = podutil.reschedule_cost(v for v in views if podutil.is_reschedulable(v))
     return views, reschedule_cost, sum(podutil.eviction_cost(v) for v in views)
 
@@ -189,7 +180,7 @@ class NodeAssessment:
     until: datetime | None  # None: no later moment changes it
     explanation: tuple[str, str] | None  # (code, message) when the node is no candidate at all
     pod_blocker: tuple[str, str] | None = None
-    views: list[PodFacts] | None = None
+    views: list[Pod] | None = None
     moving: list[Pod] | None = None
     reschedule_cost: float = 0.0
     eviction_cost: float = 0.0
@@ -210,7 +201,7 @@ class NodeAssessment:
         )
 
 
-def _protection_ends(views: Sequence[PodFacts], now: datetime) -> datetime | None:
+def _protection_ends(views: Sequence[Pod], now: datetime) -> datetime | None:
     """The first moment after ``now`` at which a do-not-disrupt duration on these pods runs out."""
     ends = []
     for view in views:
@@ -256,7 +247,7 @@ def assess_node_afresh(
         what = "not found" if nodepool is None else "has no instance types"
         return NodeAssessment(*inputs, until=nominated_until,
                               explanation=("NoNodePool", f"NodePool {node.nodepool} {what}"))
-    views, reschedule_cost, eviction_cost = node.memo("disruption.pods", lambda: _pod_views(state, node))
+    views, reschedule_cost, eviction_cost = node.memo("disruption.pods", lambda: _pod_views(node))
     blocker = pods_blocker(views, pdbs, now)
     # Only pods that will actually leave need room: not do-not-disrupt, not fully PDB-blocked.
     moving = [

@@ -30,10 +30,10 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
-from reconciler.api.durations import DurationError, parse_duration
 from reconciler.api.ec2_launch import METADATA_OPTIONS_DEFAULT
 from reconciler.api.ec2_selectors import ALIAS_FAMILIES
 from reconciler.model import labels as wk
+from reconciler.model.durations import DurationError, parse_duration
 from reconciler.model.nodepool import NodePool
 
 NODEPOOL_HASH_VERSION = "adze-v1"

@@ -21,9 +21,9 @@ from reconciler.disruption.budgets import REASON_EMPTY, BudgetAllowance
 from reconciler.disruption.candidates import Catalog, budget_allowances, build_candidates, explain
 from reconciler.disruption.outcome import MethodOutcome, ValidationResult
 from reconciler.disruption.pass_context import PassContext
-from reconciler.disruption.pdb import PdbLimits
 from reconciler.disruption.policy import consolidation_wait, describe_wait, settings_of
 from reconciler.disruption.types import EMPTINESS, Candidate, Command
+from reconciler.model.pdb import PdbLimits
 from reconciler.settings import Settings
 from reconciler.state import ClusterState
 

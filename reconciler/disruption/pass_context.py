@@ -15,9 +15,9 @@ from reconciler.disruption.balanced import BalancedScorer
 from reconciler.disruption.budgets import BudgetAllowance
 from reconciler.disruption.candidates import Assessment, Catalog, assess, budget_allowances, node_drift
 from reconciler.disruption.consolidation import ReplacementBuilder
-from reconciler.disruption.pdb import PdbLimits
 from reconciler.disruption.simulation import Simulator
 from reconciler.disruption.types import EVENTUAL, GRACEFUL, Candidate, Explanation
+from reconciler.model.pdb import PdbLimits
 from reconciler.settings import Settings
 from reconciler.state import ClusterState
 

@@ -14,7 +14,7 @@ import functools
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from reconciler.api.durations import DurationError, format_duration_short, parse_length
+from reconciler.model.durations import DurationError, format_duration_short, parse_length
 from reconciler.model.node import NodeClaim
 from reconciler.model.nodepool import NodePool
 from reconciler.model.state_node import StateNode

@@ -18,11 +18,11 @@ from datetime import datetime
 
 from reconciler.cloud.types import InstanceType
 from reconciler.disruption.candidates import deleting_nodes_pods
-from reconciler.disruption.pdb import PdbLimits
 from reconciler.disruption.policy import quiet_until, settings_of
 from reconciler.disruption.savings_bound import SavingsBound
 from reconciler.disruption.types import Candidate
 from reconciler.model.nodepool import NodePool
+from reconciler.model.pdb import PdbLimits
 from reconciler.model.pod import Pod
 from reconciler.model.state_node import StateNode
 from reconciler.provisioning.validation import split_pods

@@ -7,7 +7,6 @@ from datetime import datetime
 from typing import Any
 
 from reconciler.cloud.types import InstanceType
-from reconciler.disruption.pods import PodFacts
 from reconciler.model.nodepool import NodePool
 from reconciler.model.pod import Pod
 from reconciler.model.state_node import StateNode
@@ -39,7 +38,7 @@ class Candidate:
     nodepool: NodePool
     instance_type: InstanceType | None
     price: float  # of the offering it runs on (0 when unknown)
-    pods: list[PodFacts]  # every pod bound to it (DaemonSet and static ones included)
+    pods: list[Pod]  # every pod bound to it (DaemonSet and static ones included)
     reschedulable: list[Pod]  # pods that need a new home if it goes (what the simulation reschedules)
     reschedule_cost: float  # 1 + sum of non-negative eviction costs of the reschedulable pods
     disruption_cost: float  # eviction costs of all pods, scaled by the remaining lifetime

@@ -35,10 +35,10 @@ from reconciler.disruption.consolidation import ConsolidationRefusal, compute_co
 from reconciler.disruption.emptiness import consolidation_order
 from reconciler.disruption.outcome import MethodOutcome, ValidationResult
 from reconciler.disruption.pass_context import PassContext
-from reconciler.disruption.pdb import PdbLimits
 from reconciler.disruption.policy import WHEN_EMPTY, consolidation_wait, describe_wait, settings_of
 from reconciler.disruption.simulation import SimulationBudgetExceeded, Simulator
 from reconciler.disruption.types import MULTI_NODE, SINGLE_NODE, Candidate, Command
+from reconciler.model.pdb import PdbLimits
 from reconciler.settings import Settings
 from reconciler.state import ClusterState
 

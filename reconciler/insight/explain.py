@@ -14,7 +14,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.api.durations import format_duration_short
 from reconciler.api.support_check import findings_of
 from reconciler.disruption.consolidation import worst_launch_price
 from reconciler.disruption.decide import decide
@@ -23,6 +22,7 @@ from reconciler.disruption.policy import consolidation_wait, settings_of
 from reconciler.insight.errors import InsightError
 from reconciler.insight.frames import RecordingSimulation
 from reconciler.insight.money import money
+from reconciler.model.durations import format_duration_short
 from reconciler.model.labels import capacity_type_of
 from reconciler.model.pod import Pod
 from reconciler.model.quantity import format_quantity

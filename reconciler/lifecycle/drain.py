@@ -27,12 +27,12 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
 
-from reconciler.api.durations import DurationError, parse_length
-from reconciler.disruption import pods as podutil
-from reconciler.disruption.pdb import PdbLimits
-from reconciler.disruption.pods import PodFacts, PodLike, facts
 from reconciler.model import labels as wk
+from reconciler.model import podutil
+from reconciler.model.durations import DurationError, parse_length
 from reconciler.model.meta import parse_time_or_none
+from reconciler.model.pdb import PdbLimits
+from reconciler.model.pod import Pod
 
 Manifest = Mapping[str, Any]
 
@@ -84,42 +84,41 @@ def termination_deadline(nodeclaim: Manifest | None) -> datetime | None:
         return None
 
 
-def tier_of(pod: PodLike | PodFacts) -> int:
-    return (2 if podutil.is_critical(pod) else 0) + (1 if podutil.is_owned_by_daemonset(pod) else 0)
+def tier_of(pod: Pod) -> int:
+    return (2 if podutil.is_critical(pod) else 0) + (1 if pod.is_daemonset_pod else 0)
 
 
-def needs_force_delete(pod: PodLike | PodFacts, deadline: datetime | None, now: datetime) -> bool:
+def needs_force_delete(pod: Pod, deadline: datetime | None, now: datetime) -> bool:
     """The pod's own grace period would run past the node's deadline if we waited any longer."""
     if deadline is None:
         return False
-    view = facts(pod)
-    if view.deletion_timestamp is not None:
+    if pod.deletion_timestamp is not None:
         # Already deleting, but with a grace period that ends after the deadline: shorten it.
-        return view.deletion_timestamp > deadline
-    return now > deadline - timedelta(seconds=view.termination_grace_seconds)
+        return pod.deletion_timestamp > deadline
+    return now > deadline - timedelta(seconds=pod.termination_grace_period_seconds)
 
 
 def plan_drain(
-    pods: Iterable[PodLike],
+    pods: Iterable[Pod | Manifest],
     pdbs: PdbLimits | None,
     now: datetime,
     *,
     deadline: datetime | None = None,
 ) -> DrainPlan:
-    """Decide this round of the drain for one node's pods (all pods bound to it)."""
+    """Decide this round of the drain for one node's pods (all pods bound to it; manifests are parsed)."""
     plan = DrainPlan(deadline=deadline)
-    graceful: list[list[PodFacts]] = [[], [], [], []]
-    for pod in pods:
-        view = facts(pod)
-        if podutil.is_terminal(view) or not podutil.is_drainable(view, now):
+    graceful: list[list[Pod]] = [[], [], [], []]
+    for item in pods:
+        pod = podutil.as_pod(item)
+        if pod.is_terminal or not podutil.is_drainable(pod, now):
             continue
-        key = view.key
+        key = pod.key
         plan.waiting.append(key)
-        if needs_force_delete(view, deadline, now):
+        if needs_force_delete(pod, deadline, now):
             remaining = int((deadline - now).total_seconds()) if deadline is not None else 0
             plan.force_delete.append(ForceDelete(key, max(remaining, 1)))
         else:
-            graceful[tier_of(view)].append(view)
+            graceful[tier_of(pod)].append(pod)
     budget_left: dict[str, int] = {}
     for index, tier in enumerate(graceful):
         if not tier:
@@ -132,10 +131,10 @@ def plan_drain(
 
 
 def _plan_eviction(
-    pod: PodFacts, pdbs: PdbLimits | None, now: datetime, plan: DrainPlan, budget_left: dict[str, int]
+    pod: Pod, pdbs: PdbLimits | None, now: datetime, plan: DrainPlan, budget_left: dict[str, int]
 ) -> None:
     key = pod.key
-    if podutil.is_terminating(pod):
+    if pod.is_terminating:
         plan.blocked[key] = "terminating"
         return
     protection = podutil.do_not_disrupt(pod, now)
@@ -195,21 +194,14 @@ def wait_for_volumes(deadline: datetime | None, now: datetime) -> bool:
     return deadline is None or now < deadline
 
 
-def undrained_claims(pods: Iterable[Manifest], now: datetime) -> set[str]:
+def undrained_claims(pods: Iterable[Pod | Manifest], now: datetime) -> set[str]:
     """``namespace/claim`` of the PersistentVolumeClaims (ephemeral volumes' included) of pods on the node
     that the drain leaves alone: their volumes stay attached while the node runs, so they never block."""
     claims: set[str] = set()
-    for pod in pods:
-        if podutil.is_drainable(pod, now):
-            continue
-        metadata = pod.get("metadata") or {}
-        namespace = str(metadata.get("namespace") or "default")
-        for volume in (pod.get("spec") or {}).get("volumes") or []:
-            claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
-            if not claim and volume.get("ephemeral") is not None:
-                claim = f"{metadata.get('name', '')}-{volume.get('name', '')}"  # the ephemeral volume's PVC
-            if claim:
-                claims.add(f"{namespace}/{claim}")
+    for item in pods:
+        pod = podutil.as_pod(item)
+        if not podutil.is_drainable(pod, now):
+            claims.update(f"{pod.namespace}/{volume.claim_name}" for volume in pod.volumes)
     return claims
 
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from reconciler.api.durations import DurationError, parse_length
 from reconciler.model import labels as wk
+from reconciler.model.durations import DurationError, parse_length
 from reconciler.model.meta import parse_time_or_none
 
 Manifest = Mapping[str, Any]

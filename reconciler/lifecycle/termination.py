@@ -29,7 +29,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from reconciler.cloud.types import CloudProvider, InstanceNotFoundError
-from reconciler.disruption.pdb import PdbLimits
 from reconciler.kube.api import (
     NODE,
     NODECLAIM,
@@ -64,6 +63,7 @@ from reconciler.model.conditions import (
     is_true,
     transition_time,
 )
+from reconciler.model.pdb import PdbLimits
 
 DISRUPTED_TAINT = {"key": wk.DISRUPTED_TAINT_KEY, "effect": "NoSchedule"}
 

@@ -85,6 +85,21 @@ def controller_owner(metadata: Mapping[str, Any]) -> OwnerRef | None:
     return chosen
 
 
+# Karpenter's ``IsOwnedByDaemonSet``: any ownerReference (controller or not) to an apps/v1 DaemonSet. An
+# ownerReference without apiVersion (hand-written scenario files) counts too; a DaemonSet kind of another API
+# group (OpenKruise's Advanced DaemonSet) does not, as upstream.
+DAEMONSET_API_VERSIONS = frozenset({"apps/v1", ""})
+
+
+def owned_by_daemonset(metadata: Mapping[str, Any] | None) -> bool:
+    """Is the pod with this ``metadata`` a DaemonSet's pod: the one rule every consumer uses."""
+    for owner in (metadata or {}).get("ownerReferences") or ():
+        if (isinstance(owner, Mapping) and owner.get("kind") == "DaemonSet"
+                and str(owner.get("apiVersion") or "") in DAEMONSET_API_VERSIONS):
+            return True
+    return False
+
+
 def object_key(manifest: Mapping[str, Any]) -> str:
     """``namespace/name`` for namespaced objects, ``name`` for cluster-scoped ones."""
     metadata = manifest.get("metadata") or {}

@@ -8,7 +8,15 @@ from datetime import datetime
 from typing import Any
 
 from reconciler.model import labels as wk
-from reconciler.model.meta import ManifestError, OwnerRef, controller_owner, parse_time, str_map
+from reconciler.model.meta import (
+    ManifestError,
+    OwnerRef,
+    controller_owner,
+    owned_by_daemonset,
+    parse_time,
+    parse_time_or_none,
+    str_map,
+)
 from reconciler.model.quantity import QuantityError
 from reconciler.model.requirements import Requirement, RequirementError, Requirements
 from reconciler.model.resources import EMPTY, PODS, Resources
@@ -120,6 +128,9 @@ class Pod:
     unschedulable_condition: bool | None = None  # None: kube-scheduler has not reported yet
     has_resource_claims: bool = False
     scheduling_gated: bool = False
+    start_time: datetime | None = None  # status.startTime: do-not-disrupt durations count from it
+    ready: bool | None = None  # the Ready condition; None: not reported
+    daemonset_owned: bool = False  # ``meta.owned_by_daemonset``: the one DaemonSet rule
 
     @property
     def key(self) -> str:
@@ -132,7 +143,7 @@ class Pod:
 
     @property
     def is_daemonset_pod(self) -> bool:
-        return self.owner is not None and self.owner.kind == "DaemonSet"
+        return self.daemonset_owned
 
     @property
     def is_static(self) -> bool:
@@ -268,6 +279,10 @@ def _parse(
         deletion_timestamp=deletion_timestamp,
         owner=owner,
         unschedulable_condition=condition,
+        # Unreadable counts as absent (do-not-disrupt durations then protect for ever: fail safe).
+        start_time=parse_time_or_none(status.get("startTime")),
+        ready=_ready_condition(status),
+        daemonset_owned=owned_by_daemonset(metadata),
         **facts,
     )
 
@@ -329,6 +344,14 @@ def _unschedulable_condition(status: Mapping[str, Any]) -> bool | None:
                 return False
             return condition.get("reason") == "Unschedulable"
     return None
+
+
+def _ready_condition(status: Mapping[str, Any]) -> bool | None:
+    ready = None
+    for condition in status.get("conditions") or []:
+        if isinstance(condition, Mapping) and condition.get("type") == "Ready":
+            ready = condition.get("status") == "True"
+    return ready
 
 
 def _container_requests(container: Mapping[str, Any], path: str) -> Resources:

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 from reconciler.cloud.types import InstanceType
 from reconciler.disruption.candidates import deleting_nodes_pods
-from reconciler.disruption.pdb import PdbError, PdbLimits
+from reconciler.model.pdb import PdbError, PdbLimits
 from reconciler.model.pod import Pod
 from reconciler.provisioning.nodeclaim import PlannedNodeClaim
 from reconciler.provisioning.validation import split_pods

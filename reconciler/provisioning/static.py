@@ -27,9 +27,9 @@ from datetime import datetime
 
 from reconciler.cloud.types import InstanceType
 from reconciler.disruption.candidates import lifetime_remaining
-from reconciler.disruption.pods import do_not_disrupt, reschedule_cost
 from reconciler.model import labels as wk
 from reconciler.model.nodepool import NODES, NodePool
+from reconciler.model.podutil import do_not_disrupt, reschedule_cost
 from reconciler.model.requirements import Requirement
 from reconciler.model.resources import EMPTY
 from reconciler.model.state_node import StateNode

@@ -98,7 +98,7 @@ def shutdown_seconds(catalog: Mapping[str, Any]) -> float:
     raw = catalog.get("shutdownDuration")
     if raw is None:
         return 0.0
-    from reconciler.api.durations import DurationError, parse_length
+    from reconciler.model.durations import DurationError, parse_length
 
     try:
         return parse_length(str(raw))

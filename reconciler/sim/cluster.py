@@ -14,13 +14,13 @@ from datetime import datetime
 from typing import Any
 
 from reconciler.cloud import pricesource
-from reconciler.disruption.pods import pod_key
 from reconciler.kube.api import KINDS_BY_NAME, NODE, NODECLAIM, POD, Kind, Manifest, NotFoundError, WatchEvent
 from reconciler.lifecycle.launch import initialize, launch, node_for_instance, register
 from reconciler.lifecycle.termination import Terminator
 from reconciler.model import labels as wk
 from reconciler.model.conditions import condition_of
-from reconciler.model.meta import ManifestError, format_time
+from reconciler.model.meta import ManifestError, format_time, owned_by_daemonset
+from reconciler.model.podutil import manifest_key
 from reconciler.provisioning.static import plan_static
 from reconciler.sim import engine
 from reconciler.sim.environment import SimEnvironment
@@ -78,7 +78,7 @@ class SimulatedCluster:
         return self._state.unbound_pod_manifests()
 
     def pending_reasons(self) -> dict[str, str]:
-        return {pod_key(p): self.reasons.get(pod_key(p), UNPLANNED) for p in self.pending_pods()}
+        return {manifest_key(p): self.reasons.get(manifest_key(p), UNPLANNED) for p in self.pending_pods()}
 
     def daemon_pod_fits(self, template: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
         return engine.daemon_pod_fits(template, node)
@@ -375,7 +375,7 @@ class SimulatedCluster:
                         event["owner"] = f"{owner.get('kind')}/{owner.get('name')}"
                     record["events"].append(event)
                 for key in result.deleted_with_node:
-                    if _owned_by_daemonset(before.get(key)):
+                    if owned_by_daemonset((before.get(key) or {}).get("metadata")):
                         continue  # DaemonSet pods belong to their node
                     record["events"].append({"object": f"Pod/{key}", "reason": "DeletedWithNode",
                                              "message": f"died with the node of {claim['metadata']['name']} "
@@ -427,7 +427,7 @@ class SimulatedCluster:
         for pod in self.pods():
             node_name = (pod.get("spec") or {}).get("nodeName")
             if node_name and not is_terminal(pod):
-                pods_by_node.setdefault(node_name, []).append(pod_key(pod))
+                pods_by_node.setdefault(node_name, []).append(manifest_key(pod))
         nodes = []
         total = 0.0
         for node in sorted(self.env.kube.objects(NODE), key=lambda n: n["metadata"]["name"]):
@@ -455,18 +455,13 @@ class SimulatedCluster:
             )
         final: dict[str, Any] = {
             "nodes": nodes,
-            "pending": sorted(pod_key(p) for p in self.pending_pods()),
+            "pending": sorted(manifest_key(p) for p in self.pending_pods()),
             "costPerHour": round(total, 6),
         }
         sources = pricesource.legend(node["priceSource"] for node in nodes)
         if sources:  # optional key (scenario-format: new keys only): where costPerHour's prices come from
             final["priceSources"] = sources
         return final
-
-
-def _owned_by_daemonset(pod: Mapping[str, Any] | None) -> bool:
-    owners = ((pod or {}).get("metadata") or {}).get("ownerReferences") or []
-    return any(owner.get("kind") == "DaemonSet" for owner in owners)
 
 
 __all__ = ["SimulatedCluster"]

@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from reconciler.disruption import candidates
 from reconciler.disruption.candidates import Assessment, Catalog, assess, assess_node_afresh, node_drift
 from reconciler.disruption.drift_detection import drift_reason
-from reconciler.disruption.pdb import PdbLimits
 from reconciler.model.nodepool import NodePool
+from reconciler.model.pdb import PdbLimits
 from reconciler.state import ClusterState
 
 NODES = ("n0", "n1", "n2", "n3")

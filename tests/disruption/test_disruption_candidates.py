@@ -8,8 +8,8 @@ from disruption_factories import NOW, managed_node, nodepool, pdb, pod
 from reconciler.cloud.types import InstanceType, Offering
 from reconciler.disruption.budgets import REASON_DRIFTED, REASON_UNDERUTILIZED
 from reconciler.disruption.candidates import Catalog, budget_allowances, build_candidates
-from reconciler.disruption.pdb import PdbLimits
 from reconciler.disruption.policy import consolidation_wait, settings_of
+from reconciler.model.pdb import PdbLimits
 from reconciler.model.resources import Resources
 from reconciler.state import ClusterState
 

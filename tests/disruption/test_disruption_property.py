@@ -16,9 +16,9 @@ from disruption_factories import NOW, TYPES, cluster, node_of, nodepool, pdb, po
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from reconciler.disruption.pdb import PdbLimits
 from reconciler.disruption.types import Command
 from reconciler.lifecycle.drain import plan_drain
+from reconciler.model.pdb import PdbLimits
 from reconciler.state import ClusterState
 
 APPS = ("a", "b", "c")

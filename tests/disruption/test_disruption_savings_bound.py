@@ -13,10 +13,10 @@ from reconciler.disruption.candidates import Catalog, assess
 from reconciler.disruption.consolidation import ConsolidationRefusal, ReplacementBuilder, compute_consolidation
 from reconciler.disruption.decide import default_namer
 from reconciler.disruption.outcome import MethodOutcome
-from reconciler.disruption.pdb import PdbLimits
 from reconciler.disruption.simulation import Simulator
 from reconciler.disruption.types import MULTI_NODE, SINGLE_NODE, Candidate
 from reconciler.disruption.underutilized import consolidatable
+from reconciler.model.pdb import PdbLimits
 from reconciler.settings import Settings
 from reconciler.state import ClusterState
 

@@ -166,7 +166,7 @@ def test_a_controller_not_stored_uses_the_budgets_observed_status() -> None:
 
 
 def test_the_count_is_the_same_function_the_engine_and_the_terminator_use() -> None:
-    """``budget_status`` over plain lists (what ``disruption.pdb`` computes from a ClusterState) agrees with
+    """``budget_status`` over plain lists (what ``model.pdb`` computes from a ClusterState) agrees with
     the in-memory API server's."""
     objects = web_deployment(6, 5)
     stored = {(o["kind"], o["metadata"]["name"]): o for o in objects}

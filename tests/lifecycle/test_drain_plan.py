@@ -3,7 +3,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from reconciler.disruption.pdb import PdbLimits
 from reconciler.lifecycle.drain import (
     EvictionOutcome,
     ForceDelete,
@@ -14,6 +13,7 @@ from reconciler.lifecycle.drain import (
     termination_deadline,
     wait_for_volumes,
 )
+from reconciler.model.pdb import PdbLimits
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -184,8 +184,8 @@ def test_minimum_drain_time_and_volume_wait() -> None:
 
 
 def test_a_pod_without_a_grace_period_gets_the_api_default_of_30_seconds() -> None:
-    from reconciler.disruption.pods import facts
+    from reconciler.model.pod import Pod
 
     bare = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
             "spec": {"containers": [{"name": "c"}]}}
-    assert facts(bare).termination_grace_seconds == 30
+    assert Pod.from_manifest(bare).termination_grace_period_seconds == 30

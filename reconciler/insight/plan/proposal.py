@@ -31,7 +31,7 @@ from reconciler.insight.errors import InsightError
 from reconciler.insight.sources import NODECLASS_KEY, NODEPOOL_KEY, ProposedConfig
 from reconciler.model import labels as wk
 from reconciler.model.conditions import is_true
-from reconciler.model.meta import format_time
+from reconciler.model.meta import format_time, owned_by_daemonset
 from reconciler.sim.workloads import unschedulable_status
 
 Manifest = dict[str, Any]
@@ -312,7 +312,7 @@ def _pod_for_fresh_provision(pod: Manifest, managed_nodes: set[str], now: dateti
     if not node_name or node_name not in managed_nodes:
         return pod
     owners = {ref.get("kind") for ref in pod["metadata"].get("ownerReferences") or []}
-    if "DaemonSet" in owners or "Node" in owners:
+    if owned_by_daemonset(pod["metadata"]) or "Node" in owners:
         return None  # recreated per node by its DaemonSet / a static pod of that node
     fresh = copy.deepcopy(pod)
     fresh["spec"].pop("nodeName", None)

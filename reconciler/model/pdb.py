@@ -1,4 +1,5 @@
-"""PodDisruptionBudgets as disruption sees them: which pods they cover and whether they allow an eviction.
+"""PodDisruptionBudgets as drain, provisioning and disruption see them (Karpenter's ``utils/pdb``): which pods
+they cover and whether they allow an eviction.
 
 ``disruptionsAllowed`` is read from the PDB's status when the API server's
 disruption controller has written one; otherwise it is computed from the pods
@@ -14,9 +15,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from reconciler.disruption import pods as podutil
-from reconciler.disruption.pods import PodFacts, PodLike, facts
+from reconciler.model import podutil
 from reconciler.model.pdb_status import BudgetValueError, ControllerLookup, budget_status
+from reconciler.model.pod import Pod
 from reconciler.model.selectors import LabelSelector, SelectorError
 
 Manifest = Mapping[str, Any]
@@ -66,7 +67,7 @@ class PdbLimits:
 
     @classmethod
     def from_manifests(
-        cls, pdbs: Iterable[Manifest], pods: Iterable[PodLike], *, prefer_status: bool = True,
+        cls, pdbs: Iterable[Manifest], pods: Iterable[Manifest], *, prefer_status: bool = True,
         lookup: ControllerLookup | None = None,
     ) -> PdbLimits:
         """Build from PDB manifests; ``pods`` (all pods of the snapshot, manifests) and ``lookup`` (its workload
@@ -93,9 +94,8 @@ class PdbLimits:
                 if pods_by_namespace is None:
                     pods_by_namespace = defaultdict(list)
                     for pod in pods:
-                        if isinstance(pod, Mapping):
-                            pod_namespace = str((pod.get("metadata") or {}).get("namespace") or "default")
-                            pods_by_namespace[pod_namespace].append(pod)
+                        pod_namespace = str((pod.get("metadata") or {}).get("namespace") or "default")
+                        pods_by_namespace[pod_namespace].append(pod)
                 namespace_pods = pods_by_namespace.get(namespace, ())
                 allowed = computed_disruptions_allowed(manifest, namespace_pods, lookup, path=path)
             items.append(
@@ -110,61 +110,58 @@ class PdbLimits:
             )
         return cls(items)
 
-    def matching(self, pod: PodLike | PodFacts) -> list[Pdb]:
-        view = facts(pod)
-        candidates = self._by_namespace.get(view.namespace)
+    def matching(self, pod: Pod) -> list[Pdb]:
+        candidates = self._by_namespace.get(pod.namespace)
         if not candidates:
             return []
-        return [pdb for pdb in candidates if pdb.selector.matches(view.labels)]
+        return [pdb for pdb in candidates if pdb.selector.matches(pod.labels)]
 
     def eviction_blocker(
-        self, pod: PodLike | PodFacts, now: datetime, *, fully_blocking_only: bool = False
+        self, pod: Pod, now: datetime, *, fully_blocking_only: bool = False
     ) -> str | None:
         """Why evicting ``pod`` would be refused now (None when it would be allowed or is not evicted at all).
 
         ``fully_blocking_only`` asks the weaker question "will it *ever* be evictable"
         (used to decide whether to plan capacity for the pod).
         """
-        view = facts(pod)
-        if not podutil.is_evictable(view, now):
+        if not podutil.is_evictable(pod, now):
             return None
-        matching = self.matching(view)
+        matching = self.matching(pod)
         if len(matching) > 1:
             keys = ", ".join(sorted(p.key for p in matching))
-            return f"pod {view.key} is matched by several PDBs ({keys}): not evictable"
+            return f"pod {pod.key} is matched by several PDBs ({keys}): not evictable"
         for pdb in matching:
-            if pdb.always_allow_unhealthy and podutil.is_explicitly_unready(view):
+            if pdb.always_allow_unhealthy and podutil.is_explicitly_unready(pod):
                 return None
             if fully_blocking_only:
                 if pdb.fully_blocking:
-                    return f"PDB {pdb.key} never allows evicting pod {view.key}"
+                    return f"PDB {pdb.key} never allows evicting pod {pod.key}"
             elif pdb.disruptions_allowed <= 0:
-                return f"PDB {pdb.key} allows 0 disruptions (pod {view.key})"
+                return f"PDB {pdb.key} allows 0 disruptions (pod {pod.key})"
         return None
 
-    def is_currently_reschedulable(self, pod: PodLike | PodFacts, now: datetime) -> bool:
+    def is_currently_reschedulable(self, pod: Pod, now: datetime) -> bool:
         """Would move if its node were drained now (not do-not-disrupt, not fully PDB-blocked)."""
-        view = facts(pod)
         return (
-            podutil.is_reschedulable(view)
-            and podutil.do_not_disrupt(view, now) is None
-            and self.eviction_blocker(view, now, fully_blocking_only=True) is None
+            podutil.is_reschedulable(pod)
+            and podutil.do_not_disrupt(pod, now) is None
+            and self.eviction_blocker(pod, now, fully_blocking_only=True) is None
         )
 
 
-def pods_blocker(pods: Iterable[PodLike | PodFacts], pdbs: PdbLimits, now: datetime) -> str | None:
+def pods_blocker(pods: Iterable[Pod], pdbs: PdbLimits, now: datetime) -> str | None:
     """The first reason these pods (one node's) forbid a graceful disruption, or None.
 
     Blocks on an active do-not-disrupt pod (DaemonSet and static pods included,
     as in Karpenter), a PDB allowing 0 disruptions, or a pod under several PDBs.
     """
-    views = [facts(p) for p in pods]
-    for view in views:
-        protection = podutil.do_not_disrupt(view, now)
+    pods = list(pods)
+    for pod in pods:
+        protection = podutil.do_not_disrupt(pod, now)
         if protection is not None:
-            return protection.describe(view.key)
-    for view in views:
-        blocker = pdbs.eviction_blocker(view, now)
+            return protection.describe(pod.key)
+    for pod in pods:
+        blocker = pdbs.eviction_blocker(pod, now)
         if blocker is not None:
             return blocker
     return None

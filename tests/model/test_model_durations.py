@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from reconciler.api.cron import cron_problem, next_activation, window_is_active
-from reconciler.api.durations import (
+from reconciler.model.durations import (
     DurationError,
     format_duration,
     format_duration_short,

@@ -12,12 +12,12 @@ from html import escape
 from typing import Any
 
 from reconciler.api.durations import format_duration_short
-from reconciler.insight.money import money
 from reconciler.insight.plan.compute import Blocker, PlanResult
 from reconciler.insight.plan.proposal import PoolChange
 from reconciler.insight.plan.risks import headline, price_note, risk_lines, verdict
 from reconciler.insight.plan.stability import stamp
 from reconciler.insight.plan.timeline import ASSUMPTIONS
+from reconciler.model.money import money
 
 MAX_LISTED = 25  # rows per list in text and Markdown before "... N more"
 

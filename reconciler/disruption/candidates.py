@@ -12,25 +12,25 @@ Every node turned away gets an ``Explanation``.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from reconciler.api.durations import DurationError, parse_length
 from reconciler.cloud.types import InstanceType
 from reconciler.disruption import pods as podutil
 from reconciler.disruption.budgets import BudgetAllowance, BudgetError, allowance, parse_budgets
 from reconciler.disruption.drift_detection import INSTANCE_TYPE_DRIFT_MIN_AGE, drift_reason
 from reconciler.disruption.pdb import PdbLimits, pods_blocker
-from reconciler.disruption.pods import PodFacts, facts
+from reconciler.disruption.pods import PodFacts
 from reconciler.disruption.types import Candidate, Explanation
 from reconciler.model import labels as wk
 from reconciler.model.nodepool import NodePool
 from reconciler.model.pod import Pod
 from reconciler.model.state_node import StateNode
+from reconciler.provisioning.lifetime import node_lifetime, remaining_fraction
 from reconciler.state import ClusterState
+from reconciler.state_pods import pod_facts
 from reconciler.state_views import node_counts
 
 
@@ -65,28 +65,6 @@ def explain(node: StateNode, code: str, message: str, method: str = "") -> Expla
     return found
 
 
-def pod_facts(state: ClusterState, pod: Pod) -> PodFacts:
-    """Prefer the manifest: it carries the start time and readiness the Pod model omits."""
-    manifest = state.pod_manifests.get(pod.key)
-    if manifest is None:
-        return facts(pod)
-    return state.derived(pod.key, manifest, facts)
-
-
-def deleting_nodes_pods(state: ClusterState, pdbs: PdbLimits, now: datetime) -> tuple[set[str], list[Pod]]:
-    """Nodes marked for deletion, and their pods that need a new home (upstream's
-    ``CurrentlyReschedulablePods``): active pods and terminating StatefulSet pods (their successor needs
-    the room); not DaemonSet or static pods, nor pods an active do-not-disrupt or a PDB that never allows
-    an eviction keeps where they are. Shared by the provisioner and the disruption simulation."""
-    names: set[str] = set()
-    pods: list[Pod] = []
-    for node in state.state_nodes():
-        if node.marked_for_deletion:
-            names.add(node.name)
-            pods.extend(p for p in node.pods.values() if pdbs.is_currently_reschedulable(pod_facts(state, p), now))
-    return names, pods
-
-
 def node_blocker(node: StateNode, now: datetime) -> tuple[str, str] | None:
     """The node-level reason this node cannot be a candidate, as ``(code, message)``."""
     if node.nodeclaim is None:
@@ -105,39 +83,6 @@ def node_blocker(node: StateNode, now: datetime) -> tuple[str, str] | None:
     if not node.nodepool:
         return "NoNodePool", f"node has no {wk.NODEPOOL} label"
     return None
-
-
-@functools.lru_cache(maxsize=256)
-def _duration_seconds(raw: str) -> float | None:
-    try:
-        return parse_length(raw)
-    except DurationError:
-        return None
-
-
-def lifetime_remaining(node: StateNode, nodepool: NodePool, now: datetime) -> float:
-    """Fraction of the node's expireAfter still ahead (1 when it never expires)."""
-    return _remaining_fraction(_lifetime(node, nodepool), now)
-
-
-def _lifetime(node: StateNode, nodepool: NodePool) -> tuple[float, datetime] | None:
-    """(expireAfter in seconds, NodeClaim creation) when the node expires at all."""
-    claim = node.nodeclaim
-    raw = (claim.expire_after if claim else None) or nodepool.expire_after
-    created = claim.creation_timestamp if claim else None
-    if not raw or raw == "Never" or created is None:
-        return None
-    total = _duration_seconds(str(raw))
-    if total is None or total <= 0:
-        return None
-    return total, created
-
-
-def _remaining_fraction(lifetime: tuple[float, datetime] | None, now: datetime) -> float:
-    if lifetime is None:
-        return 1.0
-    total, created = lifetime
-    return min(1.0, max(0.0, (total - (now - created).total_seconds()) / total))
 
 
 @dataclass(slots=True)
@@ -194,7 +139,7 @@ class NodeAssessment:
     reschedule_cost: float = 0.0
     eviction_cost: float = 0.0
     price: float = 0.0
-    lifetime: tuple[float, datetime] | None = None  # see ``lifetime_remaining``
+    lifetime: tuple[float, datetime] | None = None  # see ``provisioning.lifetime``
 
     def holds(
         self, nodepool: NodePool | None, types: Mapping[str, InstanceType] | None, node: StateNode,
@@ -272,7 +217,7 @@ def assess_node_afresh(
         reschedule_cost=reschedule_cost,
         eviction_cost=eviction_cost,
         price=catalog.price(node.nodepool, node),
-        lifetime=_lifetime(node, nodepool),
+        lifetime=node_lifetime(node, nodepool),
     )
 
 
@@ -308,7 +253,7 @@ def assess(
                 pods=found.views,
                 reschedulable=found.moving,
                 reschedule_cost=found.reschedule_cost,
-                disruption_cost=found.eviction_cost * _remaining_fraction(found.lifetime, now),
+                disruption_cost=found.eviction_cost * remaining_fraction(found.lifetime, now),
             )
         )
     return Assessment(candidates, blockers, explanations)

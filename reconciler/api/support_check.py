@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from reconciler.api.amifamily import UnknownAMIFamilyError, family_of_nodeclass, unsupported_settings
 from reconciler.api.support import FEATURE_GATES, FIELDS, SETTINGS, UNSUPPORTED, Support
 
 CONDITION = "FieldsSupported"
@@ -163,8 +164,6 @@ def _family_refusals(nodeclass: Mapping[str, Any]) -> list[str]:
     """What the class's AMI family would silently drop (kubelet fields it does not map, RAID0 where it cannot
     assemble the array): the live NodeClass controller refuses these through ValidationSucceeded; plan and explain
     name them here. An unknown family is the API validation's error, not a finding."""
-    from reconciler.cloud.aws.amifamily import UnknownAMIFamilyError, family_of_nodeclass, unsupported_settings
-
     try:
         family = family_of_nodeclass(dict(nodeclass))
     except UnknownAMIFamilyError:

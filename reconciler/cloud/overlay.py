@@ -1,7 +1,8 @@
 """NodeOverlays applied to each NodePool's instance types (gate ``NodeOverlay``). Pure.
 
-``evaluate`` reads every overlay against every NodePool's instance types, as Karpenter's nodeoverlay
-controller does, and returns an ``OverlayBook``: per pool and instance type, the price change for each
+``scheduling.overlay_evaluation.evaluate`` reads every overlay against every NodePool's instance types, as
+Karpenter's nodeoverlay controller does, and returns an ``OverlayBook`` (this module: the cloud providers read
+it, so it needs nothing of the scheduler): per pool and instance type, the price change for each
 offering the overlay's requirements select and the extended resources it adds, plus each overlay's
 ``ValidationSucceeded`` condition. ``OverlayBook.apply`` then gives a pool's types with the overlays in
 effect; every price the engine reads (scheduling, consolidation, ``simulate`` and ``plan`` costs) comes
@@ -27,11 +28,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from reconciler.cloud.types import InstanceType, Offering
-from reconciler.model import labels as wk
-from reconciler.model.nodepool import NodePool
 from reconciler.model.requirements import Requirements
 from reconciler.model.resources import Resources
-from reconciler.scheduling.instancetypes import offering_allowed, offering_key, type_requirements
 
 CONDITION = "ValidationSucceeded"
 OfferingId = tuple[str, str, str, str]  # zone, capacity type, zone ID, reservation ID
@@ -153,6 +151,49 @@ class OverlayBook:
         count = self.applied.get(overlay.name, 0)
         return True, CONDITION, f"applies to {count} instance type(s) across the NodePools"
 
+    def conflict(self, overlay: Overlay, matches: Sequence[tuple[str, InstanceType, list[Offering]]]) -> str:
+        """Why ``overlay`` (matching these pool, type and offerings) cannot apply: an overlay of the same weight
+        already set the price of one of those offerings or one of its resources ("" when none did)."""
+        for pool_name, instance_type, offerings in matches:
+            update = self.updates.get(pool_name, {}).get(instance_type.name)
+            if update is None:
+                continue
+            if overlay.price_change:
+                for offering in offerings:
+                    found = update.prices.get(offering_id(offering))
+                    if found is not None and found.lowest_weight == overlay.weight:
+                        return (f"conflicts with NodeOverlay {found.overlay} (same weight {overlay.weight}) on the "
+                                f"price of {instance_type.name} {offering.capacity_type} in {offering.zone} "
+                                f"(NodePool {pool_name})")
+            capacity = update.capacity
+            if overlay.capacity and capacity is not None and capacity.lowest_weight == overlay.weight:
+                shared = sorted(set(overlay.capacity) & capacity.lowest_resources)
+                if shared:
+                    owner = capacity.resources[shared[0]][1] if shared[0] in capacity.resources else "another overlay"
+                    return (f"conflicts with NodeOverlay {owner} (same weight {overlay.weight}) on {shared[0]} of "
+                            f"{instance_type.name} (NodePool {pool_name})")
+        return ""
+
+    def record(self, pool: str, instance_type: str, overlay: Overlay, offerings: list[Offering]) -> None:
+        """Apply ``overlay`` to the offerings it selects of one type in one pool; a heavier overlay processed
+        earlier keeps what it set."""
+        update = self.updates.setdefault(pool, {}).setdefault(instance_type, _TypeUpdate())
+        if overlay.price_change:
+            for offering in offerings:
+                key = offering_id(offering)
+                found = update.prices.get(key)
+                if found is not None:
+                    found.lowest_weight = overlay.weight  # a heavier overlay set it; later ones at this weight conflict
+                else:
+                    update.prices[key] = _PriceUpdate(overlay.price_change, overlay.name, overlay.weight)
+        if overlay.capacity:
+            if update.capacity is None:
+                update.capacity = _CapacityUpdate()
+            for resource, amount in overlay.capacity.items():
+                update.capacity.resources.setdefault(resource, (amount, overlay.name))
+            update.capacity.lowest_weight = overlay.weight
+            update.capacity.lowest_resources = frozenset(overlay.capacity)
+
 
 def overlay_source(name: str, change: str, base: str) -> str:
     """Where an overlaid price comes from (shown next to every cost)."""
@@ -178,141 +219,6 @@ def _apply(instance_type: InstanceType, update: _TypeUpdate) -> InstanceType:
     return replace(instance_type, offerings=offerings, capacity=capacity,
                    price_overlaid=instance_type.price_overlaid or bool(update.prices),
                    capacity_overlaid=instance_type.capacity_overlaid or capacity is not instance_type.capacity)
-
-
-# -- evaluation -------------------------------------------------------------------------------------------
-
-
-def _instance_requirements(pool: NodePool, instance_type: InstanceType) -> Requirements:
-    """The type's requirements as the overlay sees them: every offering's zone and capacity type (not only
-    available ones), the pool's labels and ``karpenter.sh/nodepool``."""
-    every = instance_type if all(o.available for o in instance_type.offerings) else replace(
-        instance_type, offerings=tuple(replace(o, available=True) for o in instance_type.offerings))
-    labels = {**pool.labels, wk.NODEPOOL: pool.name}
-    return type_requirements(every).merge(Requirements.from_labels(labels))
-
-
-class _Matcher:
-    """The types' requirements, built once per evaluation (every overlay is checked against every type)."""
-
-    def __init__(self) -> None:
-        self._requirements: dict[tuple[str, int], Requirements] = {}
-
-    def selected(self, pool: NodePool, instance_type: InstanceType, overlay: Overlay) -> list[Offering]:
-        key = (pool.name, id(instance_type))
-        requirements = self._requirements.get(key)
-        if requirements is None:
-            requirements = self._requirements[key] = _instance_requirements(pool, instance_type)
-        if requirements.incompatibility(overlay.requirements) is not None:
-            return []
-        allowed = offering_key(overlay.requirements)
-        return [o for o in instance_type.offerings if offering_allowed(o, *allowed)]
-
-
-def evaluate(
-    overlays: Iterable[Overlay],
-    pools: Mapping[str, NodePool],
-    types_by_pool: Mapping[str, Sequence[InstanceType]],
-) -> OverlayBook:
-    """Every overlay against every pool's types, heaviest first; conflicting overlays are left out whole."""
-    book = OverlayBook()
-    ordered = by_weight(overlays)
-    book.names = tuple(o.name for o in ordered)
-    matcher = _Matcher()
-    for overlay in ordered:
-        if overlay.problem:
-            continue
-        matches = [
-            (pool_name, instance_type, offerings)
-            for pool_name, pool in sorted(pools.items())
-            for instance_type in types_by_pool.get(pool_name, ())
-            if (offerings := matcher.selected(pool, instance_type, overlay))
-        ]
-        conflict = _conflict(book, overlay, matches)
-        if conflict:
-            book.conflicts[overlay.name] = conflict
-            continue
-        for pool_name, instance_type, offerings in matches:
-            update = book.updates.setdefault(pool_name, {}).setdefault(instance_type.name, _TypeUpdate())
-            _record(update, overlay, offerings)
-        book.applied[overlay.name] = len({(p, t.name) for p, t, _ in matches if overlay.price_change or
-                                          overlay.capacity})
-    return book
-
-
-def _conflict(book: OverlayBook, overlay: Overlay, matches: list[tuple[str, InstanceType, list[Offering]]]) -> str:
-    for pool_name, instance_type, offerings in matches:
-        update = book.updates.get(pool_name, {}).get(instance_type.name)
-        if update is None:
-            continue
-        if overlay.price_change:
-            for offering in offerings:
-                found = update.prices.get(offering_id(offering))
-                if found is not None and found.lowest_weight == overlay.weight:
-                    return (f"conflicts with NodeOverlay {found.overlay} (same weight {overlay.weight}) on the price "
-                            f"of {instance_type.name} {offering.capacity_type} in {offering.zone} "
-                            f"(NodePool {pool_name})")
-        capacity = update.capacity
-        if overlay.capacity and capacity is not None and capacity.lowest_weight == overlay.weight:
-            shared = sorted(set(overlay.capacity) & capacity.lowest_resources)
-            if shared:
-                owner = capacity.resources[shared[0]][1] if shared[0] in capacity.resources else "another overlay"
-                return (f"conflicts with NodeOverlay {owner} (same weight {overlay.weight}) on {shared[0]} of "
-                        f"{instance_type.name} (NodePool {pool_name})")
-    return ""
-
-
-def _record(update: _TypeUpdate, overlay: Overlay, offerings: list[Offering]) -> None:
-    if overlay.price_change:
-        for offering in offerings:
-            key = offering_id(offering)
-            found = update.prices.get(key)
-            if found is not None:
-                found.lowest_weight = overlay.weight  # a heavier overlay set it; later ones at this weight conflict
-            else:
-                update.prices[key] = _PriceUpdate(overlay.price_change, overlay.name, overlay.weight)
-    if overlay.capacity:
-        if update.capacity is None:
-            update.capacity = _CapacityUpdate()
-        for resource, amount in overlay.capacity.items():
-            update.capacity.resources.setdefault(resource, (amount, overlay.name))
-        update.capacity.lowest_weight = overlay.weight
-        update.capacity.lowest_resources = frozenset(overlay.capacity)
-
-
-def overlays_of(manifests: Iterable[Mapping[str, Any]]) -> list[Overlay]:
-    return [Overlay.from_manifest(m) for m in manifests]
-
-
-# -- the per-NodePool instance-type layer ------------------------------------------------------------------
-
-
-def overlaid(
-    state: Any, types_by_pool: Mapping[str, Sequence[InstanceType]]
-) -> tuple[dict[str, Sequence[InstanceType]], OverlayBook]:
-    """Each pool's types with the cluster's NodeOverlays in effect (``state``: a ``ClusterState``), and the
-    book. The evaluation is kept on the state while the overlays, pools and type lists stay the same."""
-    if not state.nodeoverlays:
-        return dict(types_by_pool), OverlayBook()
-    manifests = sorted(state.nodeoverlays.values(), key=lambda m: str((m.get("metadata") or {}).get("name", "")))
-    key = (
-        tuple(_overlay_key(m) for m in manifests),
-        tuple((name, id(types), tuple(sorted(state.nodepools[name].labels.items())) if name in state.nodepools else ())
-              for name, types in sorted(types_by_pool.items())),
-    )
-    kept = state.carried.get("overlays")
-    if kept is not None and kept[0] == key:
-        book = kept[2]
-    else:
-        book = evaluate(overlays_of(manifests), state.nodepools, types_by_pool)
-        state.carried["overlays"] = (key, dict(types_by_pool), book)  # the lists stay alive: their ids stay theirs
-    return {name: book.apply(name, types) for name, types in types_by_pool.items()}, book
-
-
-def _overlay_key(manifest: Mapping[str, Any]) -> tuple[Any, ...]:
-    metadata = manifest.get("metadata") or {}
-    return (metadata.get("name"), metadata.get("resourceVersion"), metadata.get("generation"),
-            repr(manifest.get("spec")))
 
 
 def publish(cloud: Any, book: OverlayBook) -> None:

@@ -16,7 +16,11 @@ from reconciler.controllers.backoff import Retries
 from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wakeup, ref
 from reconciler.controllers.workers import wait_time
-from reconciler.disruption.drift_hashes import (
+from reconciler.kube.api import EC2NODECLASS, NODECLAIM, NODEPOOL, ApiError, Kind, Manifest, NotFoundError
+from reconciler.kube.retry import modify
+from reconciler.model import labels as wk
+from reconciler.model.meta import ManifestError
+from reconciler.provisioning.drift_hashes import (
     NODECLASS_HASH_ANNOTATION,
     NODECLASS_HASH_VERSION,
     NODECLASS_HASH_VERSION_ANNOTATION,
@@ -25,10 +29,6 @@ from reconciler.disruption.drift_hashes import (
     nodepool_hash,
     restamp,
 )
-from reconciler.kube.api import EC2NODECLASS, NODECLAIM, NODEPOOL, ApiError, Kind, Manifest, NotFoundError
-from reconciler.kube.retry import modify
-from reconciler.model import labels as wk
-from reconciler.model.meta import ManifestError
 
 log = ControllerLog("nodepool.hash")
 RESYNC = 60.0

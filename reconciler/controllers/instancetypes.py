@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from reconciler.cloud.overlay import overlaid, publish
+from reconciler.cloud.overlay import publish
 from reconciler.cloud.types import CloudProvider, InstanceType
 from reconciler.controllers.runtime import ControllerLog
+from reconciler.scheduling.overlay_evaluation import overlaid
 from reconciler.settings import Settings
 from reconciler.state import ClusterState
 

@@ -1,10 +1,10 @@
 """NodeOverlay status (gate ``NodeOverlay``): each overlay's ``ValidationSucceeded`` and ``Ready`` conditions.
 
 Karpenter's nodeoverlay controller evaluates every overlay against every NodePool's instance types
-(``reconciler.cloud.overlay.evaluate``) whenever an overlay, NodePool or EC2NodeClass changes, and at least
-every few minutes here (instance types and prices move too). An overlay that fails runtime validation is
-``False/RuntimeValidation``; one that conflicts with another of the same weight is ``False/Conflict`` and is
-not applied; the others are ``True``. The scheduler applies the same evaluation on every pass
+(``reconciler.scheduling.overlay_evaluation.evaluate``) whenever an overlay, NodePool or EC2NodeClass
+changes, and at least every few minutes here (instance types and prices move too). An overlay that fails
+runtime validation is ``False/RuntimeValidation``; one that conflicts with another of the same weight is
+``False/Conflict`` and is not applied; the others are ``True``. The scheduler applies the same evaluation on every pass
 (``controllers.instancetypes``), so status and decisions never disagree for long.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.cloud.overlay import CONDITION, Overlay, OverlayBook, overlaid, publish
+from reconciler.cloud.overlay import CONDITION, Overlay, OverlayBook, publish
 from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.instancetypes import instance_types_by_nodepool
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wakeup, ref
@@ -20,6 +20,7 @@ from reconciler.kube.api import NODEOVERLAY, ApiError, NotFoundError
 from reconciler.kube.retry import modify
 from reconciler.model.conditions import make, with_root
 from reconciler.model.meta import format_time
+from reconciler.scheduling.overlay_evaluation import overlaid
 
 log = ControllerLog("nodeoverlay")
 REFRESH_SECONDS = 300.0

@@ -10,8 +10,8 @@ Pure decision code (no I/O, no clock reads). Entry points:
 
 One concern per module: ``candidates`` (eligibility), ``budgets``, ``pdb``,
 ``pods`` (do-not-disrupt, eviction cost), ``policy`` (consolidateAfter and
-consolidation policy), ``drift_detection`` (why a node drifted), ``drift_hashes`` (the NodePool and
-EC2NodeClass hashes stamped on NodeClaims), ``adoption`` (re-stamping another controller's claims),
+consolidation policy), ``drift_detection`` (why a node drifted; the NodePool and EC2NodeClass hashes it compares are
+``provisioning.drift_hashes``, stamped at creation), ``adoption`` (re-stamping another controller's claims),
 ``simulation`` (the scheduler what-ifs), ``consolidation`` (delete/replace and price rules),
 ``emptiness``, ``drift_method``, ``underutilized`` (multi/single-node), ``balanced``; ``methods`` (each method's
 reason, class, compute and validation), ``pass_context`` (the inputs a pass shares among methods).

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.disruption.drift_hashes import restamp
 from reconciler.model import labels as wk
 from reconciler.model.meta import ManifestError
+from reconciler.provisioning.drift_hashes import restamp
 
 Manifest = dict[str, Any]
 

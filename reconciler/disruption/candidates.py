@@ -12,7 +12,6 @@ Every node turned away gets an ``Explanation``.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -24,11 +23,11 @@ from reconciler.disruption.drift_detection import INSTANCE_TYPE_DRIFT_MIN_AGE, d
 from reconciler.disruption.types import Candidate, Explanation
 from reconciler.model import labels as wk
 from reconciler.model import podutil
-from reconciler.model.durations import DurationError, parse_length
 from reconciler.model.nodepool import NodePool
 from reconciler.model.pdb import PdbLimits, pods_blocker
 from reconciler.model.pod import Pod
 from reconciler.model.state_node import StateNode
+from reconciler.provisioning.lifetime import node_lifetime, remaining_fraction
 from reconciler.state import ClusterState
 from reconciler.state_views import node_counts
 
@@ -64,20 +63,6 @@ def explain(node: StateNode, code: str, message: str, method: str = "") -> Expla
     return found
 
 
-def deleting_nodes_pods(state: ClusterState, pdbs: PdbLimits, now: datetime) -> tuple[set[str], list[Pod]]:
-    """Nodes marked for deletion, and their pods that need a new home (upstream's
-    ``CurrentlyReschedulablePods``): active pods and terminating StatefulSet pods (their successor needs
-    the room); not DaemonSet or static pods, nor pods an active do-not-disrupt or a PDB that never allows
-    an eviction keeps where they are. Shared by the provisioner and the disruption simulation."""
-    names: set[str] = set()
-    pods: list[Pod] = []
-    for node in state.state_nodes():
-        if node.marked_for_deletion:
-            names.add(node.name)
-            pods.extend(p for p in node.pods.values() if pdbs.is_currently_reschedulable(p, now))
-    return names, pods
-
-
 def node_blocker(node: StateNode, now: datetime) -> tuple[str, str] | None:
     """The node-level reason this node cannot be a candidate, as ``(code, message)``."""
     if node.nodeclaim is None:
@@ -96,39 +81,6 @@ def node_blocker(node: StateNode, now: datetime) -> tuple[str, str] | None:
     if not node.nodepool:
         return "NoNodePool", f"node has no {wk.NODEPOOL} label"
     return None
-
-
-@functools.lru_cache(maxsize=256)
-def _duration_seconds(raw: str) -> float | None:
-    try:
-        return parse_length(raw)
-    except DurationError:
-        return None
-
-
-def lifetime_remaining(node: StateNode, nodepool: NodePool, now: datetime) -> float:
-    """Fraction of the node's expireAfter still ahead (1 when it never expires)."""
-    return _remaining_fraction(_lifetime(node, nodepool), now)
-
-
-def _lifetime(node: StateNode, nodepool: NodePool) -> tuple[float, datetime] | None:
-    """(expireAfter in seconds, NodeClaim creation) when the node expires at all."""
-    claim = node.nodeclaim
-    raw = (claim.expire_after if claim else None) or nodepool.expire_after
-    created = claim.creation_timestamp if claim else None
-    if not raw or raw == "Never" or created is None:
-        return None
-    total = _duration_seconds(str(raw))
-    if total is None or total <= 0:
-        return None
-    return total, created
-
-
-def _remaining_fraction(lifetime: tuple[float, datetime] | None, now: datetime) -> float:
-    if lifetime is None:
-        return 1.0
-    total, created = lifetime
-    return min(1.0, max(0.0, (total - (now - created).total_seconds()) / total))
 
 
 @dataclass(slots=True)
@@ -185,7 +137,7 @@ class NodeAssessment:
     reschedule_cost: float = 0.0
     eviction_cost: float = 0.0
     price: float = 0.0
-    lifetime: tuple[float, datetime] | None = None  # see ``lifetime_remaining``
+    lifetime: tuple[float, datetime] | None = None  # see ``provisioning.lifetime``
 
     def holds(
         self, nodepool: NodePool | None, types: Mapping[str, InstanceType] | None, node: StateNode,
@@ -263,7 +215,7 @@ def assess_node_afresh(
         reschedule_cost=reschedule_cost,
         eviction_cost=eviction_cost,
         price=catalog.price(node.nodepool, node),
-        lifetime=_lifetime(node, nodepool),
+        lifetime=node_lifetime(node, nodepool),
     )
 
 
@@ -299,7 +251,7 @@ def assess(
                 pods=found.views,
                 reschedulable=found.moving,
                 reschedule_cost=found.reschedule_cost,
-                disruption_cost=found.eviction_cost * _remaining_fraction(found.lifetime, now),
+                disruption_cost=found.eviction_cost * remaining_fraction(found.lifetime, now),
             )
         )
     return Assessment(candidates, blockers, explanations)

@@ -19,7 +19,7 @@ Checks, cheapest first (as Karpenter does):
 6. A ``Drifted=True`` condition already on the NodeClaim (written from
    ``CloudProvider.is_drifted``: AMI, subnet, security group...).
 
-The hashes themselves live in ``reconciler.disruption.drift_hashes`` (provisioning stamps them too).
+The hashes themselves live in ``reconciler.provisioning.drift_hashes`` (provisioning stamps them too).
 """
 
 from __future__ import annotations
@@ -30,7 +30,11 @@ from typing import Any
 
 from reconciler.cloud.aws.capacityreservation import CAPACITY_RESERVATION_DRIFT, status_reservation_ids
 from reconciler.cloud.types import InstanceType
-from reconciler.disruption.drift_hashes import (
+from reconciler.model import labels as wk
+from reconciler.model.node import NodeClaim
+from reconciler.model.nodepool import NodePool
+from reconciler.model.requirements import Requirements
+from reconciler.provisioning.drift_hashes import (
     NODECLASS_HASH_ANNOTATION,
     NODECLASS_HASH_VERSION,
     NODECLASS_HASH_VERSION_ANNOTATION,
@@ -38,10 +42,6 @@ from reconciler.disruption.drift_hashes import (
     nodeclass_hash,
     nodepool_hash,
 )
-from reconciler.model import labels as wk
-from reconciler.model.node import NodeClaim
-from reconciler.model.nodepool import NodePool
-from reconciler.model.requirements import Requirements
 
 NODEPOOL_DRIFTED = "NodePoolDrifted"
 REQUIREMENTS_DRIFTED = "RequirementsDrifted"

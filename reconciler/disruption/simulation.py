@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from reconciler.cloud.types import InstanceType
-from reconciler.disruption.candidates import deleting_nodes_pods
 from reconciler.disruption.policy import quiet_until, settings_of
 from reconciler.disruption.savings_bound import SavingsBound
 from reconciler.disruption.types import Candidate
@@ -29,6 +28,7 @@ from reconciler.provisioning.validation import split_pods
 from reconciler.scheduling import Scheduler, SchedulingContext, SchedulingResult
 from reconciler.settings import Settings
 from reconciler.state import ClusterState
+from reconciler.state_pods import deleting_nodes_pods
 from reconciler.state_views import node_values
 
 

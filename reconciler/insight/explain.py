@@ -21,9 +21,9 @@ from reconciler.disruption.drift_detection import drift_reason
 from reconciler.disruption.policy import consolidation_wait, settings_of
 from reconciler.insight.errors import InsightError
 from reconciler.insight.frames import RecordingSimulation
-from reconciler.insight.money import money
 from reconciler.model.durations import format_duration_short
 from reconciler.model.labels import capacity_type_of
+from reconciler.model.money import money
 from reconciler.model.pod import Pod
 from reconciler.model.quantity import format_quantity
 from reconciler.model.state_node import StateNode

@@ -20,8 +20,8 @@ from typing import Any
 from reconciler.insight import charts
 from reconciler.insight.frames import Frame, NodeRow, price_sources
 from reconciler.insight.happenings import command_starts, happenings, moment
-from reconciler.insight.money import dollars, money, per_month
 from reconciler.model.meta import format_time
+from reconciler.model.money import dollars, money, per_month
 
 CAPACITY_ORDER = ("spot", "on-demand", "reserved", "unknown")
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import IO
 
 from reconciler.insight.frames import Frame, NodeRow, price_sources, unpriced
-from reconciler.insight.money import money
 from reconciler.model.meta import format_time
+from reconciler.model.money import money
 
 BAR_WIDTH = 20
 FULL, EMPTY_CELL = "█", "░"

@@ -19,8 +19,8 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from reconciler.cloud.aws.instances import parse_provider_id
+from reconciler.cloud.aws.interruption_metrics import InterruptionMetrics
 from reconciler.interruption.actions import Action, ActionKind
-from reconciler.interruption.metrics import InterruptionMetrics
 from reconciler.kube.api import NODECLAIM, KubeAPI, Manifest, NotFoundError
 from reconciler.kube.edits import edit_node
 from reconciler.model import labels as wk

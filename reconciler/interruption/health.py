@@ -17,10 +17,10 @@ from typing import Any
 
 from reconciler.cloud.aws.clients import AwsCaller, error_code
 from reconciler.cloud.aws.ice import UnavailableOfferings
+from reconciler.cloud.aws.interruption_metrics import InterruptionMetrics
 from reconciler.cloud.aws.metrics import AWSMetrics
 from reconciler.interruption.actions import Action, ActionKind
 from reconciler.interruption.execution import NodeClaimSource, execute, nodeclaims_by_instance
-from reconciler.interruption.metrics import InterruptionMetrics
 from reconciler.kube.api import KubeAPI
 
 IMPAIRED_GRACE = timedelta(seconds=120)

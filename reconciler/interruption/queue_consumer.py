@@ -18,11 +18,11 @@ from typing import Any
 
 from reconciler.cloud.aws.clients import AwsCaller
 from reconciler.cloud.aws.ice import UnavailableOfferings
+from reconciler.cloud.aws.interruption_metrics import InterruptionMetrics
 from reconciler.cloud.aws.metrics import AWSMetrics
 from reconciler.interruption.actions import REBALANCE_EVENT, decide
 from reconciler.interruption.execution import NodeClaimSource, execute, nodeclaims_by_instance
 from reconciler.interruption.messages import MessageParseError, parse
-from reconciler.interruption.metrics import InterruptionMetrics
 from reconciler.kube.api import KubeAPI
 from reconciler.settings import Settings
 

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.disruption.drift_hashes import nodeclass_hash_annotations, nodepool_hash_annotations
 from reconciler.model import labels as wk
+from reconciler.provisioning.drift_hashes import nodeclass_hash_annotations, nodepool_hash_annotations
 from reconciler.scheduling.results import ScheduledClaim
 
 API_VERSION = "karpenter.sh/v1"

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from reconciler.cloud.types import InstanceType
-from reconciler.disruption.candidates import deleting_nodes_pods
 from reconciler.model.pdb import PdbError, PdbLimits
 from reconciler.model.pod import Pod
 from reconciler.provisioning.nodeclaim import PlannedNodeClaim
@@ -24,6 +23,7 @@ from reconciler.scheduling.results import SchedulingResult
 from reconciler.scheduling.scheduler import Scheduler
 from reconciler.settings import Settings
 from reconciler.state import ClusterState
+from reconciler.state_pods import deleting_nodes_pods
 
 
 @dataclass(slots=True)

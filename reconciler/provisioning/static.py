@@ -26,13 +26,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from reconciler.cloud.types import InstanceType
-from reconciler.disruption.candidates import lifetime_remaining
 from reconciler.model import labels as wk
 from reconciler.model.nodepool import NODES, NodePool
 from reconciler.model.podutil import do_not_disrupt, reschedule_cost
 from reconciler.model.requirements import Requirement
 from reconciler.model.resources import EMPTY
 from reconciler.model.state_node import StateNode
+from reconciler.provisioning.lifetime import lifetime_remaining
 from reconciler.provisioning.nodeclaim import PlannedNodeClaim
 from reconciler.scheduling.context import nodeclass_problem
 from reconciler.scheduling.instancetypes import TypeIndex, min_values_shortfall, order_by_price

@@ -7,7 +7,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from reconciler.cloud.overlay import overlaid, publish
+from reconciler.cloud.overlay import publish
 from reconciler.cloud.types import InstanceType
 from reconciler.kube.api import NODECLAIM, Manifest
 from reconciler.model.meta import ManifestError, format_time
@@ -15,6 +15,7 @@ from reconciler.model.pod import Pod
 from reconciler.model.taints import Toleration, parse_taints
 from reconciler.provisioning.provisioner import ProvisioningPlan
 from reconciler.provisioning.provisioner import plan as plan_provisioning
+from reconciler.scheduling.overlay_evaluation import overlaid
 from reconciler.scheduling.templates import daemon_pod_fits_node
 from reconciler.settings import Settings
 from reconciler.state import ClusterState

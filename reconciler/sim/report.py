@@ -9,7 +9,7 @@ from collections import Counter
 from typing import Any
 
 from reconciler.cloud import pricesource
-from reconciler.insight.money import money
+from reconciler.model.money import money
 
 STEP_LIMIT = 20  # items listed per step before the rest is summarised (simulate without --verbose)
 

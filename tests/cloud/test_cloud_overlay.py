@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
-from reconciler.cloud.overlay import Overlay, adjusted_price, by_weight, evaluate
+from reconciler.cloud.overlay import Overlay, adjusted_price, by_weight
 from reconciler.cloud.types import InstanceType, Offering
 from reconciler.model import labels as wk
 from reconciler.model.nodepool import NodePool
 from reconciler.model.resources import Resources
+from reconciler.scheduling.overlay_evaluation import evaluate
 
 
 def overlay(name: str, requirements: list[dict[str, Any]] | None = None, *, weight: int | None = None,

@@ -14,11 +14,11 @@ from reconciler.controllers.hashes import HashStamper
 from reconciler.controllers.lifecycle import NodeClaimLifecycle
 from reconciler.controllers.status import StatusController
 from reconciler.controllers.termination import TerminationController
-from reconciler.disruption.drift_hashes import NODEPOOL_HASH_VERSION, nodepool_hash
 from reconciler.kube.api import NODECLAIM, NODEPOOL, PDB, Kind, WatchEvent
 from reconciler.model import labels as wk
 from reconciler.model.conditions import NODECLAIM_DEPENDENTS, with_root
 from reconciler.model.meta import format_time
+from reconciler.provisioning.drift_hashes import NODEPOOL_HASH_VERSION, nodepool_hash
 from reconciler.sim.workloads import create_with_status
 
 

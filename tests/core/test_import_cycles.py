@@ -4,6 +4,14 @@ A cycle that only works because one side imports late (inside a function or
 under TYPE_CHECKING) is still two modules that cannot be understood, tested or
 moved apart; the graph is read from the source with ``ast``, so nothing is
 imported to check it.
+
+The same holds one level up: no cycle between reconciler's packages, so the layers
+(``model`` at the bottom, then ``api``, ``cloud``, ``scheduling``, ``provisioning``,
+``disruption`` ... up to ``controllers``, ``sim``, ``insight`` and ``cli``) can be read
+from the bottom. A package is a first-level subpackage (``reconciler.disruption``
+holds ``reconciler.disruption.pods`` and ``reconciler.disruption.x.y``); a top-level
+module (``reconciler.state``, ``reconciler.settings``) and the root package are
+nodes of their own.
 """
 
 from __future__ import annotations
@@ -112,11 +120,51 @@ def cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
     return sorted(found)
 
 
+def package_of(module: str) -> str:
+    """The package node of a module: ``root.first`` (``reconciler.disruption.pods`` -> ``reconciler.disruption``;
+    ``reconciler.state`` and ``reconciler`` are their own)."""
+    return ".".join(module.split(".")[:2])
+
+
+def package_edges(graph: Mapping[str, set[str]]) -> dict[str, dict[str, set[tuple[str, str]]]]:
+    """package -> package it imports -> the module imports (importer, imported) that make that edge."""
+    edges: dict[str, dict[str, set[tuple[str, str]]]] = {}
+    for module, targets in graph.items():
+        source = edges.setdefault(package_of(module), {})
+        for target in targets:
+            if package_of(target) != package_of(module):
+                source.setdefault(package_of(target), set()).add((module, target))
+    return edges
+
+
+def package_cycles(graph: Mapping[str, set[str]]) -> list[str]:
+    """Each package cycle, with the module imports between its packages (what to move to break it)."""
+    edges = package_edges(graph)
+    found = []
+    for component in cycles({package: set(targets) for package, targets in edges.items()}):
+        members = set(component)
+        lines = [
+            f"  {source} -> {target}: " + ", ".join(f"{a} -> {b}" for a, b in sorted(imports))
+            for source in component
+            for target, imports in sorted(edges[source].items())
+            if target in members
+        ]
+        found.append(" <-> ".join(component) + "\n" + "\n".join(lines))
+    return found
+
+
 def test_no_import_cycle_under_reconciler() -> None:
     graph = import_graph(module_files())
     assert len(graph) > 100  # the whole package was read
     found = cycles(graph)
     assert not found, "import cycles: " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def test_no_import_cycle_between_reconcilers_packages() -> None:
+    graph = import_graph(module_files())
+    assert {"reconciler.model", "reconciler.disruption", "reconciler.state"} <= set(package_edges(graph))
+    found = package_cycles(graph)
+    assert not found, "package import cycles:\n" + "\n".join(found)
 
 
 def test_the_checker_sees_local_type_checking_and_relative_imports(tmp_path: Path) -> None:
@@ -133,3 +181,24 @@ def test_the_checker_sees_local_type_checking_and_relative_imports(tmp_path: Pat
     assert cycles(graph) == [["pkg.a", "pkg.b", "pkg.sub.c"]]
     (package / "sub" / "c.py").write_text("X = 1\n")
     assert cycles(import_graph(module_files(tmp_path, "pkg"))) == []
+
+
+def test_a_package_cycle_is_found_without_a_module_cycle_and_names_its_imports(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    for sub in ("low", "high", "high/deep"):
+        (package / sub).mkdir(parents=True, exist_ok=True)
+        (package / sub / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "low" / "a.py").write_text("from pkg.high.deep.c import X\n")
+    (package / "high" / "deep" / "c.py").write_text("X = 1\n")
+    (package / "high" / "b.py").write_text("def f():\n    from pkg.low import a\n")
+    (package / "state.py").write_text("from pkg.low import a\n")
+    graph = import_graph(module_files(tmp_path, "pkg"))
+    assert cycles(graph) == []  # a -> c and b -> a: no module cycle
+    assert package_of("pkg.high.deep.c") == "pkg.high" and package_of("pkg.state") == "pkg.state"
+    assert package_cycles(graph) == [
+        "pkg.high <-> pkg.low\n  pkg.high -> pkg.low: pkg.high.b -> pkg.low.a\n"
+        "  pkg.low -> pkg.high: pkg.low.a -> pkg.high.deep.c"
+    ]
+    (package / "low" / "a.py").write_text("X = 2\n")
+    assert package_cycles(import_graph(module_files(tmp_path, "pkg"))) == []

@@ -19,16 +19,16 @@ from reconciler.disruption.drift_detection import (
     REQUIREMENTS_DRIFTED,
     drift_reason,
 )
-from reconciler.disruption.drift_hashes import (
+from reconciler.model.node import NodeClaim
+from reconciler.model.nodepool import NodePool
+from reconciler.model.resources import Resources
+from reconciler.provisioning.drift_hashes import (
     NODEPOOL_HASH_VERSION,
     nodeclass_hash,
     nodeclass_hash_annotations,
     nodepool_hash,
     nodepool_hash_annotations,
 )
-from reconciler.model.node import NodeClaim
-from reconciler.model.nodepool import NodePool
-from reconciler.model.resources import Resources
 
 
 def nodepool() -> dict[str, Any]:
@@ -175,7 +175,7 @@ def test_hash_versions_must_match_to_compare() -> None:
 
 def test_hash_is_stable_across_processes() -> None:
     code = (
-        "import json,sys; from reconciler.disruption.drift_hashes import nodepool_hash;"
+        "import json,sys; from reconciler.provisioning.drift_hashes import nodepool_hash;"
         "print(nodepool_hash(json.loads(sys.argv[1])))"
     )
     import json

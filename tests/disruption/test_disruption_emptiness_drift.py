@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from disruption_factories import LARGE, MEDIUM, NOW, SMALL, cluster, node_of, nodepool, pod, run_decide, why
 
-from reconciler.disruption.drift_hashes import nodeclass_hash_annotations, nodepool_hash_annotations
+from reconciler.provisioning.drift_hashes import nodeclass_hash_annotations, nodepool_hash_annotations
 
 
 def test_empty_nodes_are_deleted_together_within_the_budget() -> None:

@@ -10,9 +10,11 @@ from disruption_factories import MEDIUM, NOW, cluster, node_of, nodepool, pod, r
 
 from reconciler.api import parse_object
 from reconciler.api.ec2_launch import METADATA_OPTIONS_DEFAULT as API_METADATA_OPTIONS_DEFAULT
-from reconciler.disruption import drift_hashes as hashes
 from reconciler.disruption.drift_detection import NODECLASS_DRIFTED, drift_reason
-from reconciler.disruption.drift_hashes import (
+from reconciler.model.node import NodeClaim
+from reconciler.model.nodepool import NodePool
+from reconciler.provisioning import drift_hashes as hashes
+from reconciler.provisioning.drift_hashes import (
     METADATA_OPTIONS_DEFAULT,
     NODECLASS_HASH_ANNOTATION,
     NODECLASS_HASH_VERSION_ANNOTATION,
@@ -21,8 +23,6 @@ from reconciler.disruption.drift_hashes import (
     nodepool_hash,
     nodepool_hash_annotations,
 )
-from reconciler.model.node import NodeClaim
-from reconciler.model.nodepool import NodePool
 
 
 def nodeclass(**spec: Any) -> dict[str, Any]:

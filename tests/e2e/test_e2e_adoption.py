@@ -16,15 +16,15 @@ from e2e_rig import E2E, e2e, e2e_lease
 
 from reconciler.cloud.aws.offline import OfflineAWS
 from reconciler.controllers.app import DEFAULT_LEASE_NAME
-from reconciler.disruption.drift_hashes import (
+from reconciler.kube.api import LEASE, NODECLAIM, NODEPOOL
+from reconciler.kube.leader import LeaderElectionConfig, LeaderElector
+from reconciler.model import labels as wk
+from reconciler.provisioning.drift_hashes import (
     NODECLASS_HASH_ANNOTATION,
     NODECLASS_HASH_VERSION_ANNOTATION,
     NODEPOOL_HASH_VERSION,
     nodepool_hash,
 )
-from reconciler.kube.api import LEASE, NODECLAIM, NODEPOOL
-from reconciler.kube.leader import LeaderElectionConfig, LeaderElector
-from reconciler.model import labels as wk
 
 # What Karpenter v1.x stamps (its own hash values; Adze cannot compute them, only recognise their version).
 KARPENTER_STAMPS = {

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from insight_support import example_cluster, find, run_cli, write_snapshot, write_yaml
 
-from reconciler.disruption.drift_hashes import NODECLASS_HASH_ANNOTATION, nodeclass_hash
+from reconciler.provisioning.drift_hashes import NODECLASS_HASH_ANNOTATION, nodeclass_hash
 
 Edit = Callable[[dict[str, Any]], None]
 

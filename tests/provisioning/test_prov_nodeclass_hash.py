@@ -6,14 +6,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from reconciler.disruption.drift_hashes import (
+from reconciler.kube.api import NODECLAIM
+from reconciler.model import labels as wk
+from reconciler.provisioning.drift_hashes import (
     NODECLASS_HASH_ANNOTATION,
     NODECLASS_HASH_VERSION,
     NODECLASS_HASH_VERSION_ANNOTATION,
     nodeclass_hash,
 )
-from reconciler.kube.api import NODECLAIM
-from reconciler.model import labels as wk
 from reconciler.sim.runner import Simulation
 from reconciler.sim.scenario import Scenario, parse_scenario
 

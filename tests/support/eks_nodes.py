@@ -32,8 +32,8 @@ from typing import Any
 from support.control_plane import KWOK_ANNOTATION, ApiError, ControlPlane, Identity
 from support.node_bootstrap import BootstrapError, KubeletRegistration, read_user_data
 
+from reconciler.api.amifamily import FAMILIES
 from reconciler.cloud.aws.allocatable import KubeletOverrides, capacity_and_overhead
-from reconciler.cloud.aws.amifamily import FAMILIES
 from reconciler.cloud.aws.offline import OfflineAWS
 from reconciler.cloud.aws.preset import load_catalog
 from reconciler.model import labels as wk

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.cloud.aws.amifamily import AL2023, AMIFamily
+from reconciler.api.amifamily import AL2023, AMIFamily
 from reconciler.model.quantity import MILLI, QuantityError, parse_quantity
 from reconciler.model.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resources
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from reconciler.cloud.aws.amifamily import ALIAS_FAMILIES, AMIFamily
+from reconciler.api.amifamily import ALIAS_FAMILIES, AMIFamily
 from reconciler.cloud.aws.catalog import EC2_TO_KUBE_ARCH
 from reconciler.cloud.aws.clients import AwsCaller, error_code
 from reconciler.model import labels as wk

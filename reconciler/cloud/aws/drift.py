@@ -4,7 +4,7 @@ Checked in Karpenter's order, cheapest first: AMI (the instance's image is not
 the AMI the NodeClass now maps its type to), security groups (the instance's
 set differs from the resolved set), subnet (the instance's subnet is no longer
 selected). The static-field hash drift (``NodeClassDrifted``) compares NodeClaim
-annotations with ``disruption.drift_hashes.nodeclass_hash`` and lives in ``disruption.drift_detection``.
+annotations with ``provisioning.drift_hashes.nodeclass_hash`` and lives in ``disruption.drift_detection``.
 """
 
 from __future__ import annotations

@@ -12,12 +12,12 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from reconciler.api.amifamily import AL2023, CUSTOM, AMIFamily, family_of_nodeclass
 from reconciler.cloud.aws.allocatable import (
     DEFAULT_VM_MEMORY_OVERHEAD_PERCENT,
     KubeletOverrides,
     capacity_and_overhead,
 )
-from reconciler.cloud.aws.amifamily import AL2023, CUSTOM, AMIFamily, family_of_nodeclass
 from reconciler.cloud.aws.catalog import EFA, InstanceTypeInfo
 from reconciler.cloud.aws.netinterfaces import efa_capacity, efa_only_on_primary_card, interfaces_fit
 from reconciler.cloud.types import InstanceType, Offering

@@ -16,8 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from reconciler.api.amifamily import BOTTLEROCKET, CUSTOM, AMIFamily
 from reconciler.cloud.aws import tags as owned
-from reconciler.cloud.aws.amifamily import BOTTLEROCKET, CUSTOM, AMIFamily
 from reconciler.cloud.aws.clients import AwsCaller, error_code
 from reconciler.model.quantity import QuantityError, parse_quantity
 

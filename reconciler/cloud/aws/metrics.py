@@ -7,7 +7,7 @@ They live on the registry of the reconciler's ``Metrics`` the provider is given 
 
 from __future__ import annotations
 
-from reconciler.interruption.metrics import InterruptionMetrics
+from reconciler.cloud.aws.interruption_metrics import InterruptionMetrics
 from reconciler.observability import Metrics
 from reconciler.observability.metric_types import DURATION_BUCKETS, MetricFactory
 

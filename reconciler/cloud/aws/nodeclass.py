@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from reconciler.api.amifamily import AMIFamily, family_of_nodeclass, unsupported_settings
 from reconciler.cloud.aws import placementgroup
 from reconciler.cloud.aws import tags as owned
 from reconciler.cloud.aws.allocatable import KubeletOverrides
-from reconciler.cloud.aws.amifamily import AMIFamily, family_of_nodeclass, unsupported_settings
 from reconciler.cloud.aws.amis import AMIResolver, AMISelectionError, ResolvedAMIs
 from reconciler.cloud.aws.capacityreservation import CapacityReservation
 from reconciler.cloud.aws.clients import AwsCaller, error_code
@@ -408,7 +408,7 @@ def family_of_safe(nodeclass: Mapping[str, Any]) -> AMIFamily:
     try:
         return family_of_nodeclass(dict(nodeclass))
     except ValueError:
-        from reconciler.cloud.aws.amifamily import DEFAULT
+        from reconciler.api.amifamily import DEFAULT
 
         return DEFAULT
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from reconciler.api.amifamily import AL2023
 from reconciler.cloud.aws import placementgroup
-from reconciler.cloud.aws.amifamily import AL2023
 from reconciler.cloud.aws.capacityreservation import CapacityReservation, reserved_offerings
 from reconciler.cloud.aws.catalog import InstanceTypeInfo
 from reconciler.cloud.aws.clients import AwsCaller

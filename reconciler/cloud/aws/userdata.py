@@ -31,9 +31,9 @@ from typing import Any
 
 import yaml
 
+from reconciler.api.amifamily import AMIFamily
 from reconciler.cloud.aws import userdata_bottlerocket as bottlerocket
 from reconciler.cloud.aws import userdata_mime as mime
-from reconciler.cloud.aws.amifamily import AMIFamily
 from reconciler.model import labels as wk
 
 RAID0 = "RAID0"

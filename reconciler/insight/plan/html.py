@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from html import escape
 
 from reconciler.insight.html import pending_section, render_report, simple_table
-from reconciler.insight.money import money
 from reconciler.insight.plan.compute import PlanResult
 from reconciler.insight.plan.render import (
     CONSOLIDATION_HEADERS,
@@ -23,6 +22,7 @@ from reconciler.insight.plan.render import (
 )
 from reconciler.insight.plan.risks import headline, price_note, risk_lines, verdict
 from reconciler.insight.plan.timeline import ASSUMPTIONS
+from reconciler.model.money import money
 
 
 def pool_cost_rows(plan: PlanResult) -> list[list[str]]:

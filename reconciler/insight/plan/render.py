@@ -11,13 +11,13 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
-from reconciler.insight.money import money
 from reconciler.insight.plan.compute import Blocker, PlanResult
 from reconciler.insight.plan.proposal import PoolChange
 from reconciler.insight.plan.risks import headline, price_note, risk_lines, verdict
 from reconciler.insight.plan.timeline import ASSUMPTIONS
 from reconciler.model.durations import format_duration_short
 from reconciler.model.meta import format_time
+from reconciler.model.money import money
 
 MAX_LISTED = 25  # rows per list in text and Markdown before "... N more"
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from reconciler.insight.money import money
 from reconciler.insight.plan.compute import PlanResult
 from reconciler.insight.plan.impact import describe_workload
 from reconciler.insight.plan.timeline import LAUNCH_TO_INITIALIZED
+from reconciler.model.money import money
 
 MAX_NAMED = 3  # names quoted in a verdict before "..."
 EMPTY_SHARES: Mapping[str, Any] = {"nodes": 0, "spot": 0, "zones": {}, "arch": {}, "family": {}}

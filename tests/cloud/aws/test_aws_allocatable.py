@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from reconciler.api.amifamily import AL2, AL2023, BOTTLEROCKET, WINDOWS2022
 from reconciler.cloud.aws.allocatable import (
     KubeletConfigError,
     KubeletOverrides,
@@ -16,7 +17,6 @@ from reconciler.cloud.aws.allocatable import (
     memory_capacity,
     overhead_for,
 )
-from reconciler.cloud.aws.amifamily import AL2, AL2023, BOTTLEROCKET, WINDOWS2022
 from reconciler.model.quantity import parse_quantity
 from reconciler.model.resources import Resources
 

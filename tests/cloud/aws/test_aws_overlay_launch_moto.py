@@ -7,10 +7,11 @@ from aws_harness import Recorder
 
 from reconciler.cloud.aws.offline import OfflineAWS
 from reconciler.cloud.aws.provider import AWSCloudProvider
-from reconciler.cloud.overlay import Overlay, evaluate
+from reconciler.cloud.overlay import Overlay
 from reconciler.cloud.types import LaunchRequest
 from reconciler.model import labels as wk
 from reconciler.model.nodepool import NodePool
+from reconciler.scheduling.overlay_evaluation import evaluate
 
 POOL = NodePool.from_manifest({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
                                "spec": {"template": {"spec": {"requirements": [], "nodeClassRef": {

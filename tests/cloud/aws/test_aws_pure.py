@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import yaml
 
+from reconciler.api.amifamily import AL2, AL2023, BOTTLEROCKET, CUSTOM, WINDOWS2022, family_of_nodeclass
 from reconciler.cloud.aws import fleet as fleets
 from reconciler.cloud.aws.allocatable import KubeletOverrides
-from reconciler.cloud.aws.amifamily import AL2, AL2023, BOTTLEROCKET, CUSTOM, WINDOWS2022, family_of_nodeclass
 from reconciler.cloud.aws.amis import AMI, AMISelectionError, Requirement, ResolvedAMIs, alias_parameters
 from reconciler.cloud.aws.drift import drift_reason
 from reconciler.cloud.aws.gc import orphans, referenced_instance_ids

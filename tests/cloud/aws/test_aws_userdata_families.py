@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from userdata_readback import al2_bootstrap, bottlerocket_settings, kubelet_config, node_overhead, node_pods
 
-from reconciler.cloud.aws.amifamily import FAMILIES, unsupported_settings
+from reconciler.api.amifamily import FAMILIES, unsupported_settings
 from reconciler.cloud.aws.instancetype import NodeClassShape
 from reconciler.cloud.aws.launch import Launcher
 from reconciler.cloud.aws.nodeclass import ResolvedNodeClass, SecurityGroup

@@ -12,7 +12,7 @@ import yaml
 from test_aws_userdata_families import render_for
 from userdata_readback import al2_bootstrap, bottlerocket_settings, mime_parts, nodeadm_config, windows_bootstrap
 
-from reconciler.cloud.aws.amifamily import family_of_nodeclass, unsupported_settings
+from reconciler.api.amifamily import family_of_nodeclass, unsupported_settings
 from reconciler.cloud.aws.userdata import UserDataError
 
 EXAMPLES = Path("/work/shared/data/karpenter-examples/v1")

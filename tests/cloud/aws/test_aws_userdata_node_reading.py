@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from support.node_bootstrap import BootstrapError, read_user_data
 
-from reconciler.cloud.aws.amifamily import AL2, AL2023, BOTTLEROCKET, AMIFamily
+from reconciler.api.amifamily import AL2, AL2023, BOTTLEROCKET, AMIFamily
 from reconciler.cloud.aws.userdata import BootstrapOptions, ClusterInfo, render
 
 CLUSTER = ClusterInfo("demo", "https://example.eks.amazonaws.com", "Q0E=", dns_ip="10.96.0.10")

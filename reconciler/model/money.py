@@ -3,7 +3,8 @@
 Every renderer (``plan`` text/Markdown/HTML, ``simulate``, ``status``, the HTML report) formats prices
 through ``money`` so the same figure reads the same everywhere. Hourly figures keep four decimals (spot
 prices differ in the third), monthly ones two, with AWS's 730 hours a month. ``source`` tags where a
-price came from (a catalogue preset, the live Pricing API, an estimate) when the caller knows it.
+price came from (a catalogue preset, the live Pricing API, an estimate) when the caller knows it. It sits in
+``model`` so the simulator's report and ``insight``'s renderers share it without ``sim`` depending on ``insight``.
 """
 
 from __future__ import annotations

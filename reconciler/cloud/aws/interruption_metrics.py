@@ -1,4 +1,5 @@
-"""Interruption metrics under Karpenter's names (part of the AWS provider's group, ``AWSMetrics.interruption``)."""
+"""Interruption metrics under Karpenter's names (part of the AWS provider's group, ``AWSMetrics.interruption``,
+so they live with it: the interruption controllers use the provider, not the other way round)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,9 @@
 Karpenter treats AL2, AL2023, Bottlerocket, Windows and Custom differently in a
 handful of places (ENI-limited pod density, which pod count kube-reserved memory
 is computed from, podsPerCore support, the device holding ephemeral storage).
-Those differences live here as data so the formulas in ``allocatable`` stay flat.
+Those differences live here as data so the formulas in ``allocatable`` stay flat. They are part of the
+EC2NodeClass API (``spec.amiFamily``): the field-support check reads them as the AWS provider does, so
+they sit in ``api`` below both.
 """
 
 from __future__ import annotations

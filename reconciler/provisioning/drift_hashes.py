@@ -1,5 +1,8 @@
 """Static drift hashes stamped on NodeClaims at creation (pure).
 
+Provisioning stamps them (``provisioning.nodeclaim``) and disruption compares them (``drift_detection``), so
+they live here, below disruption.
+
 - ``karpenter.sh/nodepool-hash`` (+ ``-hash-version``): the NodePool template minus
   requirements (labels, annotations, taints, startupTaints, nodeClassRef, expireAfter,
   terminationGracePeriod), so budget or requirement edits never drift nodes through it.

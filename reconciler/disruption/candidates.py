@@ -65,6 +65,11 @@ def explain(node: StateNode, code: str, message: str, method: str = "") -> Expla
     return found
 
 
+def consolidation_order(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """Best savings per unit of disruption first (price / reschedule cost); ties by name for determinism."""
+    return sorted(candidates, key=lambda c: (-c.savings_ratio, c.name))
+
+
 def pod_facts(state: ClusterState, pod: Pod) -> PodFacts:
     """Prefer the manifest: it carries the start time and readiness the Pod model omits."""
     manifest = state.pod_manifests.get(pod.key)

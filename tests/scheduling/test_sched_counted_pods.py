@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "model"))
 
-from test_model_state import node, pod  # noqa: E402 - the model tests' factories
+from test_model_state import node, pod
 
-from reconciler.scheduling.context import _counted_pods, _node_counted_pods  # noqa: E402
-from reconciler.state import ClusterState  # noqa: E402
+from reconciler.scheduling.context import _counted_pods, _node_counted_pods
+from reconciler.state import ClusterState
 
 NODES = ("n0", "n1", "n2")
 NAMESPACES = ("default", "team-a", "team-b")

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from reconciler.model import labels as wk
 from reconciler.model.meta import ManifestError, object_key
@@ -88,9 +88,10 @@ class ClusterState:
         # per build the names whose StateNode changed (``node_changes_since``).
         self._last_nodes: dict[str, StateNode] | None = None
         self._dirty: set[str] | None = None
-        self._rematch = False  # a Node or NodeClaim came, went or changed how it is matched
+        self._rematch: set[str] = set()  # Nodes and NodeClaims that came, went or changed how they are matched
         self._claim_of: dict[str, str | None] = {}
         self._keys_of_claim: dict[str, list[str]] = {}  # two Nodes may match one NodeClaim
+        self._match_index = _MatchIndex()  # what ``_claim_of`` was matched by, to re-match a few names
         self._generation = 0
         # NodeClaims with a deletionTimestamp, and every NodeClaim's place in ``nodeclaims`` (insertion order).
         self._deleting_claims: set[str] = set()
@@ -240,7 +241,8 @@ class ClusterState:
         elif self._dirty is not None:
             self._dirty.add(name)
             self._dirty.update(self._keys_of_claim.get(name, ()))  # a NodeClaim's StateNode: by its Node's name
-        self._rematch = self._rematch or rematch
+        if rematch and name is not None:
+            self._rematch.add(name)
 
     def _invalidate_flagged(self, names: Iterable[str]) -> None:
         """Flags are set by node or NodeClaim name: the StateNodes they belong to may have changed."""
@@ -309,9 +311,9 @@ class ClusterState:
                 changed |= previous.keys() - result.keys()
         else:
             if self._rematch:
-                dirty |= self._match_claims()
+                dirty |= self._rematch_some(self._rematch)
             result, changed = self._rebuild_state_nodes(previous, dirty)
-        self._last_nodes, self._dirty, self._rematch = result, set(), False
+        self._last_nodes, self._dirty, self._rematch = result, set(), set()
         self._generation += 1
         self._journal.append((self._generation, changed))
         del self._journal[:-_JOURNAL_LENGTH]
@@ -339,10 +341,65 @@ class ClusterState:
         moved = {name for name, claim in claim_of.items() if before.get(name, "") != claim}
         moved.update(name for name in before if name not in claim_of)
         self._claim_of, self._keys_of_claim = claim_of, keys_of_claim
+        self._match_index = _MatchIndex.of(self.nodes, self.nodeclaims)
+        return moved
+
+    def _rematch_some(self, touched: set[str]) -> set[str]:
+        """``_match_claims`` for the Nodes and NodeClaims named ``touched`` (written or removed since the last
+        match) and the names their match can move, not every name: the same ``_claim_of`` (up to its order,
+        which only a full build reads) and ``_keys_of_claim``. Two NodeClaims found by one provider ID or node
+        name (which one wins depends on their order) match everything again."""
+        index = self._match_index
+        for name in touched:
+            index.update(name, self.nodes.get(name), self.nodeclaims.get(name))
+        claim_of, keys_of_claim = self._claim_of, self._keys_of_claim
+        names = set(touched)
+        for name in touched:
+            names.update(keys_of_claim.get(name, ()))  # the Nodes a written or removed NodeClaim had
+            claim = self.nodeclaims.get(name)
+            if claim is not None:  # and the Nodes it may have now
+                names.update(index.nodes_by_provider.get(claim.provider_id, ()) if claim.provider_id else ())
+                if claim.node_name in self.nodes:
+                    names.add(claim.node_name)
+        found: dict[str, str | None] = {}
+        for name in names:
+            node = self.nodes.get(name)
+            if node is not None:
+                matched = index.claim_for(name, node)
+                if matched is _AMBIGUOUS:
+                    return self._match_claims()
+                found[name] = cast(str | None, matched)
+        # The NodeClaims whose Nodes may have changed, and the names that may be in-flight NodeClaims' own.
+        claims = {c for name in names if (c := claim_of.get(name)) is not None}
+        claims.update(c for c in found.values() if c is not None)
+        claims.update(name for name in names if name in self.nodeclaims)
+        moved: set[str] = set()
+        for claim_name in claims:
+            kept = [n for n in keys_of_claim.get(claim_name, ()) if n not in names and n in self.nodes
+                    and claim_of.get(n) == claim_name]
+            keys = kept + sorted(n for n, c in found.items() if c == claim_name)
+            if keys:
+                keys_of_claim[claim_name] = keys
+            elif claim_name in self.nodeclaims and claim_name not in self.nodes:
+                keys_of_claim[claim_name] = [claim_name]
+                found[claim_name] = claim_name
+            else:
+                keys_of_claim.pop(claim_name, None)
+        for name in names | claims:
+            if name not in names and name in self.nodes:
+                continue  # an unaffected Node of that name: its own match stays
+            if name in found:
+                if claim_of.get(name, "") != found[name]:
+                    moved.add(name)
+                claim_of[name] = found[name]
+            elif name in claim_of:
+                del claim_of[name]
+                moved.add(name)
         return moved
 
     def _build_all_state_nodes(self) -> dict[str, StateNode]:
         self._match_claims()
+        self._rematch = set()
         pvc_drivers = self.pvc_drivers()
         result: dict[str, StateNode] = {}
         for name, claim_name in self._claim_of.items():
@@ -571,3 +628,65 @@ def _nodepool_of(node: StateNode) -> tuple[str, ...]:
 
 def _template(daemonset: Mapping[str, Any]) -> Any:
     return (daemonset.get("spec") or {}).get("template")
+
+
+_AMBIGUOUS = object()  # two NodeClaims claim the same provider ID or node name
+
+
+class _MatchIndex:
+    """NodeClaims by provider ID and by node name, and Nodes by provider ID, as ``_claim_of`` was matched."""
+
+    __slots__ = ("_claim_keys", "_node_keys", "claims_by_node", "claims_by_provider", "nodes_by_provider")
+
+    def __init__(self) -> None:
+        self.claims_by_provider: dict[str, set[str]] = {}
+        self.claims_by_node: dict[str, set[str]] = {}
+        self.nodes_by_provider: dict[str, set[str]] = {}
+        self._claim_keys: dict[str, tuple[str, str]] = {}  # NodeClaim -> (provider ID, node name) indexed
+        self._node_keys: dict[str, str] = {}  # Node -> provider ID indexed
+
+    @classmethod
+    def of(cls, nodes: Mapping[str, Node], claims: Mapping[str, NodeClaim]) -> _MatchIndex:
+        index = cls()
+        for name in {**claims, **nodes}:
+            index.update(name, nodes.get(name), claims.get(name))
+        return index
+
+    def update(self, name: str, node: Node | None, claim: NodeClaim | None) -> None:
+        """Index ``name``'s Node and NodeClaim as they are now (None: there is none of that kind by this name)."""
+        old = self._claim_keys.pop(name, None)
+        if old is not None:
+            _unindex(self.claims_by_provider, old[0], name)
+            _unindex(self.claims_by_node, old[1], name)
+        if claim is not None:
+            self._claim_keys[name] = (claim.provider_id, claim.node_name)
+            if claim.provider_id:
+                self.claims_by_provider.setdefault(claim.provider_id, set()).add(name)
+            if claim.node_name:
+                self.claims_by_node.setdefault(claim.node_name, set()).add(name)
+        provider = self._node_keys.pop(name, None)
+        if provider is not None:
+            _unindex(self.nodes_by_provider, provider, name)
+        if node is not None:
+            self._node_keys[name] = node.provider_id
+            if node.provider_id:
+                self.nodes_by_provider.setdefault(node.provider_id, set()).add(name)
+
+    def claim_for(self, name: str, node: Node) -> str | object | None:
+        """The NodeClaim the Node named ``name`` goes with (``_match_claims``' rule), or ``_AMBIGUOUS``."""
+        if node.provider_id:
+            found = self.claims_by_provider.get(node.provider_id)
+            if found:
+                return next(iter(found)) if len(found) == 1 else _AMBIGUOUS
+        found = self.claims_by_node.get(name)
+        if found:
+            return next(iter(found)) if len(found) == 1 else _AMBIGUOUS
+        return None
+
+
+def _unindex(index: dict[str, set[str]], key: str, name: str) -> None:
+    names = index.get(key)
+    if names is not None:
+        names.discard(name)
+        if not names:
+            del index[key]

@@ -63,6 +63,11 @@ def explain(node: StateNode, code: str, message: str, method: str = "") -> Expla
     return found
 
 
+def consolidation_order(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """Best savings per unit of disruption first (price / reschedule cost); ties by name for determinism."""
+    return sorted(candidates, key=lambda c: (-c.savings_ratio, c.name))
+
+
 def node_blocker(node: StateNode, now: datetime) -> tuple[str, str] | None:
     """The node-level reason this node cannot be a candidate, as ``(code, message)``."""
     if node.nodeclaim is None:

@@ -18,7 +18,13 @@ from datetime import datetime
 
 from reconciler.cloud.types import InstanceType
 from reconciler.disruption.budgets import REASON_EMPTY, BudgetAllowance
-from reconciler.disruption.candidates import Catalog, budget_allowances, build_candidates, explain
+from reconciler.disruption.candidates import (
+    Catalog,
+    budget_allowances,
+    build_candidates,
+    consolidation_order,
+    explain,
+)
 from reconciler.disruption.outcome import MethodOutcome, ValidationResult
 from reconciler.disruption.pass_context import PassContext
 from reconciler.disruption.policy import consolidation_wait, describe_wait, settings_of
@@ -26,11 +32,6 @@ from reconciler.disruption.types import EMPTINESS, Candidate, Command
 from reconciler.model.pdb import PdbLimits
 from reconciler.settings import Settings
 from reconciler.state import ClusterState
-
-
-def consolidation_order(candidates: Sequence[Candidate]) -> list[Candidate]:
-    """Best savings per unit of disruption first (price / reschedule cost); ties by name for determinism."""
-    return sorted(candidates, key=lambda c: (-c.savings_ratio, c.name))
 
 
 def empty_candidates(candidates: Sequence[Candidate], now: datetime, outcome: MethodOutcome) -> list[Candidate]:

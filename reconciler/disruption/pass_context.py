@@ -9,11 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from operator import is_
 
 from reconciler.cloud.types import InstanceType
 from reconciler.disruption.balanced import BalancedScorer
 from reconciler.disruption.budgets import BudgetAllowance
-from reconciler.disruption.candidates import Assessment, Catalog, assess, budget_allowances, node_drift
+from reconciler.disruption.candidates import (
+    Assessment,
+    Catalog,
+    assess,
+    budget_allowances,
+    consolidation_order,
+    node_drift,
+)
 from reconciler.disruption.consolidation import ReplacementBuilder
 from reconciler.disruption.simulation import Simulator
 from reconciler.disruption.types import EVENTUAL, GRACEFUL, Candidate, Explanation
@@ -55,6 +63,15 @@ class PassContext:
         self._scorer: BalancedScorer | None = None
         # Consolidation's per-candidate verdicts (``underutilized.consolidatable``), shared by its methods.
         self.consolidation_verdicts: dict[int, tuple[Candidate, str, str]] = {}
+        self._ordered: tuple[list[Candidate], list[Candidate]] | None = None
+
+    def consolidation_order(self, candidates: Sequence[Candidate]) -> list[Candidate]:
+        """``emptiness.consolidation_order`` of ``candidates`` (a new list), sorted once per pass for the same
+        candidates: multi-node and single-node consolidation filter the same candidates the same way."""
+        kept = self._ordered
+        if kept is None or len(kept[0]) != len(candidates) or not all(map(is_, kept[0], candidates)):
+            kept = self._ordered = (list(candidates), consolidation_order(candidates))
+        return list(kept[1])
 
     def candidates(self, disruption_class: str) -> tuple[list[Candidate], list[Explanation]]:
         """The candidates of a disruption class, and explanations for every managed node it turns away."""

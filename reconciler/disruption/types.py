@@ -44,10 +44,16 @@ class Candidate:
     disruption_cost: float  # eviction costs of all pods, scaled by the remaining lifetime
     drift: tuple[str, str] | None = None  # (reason, detail) when drifted
     drift_since: datetime | None = None
+    # Read for every candidate several times a pass: plain attributes, set once from the node and its pods.
+    name: str = field(init=False)
+    # Karpenter treats "reschedule cost <= 1" as empty, which counts nodes whose pods all have
+    # negative eviction cost as empty and deletes them without a simulation; Adze requires no
+    # pod to move, so such pods are never left pending by emptiness.
+    is_empty: bool = field(init=False)
 
-    @property
-    def name(self) -> str:
-        return self.node.name
+    def __post_init__(self) -> None:
+        self.name = self.node.name
+        self.is_empty = not self.reschedulable
 
     @property
     def nodeclaim(self) -> str:
@@ -68,13 +74,6 @@ class Candidate:
     @property
     def instance_type_name(self) -> str:
         return self.node.instance_type
-
-    @property
-    def is_empty(self) -> bool:
-        # Karpenter treats "reschedule cost <= 1" as empty, which counts nodes whose pods all have
-        # negative eviction cost as empty and deletes them without a simulation; Adze requires no
-        # pod to move, so such pods are never left pending by emptiness.
-        return not self.reschedulable
 
     @property
     def savings_ratio(self) -> float:

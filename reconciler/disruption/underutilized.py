@@ -32,12 +32,11 @@ from reconciler.cloud.types import InstanceType
 from reconciler.disruption.budgets import REASON_UNDERUTILIZED, BudgetAllowance
 from reconciler.disruption.candidates import Catalog, budget_allowances, build_candidates, explain
 from reconciler.disruption.consolidation import ConsolidationRefusal, compute_consolidation
-from reconciler.disruption.emptiness import consolidation_order
 from reconciler.disruption.outcome import MethodOutcome, ValidationResult
 from reconciler.disruption.pass_context import PassContext
 from reconciler.disruption.policy import WHEN_EMPTY, consolidation_wait, describe_wait, settings_of
 from reconciler.disruption.simulation import SimulationBudgetExceeded, Simulator
-from reconciler.disruption.types import MULTI_NODE, SINGLE_NODE, Candidate, Command
+from reconciler.disruption.types import MULTI_NODE, SINGLE_NODE, Candidate, Command, Explanation
 from reconciler.model.pdb import PdbLimits
 from reconciler.settings import Settings
 from reconciler.state import ClusterState
@@ -91,18 +90,29 @@ def _blocker(candidate: Candidate, now: datetime) -> tuple[str, str]:
 
 
 def _within_budget(
-    ordered: Sequence[Candidate], allowances: Mapping[str, BudgetAllowance], outcome: MethodOutcome
+    ordered: Sequence[Candidate], allowances: Mapping[str, BudgetAllowance], outcome: MethodOutcome,
+    refused: list[tuple[Candidate, str]] | None = None,
 ) -> list[Candidate]:
+    """The candidates each pool's budget still allows, in order; the others are explained, or with ``refused``
+    listed there with the message to explain them by (when the caller may drop its explanations anyway)."""
     remaining = {pool: a.remaining for pool, a in allowances.items()}
     allowed = []
+    messages: dict[str, str] = {}  # per NodePool: most of a large pool waits on its budget every pass
     for candidate in ordered:
-        if remaining.get(candidate.pool, 0) <= 0:
+        pool = candidate.pool
+        if remaining.get(pool, 0) <= 0:
             outcome.budget_constrained = True
-            allowance = allowances.get(candidate.pool)
-            message = allowance.explain() if allowance else f"no budget known for NodePool {candidate.pool}"
-            outcome.explain(explain(candidate.node, "Budget", message, outcome.method))
+            message = messages.get(pool)
+            if message is None:
+                allowance = allowances.get(pool)
+                message = messages[pool] = (allowance.explain() if allowance
+                                            else f"no budget known for NodePool {pool}")
+            if refused is not None:
+                refused.append((candidate, message))
+            else:
+                outcome.explain(explain(candidate.node, "Budget", message, outcome.method))
             continue
-        remaining[candidate.pool] -= 1
+        remaining[pool] -= 1
         allowed.append(candidate)
     return allowed
 
@@ -123,9 +133,12 @@ def multi_node(
 def _multi_node(
     run: PassContext, candidates: Sequence[Candidate], allowances: Mapping[str, BudgetAllowance], outcome: MethodOutcome
 ) -> Command | None:
-    ordered = consolidation_order(consolidatable(candidates, run.now, outcome, run.consolidation_verdicts))
+    ordered = run.consolidation_order(consolidatable(candidates, run.now, outcome, run.consolidation_verdicts))
     outcome.eligible = len(ordered)
-    allowed = _within_budget(ordered, allowances, outcome)
+    # Without a command multi_node drops its explanations (single-node explains the same nodes next), and
+    # most of a large pool waits on its budget every pass: those are explained only when a command is found.
+    refused: list[tuple[Candidate, str]] = []
+    allowed = _within_budget(ordered, allowances, outcome, refused)
     if len(allowed) < 2:
         return None
     simulator, builder, scorer = run.simulator, run.builder, run.scorer
@@ -152,6 +165,9 @@ def _multi_node(
             low = mid + 1
         else:
             high = mid - 1
+    if best is not None:
+        for candidate, message in refused:
+            outcome.explain(explain(candidate.node, "Budget", message, outcome.method))
     return best
 
 
@@ -173,9 +189,8 @@ def single_node(
     """The first candidate that can go alone; ``unseen_pools``: pools not reached before the deadline (tried
     first next pass, ``run.first_pools``)."""
     outcome = MethodOutcome(SINGLE_NODE)
-    ordered = interleave_by_pool(
-        consolidation_order(consolidatable(candidates, run.now, outcome, run.consolidation_verdicts)), run.first_pools
-    )
+    consolidating = consolidatable(candidates, run.now, outcome, run.consolidation_verdicts)
+    ordered = interleave_by_pool(run.consolidation_order(consolidating), run.first_pools)
     outcome.eligible = len(ordered)
     if not ordered:
         return outcome
@@ -221,8 +236,11 @@ def single_node(
 
 
 def _not_evaluated(outcome: MethodOutcome, rest: Sequence[Candidate], why: str) -> None:
-    for candidate in rest:
-        outcome.explain(explain(candidate.node, "NotEvaluated", why, outcome.method))
+    # ``why`` names the node acted on, so it is new every pass: not kept on each node as ``explain`` does.
+    method = outcome.method
+    outcome.explanations.extend(
+        Explanation(c.name, c.node.nodeclaim_name, c.node.nodepool, "NotEvaluated", why, method) for c in rest
+    )
 
 
 def validate_consolidation(

@@ -31,7 +31,7 @@ from reconciler.scheduling.topology import Topology
 from reconciler.scheduling.topology_counts import CountedPod, NodeDomains
 from reconciler.settings import Settings
 from reconciler.state import ClusterState
-from reconciler.state_views import node_values
+from reconciler.state_views import node_counts, node_values
 
 T = TypeVar("T")
 
@@ -231,8 +231,14 @@ def _counted_pods(state: ClusterState) -> tuple[dict[str, list[CountedPod]], lis
     per_node = node_values(state, "scheduling.counted_pods", _kept_counted_pods).values
     by_node = {name: per_node[name][0] for name in state.bound_node_names() if name in per_node}
     counted = list(chain.from_iterable(by_node.values()))
-    namespaces: set[str] = set().union(*(per_node[name][1] for name in by_node))
+    # A node without bound pods counts none, so every StateNode's namespaces are those of ``by_node``'s nodes:
+    # counted per namespace and brought up to date by the nodes that changed, not united again per version.
+    namespaces = {str(name) for name in node_counts(state, "scheduling.counted_namespaces", _counted_namespaces)}
     return by_node, counted, namespaces
+
+
+def _counted_namespaces(node: StateNode) -> tuple[str, ...]:
+    return tuple(_kept_counted_pods(node)[1])
 
 
 def _kept_counted_pods(node: StateNode) -> tuple[list[CountedPod], frozenset[str]]:

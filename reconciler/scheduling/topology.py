@@ -10,6 +10,7 @@ reverse through ``inverse`` groups.
 from __future__ import annotations
 
 import copy
+import operator
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 from reconciler.model import labels as wk
@@ -28,6 +29,8 @@ from reconciler.scheduling.topology_group import (
     TopologyGroup,
 )
 from reconciler.scheduling.topology_group import IGNORE as IGNORE_POLICY
+
+_NAME_AND_HOSTNAME = operator.itemgetter(0, 1)  # of a NodeDomains: a node's name and hostname
 
 
 class TopologyError(Exception):
@@ -84,7 +87,7 @@ class Topology:
         self._excluded: Collection[str] = ()
         self._uncounted: Collection[str] = ()
         # Filled while building (read by ``fork``): what a fork must undo for excluded nodes and uncounted pods.
-        self._hostnames = {name: hostname for name, hostname, *_ in node_domains}
+        self._hostnames = dict(map(_NAME_AND_HOSTNAME, node_domains))
         self._hostname_set = frozenset(self._hostnames.values())
         self._sources: dict[tuple, frozenset[str]] = {}  # inverse group -> domains registered from NodePools
         # Inverse group -> (pod key, node name) of the pod whose tolerations chose those domains, and them.
@@ -117,7 +120,7 @@ class Topology:
         new._by_namespace = PodsByNamespace(counted_pods)
         new._base_counts = BaseCounts(self._base_counts, Change(self._nodes, removed_pods, added_pods))
         new.groups, new._owned, new._inverse_cache = {}, {}, {}
-        new._hostnames = {name: hostname for name, hostname, *_ in node_domains}
+        new._hostnames = dict(map(_NAME_AND_HOSTNAME, node_domains))
         new._hostname_set = frozenset(new._hostnames.values())
         new._inverse_identity = dict(self._inverse_identity)
         new._sources, new._creators = dict(self._sources), dict(self._creators)

@@ -114,7 +114,8 @@ class Change:
 
 
 def _same_node(a: NodeDomains, b: NodeDomains | None) -> bool:
-    return b is not None and a[1] == b[1] and a[2] is b[2] and a[3] == b[3] and a[4] is b[4]
+    # An unchanged node's SlotBase, and so its domains tuple, is kept across versions: mostly the same object.
+    return a is b or (b is not None and a[1] == b[1] and a[2] is b[2] and a[3] == b[3] and a[4] is b[4])
 
 
 class BaseCounts:

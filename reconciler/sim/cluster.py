@@ -9,6 +9,7 @@ and the step functions (``sim.disruption_steps``), which call it in turn.
 
 from __future__ import annotations
 
+from collections import ChainMap
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -357,8 +358,7 @@ class SimulatedCluster:
             if not deleting:
                 return
             progressed = displaced = False
-            # The state replaces manifests and never edits them, so these stay as they are now.
-            before = dict(self._state.pod_manifests)  # by "namespace/name" (every stored pod has a namespace)
+            before = self._pods_of_deleting(deleting)
             for claim in deleting:
                 result = await self.terminator.step(claim, self.env.now)
                 if result.drain_ends_at is not None:
@@ -390,6 +390,23 @@ class SimulatedCluster:
                 await self._bind(await self._plan_existing_only(), record, nominate=False)
             if not progressed:
                 return
+
+    def _pods_of_deleting(self, deleting: list[Manifest]) -> Mapping[str, Manifest]:
+        """The manifests of the pods on these deleting NodeClaims' nodes as they are now (what a termination
+        step may evict or delete), by "namespace/name"; any other pod as the state has it when asked. The state
+        replaces manifests and never edits them, so these stay as they are now; copying every pod's entry
+        made each step O(pods in the cluster)."""
+        state = self._state
+        names: set[str] = set()
+        for claim in deleting:
+            claim_name = claim["metadata"]["name"]
+            names.add((claim.get("status") or {}).get("nodeName") or claim_name)
+            node = state.state_node(claim_name)
+            if node is not None:
+                names.add(node.name)
+        kept = {pod.key: manifest for name in sorted(names) for pod in state.pods_on(name)
+                if (manifest := state.pod_manifests.get(pod.key)) is not None}
+        return ChainMap(kept, state.pod_manifests)
 
     async def _recreate_unowned(self, before: Mapping[str, Manifest], removed: list[str]) -> None:
         """Evicted pods that no stored workload controls come back pending under the same name (a snapshot's

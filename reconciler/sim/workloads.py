@@ -406,6 +406,8 @@ class WorkloadControllers:
             for pod in keep[: len(keep) - desired]:
                 await self._delete(pod)
             return
+        if len(keep) == desired:
+            return
         namespace = (workload.get("metadata") or {}).get("namespace", "default")
         taken = {p["metadata"]["name"] for p in keep}
         for _ in range(desired - len(keep)):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from typing import Any
+from unittest import mock
 
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -93,6 +94,9 @@ operations = st.lists(
 @example([("claim", "c1", "i-1", False), ("node", "n0", "i-1"), ("claim", "c1", "i-3", False)])
 @example([("node", "n0", "i-0"), ("claim", "c0", "", True), ("mark", "c0", True), ("pod", 1, "n0", "1")])
 @example([("node", "n0", "i-0"), ("node", "n1", ""), ("claim", "c1", "i-0", True), ("claim", "c1", "i-0", True)])
+@example([("deleting", "n1"), ("node", "n1", "i-0"), ("node", "n0", "i-0")])  # a second Node for one NodeClaim
+@example([("claim", "c0", "i-1", False), ("claim", "c1", "i-1", False), ("node", "n0", "i-1"),
+          ("unclaim", "c1")])  # two NodeClaims with one provider ID, then one again
 def test_state_nodes_after_random_changes_equal_a_fresh_build(moves: list[tuple[Any, ...]]) -> None:
     state = ClusterState()
     marked: set[str] = set()
@@ -101,8 +105,13 @@ def test_state_nodes_after_random_changes_equal_a_fresh_build(moves: list[tuple[
     for move in moves:
         apply(state, move, marked, nominated)
         current = state.state_nodes_by_name()
-        expected = fresh(state, marked, nominated).state_nodes_by_name()
+        rebuilt = fresh(state, marked, nominated)
+        expected = rebuilt.state_nodes_by_name()
         assert list(current) == list(expected)
+        # Re-matching only the written names finds what matching every Node and NodeClaim finds.
+        assert state._claim_of == rebuilt._claim_of
+        assert {k: sorted(v) for k, v in state._keys_of_claim.items()} == \
+            {k: sorted(v) for k, v in rebuilt._keys_of_claim.items()}
         assert list(current.values()) == list(expected.values())
         assert state.deleting_nodeclaim_manifests() == [
             m for m in state.nodeclaim_manifests.values() if m["metadata"].get("deletionTimestamp")]
@@ -112,6 +121,21 @@ def test_state_nodes_after_random_changes_equal_a_fresh_build(moves: list[tuple[
             assert changes is not None
             assert changes >= {name for name in {*nodes, *current} if nodes.get(name) is not current.get(name)}
         seen.append((generation, dict(current)))
+
+
+def test_a_node_or_nodeclaim_write_rematches_only_the_names_it_can_move() -> None:
+    state = ClusterState.from_manifests([*(node(f"n{i}", f"aws:///i-{i}") for i in range(50)),
+                                         *(claim(f"c{i}", f"aws:///i-{i}") for i in range(50))])
+    state.state_nodes()
+    generation = state.nodes_generation
+    with mock.patch.object(ClusterState, "_match_claims", side_effect=AssertionError("matched every name")):
+        state.upsert(claim("c50", "aws:///i-50"))  # launched: in flight, a StateNode of its own
+        assert "c50" in state.state_nodes_by_name()
+        state.upsert(node("n50", "aws:///i-50"))  # registered: its Node takes it over
+        state.remove({"kind": "NodeClaim", "metadata": {"name": "c7"}})  # n7 is left without a NodeClaim
+        after = state.state_nodes_by_name()
+    assert "c50" not in after and after["n50"].nodeclaim_name == "c50" and after["n7"].nodeclaim is None
+    assert state.node_changes_since(generation) == {"c50", "n50", "n7"}
 
 
 def test_a_pod_write_rebuilds_only_its_node() -> None:

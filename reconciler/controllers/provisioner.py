@@ -30,9 +30,9 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
+from reconciler.cloud.nodepool_types import instance_types_by_nodepool
 from reconciler.controllers.backoff import CONTROLLER_BACKOFF, Backoffs
 from reconciler.controllers.cluster import PodSchedulingTimes, StateStore
-from reconciler.controllers.instancetypes import instance_types_by_nodepool
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, NameGenerator, Wakeup, ref, summarize
 from reconciler.kube.api import ApiError, ConflictError
 from reconciler.kube.ratelimit import TokenBucket

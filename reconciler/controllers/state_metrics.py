@@ -19,10 +19,10 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from reconciler.cloud.nodepool_types import instance_types_by_nodepool
 from reconciler.cloud.types import InstanceType
 from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.condition_metrics import KINDS, ConditionMetrics
-from reconciler.controllers.instancetypes import instance_types_by_nodepool
 from reconciler.controllers.pod_metrics import PodMetrics
 from reconciler.controllers.runtime import ControllerContext
 from reconciler.controllers.status import resource_label

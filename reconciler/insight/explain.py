@@ -16,6 +16,7 @@ from typing import Any
 
 from reconciler.api.durations import format_duration_short
 from reconciler.api.support_check import findings_of
+from reconciler.cloud.nodepool_types import instance_types_by_nodepool
 from reconciler.disruption.consolidation import worst_launch_price
 from reconciler.disruption.decide import decide
 from reconciler.disruption.drift_detection import drift_reason
@@ -29,7 +30,6 @@ from reconciler.model.quantity import format_quantity
 from reconciler.model.state_node import StateNode
 from reconciler.provisioning.provisioner import plan as provision
 from reconciler.scheduling import SchedulingContext, simulate
-from reconciler.sim import engine
 from reconciler.state import ClusterState
 
 
@@ -110,7 +110,7 @@ def split_reason(reason: str) -> list[str]:
 async def _loaded(sim: RecordingSimulation) -> tuple[ClusterState, Any]:
     await sim.load()
     state = sim.cluster.state()
-    return state, await engine.types_by_nodepool(state, sim.cloud, sim.settings)
+    return state, await instance_types_by_nodepool(sim.cloud, state, sim.settings)
 
 
 def _namer() -> Any:

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from reconciler.cloud.nodepool_types import instance_types_by_nodepool
 from reconciler.disruption.budgets import BudgetError, next_opening, parse_budgets
 from reconciler.disruption.decide import decide
 from reconciler.disruption.policy import consolidation_wait, settings_of
 from reconciler.disruption.types import DisruptionDecision, Explanation
 from reconciler.insight.frames import RecordingSimulation
-from reconciler.sim import engine
 from reconciler.state import ClusterState
 
 # Explanation codes that time alone can lift (the clock is moved to when that happens).
@@ -122,7 +122,7 @@ def explanations_of(record: Mapping[str, Any], state: ClusterState) -> Disruptio
 
 async def _decision(sim: RecordingSimulation) -> DisruptionDecision:
     state = sim.cluster.state()
-    types = await engine.types_by_nodepool(state, sim.cloud, sim.settings)
+    types = await instance_types_by_nodepool(sim.cloud, state, sim.settings)
     return decide(state, types, sim.settings, sim.now)
 
 

@@ -157,13 +157,19 @@ def _stamps(kube: Any) -> dict[str, str]:
             for c in kube.objects(NODECLAIM) if not c["metadata"].get("deletionTimestamp")}
 
 
-async def simulated(document: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each disrupt step's decisions, and the claims' pod-event stamps after every step, from the simulator."""
+async def simulated(document: dict[str, Any], *, kubelets: bool = True) -> list[dict[str, Any]]:
+    """Each disrupt step's decisions, and the claims' pod-event stamps after every step, from the simulator.
+    Without ``kubelets`` no new node ever joins (a fault: replacements never initialize)."""
     sim = Simulation(parse_scenario(copy.deepcopy(document)))
+    if not kubelets:
+        async def never_joins(name: str) -> None:
+            return None
+
+        sim.cluster.boot = never_joins  # type: ignore[method-assign]
     seen: list[dict[str, Any]] = []
 
     def after(step: Any, record: dict[str, Any]) -> None:
-        entry: dict[str, Any] = {"step": step.kind, "stamps": _stamps(sim.kube)}
+        entry: dict[str, Any] = {"step": step.kind, "stamps": _stamps(sim.kube), "clock": record["clock"]}
         if step.kind == "disrupt":
             entry.update(_disrupt_summary(record))
         seen.append(entry)
@@ -228,6 +234,7 @@ class LiveRig:
         names = NameGenerator(lambda name: self.store.get("NodeClaim", name) is not None, seed=1)
         self.disruption = _RecordingDisruption(self.ctx, self.store, names, sleep=self.sleep)
         self.disruption.started_commands = []
+        self.kubelets = True
 
     def _feed(self, kind: Kind, event: WatchEvent) -> None:
         if event.type == "DELETED":
@@ -242,6 +249,8 @@ class LiveRig:
         await self.kubelet()
 
     async def kubelet(self) -> None:
+        if not self.kubelets:
+            return
         for claim in self.kube.objects(NODECLAIM):
             provider_id = (claim.get("status") or {}).get("providerID")
             if not provider_id or any((n.get("spec") or {}).get("providerID") == provider_id
@@ -271,11 +280,12 @@ class LiveRig:
         return {"disrupted": sorted(disrupted), "launched": sorted(launched), "blocked": sorted(blocked)}
 
 
-async def live(document: dict[str, Any]) -> list[dict[str, Any]]:
+async def live(document: dict[str, Any], *, kubelets: bool = True) -> list[dict[str, Any]]:
     """The same steps, done by the live controllers at the simulator's step times."""
     sim = Simulation(parse_scenario(copy.deepcopy(document)))
     await sim.load()
     rig = LiveRig(sim)
+    rig.kubelets = kubelets
     seen: list[dict[str, Any]] = []
     for step in document["steps"]:
         (kind, args), = step.items()
@@ -291,6 +301,7 @@ async def live(document: dict[str, Any]) -> list[dict[str, Any]]:
         elif kind == "disrupt":
             entry.update(await rig.disrupt())
         entry["stamps"] = _stamps(rig.kube)
+        entry["clock"] = format_time(rig.clock.now())
         seen.append(entry)
     return seen
 
@@ -303,8 +314,9 @@ def _comparable(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for entry in entries:
         item = dict(entry)
         acted = acted or bool(entry.get("disrupted"))
-        if acted:
+        if acted:  # the simulator drains (and lets time pass for it) where no live termination controller runs
             item.pop("stamps")
+            item.pop("clock")
         out.append(item)
     return out
 
@@ -328,3 +340,16 @@ async def test_a_nodepool_without_its_nodeclass_gets_no_replacements_in_simulati
     _, only = simulation
     assert only["disrupted"] == [("big", "single-node", "replace")]
     assert [pool for pool, _ in only["launched"]] == ["default"]
+
+
+async def test_a_replacement_that_never_initializes_aborts_the_command_in_simulation_and_live() -> None:
+    """No kubelet joins for the replacement: both wait for it as the live loop does, then abort after the
+    replacement timeout — no node disrupted, nothing left launched, at the same time on both clocks."""
+    document = replacement_pool_scenario()
+    simulation = await simulated(document, kubelets=False)
+    controllers = await live(document, kubelets=False)
+    assert _comparable(simulation) == _comparable(controllers)
+    _, only = simulation
+    assert only["disrupted"] == [] and only["launched"] == []
+    assert only["clock"] > "2026-01-01T09:10:00Z"  # it waited out REPLACEMENT_TIMEOUT (10 min)
+

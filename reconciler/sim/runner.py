@@ -140,7 +140,8 @@ class Simulation:
             raise
         except Exception as err:  # duplicate names and the like
             raise ScenarioError(f"objects: {err}") from None
-        self.cluster.imply_nodeclasses(engine.implied_nodeclasses(expanded))
+        if not self.settings.require_nodeclass:  # a plain scenario, not a real cluster's snapshot
+            self.cluster.imply_nodeclasses(engine.implied_nodeclasses(expanded))
         await self.cluster.sync_nodeclass_status()
         await self.cluster.publish_overlays()
         await self.workloads.reconcile()

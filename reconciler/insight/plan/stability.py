@@ -26,7 +26,7 @@ from reconciler.state import ClusterState
 # Explanation codes that time alone can lift (the clock is moved to when that happens).
 TIME_BOUND = frozenset({"Budget", "ConsolidateAfter", "Nominated"})
 # Explanation codes worth reporting as blockers.
-BLOCKER_CODES = frozenset({"Budget", "PDB", "DoNotDisrupt", "Unschedulable", "Balanced"})
+BLOCKER_CODES = frozenset({"Budget", "PDB", "DoNotDisrupt", "Unschedulable", "Balanced", "NoNodePool"})
 MAX_STEPS = 400
 # A budget still closed at every boundary this far ahead never opens (cron schedules repeat within a week).
 NEVER_OPENS = timedelta(days=8)

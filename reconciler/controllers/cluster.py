@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from reconciler.model.meta import ManifestError, object_key
+from reconciler.model.nodeclaim_lookup import nodeclaim_for_node
 from reconciler.state import ClusterState
 
 Manifest = dict[str, Any]
@@ -168,13 +169,8 @@ class StateStore:
         return next((n for n in self.nodes() if (n.get("spec") or {}).get("providerID") == provider_id), None)
 
     def nodeclaim_for_node(self, node: Mapping[str, Any]) -> Manifest | None:
-        name = (node.get("metadata") or {}).get("name")
-        provider_id = (node.get("spec") or {}).get("providerID")
-        for claim in self.nodeclaims():
-            status = claim.get("status") or {}
-            if (provider_id and status.get("providerID") == provider_id) or (name and status.get("nodeName") == name):
-                return claim
-        return None
+        found: Manifest | None = nodeclaim_for_node(node, self.nodeclaims())
+        return found
 
     def pods_on(self, node_name: str) -> list[Manifest]:
         return [p for p in self.manifests("Pod") if (p.get("spec") or {}).get("nodeName") == node_name]

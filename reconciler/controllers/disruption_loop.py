@@ -5,27 +5,32 @@ no command owns; ``decide`` on a private snapshot (in a worker thread, bounded
 by ``decision_timeout``); for a validated method (emptiness, consolidation) wait the
 validation period and ``validate`` on a fresh snapshot; then ``CommandExecutor.start``
 (taint, create + launch replacements) and ``advance`` until every replacement is
-initialized and the candidates are deleted, or the command aborts. Commands run
-one at a time; the termination controller drains the deleted candidates.
+initialized and the candidates are deleted, or the command aborts — the loop the
+simulator runs too (``lifecycle.disruption_run.carry_out``), with this controller
+reporting events and metrics. Commands run one at a time; the termination
+controller drains the deleted candidates.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from reconciler.cloud.types import InstanceType
 from reconciler.controllers.cluster import StateStore
-from reconciler.controllers.instancetypes import instance_types_by_nodepool
 from reconciler.controllers.provisioner import min_values_relaxed
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, NameGenerator, ref, snake_case
 from reconciler.disruption.decide import decide
 from reconciler.disruption.methods import method_named
 from reconciler.disruption.types import Command, DisruptionDecision
-from reconciler.disruption.validation import validate
 from reconciler.kube.api import ApiError, NotFoundError
 from reconciler.kube.edits import drop_condition, edit_taints
+from reconciler.lifecycle.disruption_run import carry_out
+from reconciler.lifecycle.nodepool_types import instance_types_by_nodepool
 from reconciler.lifecycle.orchestration import CommandExecutor, InFlightCommand
 from reconciler.model import labels as wk
+from reconciler.state import ClusterState
 
 log = ControllerLog("disruption")
 # Not a reason the node stays: the pass simply did not get to it (NotEvaluated), or the node is being disrupted
@@ -36,8 +41,10 @@ _TICKING_CODES = frozenset({"ConsolidateAfter", "Nominated"})
 
 
 class DisruptionController:
-    def __init__(self, ctx: ControllerContext, store: StateStore, names: NameGenerator) -> None:
+    def __init__(self, ctx: ControllerContext, store: StateStore, names: NameGenerator,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self.ctx = ctx
+        self.sleep = sleep  # injected with the clock: a test on a manual clock moves it on
         self.store = store
         self.names = names
         self.executor = CommandExecutor(ctx.kube, ctx.cloud, idempotent_launches=True,
@@ -53,7 +60,7 @@ class DisruptionController:
         while True:
             async with self.ctx.reconciling():
                 await self.reconcile_once()
-            await asyncio.sleep(self.ctx.settings.disruption_poll_period)
+            await self.sleep(self.ctx.settings.disruption_poll_period)
 
     async def reconcile_once(self) -> InFlightCommand | None:
         if not self.store.synced or self._unlaunched():
@@ -109,43 +116,45 @@ class DisruptionController:
                 metrics.consolidation_score.labels(decision=move.score_decision, **labels).observe(move.score)
 
     async def execute(self, command: Command) -> InFlightCommand | None:
-        if method_named(command.method).validated:
-            await asyncio.sleep(self.ctx.settings.consolidation_validation_wait)
-            state = self.store.snapshot()
-            types = await instance_types_by_nodepool(self.ctx.cloud, state, self.ctx.settings)
-            result = validate(command, state, types, self.ctx.settings, self.ctx.now())
-            if not result.valid or result.command is None:
-                self.ctx.metrics.disruption_failed_validations.labels(
-                    consolidation_type=method_named(command.method).consolidation_type).inc(len(command.candidates))
-                log.info("abandoning disruption command", command=command.describe(), reason=result.reason)
-                message = f"disruption command abandoned after validation: {result.reason}"
-                for candidate in command.candidates:
-                    for involved in self._objects_of(candidate.name, candidate.nodeclaim):
-                        await self.ctx.event(involved, "Normal", "DisruptionBlocked", message,
-                                             dedupe=self.ctx.timings.event_dedupe)
-                return None
-            command = result.command
-        replacement_names = [r.name for r in command.replacements]
-        if not self.ctx.locks.try_hold(replacement_names):
-            return None
+        """The shared loop (``lifecycle.disruption_run``) on the live clock; this controller reports."""
+        return await carry_out(command, self.executor, self, settings=self.ctx.settings, now=self.ctx.now,
+                               sleep=self.sleep, fresh_view=self._fresh_view, poll=self.ctx.timings.command_poll)
+
+    async def _fresh_view(self) -> tuple[ClusterState, Mapping[str, Sequence[InstanceType]]]:
+        state = self.store.snapshot()
+        return state, await instance_types_by_nodepool(self.ctx.cloud, state, self.ctx.settings)
+
+    # -- CommandReporter ------------------------------------------------------------------------
+    async def abandoned(self, command: Command, reason: str) -> None:
+        self.ctx.metrics.disruption_failed_validations.labels(
+            consolidation_type=method_named(command.method).consolidation_type).inc(len(command.candidates))
+        log.info("abandoning disruption command", command=command.describe(), reason=reason)
+        message = f"disruption command abandoned after validation: {reason}"
+        for candidate in command.candidates:
+            for involved in self._objects_of(candidate.name, candidate.nodeclaim):
+                await self.ctx.event(involved, "Normal", "DisruptionBlocked", message,
+                                     dedupe=self.ctx.timings.event_dedupe)
+
+    def hold(self, command: Command) -> bool:
+        return self.ctx.locks.try_hold([r.name for r in command.replacements])
+
+    def release(self, command: Command) -> None:
+        self.ctx.locks.release([r.name for r in command.replacements])
+
+    async def starting(self, command: Command) -> None:
         self._announce(command)
         await self._record(command)
-        now = self.ctx.now()
-        try:
-            flight = await self.executor.start(command, now)
-        finally:
-            self.ctx.locks.release(replacement_names)
-        if flight.state != "aborted":
-            self.store.mark_for_deletion(c.name for c in command.candidates)
-            until = now + self.ctx.timings.nomination_window(self.ctx.settings)
-            for name in flight.launched:
-                self.store.nominate(name, until)
-                self._log_launch(name, flight.stored.get(name))
-                await self.ctx.event(self.store.get("NodeClaim", name), "Normal", "DisruptionLaunching",
-                                     f"Launching NodeClaim: {command.reason}")
-        while flight.state == "waiting":
-            await asyncio.sleep(self.ctx.timings.command_poll)
-            flight = await self.executor.advance(flight, self.ctx.now())
+
+    async def started(self, command: Command, flight: InFlightCommand) -> None:
+        self.store.mark_for_deletion(c.name for c in command.candidates)
+        until = flight.started + self.ctx.timings.nomination_window(self.ctx.settings)
+        for name in flight.launched:
+            self.store.nominate(name, until)
+            self._log_launch(name, flight.stored.get(name))
+            await self.ctx.event(self.store.get("NodeClaim", name), "Normal", "DisruptionLaunching",
+                                 f"Launching NodeClaim: {command.reason}")
+
+    async def finished(self, command: Command, flight: InFlightCommand) -> None:
         self.store.unmark_for_deletion(c.name for c in command.candidates)
         self._record_outcome(command, flight)
         if flight.state == "deleting":
@@ -158,7 +167,6 @@ class DisruptionController:
                 await self.ctx.event(self.store.get("Node", candidate.name), "Warning", "DisruptionAborted",
                                      flight.message)
         self.commands.append(flight)
-        return flight
 
     def _log_launch(self, name: str, claim: dict[str, Any] | None) -> None:
         """Replacements are launched by the command itself: same log line as the lifecycle's launches (from the

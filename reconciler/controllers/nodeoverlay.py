@@ -5,7 +5,7 @@ Karpenter's nodeoverlay controller evaluates every overlay against every NodePoo
 changes, and at least every few minutes here (instance types and prices move too). An overlay that fails
 runtime validation is ``False/RuntimeValidation``; one that conflicts with another of the same weight is
 ``False/Conflict`` and is not applied; the others are ``True``. The scheduler applies the same evaluation on every pass
-(``controllers.instancetypes``), so status and decisions never disagree for long.
+(``lifecycle.nodepool_types``), so status and decisions never disagree for long.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import Any
 
 from reconciler.cloud.overlay import CONDITION, Overlay, OverlayBook, publish
 from reconciler.controllers.cluster import StateStore
-from reconciler.controllers.instancetypes import instance_types_by_nodepool
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wakeup, ref
 from reconciler.kube.api import NODEOVERLAY, ApiError, NotFoundError
 from reconciler.kube.retry import modify
+from reconciler.lifecycle.nodepool_types import instance_types_by_nodepool
 from reconciler.model.conditions import make, with_root
 from reconciler.model.meta import format_time
 from reconciler.scheduling.overlay_evaluation import overlaid

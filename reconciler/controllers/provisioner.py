@@ -32,10 +32,10 @@ from typing import Any
 
 from reconciler.controllers.backoff import CONTROLLER_BACKOFF, Backoffs
 from reconciler.controllers.cluster import PodSchedulingTimes, StateStore
-from reconciler.controllers.instancetypes import instance_types_by_nodepool
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, NameGenerator, Wakeup, ref, summarize
 from reconciler.kube.api import ApiError, ConflictError
 from reconciler.kube.ratelimit import TokenBucket
+from reconciler.lifecycle.nodepool_types import instance_types_by_nodepool
 from reconciler.model import labels as wk
 from reconciler.provisioning.batcher import Batcher
 from reconciler.provisioning.provisioner import ProvisioningPlan, plan, pods_to_schedule

@@ -22,10 +22,10 @@ from typing import Any
 from reconciler.cloud.types import InstanceType
 from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.condition_metrics import KINDS, ConditionMetrics
-from reconciler.controllers.instancetypes import instance_types_by_nodepool
 from reconciler.controllers.pod_metrics import PodMetrics
 from reconciler.controllers.runtime import ControllerContext
 from reconciler.controllers.status import resource_label
+from reconciler.lifecycle.nodepool_types import instance_types_by_nodepool
 from reconciler.model.meta import object_key
 from reconciler.model.resources import Resources
 from reconciler.model.state_node import StateNode

@@ -28,6 +28,7 @@ from reconciler.model.pdb import PdbLimits, pods_blocker
 from reconciler.model.pod import Pod
 from reconciler.model.state_node import StateNode
 from reconciler.provisioning.lifetime import node_lifetime, remaining_fraction
+from reconciler.scheduling.context import nodeclass_problem
 from reconciler.state import ClusterState
 from reconciler.state_views import node_counts
 
@@ -201,9 +202,11 @@ def assess_node_afresh(
     if blocked is not None:
         return NodeAssessment(*inputs, until=nominated_until, explanation=blocked)
     if nodepool is None or types is None:
+        # A pool without instance types is usually one whose EC2NodeClass is missing: say so (Karpenter: not Ready).
+        problem = None if nodepool is None else nodeclass_problem(nodepool, state, require_nodeclass=True)
         what = "not found" if nodepool is None else "has no instance types"
         return NodeAssessment(*inputs, until=nominated_until,
-                              explanation=("NoNodePool", f"NodePool {node.nodepool} {what}"))
+                              explanation=("NoNodePool", problem or f"NodePool {node.nodepool} {what}"))
     views, reschedule_cost, eviction_cost = node.memo("disruption.pods", lambda: _pod_views(node))
     blocker = pods_blocker(views, pdbs, now)
     # Only pods that will actually leave need room: not do-not-disrupt, not fully PDB-blocked.

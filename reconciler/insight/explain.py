@@ -21,6 +21,7 @@ from reconciler.disruption.drift_detection import drift_reason
 from reconciler.disruption.policy import consolidation_wait, settings_of
 from reconciler.insight.errors import InsightError
 from reconciler.insight.frames import RecordingSimulation
+from reconciler.lifecycle.nodepool_types import instance_types_by_nodepool
 from reconciler.model.durations import format_duration_short
 from reconciler.model.labels import capacity_type_of
 from reconciler.model.money import money
@@ -29,7 +30,6 @@ from reconciler.model.quantity import format_quantity
 from reconciler.model.state_node import StateNode
 from reconciler.provisioning.provisioner import plan as provision
 from reconciler.scheduling import SchedulingContext, simulate
-from reconciler.sim import engine
 from reconciler.state import ClusterState
 
 
@@ -110,7 +110,7 @@ def split_reason(reason: str) -> list[str]:
 async def _loaded(sim: RecordingSimulation) -> tuple[ClusterState, Any]:
     await sim.load()
     state = sim.cluster.state()
-    return state, await engine.types_by_nodepool(state, sim.cloud, sim.settings)
+    return state, await instance_types_by_nodepool(sim.cloud, state, sim.settings)
 
 
 def _namer() -> Any:

@@ -17,6 +17,8 @@ from typing import Any
 from reconciler.cloud import pricesource
 from reconciler.kube.api import KINDS_BY_NAME, NODE, NODECLAIM, POD, Kind, Manifest, NotFoundError, WatchEvent
 from reconciler.lifecycle.launch import initialize, launch, node_for_instance, register
+from reconciler.lifecycle.nodepool_types import instance_types_by_nodepool
+from reconciler.lifecycle.pod_events import PodEventStamper
 from reconciler.lifecycle.termination import Terminator
 from reconciler.model import labels as wk
 from reconciler.model.conditions import condition_of
@@ -58,10 +60,17 @@ class SimulatedCluster:
         # Kept current from every write, as the live reflectors keep it: no rebuild per decision.
         # Stored objects are never edited in place; the scenario's own were parsed once already.
         self._state = ClusterState(immutable_manifests=True, spec_memo=env.spec_memo)
+        # Pod events stamp lastPodEventTime as the live controller does; the scenario's starting pods are only
+        # learnt (``count_pod_events`` turns counting on once they are loaded).
+        self.pod_events = PodEventStamper()
+        self._pod_events_count = False
         env.kube.subscribe(self._observe, copy=False)  # the state only reads what it is given
         self.workloads = WorkloadControllers(env.kube, self.manifests, env.clock, self.daemon_pod_fits)
 
     def _observe(self, kind: Kind, event: WatchEvent) -> None:
+        if kind == POD:
+            self.pod_events.observe(event.object, event.type == "DELETED", self.env.now,
+                                    counts=self._pod_events_count)
         try:
             if event.type == "DELETED":
                 self._state.remove(event.object)
@@ -101,9 +110,9 @@ class SimulatedCluster:
 
     async def publish_overlays(self) -> None:
         """Evaluate the NodeOverlays now (gate on), so nodes are priced with them before any decision is made
-        (``engine.types_by_nodepool`` publishes the evaluation to the simulated cloud)."""
+        (``instance_types_by_nodepool`` publishes the evaluation to the simulated cloud)."""
         if self.env.settings.gate("NodeOverlay") and self._state.nodeoverlays:
-            await engine.types_by_nodepool(self._state, self.env.cloud, self.env.settings)
+            await instance_types_by_nodepool(self.env.cloud, self._state, self.env.settings)
 
     async def sync_nodeclass_status(self) -> None:
         """Write each EC2NodeClass's ``status.capacityReservations`` (and ``CapacityReservationsReady``) as the
@@ -152,7 +161,7 @@ class SimulatedCluster:
         state = self.state()
         if not any(pool.is_static for pool in state.nodepools.values()):
             return
-        types = await engine.types_by_nodepool(state, self.env.cloud)
+        types = await instance_types_by_nodepool(self.env.cloud, state)
         plan = plan_static(state, types, self.env.settings, self.env.now, self.env.names)
         for pool, note in plan.notes:
             record["events"].append({"object": f"NodePool/{pool}", "reason": "StaticCapacityBlocked",
@@ -167,7 +176,7 @@ class SimulatedCluster:
             await self.drain_out(record)
 
     async def _plan(self) -> Any:
-        types = await engine.types_by_nodepool(self.state(), self.env.cloud, self.env.settings)
+        types = await instance_types_by_nodepool(self.env.cloud, self.state(), self.env.settings)
         return engine.plan(self.state(), types, self.env.settings, self.env.now, self.env.names)
 
     async def _launch_planned(self, planned: Any, record: dict[str, Any], *, launch_ready: bool) -> str | None:
@@ -275,8 +284,30 @@ class SimulatedCluster:
                                       subresource="status")
             record["bound"][key] = node_name
             self.reasons.pop(key, None)
-        if placements:
-            await engine.record_pod_events(self.env.kube, self._state, placements.values(), self.env.now)
+        await self.stamp_pod_events()
+
+    def imply_nodeclasses(self, nodeclasses: list[Manifest]) -> None:
+        """EC2NodeClasses the scenario's NodePools name without defining them (``engine.implied_nodeclasses``):
+        in the engine's view only; a scenario object of the same name replaces one when applied."""
+        for nodeclass in nodeclasses:
+            self._state.upsert(nodeclass)
+
+    def count_pod_events(self) -> None:
+        """From now on pod changes are pod events (the scenario's starting objects are loaded)."""
+        self._pod_events_count = True
+
+    async def stamp_pod_events(self) -> None:
+        """Write the ``lastPodEventTime`` stamps due by now (``lifecycle.pod_events``, as live)."""
+        claims = {c.node_name: c for c in self._state.nodeclaims.values() if c.node_name}
+
+        def live_claim(node: str) -> str | None:
+            claim = claims.get(node)
+            return None if claim is None or claim.deletion_timestamp is not None else claim.name
+
+        for stamp in self.pod_events.due(self.env.now, live_claim):
+            await self.env.kube.patch(NODECLAIM, stamp.nodeclaim,
+                                      {"status": {"lastPodEventTime": format_time(stamp.at)}}, subresource="status")
+            self.pod_events.written(stamp)
 
     async def settle(self, record: dict[str, Any]) -> None:
         """Let terminations progress; pods they displace are rebound on existing capacity.
@@ -285,9 +316,10 @@ class SimulatedCluster:
         scenario format places binding decisions.
         """
         await self.progress_terminations(record)
+        await self.stamp_pod_events()
 
     async def _plan_existing_only(self) -> dict[str, str]:
-        types = await engine.types_by_nodepool(self.state(), self.env.cloud, self.env.settings)
+        types = await instance_types_by_nodepool(self.env.cloud, self.state(), self.env.settings)
         return engine.bindable(self.state(), types, self.env.settings, self.env.now)
 
     # -- disruption and termination -------------------------------------------------------------

@@ -1,36 +1,42 @@
 """The simulator's ``disrupt``, ``expire`` and ``interrupt`` steps, called by the runner.
 
-Decisions come from Adze's pure disruption engine; execution goes through the
-same ``CommandExecutor`` and ``Terminator`` the live controllers use, and an
-interruption through the live interruption path (message parsed, decided,
-executed). The simulator adds the validation wait to its virtual clock and
-plays the kubelet for replacements.
+Decisions come from Adze's pure disruption engine; a command is carried out by
+the live controller's own loop (``lifecycle.disruption_run.carry_out``: validation
+wait, validate, start, advance) on the virtual clock, through the same
+``CommandExecutor`` and ``Terminator``; an interruption goes through the live
+interruption path (message parsed, decided, executed). The simulator plays the
+kubelet for replacements.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from reconciler.cloud.aws.instances import parse_provider_id
-from reconciler.cloud.types import InstanceNotFoundError
+from reconciler.cloud.types import InstanceNotFoundError, InstanceType
 from reconciler.disruption.decide import decide
-from reconciler.disruption.methods import method_named
-from reconciler.disruption.validation import validate
+from reconciler.disruption.types import Command
 from reconciler.interruption import actions
 from reconciler.interruption.actions import ActionKind
 from reconciler.interruption.execution import execute, nodeclaims_by_instance
 from reconciler.interruption.messages import Kind, MessageParseError, eventbridge_event, parse
 from reconciler.kube.api import NODE, NODECLAIM, Manifest
 from reconciler.lifecycle.capacityreservation import capacity_block_expirations
+from reconciler.lifecycle.disruption_run import carry_out
 from reconciler.lifecycle.expiration import expired
-from reconciler.lifecycle.orchestration import CommandExecutor
+from reconciler.lifecycle.nodepool_types import instance_types_by_nodepool
+from reconciler.lifecycle.orchestration import CommandExecutor, InFlightCommand
 from reconciler.model import labels as wk
 from reconciler.sim import engine
 from reconciler.sim.cluster import SimulatedCluster
 from reconciler.sim.scenario import ScenarioError
+from reconciler.state import ClusterState
 
+# How often an in-flight command is advanced while its replacements initialize (the live default).
+COMMAND_POLL_SECONDS = 1.0
 # Result-document reasons of forceful deletions (docs/scenario-format.md); Karpenter's own reasons go in events.
 EXPIRED = "Expired"
 INTERRUPTED = "Interrupted"
@@ -38,9 +44,43 @@ INTERRUPTED = "Interrupted"
 
 async def _decide(cluster: SimulatedCluster) -> Any:
     env = cluster.env
+    await cluster.stamp_pod_events()
     state = cluster.state()
-    types = await engine.types_by_nodepool(state, env.cloud, env.settings)
+    types = await instance_types_by_nodepool(env.cloud, state, env.settings)
     return decide(state, types, env.settings, env.now, name_for=env.names)
+
+
+class _SimReporter:
+    """The simulator's side of the shared command loop (``lifecycle.disruption_run``): the result document,
+    and the kubelet for replacements (booted as soon as they are launched)."""
+
+    def __init__(self, cluster: SimulatedCluster, record: dict[str, Any]) -> None:
+        self.cluster = cluster
+        self.record = record
+        self.command: Command | None = None  # as validated and started
+
+    async def abandoned(self, command: Command, reason: str) -> None:
+        self.record["events"].append(
+            {"object": f"Node/{command.candidates[0].name}", "reason": "DisruptionAborted", "message": reason})
+
+    def hold(self, command: Command) -> bool:
+        return True  # one command at a time: no provisioning pass runs beside it
+
+    def release(self, command: Command) -> None:
+        return None
+
+    async def starting(self, command: Command) -> None:
+        return None
+
+    async def started(self, command: Command, flight: InFlightCommand) -> None:
+        self.command = command
+        for name in flight.launched:
+            await self.cluster.boot(name)
+
+    async def finished(self, command: Command, flight: InFlightCommand) -> None:
+        if flight.state == "aborted":
+            self.record["events"].append({"object": f"Node/{command.candidates[0].name}",
+                                          "reason": "DisruptionAborted", "message": flight.message})
 
 
 async def disrupt_once(cluster: SimulatedCluster, record: dict[str, Any]) -> bool:
@@ -56,32 +96,24 @@ async def disrupt_once(cluster: SimulatedCluster, record: dict[str, Any]) -> boo
              "message": f"{explanation.code}: {explanation.message}",
              "code": explanation.code, "nodepool": explanation.nodepool, "method": explanation.method}
         )
-    command = decision.command
-    if command is None:
+    if decision.command is None:
         return False
-    if method_named(command.method).validated:
-        env.advance(env.settings.consolidation_validation_wait)
+
+    async def sleep(seconds: float) -> None:  # virtual time: terminations and pod events go on meanwhile
+        env.advance(seconds)
         await cluster.settle(record)
+
+    async def fresh_view() -> tuple[ClusterState, Mapping[str, Sequence[InstanceType]]]:
         state = cluster.state()
-        types = await engine.types_by_nodepool(state, env.cloud, env.settings)
-        checked = validate(command, state, types, env.settings, env.now)
-        if not checked.valid or checked.command is None:
-            record["events"].append(
-                {"object": f"Node/{command.candidates[0].name}", "reason": "DisruptionAborted",
-                 "message": checked.reason}
-            )
-            return False
-        command = checked.command
-    executor = CommandExecutor(env.kube, env.cloud)
-    flight = await executor.start(command, env.now)
-    if flight.state == "aborted":
-        record["events"].append(
-            {"object": f"Node/{command.candidates[0].name}", "reason": "DisruptionAborted", "message": flight.message}
-        )
+        return state, await instance_types_by_nodepool(env.cloud, state, env.settings)
+
+    reporter = _SimReporter(cluster, record)
+    flight = await carry_out(decision.command, CommandExecutor(env.kube, env.cloud), reporter,
+                             settings=env.settings, now=env.clock, sleep=sleep, fresh_view=fresh_view,
+                             poll=COMMAND_POLL_SECONDS)
+    command = reporter.command
+    if flight is None or flight.state == "aborted" or command is None:
         return False
-    for name in flight.launched:
-        await cluster.boot(name)
-    flight = await executor.advance(flight, env.now)
     for candidate in command.candidates:
         record["disrupted"].append(
             {

@@ -7,15 +7,14 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from reconciler.cloud.overlay import publish
 from reconciler.cloud.types import InstanceType
 from reconciler.kube.api import NODECLAIM, Manifest
-from reconciler.model.meta import ManifestError, format_time
+from reconciler.model.meta import ManifestError
+from reconciler.model.nodeclaim_lookup import nodeclaim_for_node as lookup_nodeclaim
 from reconciler.model.pod import Pod
 from reconciler.model.taints import Toleration, parse_taints
 from reconciler.provisioning.provisioner import ProvisioningPlan
 from reconciler.provisioning.provisioner import plan as plan_provisioning
-from reconciler.scheduling.overlay_evaluation import overlaid
 from reconciler.scheduling.templates import daemon_pod_fits_node
 from reconciler.settings import Settings
 from reconciler.state import ClusterState
@@ -33,29 +32,6 @@ _DAEMONSET_AUTO_TOLERATIONS = tuple(
         "node.kubernetes.io/network-unavailable",
     )
 )
-
-
-async def types_by_nodepool(
-    state: ClusterState, cloud: Any, settings: Settings | None = None
-) -> dict[str, Sequence[InstanceType]]:
-    """Each NodePool's instance types as the cloud offers them to its EC2NodeClass (asked once per
-    NodeClass, as the live controller does). A pool whose NodeClass is not in the cluster still gets
-    the catalogue's defaults: the scenario format keeps such pools usable in simulation.
-
-    With the NodeOverlay gate (``settings``) the NodeOverlays are in effect, and the simulated cloud
-    prices nodes with them too (``price_of(..., nodepool=)``), so costs match what the engine decided on."""
-    by_nodeclass: dict[str, Sequence[InstanceType]] = {}
-    result: dict[str, Sequence[InstanceType]] = {}
-    for name, pool in state.nodepools.items():
-        nodeclass = state.nodeclass(pool)
-        key = "" if nodeclass is None else str((nodeclass.get("metadata") or {}).get("name", ""))
-        if key not in by_nodeclass:
-            by_nodeclass[key] = await cloud.instance_types(nodeclass)
-        result[name] = by_nodeclass[key]
-    if settings is not None and settings.gate("NodeOverlay"):
-        result, book = overlaid(state, result)
-        publish(cloud, book)
-    return result
 
 
 def plan(
@@ -92,22 +68,25 @@ def daemon_pod_fits(template: Mapping[str, Any], node: Mapping[str, Any]) -> boo
     return daemon_pod_fits_node(pod, taints, labels)
 
 
-async def record_pod_events(kube: Any, state: ClusterState, node_names: Iterable[str], now: datetime) -> None:
-    """A pod bound to a managed node is a pod event: it resets that node's consolidateAfter clock."""
-    stamp = format_time(now)
-    claims = {claim.node_name: claim.name for claim in state.nodeclaims.values() if claim.node_name}
-    for node_name in sorted(set(node_names)):
-        claim = claims.get(node_name)
-        if claim:
-            await kube.patch(NODECLAIM, claim, {"status": {"lastPodEventTime": stamp}}, subresource="status")
-
-
 def nodeclaim_for_node(kube: Any, node: Manifest) -> str | None:
-    provider_id = (node.get("spec") or {}).get("providerID")
-    for claim in kube.objects(NODECLAIM):
-        status = claim.get("status") or {}
-        if status.get("nodeName") == node["metadata"]["name"] or (
-            provider_id and status.get("providerID") == provider_id
-        ):
-            return str(claim["metadata"]["name"])
-    return None
+    """The name of the node's NodeClaim in the simulated API server (the live controllers' lookup)."""
+    claim = lookup_nodeclaim(node, kube.objects(NODECLAIM))
+    return None if claim is None else str(claim["metadata"]["name"])
+
+
+def implied_nodeclasses(objects: Iterable[Manifest]) -> list[Manifest]:
+    """The EC2NodeClasses a scenario's NodePools name but do not define (docs/scenario-format.md: such a pool
+    is still usable in simulation). The simulator's engine view holds them (never the API server, so no snapshot
+    or result shows them), and the engine's one rule — a pool whose class is missing gets no instance types, as
+    in Karpenter — holds in simulation too."""
+    defined = {o["metadata"]["name"] for o in objects if o.get("kind") == "EC2NodeClass"}
+    implied: dict[str, Manifest] = {}
+    for obj in objects:
+        if obj.get("kind") != "NodePool":
+            continue
+        ref = ((((obj.get("spec") or {}).get("template") or {}).get("spec") or {}).get("nodeClassRef") or {})
+        name = str(ref.get("name") or "")
+        if name and name not in defined and name not in implied:
+            implied[name] = {"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+                             "metadata": {"name": name}, "spec": {}}
+    return list(implied.values())

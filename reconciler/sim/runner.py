@@ -26,6 +26,7 @@ from reconciler.kube.memory import MemoryKube
 from reconciler.model import labels as wk
 from reconciler.model.meta import format_time
 from reconciler.model.resources import Resources
+from reconciler.sim import engine
 from reconciler.sim.catalog import build_catalog, build_reservations, catalog_shaper, shutdown_seconds
 from reconciler.sim.cluster import SimulatedCluster
 from reconciler.sim.environment import SimEnvironment, SimOptions
@@ -139,9 +140,12 @@ class Simulation:
             raise
         except Exception as err:  # duplicate names and the like
             raise ScenarioError(f"objects: {err}") from None
+        if not self.settings.require_nodeclass:  # a plain scenario, not a real cluster's snapshot
+            self.cluster.imply_nodeclasses(engine.implied_nodeclasses(expanded))
         await self.cluster.sync_nodeclass_status()
         await self.cluster.publish_overlays()
         await self.workloads.reconcile()
+        self.cluster.count_pod_events()
 
     def _adopt_instance(self, node: Mapping[str, Any], path: str) -> None:
         """A scenario Node with a providerID is a running instance of the simulated cloud."""

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from disruption_factories import NOW, cluster, managed_node, nodepool, pdb, pod
 
-from reconciler.controllers.podevents import _is_daemon_pod
 from reconciler.insight.plan.proposal import _pod_for_fresh_provision
 from reconciler.lifecycle.drain import plan_drain
+from reconciler.lifecycle.pod_events import PodEventStamper
 from reconciler.model.meta import owned_by_daemonset
 from reconciler.model.pdb import PdbLimits
 from reconciler.model.pod import Pod
@@ -84,7 +84,8 @@ REPLICASET = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid
 def test_every_consumer_agrees_on_which_pods_are_daemonset_pods(manifest: dict[str, Any], is_daemon: bool) -> None:
     assert owned_by_daemonset(manifest["metadata"]) is is_daemon
     assert Pod.from_manifest(manifest).is_daemonset_pod is is_daemon
-    assert _is_daemon_pod(manifest) is is_daemon  # the pod-events controller skips DaemonSet pods
+    # Pod-event stamping (live and simulated) skips DaemonSet pods: their binding stamps no node.
+    assert (PodEventStamper().observe(manifest, False, NOW) == "") is is_daemon
     # A proposal's fresh provision drops a managed node's DaemonSet pods (recreated per node), keeps others.
     assert (_pod_for_fresh_provision(manifest, {"n1"}, NOW) is None) is is_daemon
     # The scheduler does not provision for a pending DaemonSet pod.

@@ -89,7 +89,7 @@ class SimulatedCloud:
         self.reservations = {r.id: r for r in capacity_reservations}
         self.reservation_left = {r.id: r.available for r in self.reservations.values()}
         self.reserved_capacity = reserved_capacity  # the ReservedCapacity gate
-        # The NodeOverlays in effect, as the engine last evaluated them (``sim.engine.types_by_nodepool``).
+        # The NodeOverlays in effect, as the engine last evaluated them (``lifecycle.nodepool_types``).
         self.price_overlays: OverlayBook | None = None
         self._clock = clock
         self._shaper = shaper

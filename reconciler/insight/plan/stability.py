@@ -20,14 +20,14 @@ from reconciler.disruption.decide import decide
 from reconciler.disruption.policy import consolidation_wait, settings_of
 from reconciler.disruption.types import DisruptionDecision, Explanation
 from reconciler.insight.frames import RecordingSimulation
+from reconciler.lifecycle.nodepool_types import instance_types_by_nodepool
 from reconciler.model.meta import format_time
-from reconciler.sim import engine
 from reconciler.state import ClusterState
 
 # Explanation codes that time alone can lift (the clock is moved to when that happens).
 TIME_BOUND = frozenset({"Budget", "ConsolidateAfter", "Nominated"})
 # Explanation codes worth reporting as blockers.
-BLOCKER_CODES = frozenset({"Budget", "PDB", "DoNotDisrupt", "Unschedulable", "Balanced"})
+BLOCKER_CODES = frozenset({"Budget", "PDB", "DoNotDisrupt", "Unschedulable", "Balanced", "NoNodePool"})
 MAX_STEPS = 400
 # A budget still closed at every boundary this far ahead never opens (cron schedules repeat within a week).
 NEVER_OPENS = timedelta(days=8)
@@ -119,7 +119,7 @@ def explanations_of(record: Mapping[str, Any], state: ClusterState) -> Disruptio
 
 async def _decision(sim: RecordingSimulation) -> DisruptionDecision:
     state = sim.cluster.state()
-    types = await engine.types_by_nodepool(state, sim.cloud, sim.settings)
+    types = await instance_types_by_nodepool(sim.cloud, state, sim.settings)
     return decide(state, types, sim.settings, sim.now)
 
 

@@ -162,7 +162,7 @@ def adze_child(problem_path: str, result_path: str) -> int:
     from reconciler.scheduling import SchedulingContext
     from reconciler.scheduling.scheduler import Scheduler
     from reconciler.settings import Settings
-    from reconciler.state import ClusterState
+    from reconciler.state.cluster import ClusterState
 
     nodepools, types, pods, policy = read_problem(json.loads(Path(problem_path).read_text()))
     state = ClusterState.from_manifests([*nodepools, *pods])
@@ -218,7 +218,7 @@ def consolidation_problem(nodes: int, seed: int = 7) -> dict[str, Any]:
     from reconciler.scheduling import SchedulingContext
     from reconciler.scheduling.scheduler import Scheduler
     from reconciler.settings import Settings
-    from reconciler.state import ClusterState
+    from reconciler.state.cluster import ClusterState
 
     types = synthetic_types()
     pods = diverse_pods(nodes * PODS_PER_NODE)
@@ -252,7 +252,7 @@ def adze_consolidate_child(problem_path: str, result_path: str) -> int:
     from reconciler.disruption.decide import decide
     from reconciler.model import labels as wk
     from reconciler.settings import Settings
-    from reconciler.state import ClusterState
+    from reconciler.state.cluster import ClusterState
 
     document = json.loads(Path(problem_path).read_text())
     nodepools, types, pods, policy = read_problem(document)
@@ -370,7 +370,7 @@ def solve_both(name: str, document: dict[str, Any], work: Path, binary: Path, wo
                ) -> tuple[Side, Side, list[str], float]:
     """Both sides' results, input mismatches, and the LP lower bound ($/h) of the problem (``bench/lp_bound.py``,
     over the capacity types either side's claims allow)."""
-    from reconciler.state import ClusterState
+    from reconciler.state.cluster import ClusterState
 
     problem = work / "problem.json"
     problem.write_text(json.dumps(document))
@@ -451,7 +451,7 @@ def decide_both(document: dict[str, Any], work: Path, binary: Path) -> tuple[Dec
     problem = work / "cluster.json"
     problem.write_text(json.dumps(document))
     _, types, pods, _ = read_problem(document)
-    from reconciler.state import ClusterState
+    from reconciler.state.cluster import ClusterState
 
     state = ClusterState.from_manifests([*document["nodePools"], *document["nodeClaims"], *document["nodes"], *pods])
     expected = input_summary(types, list(state.pods.values()), state.nodepools)

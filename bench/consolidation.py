@@ -48,7 +48,7 @@ from reconciler.scheduling import SchedulingContext
 from reconciler.scheduling.results import ScheduledClaim
 from reconciler.scheduling.scheduler import Scheduler
 from reconciler.settings import Settings
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 PODS_PER_NODE = 5  # the diverse workload lands roughly this many pods per node

@@ -37,7 +37,7 @@ from reconciler.model.resources import Resources
 from reconciler.scheduling import SchedulingContext
 from reconciler.scheduling.scheduler import Scheduler
 from reconciler.settings import Settings
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 GI = 2**30
 SIZES = (1, 50, 100, 500, 1000, 2000, 5000, 10000, 20000)

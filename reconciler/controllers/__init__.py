@@ -3,7 +3,7 @@
 - ``app``: ``python -m reconciler run`` (settings from the environment, Lease
   leader election, health and metrics endpoints, graceful shutdown).
 - ``manager.Reconciler``: one leader's controllers, fed by reflectors through
-  ``cluster.StateStore`` (the live ``ClusterState``).
+  ``reconciler.state.store.StateStore`` (the live ``ClusterState``).
 - Controllers, one concern each: ``provisioner`` (batch pending pods, plan,
   create NodeClaims, nominate), ``lifecycle`` (launch, register, initialize,
   timeouts), ``termination`` (drain and delete behind the finalizer),

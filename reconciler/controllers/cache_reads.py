@@ -9,8 +9,8 @@ drained on a later step (the drain lasts at least 5 s for that reason).
 
 from __future__ import annotations
 
-from reconciler.controllers.cluster import StateStore
 from reconciler.kube.api import Manifest
+from reconciler.state.store import StateStore
 
 
 class StoreReads:

@@ -12,13 +12,13 @@ import contextlib
 from datetime import datetime
 
 from reconciler.controllers.backoff import Retries
-from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wakeup, ref
 from reconciler.disruption.policy import consolidatable
 from reconciler.kube.api import ApiError, NotFoundError
 from reconciler.kube.edits import drop_condition
 from reconciler.lifecycle.conditions import set_condition
 from reconciler.model.conditions import condition
+from reconciler.state.store import StateStore
 
 log = ControllerLog("nodeclaim.consolidation")
 CONSOLIDATABLE = "Consolidatable"

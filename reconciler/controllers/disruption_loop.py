@@ -18,7 +18,6 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from reconciler.cloud.types import InstanceType
-from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.provisioner import min_values_relaxed
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, NameGenerator, ref, snake_case
 from reconciler.disruption.decide import decide
@@ -30,7 +29,8 @@ from reconciler.lifecycle.disruption_run import carry_out
 from reconciler.lifecycle.nodepool_types import instance_types_by_nodepool
 from reconciler.lifecycle.orchestration import CommandExecutor, InFlightCommand
 from reconciler.model import labels as wk
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
+from reconciler.state.store import StateStore
 
 log = ControllerLog("disruption")
 # Not a reason the node stays: the pass simply did not get to it (NotEvaluated), or the node is being disrupted

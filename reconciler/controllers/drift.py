@@ -13,12 +13,12 @@ import asyncio
 from typing import Any
 
 from reconciler.cloud.types import InstanceNotFoundError
-from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, ref
 from reconciler.kube.api import ApiError, NotFoundError
 from reconciler.kube.edits import drop_condition
 from reconciler.lifecycle.conditions import set_condition
 from reconciler.model.conditions import condition, is_true
+from reconciler.state.store import StateStore
 
 log = ControllerLog("nodeclaim.disruption")
 

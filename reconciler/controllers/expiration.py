@@ -8,12 +8,12 @@ until the terminationGracePeriod, while the provisioner re-homes the pods.
 from __future__ import annotations
 
 from reconciler.controllers.backoff import Retries
-from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wakeup, ref
 from reconciler.kube.api import NODECLAIM, ApiError, NotFoundError
 from reconciler.lifecycle.expiration import Expiration, expired, next_expiration
 from reconciler.model import labels as wk
 from reconciler.model.meta import format_time
+from reconciler.state.store import StateStore
 
 log = ControllerLog("nodeclaim.expiration")
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 from reconciler.api.support_check import CONDITION, REASON, Finding, condition_message, unsupported_fields
-from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wakeup, ref
 from reconciler.kube.api import EC2NODECLASS, NODECLAIM, NODEPOOL, ApiError, Kind, NotFoundError
 from reconciler.kube.retry import modify
 from reconciler.model.conditions import condition, condition_of, merged_conditions
+from reconciler.state.store import StateStore
 
 log = ControllerLog("fields.support")
 KINDS: dict[str, Kind] = {"NodePool": NODEPOOL, "NodeClaim": NODECLAIM, "EC2NodeClass": EC2NODECLASS}

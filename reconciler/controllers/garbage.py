@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from reconciler.cloud.types import Instance, InstanceNotFoundError
-from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, ref
 from reconciler.kube.api import NODE, NODECLAIM, ApiError, Manifest, NotFoundError
 from reconciler.kube.edits import remove_finalizer
 from reconciler.model import labels as wk
 from reconciler.model.conditions import is_true
+from reconciler.state.store import StateStore
 
 log = ControllerLog("nodeclaim.garbagecollection")
 _GONE_STATES = ("shutting-down", "terminated")

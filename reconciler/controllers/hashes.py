@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from reconciler.controllers.backoff import Retries
-from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wakeup, ref
 from reconciler.controllers.workers import wait_time
 from reconciler.kube.api import EC2NODECLASS, NODECLAIM, NODEPOOL, ApiError, Kind, Manifest, NotFoundError
@@ -29,6 +28,7 @@ from reconciler.provisioning.drift_hashes import (
     nodepool_hash,
     restamp,
 )
+from reconciler.state.store import StateStore
 
 log = ControllerLog("nodepool.hash")
 RESYNC = 60.0

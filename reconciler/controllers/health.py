@@ -14,12 +14,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wakeup, ref, snake_case
 from reconciler.kube.api import NotFoundError
 from reconciler.lifecycle.repair import RepairDecision, decide_repairs, delete_forcefully
 from reconciler.model import labels as wk
 from reconciler.model.meta import format_time
+from reconciler.state.store import StateStore
 
 log = ControllerLog("node.health")
 MAX_WAIT = 60.0  # seconds between passes when nothing is due sooner

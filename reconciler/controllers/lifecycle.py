@@ -23,7 +23,6 @@ from typing import Any
 
 from reconciler.cloud.types import CloudError, LaunchPendingError
 from reconciler.controllers.backoff import CONTROLLER_BACKOFF, Backoffs
-from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.registration_health import RegistrationHealth
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wakeup, ref
 from reconciler.controllers.workers import Workers, wait_time
@@ -33,6 +32,7 @@ from reconciler.lifecycle.launch import initialization_blockers, initialize, lau
 from reconciler.model import labels as wk
 from reconciler.model.conditions import is_true, make
 from reconciler.model.meta import format_time
+from reconciler.state.store import StateStore
 
 log = ControllerLog("nodeclaim.lifecycle")
 

@@ -14,7 +14,6 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.consolidatable import ConsolidatableMarker
 from reconciler.controllers.disruption_loop import DisruptionController
 from reconciler.controllers.drift import DriftMarker
@@ -36,6 +35,7 @@ from reconciler.controllers.status import StatusController
 from reconciler.controllers.termination import TerminationController
 from reconciler.kube.api import NODEOVERLAY, VOLUMEATTACHMENT
 from reconciler.kube.reflector import CLUSTER_STATE_KINDS, Backoff, Reflectors
+from reconciler.state.store import StateStore
 
 log = ControllerLog("manager")
 MAX_RESTART_BACKOFF = 30.0

@@ -19,12 +19,12 @@ from __future__ import annotations
 from typing import Any
 
 from reconciler.controllers.backoff import Retries
-from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wakeup, ref
 from reconciler.controllers.workers import wait_time
 from reconciler.kube.api import EC2NODECLASS, NODECLAIM, Manifest, NotFoundError
 from reconciler.kube.retry import modify
 from reconciler.model.labels import NODECLASS_TERMINATION_FINALIZER
+from reconciler.state.store import StateStore
 
 log = ControllerLog("nodeclass.termination")
 NODECLASS_GROUP = "karpenter.k8s.aws"

@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Any
 
 from reconciler.cloud.overlay import CONDITION, Overlay, OverlayBook, publish
-from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wakeup, ref
 from reconciler.kube.api import NODEOVERLAY, ApiError, NotFoundError
 from reconciler.kube.retry import modify
@@ -21,6 +20,7 @@ from reconciler.lifecycle.nodepool_types import instance_types_by_nodepool
 from reconciler.model.conditions import make, with_root
 from reconciler.model.meta import format_time
 from reconciler.scheduling.overlay_evaluation import overlaid
+from reconciler.state.store import StateStore
 
 log = ControllerLog("nodeoverlay")
 REFRESH_SECONDS = 300.0

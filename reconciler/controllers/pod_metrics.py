@@ -16,11 +16,11 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from reconciler.controllers.cluster import StateStore
 from reconciler.model import labels as wk
 from reconciler.model.conditions import condition_of
 from reconciler.model.meta import parse_time_or_none
 from reconciler.observability import Metrics
+from reconciler.state.store import StateStore
 
 
 def _owner(pod: Mapping[str, Any], namespace: str) -> str:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wakeup, ref
 from reconciler.kube.api import NODECLAIM, ApiError, NotFoundError
 from reconciler.lifecycle.pod_events import PodEventStamper
 from reconciler.model.meta import format_time
+from reconciler.state.store import StateStore
 
 log = ControllerLog("nodeclaim.podevents")
 

@@ -31,7 +31,6 @@ from datetime import datetime
 from typing import Any
 
 from reconciler.controllers.backoff import CONTROLLER_BACKOFF, Backoffs
-from reconciler.controllers.cluster import PodSchedulingTimes, StateStore
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, NameGenerator, Wakeup, ref, summarize
 from reconciler.kube.api import ApiError, ConflictError
 from reconciler.kube.ratelimit import TokenBucket
@@ -40,7 +39,8 @@ from reconciler.model import labels as wk
 from reconciler.provisioning.batcher import Batcher
 from reconciler.provisioning.provisioner import ProvisioningPlan, plan, pods_to_schedule
 from reconciler.provisioning.zones import effective_zone
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
+from reconciler.state.store import PodSchedulingTimes, StateStore
 
 log = ControllerLog("provisioner")
 CREATE_CONCURRENCY = 16

@@ -14,13 +14,13 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
-from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, ref
 from reconciler.kube.api import NODEPOOL, ApiError, Manifest, NotFoundError
 from reconciler.kube.retry import modify
 from reconciler.model import labels as wk
 from reconciler.model.conditions import condition_of, make
 from reconciler.model.meta import format_time
+from reconciler.state.store import StateStore
 
 log = ControllerLog("nodepool.registrationhealth")
 NODE_REGISTRATION_HEALTHY = "NodeRegistrationHealthy"

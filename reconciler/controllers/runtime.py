@@ -26,7 +26,7 @@ from reconciler.provisioning.provisioner import nomination_window
 from reconciler.settings import Settings
 
 if TYPE_CHECKING:
-    from reconciler.controllers.cluster import StateStore
+    from reconciler.state.store import StateStore
 
 # The controller a task works for (set by the manager for each loop, inherited by the tasks it starts):
 # the ``controller`` label of controller-runtime's and the cloud provider's metrics.

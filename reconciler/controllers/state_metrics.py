@@ -20,7 +20,6 @@ from datetime import datetime
 from typing import Any
 
 from reconciler.cloud.types import InstanceType
-from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.condition_metrics import KINDS, ConditionMetrics
 from reconciler.controllers.pod_metrics import PodMetrics
 from reconciler.controllers.runtime import ControllerContext
@@ -28,9 +27,10 @@ from reconciler.controllers.status import resource_label
 from reconciler.lifecycle.nodepool_types import instance_types_by_nodepool
 from reconciler.model.meta import object_key
 from reconciler.model.resources import Resources
-from reconciler.model.state_node import StateNode
 from reconciler.observability.metrics import NODE_LABEL_KEYS
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
+from reconciler.state.node import StateNode
+from reconciler.state.store import StateStore
 
 NODE_PERIOD = 5.0
 POD_PERIOD = 30.0

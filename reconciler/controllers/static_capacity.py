@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, NameGenerator, Wakeup, ref, summarize
 from reconciler.kube.api import NODECLAIM, ApiError, ConflictError, NotFoundError
 from reconciler.lifecycle.nodepool_types import instance_types_by_nodepool
 from reconciler.provisioning.nodeclaim import PlannedNodeClaim
 from reconciler.provisioning.static import StaticPlan, plan_static, static_pools
+from reconciler.state.store import StateStore
 
 log = ControllerLog("static.provisioning")
 RESYNC = 60.0  # Karpenter requeues static NodePools every minute

@@ -28,7 +28,6 @@ from typing import Any
 from reconciler.api.errors import ValidationFailure
 from reconciler.api.objects import parse_object
 from reconciler.controllers.backoff import Retries
-from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.registration_health import NODE_REGISTRATION_HEALTHY, RegistrationHealth
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wakeup, ref
 from reconciler.controllers.workers import wait_time
@@ -45,6 +44,7 @@ from reconciler.model.conditions import (
 )
 from reconciler.model.meta import format_time
 from reconciler.model.quantity import parse_quantity
+from reconciler.state.store import StateStore
 
 log = ControllerLog("status")
 

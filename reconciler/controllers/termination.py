@@ -25,7 +25,6 @@ from typing import Any
 
 from reconciler.controllers.backoff import EVICTION_BACKOFF, Backoffs
 from reconciler.controllers.cache_reads import StoreReads
-from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.runtime import ControllerContext, ControllerLog, Wakeup, ref
 from reconciler.controllers.workers import Workers, wait_time
 from reconciler.kube.api import NODE, NODECLAIM, ApiError, NotFoundError
@@ -33,6 +32,7 @@ from reconciler.kube.edits import remove_finalizer
 from reconciler.lifecycle.termination import TerminationStep, Terminator
 from reconciler.model import labels as wk
 from reconciler.model.meta import parse_time
+from reconciler.state.store import StateStore
 
 log = ControllerLog("nodeclaim.termination")
 

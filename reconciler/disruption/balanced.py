@@ -16,7 +16,7 @@ from reconciler.disruption.candidates import Catalog
 from reconciler.disruption.policy import BALANCED, BALANCED_K, settings_of
 from reconciler.disruption.types import Candidate, Command
 from reconciler.model import podutil
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 
 @dataclass(slots=True, frozen=True)

@@ -26,11 +26,11 @@ from reconciler.model import podutil
 from reconciler.model.nodepool import NodePool
 from reconciler.model.pdb import PdbLimits, pods_blocker
 from reconciler.model.pod import Pod
-from reconciler.model.state_node import StateNode
 from reconciler.provisioning.lifetime import node_lifetime, remaining_fraction
 from reconciler.scheduling.context import nodeclass_problem
-from reconciler.state import ClusterState
-from reconciler.state_views import node_counts
+from reconciler.state.cluster import ClusterState
+from reconciler.state.node import StateNode
+from reconciler.state.views import node_counts
 
 
 @dataclass(slots=True)

@@ -25,7 +25,7 @@ from reconciler.provisioning.nodeclaim import PlannedNodeClaim
 from reconciler.scheduling import ScheduledClaim, SchedulingContext
 from reconciler.scheduling.instancetypes import OfferingKey, TypeInfo, min_values_shortfall, offering_key
 from reconciler.settings import Settings
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 SPOT_TO_SPOT_MIN_TYPES = 15
 _LAUNCH_ORDER = (wk.CAPACITY_TYPE_RESERVED, wk.CAPACITY_TYPE_SPOT, wk.CAPACITY_TYPE_ON_DEMAND)

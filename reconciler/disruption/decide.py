@@ -34,7 +34,7 @@ from reconciler.disruption.outcome import MethodOutcome
 from reconciler.disruption.pass_context import PassContext
 from reconciler.disruption.types import GRACEFUL, Candidate, DisruptionDecision, Explanation, MethodRun
 from reconciler.settings import Settings
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 
 def default_namer(state: ClusterState) -> Callable[[str], str]:

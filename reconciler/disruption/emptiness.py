@@ -31,7 +31,7 @@ from reconciler.disruption.policy import consolidation_wait, describe_wait, sett
 from reconciler.disruption.types import EMPTINESS, Candidate, Command
 from reconciler.model.pdb import PdbLimits
 from reconciler.settings import Settings
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 
 def empty_candidates(candidates: Sequence[Candidate], now: datetime, outcome: MethodOutcome) -> list[Candidate]:

@@ -43,7 +43,7 @@ from reconciler.disruption.types import (
 )
 from reconciler.disruption.underutilized import multi_node, single_node, validate_consolidation
 from reconciler.settings import Settings
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 
 class Compute(Protocol):

@@ -27,7 +27,7 @@ from reconciler.disruption.simulation import Simulator
 from reconciler.disruption.types import EVENTUAL, GRACEFUL, Candidate, Explanation
 from reconciler.model.pdb import PdbLimits
 from reconciler.settings import Settings
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 
 class PassContext:

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from reconciler.model.durations import DurationError, format_duration_short, parse_length
 from reconciler.model.node import NodeClaim
 from reconciler.model.nodepool import NodePool
-from reconciler.model.state_node import StateNode
+from reconciler.state.node import StateNode
 
 WHEN_EMPTY = "WhenEmpty"
 WHEN_EMPTY_OR_UNDERUTILIZED = "WhenEmptyOrUnderutilized"

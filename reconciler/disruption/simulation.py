@@ -23,13 +23,13 @@ from reconciler.disruption.types import Candidate
 from reconciler.model.nodepool import NodePool
 from reconciler.model.pdb import PdbLimits
 from reconciler.model.pod import Pod
-from reconciler.model.state_node import StateNode
 from reconciler.provisioning.validation import split_pods
 from reconciler.scheduling import Scheduler, SchedulingContext, SchedulingResult
 from reconciler.settings import Settings
-from reconciler.state import ClusterState
-from reconciler.state_pods import deleting_nodes_pods
-from reconciler.state_views import node_values
+from reconciler.state.cluster import ClusterState
+from reconciler.state.node import StateNode
+from reconciler.state.pods import deleting_nodes_pods
+from reconciler.state.views import node_values
 
 
 @dataclass(slots=True)

@@ -9,8 +9,8 @@ from typing import Any
 from reconciler.cloud.types import InstanceType
 from reconciler.model.nodepool import NodePool
 from reconciler.model.pod import Pod
-from reconciler.model.state_node import StateNode
 from reconciler.scheduling.results import ScheduledClaim
+from reconciler.state.node import StateNode
 
 # Method names (``Command.method``, explanations, the consolidation_type metric label). What each method
 # is — its reason, class, whether it is validated, its order — is ``reconciler.disruption.methods.METHODS``.

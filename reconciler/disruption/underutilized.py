@@ -39,7 +39,7 @@ from reconciler.disruption.simulation import SimulationBudgetExceeded, Simulator
 from reconciler.disruption.types import MULTI_NODE, SINGLE_NODE, Candidate, Command, Explanation
 from reconciler.model.pdb import PdbLimits
 from reconciler.settings import Settings
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 MAX_MULTI_NODE_CANDIDATES = 100
 

@@ -17,7 +17,7 @@ from reconciler.disruption.methods import method_named
 from reconciler.disruption.outcome import ValidationResult
 from reconciler.disruption.types import Command
 from reconciler.settings import Settings
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 __all__ = ["ValidationResult", "validate"]
 

@@ -27,10 +27,10 @@ from reconciler.model.labels import capacity_type_of
 from reconciler.model.money import money
 from reconciler.model.pod import Pod
 from reconciler.model.quantity import format_quantity
-from reconciler.model.state_node import StateNode
 from reconciler.provisioning.provisioner import plan as provision
 from reconciler.scheduling import SchedulingContext, simulate
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
+from reconciler.state.node import StateNode
 
 
 @dataclass(slots=True)

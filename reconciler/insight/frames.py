@@ -18,10 +18,10 @@ from reconciler.cloud import pricesource
 from reconciler.model.labels import ARCH, capacity_type_of
 from reconciler.model.meta import format_time
 from reconciler.model.resources import CPU, MEMORY
-from reconciler.model.state_node import StateNode
 from reconciler.sim.environment import SimOptions
 from reconciler.sim.runner import CloudFactory, Simulation, new_step_record
 from reconciler.sim.scenario import STEP_KINDS, Scenario, Step
+from reconciler.state.node import StateNode
 
 
 @dataclass(slots=True, frozen=True)

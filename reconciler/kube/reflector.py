@@ -66,7 +66,7 @@ class WatchStalled(RuntimeError):
 class ShortWatch(RuntimeError):
     """The watch ended at once without a single event."""
 
-# What ClusterState is built from (see reconciler/state.py).
+# What ClusterState is built from (see reconciler/state/cluster.py).
 CLUSTER_STATE_KINDS: tuple[Kind, ...] = (
     NODEPOOL,
     EC2NODECLASS,

@@ -21,7 +21,7 @@ from reconciler.disruption.types import Command
 from reconciler.disruption.validation import validate
 from reconciler.lifecycle.orchestration import CommandExecutor, InFlightCommand
 from reconciler.settings import Settings
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 FreshView = Callable[[], Awaitable[tuple[ClusterState, Mapping[str, Sequence[InstanceType]]]]]
 

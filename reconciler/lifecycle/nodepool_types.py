@@ -15,7 +15,7 @@ from reconciler.cloud.types import CloudProvider, InstanceType
 from reconciler.observability.logs import get_logger
 from reconciler.scheduling.overlay_evaluation import overlaid
 from reconciler.settings import Settings
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 
 async def instance_types_by_nodepool(

@@ -11,7 +11,7 @@ from datetime import datetime
 
 from reconciler.model.durations import DurationError, parse_length
 from reconciler.model.nodepool import NodePool
-from reconciler.model.state_node import StateNode
+from reconciler.state.node import StateNode
 
 
 @functools.lru_cache(maxsize=256)

@@ -22,8 +22,8 @@ from reconciler.scheduling.context import SchedulingContext
 from reconciler.scheduling.results import SchedulingResult
 from reconciler.scheduling.scheduler import Scheduler
 from reconciler.settings import Settings
-from reconciler.state import ClusterState
-from reconciler.state_pods import deleting_nodes_pods
+from reconciler.state.cluster import ClusterState
+from reconciler.state.pods import deleting_nodes_pods
 
 
 @dataclass(slots=True)

@@ -31,7 +31,6 @@ from reconciler.model.nodepool import NODES, NodePool
 from reconciler.model.podutil import do_not_disrupt, reschedule_cost
 from reconciler.model.requirements import Requirement
 from reconciler.model.resources import EMPTY
-from reconciler.model.state_node import StateNode
 from reconciler.provisioning.lifetime import lifetime_remaining
 from reconciler.provisioning.nodeclaim import PlannedNodeClaim
 from reconciler.scheduling.context import nodeclass_problem
@@ -39,7 +38,8 @@ from reconciler.scheduling.instancetypes import TypeIndex, min_values_shortfall,
 from reconciler.scheduling.results import ScheduledClaim
 from reconciler.scheduling.templates import build_template
 from reconciler.settings import Settings
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
+from reconciler.state.node import StateNode
 
 GATE = "StaticCapacity"
 _SIMULATION_KEYS = (wk.REGISTERED, wk.INITIALIZED)

@@ -13,7 +13,7 @@ from reconciler.model import labels as wk
 from reconciler.model.pod import Pod
 from reconciler.model.requirements import DOES_NOT_EXIST, Requirements
 from reconciler.scheduling.volumes import validate_volumes
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 WELL_KNOWN = wk.WELL_KNOWN_LABELS
 

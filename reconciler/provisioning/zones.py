@@ -12,7 +12,7 @@ from reconciler.model import labels as wk
 from reconciler.model.pod import Pod
 from reconciler.model.requirements import IN, Requirement, Requirements
 from reconciler.scheduling.volumes import volume_requirements
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 FLEXIBLE = "flexible"
 NONE = "none"

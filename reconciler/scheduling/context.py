@@ -21,7 +21,6 @@ from reconciler.model.nodepool import NodePool
 from reconciler.model.pod import Pod
 from reconciler.model.requirements import Requirements
 from reconciler.model.resources import CPU
-from reconciler.model.state_node import StateNode
 from reconciler.model.taints import PREFER_NO_SCHEDULE, Taint
 from reconciler.scheduling.domain_costs import DomainCosts
 from reconciler.scheduling.existing import SlotBase
@@ -30,8 +29,9 @@ from reconciler.scheduling.templates import ClaimTemplate, build_template
 from reconciler.scheduling.topology import Topology
 from reconciler.scheduling.topology_counts import CountedPod, NodeDomains
 from reconciler.settings import Settings
-from reconciler.state import ClusterState
-from reconciler.state_views import node_counts, node_values
+from reconciler.state.cluster import ClusterState
+from reconciler.state.node import StateNode
+from reconciler.state.views import node_counts, node_values
 
 T = TypeVar("T")
 

@@ -7,12 +7,12 @@ from dataclasses import dataclass, field
 
 from reconciler.model.pod import HostPort, Pod
 from reconciler.model.requirements import Requirements
-from reconciler.model.state_node import StateNode
 from reconciler.model.taints import Taint
 from reconciler.scheduling.podinfo import PodClass, SchedulingPod
 from reconciler.scheduling.templates import daemon_pod_fits_node
 from reconciler.scheduling.topology import Topology, TopologyError
 from reconciler.scheduling.topology_counts import NodeDomains
+from reconciler.state.node import StateNode
 
 
 class PlacementRefusal:

@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from reconciler.model.nodepool import NODES
 from reconciler.model.quantity import format_quantity
 from reconciler.model.resources import Resources
-from reconciler.model.state_node import StateNode
 from reconciler.scheduling.instancetypes import TypeInfo
 from reconciler.scheduling.nodeclaim import NewNodeClaim
 from reconciler.scheduling.templates import ClaimTemplate
+from reconciler.state.node import StateNode
 
 
 def remaining_limits(templates: Sequence[ClaimTemplate], active: Sequence[StateNode]) -> dict[str, dict[str, int]]:

@@ -11,7 +11,7 @@ from reconciler.scheduling.context import SchedulingContext
 from reconciler.scheduling.results import SchedulingResult
 from reconciler.scheduling.scheduler import Scheduler
 from reconciler.settings import Settings
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 
 def pods_to_move(state: ClusterState, nodes: Collection[str]) -> list[Pod]:

@@ -15,7 +15,7 @@ from typing import Any
 from reconciler.model import labels as wk
 from reconciler.model.pod import Pod
 from reconciler.model.requirements import Requirement, Requirements
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 
 def validate_volumes(pod: Pod, state: ClusterState) -> str | None:

@@ -35,7 +35,7 @@ from reconciler.sim.workloads import (
     running_status,
     unschedulable_status,
 )
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 # Re-planning after insufficient capacity at launch is bounded, like Karpenter's next batches.
 MAX_LAUNCH_RETRIES = 3

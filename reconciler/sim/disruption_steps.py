@@ -33,7 +33,7 @@ from reconciler.model import labels as wk
 from reconciler.sim import engine
 from reconciler.sim.cluster import SimulatedCluster
 from reconciler.sim.scenario import ScenarioError
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 # How often an in-flight command is advanced while its replacements initialize (the live default).
 COMMAND_POLL_SECONDS = 1.0

@@ -17,7 +17,7 @@ from reconciler.provisioning.provisioner import ProvisioningPlan
 from reconciler.provisioning.provisioner import plan as plan_provisioning
 from reconciler.scheduling.templates import daemon_pod_fits_node
 from reconciler.settings import Settings
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 # The DaemonSet controller adds these tolerations to every DaemonSet pod.
 _DAEMONSET_AUTO_TOLERATIONS = tuple(

@@ -26,7 +26,7 @@ from bench.exchange import (  # noqa: E402
 from bench.scheduling import diverse_pods, nodepool, synthetic_types  # noqa: E402
 from reconciler.cloud.aws.preset import load_preset  # noqa: E402
 from reconciler.model.resources import Resources  # noqa: E402
-from reconciler.state import ClusterState  # noqa: E402
+from reconciler.state.cluster import ClusterState  # noqa: E402
 
 
 def comparable(itype: Any) -> tuple:

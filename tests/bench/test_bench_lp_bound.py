@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 from bench.lp_bound import lower_bound
 from reconciler.cloud.types import InstanceType, Offering
 from reconciler.model.resources import Resources
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 # 2 CPUs, 4Gi, 110 pods: 1.00 $/h on demand, 0.40 spot; nothing reserved, so allocatable is capacity.
 TWO_CPU = InstanceType("two", Resources.from_manifest({"cpu": "2", "memory": "4Gi", "pods": "110"}),

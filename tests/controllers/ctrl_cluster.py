@@ -38,7 +38,7 @@ from reconciler.model.requirements import Requirements
 from reconciler.model.taints import untolerated
 from reconciler.sim.engine import daemon_pod_fits
 from reconciler.sim.workloads import WorkloadControllers, running_status, unschedulable_status
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 
 def node_name_for(provider_id: str) -> str:

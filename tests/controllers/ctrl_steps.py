@@ -9,7 +9,6 @@ from ctrl_cluster import node_name_for, utc
 from ctrl_objects import catalog, fast_settings, fast_timings, nodeclass, nodepool
 
 from reconciler.cloud.sim.provider import SimulatedCloud
-from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.lifecycle import NodeClaimLifecycle
 from reconciler.controllers.runtime import ControllerContext, ManualClock
 from reconciler.kube.api import EVENT, NODECLAIM, Kind, WatchEvent
@@ -18,6 +17,7 @@ from reconciler.lifecycle.launch import node_for_instance
 from reconciler.model import labels as wk
 from reconciler.observability import EventRecorder, Metrics
 from reconciler.sim.workloads import create_with_status, running_status
+from reconciler.state.store import StateStore
 
 
 @dataclass

@@ -15,7 +15,6 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.disruption_loop import _UNEXPLAINED, DisruptionController
 from reconciler.controllers.lifecycle import NodeClaimLifecycle
 from reconciler.controllers.podevents import PodEventsController
@@ -28,6 +27,7 @@ from reconciler.observability import EventRecorder, Metrics
 from reconciler.sim.runner import Simulation
 from reconciler.sim.scenario import parse_scenario
 from reconciler.sim.workloads import create_with_status
+from reconciler.state.store import StateStore
 
 
 def _instance_type(name: str, capacity: dict[str, str], price: float) -> dict[str, Any]:

@@ -6,8 +6,8 @@ from typing import Any
 
 from ctrl_cluster import utc
 
-from reconciler.controllers.cluster import StateStore
 from reconciler.model import labels as wk
+from reconciler.state.store import StateStore
 
 
 def claim(name: str, version: int, **status: Any) -> dict[str, Any]:

@@ -9,8 +9,8 @@ The same holds one level up: no cycle between reconciler's packages, so the laye
 (``model`` at the bottom, then ``api``, ``cloud``, ``scheduling``, ``provisioning``,
 ``disruption`` ... up to ``controllers``, ``sim``, ``insight`` and ``cli``) can be read
 from the bottom. A package is a first-level subpackage (``reconciler.disruption``
-holds ``reconciler.disruption.pods`` and ``reconciler.disruption.x.y``); a top-level
-module (``reconciler.state``, ``reconciler.settings``) and the root package are
+holds ``reconciler.disruption.candidates`` and ``reconciler.disruption.x.y``); a top-level
+module (``reconciler.settings``, ``reconciler.cli``) and the root package are
 nodes of their own.
 """
 
@@ -121,8 +121,8 @@ def cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
 
 
 def package_of(module: str) -> str:
-    """The package node of a module: ``root.first`` (``reconciler.disruption.pods`` -> ``reconciler.disruption``;
-    ``reconciler.state`` and ``reconciler`` are their own)."""
+    """The package node of a module: ``root.first`` (``reconciler.disruption.candidates`` -> ``reconciler.disruption``;
+    ``reconciler.settings`` and ``reconciler`` are their own)."""
     return ".".join(module.split(".")[:2])
 
 

@@ -10,7 +10,7 @@ from reconciler.disruption.decide import decide
 from reconciler.disruption.types import DisruptionDecision
 from reconciler.model.resources import Resources
 from reconciler.settings import DEFAULT_FEATURE_GATES, Settings
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 

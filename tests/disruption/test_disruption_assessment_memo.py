@@ -22,7 +22,7 @@ from reconciler.disruption.candidates import Assessment, Catalog, assess, assess
 from reconciler.disruption.drift_detection import drift_reason
 from reconciler.model.nodepool import NodePool
 from reconciler.model.pdb import PdbLimits
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 NODES = ("n0", "n1", "n2", "n3")
 GUARDS = (None, "true", "30s", "2m", "10m", "1h")  # karpenter.sh/do-not-disrupt values

@@ -11,7 +11,7 @@ from reconciler.disruption.candidates import Catalog, budget_allowances, build_c
 from reconciler.disruption.policy import consolidation_wait, settings_of
 from reconciler.model.pdb import PdbLimits
 from reconciler.model.resources import Resources
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 M5 = InstanceType(
     name="m5.large",

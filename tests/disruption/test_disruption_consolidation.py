@@ -22,7 +22,7 @@ from disruption_factories import (
 )
 
 from reconciler.sim.catalog import build_catalog
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 SPOT_AND_ON_DEMAND = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]}]
 SPOT_ONLY = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]

@@ -11,7 +11,7 @@ from reconciler.disruption.methods import METHODS, method_named
 from reconciler.disruption.types import DRIFT, EVENTUAL, GRACEFUL, Command
 from reconciler.disruption.validation import validate
 from reconciler.settings import Settings
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 
 def test_methods_in_karpenters_order_with_their_reason_class_and_validation() -> None:

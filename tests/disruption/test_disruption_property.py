@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from reconciler.disruption.types import Command
 from reconciler.lifecycle.drain import plan_drain
 from reconciler.model.pdb import PdbLimits
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 APPS = ("a", "b", "c")
 CPU_MILLI = {"100m": 100, "250m": 250, "500m": 500, "1": 1000}

@@ -18,7 +18,7 @@ from reconciler.disruption.types import MULTI_NODE, SINGLE_NODE, Candidate
 from reconciler.disruption.underutilized import consolidatable
 from reconciler.model.pdb import PdbLimits
 from reconciler.settings import Settings
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 ANTI_WEB = {
     "affinity": {

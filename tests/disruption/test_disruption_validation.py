@@ -8,7 +8,7 @@ from disruption_factories import LARGE, MEDIUM, NOW, SMALL, TYPES, cluster, node
 
 from reconciler.disruption.validation import validate
 from reconciler.settings import Settings
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 LATER = NOW + timedelta(seconds=15)
 

@@ -321,7 +321,7 @@ def _malformed(body: str) -> bool:
 
 async def test_the_consumer_finds_nodeclaims_in_the_informer_cache_without_listing(sqs, queue) -> None:
     """Issue 16 (API-server load): with the live controller's cache, a message batch costs no LIST."""
-    from reconciler.controllers.cluster import StateStore
+    from reconciler.state.store import StateStore
 
     name, url = queue
     kube = MemoryKube()

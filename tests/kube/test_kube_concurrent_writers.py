@@ -20,7 +20,6 @@ from support.fake_apiserver import FakeApiServer
 
 from reconciler.cloud.sim.provider import SimulatedCloud
 from reconciler.cloud.types import InstanceType, Offering
-from reconciler.controllers.cluster import StateStore
 from reconciler.controllers.disruption_loop import DisruptionController
 from reconciler.controllers.drift import DriftMarker
 from reconciler.controllers.garbage import GarbageCollector
@@ -38,6 +37,7 @@ from reconciler.model import labels as wk
 from reconciler.model.conditions import condition
 from reconciler.model.resources import Resources
 from reconciler.settings import Settings
+from reconciler.state.store import StateStore
 
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)
 NOT_READY = {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}

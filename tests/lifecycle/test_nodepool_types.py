@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from reconciler.lifecycle.nodepool_types import instance_types_by_nodepool
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 
 def nodepool(name: str, nodeclass: str) -> dict[str, Any]:

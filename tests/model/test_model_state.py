@@ -9,7 +9,7 @@ import pytest
 from reconciler.model import labels as wk
 from reconciler.model.meta import ManifestError
 from reconciler.model.resources import Resources
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from test_model_state import NOW, claim, node, pod
 
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 NAMES = ("n0", "n1", "n2", "c0", "c1")
 
@@ -157,7 +157,7 @@ def test_views_kept_across_versions_equal_views_computed_afresh(moves: list[tupl
     """``node_values``/``node_counts`` views read every ``every`` changes (so a view catches up several versions
     at once) equal the same computation over every node."""
     from reconciler.disruption.candidates import _budget_keys
-    from reconciler.state_views import node_counts, node_values
+    from reconciler.state.views import node_counts, node_values
 
     state = ClusterState()
     for index, move in enumerate(moves):

@@ -13,7 +13,7 @@ from test_prov_scenarios import expand
 
 from reconciler.provisioning.provisioner import plan
 from reconciler.settings import Settings
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "shared" / "data" / "karpenter-examples"
 

@@ -68,7 +68,7 @@ def test_pods_of_nodes_marked_for_deletion_are_rescheduled():
     from sched_factories import NOW, catalog, names
 
     from reconciler.provisioning.provisioner import plan
-    from reconciler.state import ClusterState
+    from reconciler.state.cluster import ClusterState
 
     state = ClusterState.from_manifests(objects)
     assert not plan(state, {"default": catalog()}, Settings(), NOW, names()).nodeclaims
@@ -84,7 +84,7 @@ def test_pods_of_deleting_nodes_follow_upstream_is_currently_reschedulable():
     from sched_factories import NOW, catalog, names
 
     from reconciler.provisioning.provisioner import plan
-    from reconciler.state import ClusterState
+    from reconciler.state.cluster import ClusterState
 
     def owned(manifest: dict, kind: str, name: str) -> dict:
         manifest["metadata"]["ownerReferences"] = [

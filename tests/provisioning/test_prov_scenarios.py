@@ -21,7 +21,7 @@ from reconciler.cloud.types import InstanceType
 from reconciler.model import labels as wk
 from reconciler.provisioning.provisioner import ProvisioningPlan, plan
 from reconciler.settings import Settings
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 NOW = datetime(2026, 1, 1, 9, tzinfo=UTC)
 SCENARIOS = Path(__file__).resolve().parents[3] / "shared" / "scenarios"

@@ -12,7 +12,7 @@ from reconciler.model import labels as wk
 from reconciler.model.resources import Resources
 from reconciler.provisioning.provisioner import ProvisioningPlan, plan
 from reconciler.settings import Settings
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 NOW = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
 ZONES = ("test-zone-1", "test-zone-2", "test-zone-3")

@@ -25,7 +25,7 @@ from reconciler.scheduling.podinfo import SchedulingPod
 from reconciler.scheduling.topology import Topology
 from reconciler.scheduling.topology_counts import BaseCounts, count_directly
 from reconciler.settings import Settings
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 ZONES = ("test-zone-1", "test-zone-2", "test-zone-3")
 TAINT = {"key": "dedicated", "value": "x", "effect": "NoSchedule"}

@@ -20,7 +20,7 @@ from sched_factories import (
 from reconciler.model import labels as wk
 from reconciler.provisioning.provisioner import plan
 from reconciler.settings import Settings
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 
 def test_packs_pods_onto_the_cheapest_type_that_fits_them_all():

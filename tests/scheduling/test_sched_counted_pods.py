@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "model"))
 from test_model_state import node, pod
 
 from reconciler.scheduling.context import _counted_pods, _node_counted_pods
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 NODES = ("n0", "n1", "n2")
 NAMESPACES = ("default", "team-a", "team-b")

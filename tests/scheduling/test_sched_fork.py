@@ -20,7 +20,7 @@ from reconciler.model import labels as wk
 from reconciler.scheduling import Scheduler, SchedulingContext
 from reconciler.scheduling.topology import Topology
 from reconciler.settings import Settings
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 ZONES = ("test-zone-1", "test-zone-2", "test-zone-3")
 TAINT = {"key": "dedicated", "value": "x", "effect": "NoSchedule"}

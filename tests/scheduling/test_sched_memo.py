@@ -18,7 +18,7 @@ from reconciler.model import labels as wk
 from reconciler.scheduling import SchedulingContext
 from reconciler.scheduling.scheduler import Scheduler
 from reconciler.settings import Settings
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 CPUS = ("100m", "250m", "500m", "1", "1500m")
 MEMORY = ("100Mi", "256Mi", "512Mi", "1Gi", "2Gi")

@@ -13,7 +13,7 @@ from reconciler.model.requirements import Requirement
 from reconciler.scheduling.context import SchedulingContext
 from reconciler.scheduling.scheduler import Scheduler
 from reconciler.settings import DEFAULT_FEATURE_GATES, Settings
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 
 def reserved(it: InstanceType, reservation: str, count: int, zone: str = "test-zone-1",

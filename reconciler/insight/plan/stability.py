@@ -22,7 +22,7 @@ from reconciler.disruption.types import DisruptionDecision, Explanation
 from reconciler.insight.frames import RecordingSimulation
 from reconciler.lifecycle.nodepool_types import instance_types_by_nodepool
 from reconciler.model.meta import format_time
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 # Explanation codes that time alone can lift (the clock is moved to when that happens).
 TIME_BOUND = frozenset({"Budget", "ConsolidateAfter", "Nominated"})

@@ -18,7 +18,7 @@ from reconciler.kube.memory import MemoryKube
 from reconciler.lifecycle.launch import launch, node_for_instance
 from reconciler.provisioning.provisioner import plan
 from reconciler.settings import Settings
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 PODS = 200
 FAMILIES = ["m5", "c5", "m6i", "r5"]

@@ -23,8 +23,8 @@ from reconciler.model.node import Node, NodeClaim
 from reconciler.model.nodepool import NODES, NodePool
 from reconciler.model.pod import Pod, SpecFactsMemo
 from reconciler.model.resources import Resources
-from reconciler.model.state_node import StateNode, build_state_node
-from reconciler.state_views import node_counts
+from reconciler.state.node import StateNode, build_state_node
+from reconciler.state.views import node_counts
 
 Manifest = dict[str, Any]
 _JOURNAL_LENGTH = 64  # versions of the nodes whose changed names are kept (``node_changes_since``)

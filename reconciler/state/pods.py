@@ -10,7 +10,7 @@ from datetime import datetime
 
 from reconciler.model.pdb import PdbLimits
 from reconciler.model.pod import Pod
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 
 def deleting_nodes_pods(state: ClusterState, pdbs: PdbLimits, now: datetime) -> tuple[set[str], list[Pod]]:

@@ -20,7 +20,7 @@ from typing import Any
 
 from reconciler.model.meta import ManifestError, object_key
 from reconciler.model.nodeclaim_lookup import nodeclaim_for_node
-from reconciler.state import ClusterState
+from reconciler.state.cluster import ClusterState
 
 Manifest = dict[str, Any]
 Listener = Callable[[str, Manifest, bool], None]  # (kind, manifest, deleted)

@@ -15,13 +15,13 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
-from reconciler.model.state_node import StateNode
+from reconciler.state.node import StateNode
 
 T = TypeVar("T")
 
 
 class ClusterState(Protocol):
-    """What these views read of ``reconciler.state.ClusterState`` (which uses them itself)."""
+    """What these views read of ``reconciler.state.cluster.ClusterState`` (which uses them itself)."""
 
     carried: dict[str, Any]
 

@@ -136,11 +136,6 @@ def test_ignored_directories_are_skipped_unless_a_file_inside_is_re_included(con
     assert not {"docs/keep/b.txt", "docs/other/c.md", "assetsx/e.bin", ".venv/lib/site.py"} & set(sent)
 
 
-def test_the_repository_context_is_the_same_as_every_file_filtered() -> None:
-    assert [p.relative_to(REPO_ROOT).as_posix() for p in context_files(REPO_ROOT, REPO_ROOT / DOCKERFILE)] == \
-        every_file_filtered(REPO_ROOT)
-
-
 def test_two_platforms_give_two_tags(context: Path) -> None:
     assert tag(context, "linux/amd64") != tag(context, "linux/arm64")
 

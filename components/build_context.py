@@ -18,6 +18,7 @@ unchanged context gives the same one (the push is skipped).
 from __future__ import annotations
 
 import hashlib
+import os
 import posixpath
 import re
 from collections.abc import Iterable, Sequence
@@ -107,14 +108,40 @@ def ignore_file_for(context: Path, dockerfile: Path) -> Path:
 
 
 def context_files(context: Path, dockerfile: Path) -> list[Path]:
-    """The files BuildKit sends for this context, sorted by their path in it."""
+    """The files BuildKit sends for this context, sorted by their path in it. An ignored directory no ``!``
+    pattern could reach into is not walked (a virtualenv or ``.git`` in the context costs nothing)."""
     ignore = ignore_file_for(context, dockerfile)
     patterns = parse_ignore_file(ignore.read_text()) if ignore.is_file() else []
+    reachable = [_literal_prefix(pattern.pattern) for pattern in patterns if pattern.exclusion]
     files = []
-    for path in context.rglob("*"):
-        if (path.is_file() or path.is_symlink()) and not is_ignored(path.relative_to(context).as_posix(), patterns):
-            files.append(path)
+    for root, directories, names in os.walk(context):
+        base = Path(root)
+        prefix = "" if base == context else base.relative_to(context).as_posix() + "/"
+        walked = []
+        for name in directories:
+            if (base / name).is_symlink():
+                names.append(name)  # sent as a link, never followed
+            elif not _skippable(prefix + name, patterns, reachable):
+                walked.append(name)
+        directories[:] = walked
+        for name in names:
+            path = base / name
+            if (path.is_file() or path.is_symlink()) and not is_ignored(prefix + name, patterns):
+                files.append(path)
     return sorted(files, key=lambda p: p.relative_to(context).as_posix())
+
+
+def _literal_prefix(pattern: str) -> str:
+    """What every path a pattern matches starts with: the pattern up to its first special character."""
+    special = [index for index in (pattern.find(char) for char in "*?[\\") if index >= 0]
+    return pattern[: min(special)] if special else pattern
+
+
+def _skippable(directory: str, patterns: Sequence[IgnorePattern], reachable: Sequence[str]) -> bool:
+    """Ignored, and no ``!`` pattern can match it or a path below it (nothing inside can be re-included)."""
+    below = directory + "/"
+    return is_ignored(directory, patterns) and not any(
+        below.startswith(prefix) or prefix.startswith(below) for prefix in reachable)
 
 
 def image_tag(context: Path, dockerfile: Path, platforms: Iterable[str], files: Iterable[Path] | None = None) -> str:

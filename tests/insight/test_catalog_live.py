@@ -21,6 +21,8 @@ from insight_support import run_cli
 from reconciler.cloud import pricesource
 from reconciler.cloud.aws.offline import OfflineAWS, start_offline_aws
 
+pytestmark = pytest.mark.slow  # an offline AWS (moto server) and a pricing HTTP server per test, whole-cluster CLI runs
+
 PRICED = {"m5.large": "0.1111", "m5.xlarge": "0.2222", "c5.large": "0.0777"}
 
 

@@ -20,6 +20,8 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from plan import CHANGES, cluster  # noqa: E402 - the benchmark's cluster and changes
 
+pytestmark = pytest.mark.slow  # CLI processes interrupted by signals
+
 
 @pytest.fixture(scope="module")
 def snapshot(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:

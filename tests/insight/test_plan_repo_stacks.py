@@ -20,6 +20,8 @@ import yaml
 from reconciler.insight.plan.proposal import apply_proposal
 from reconciler.insight.sources import load_stack_file
 
+pytestmark = pytest.mark.slow  # CLI processes: a snapshot and a plan of every repository stack
+
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 

@@ -18,6 +18,8 @@ import pytest
 import yaml
 from insight_support import REPO, write_snapshot
 
+pytestmark = pytest.mark.slow  # CLI processes over the published manifests
+
 REAL = REPO / "tests" / "data" / "real"
 EXAMPLES = REAL / "karpenter-examples"
 BLUEPRINTS = REAL / "karpenter-blueprints"

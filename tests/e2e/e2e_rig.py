@@ -27,11 +27,12 @@ from reconciler.cloud.aws.provider import AWSCloudProvider, AWSProviderConfig
 from reconciler.controllers.app import App
 from reconciler.controllers.interruption_loop import InterruptionLoop
 from reconciler.controllers.manager import BackgroundLoop
-from reconciler.controllers.runtime import ControllerContext, SystemClock
+from reconciler.controllers.runtime import ControllerContext, SystemClock, Timings
 from reconciler.kube.leader import LeaderElectionConfig
 from reconciler.kube.live import LiveKube
 from reconciler.model import labels as wk
 from reconciler.observability import Metrics, configure_logging
+from reconciler.settings import Settings
 from reconciler.sim.workloads import create_with_status
 
 FAMILIES = ("c5.*", "m5.*")
@@ -45,6 +46,20 @@ def e2e_lease(identity: str, name: str = LEASE_NAME) -> LeaderElectionConfig:
     dead leader's lease expires within the scaled 15 s; only failover tests wait for that."""
     return LeaderElectionConfig(namespace="kube-system", name=name, identity=identity, lease_duration=scaled(15.0),
                                 renew_deadline=scaled(10.0), retry_period=scaled(0.25))
+
+
+def e2e_settings(**overrides: Any) -> Settings:
+    """The unit tests' fast settings with Karpenter's own batch window (1 s idle, 10 s max), scaled. With a 50 ms
+    window a loaded CI machine split the events of one Deployment's pods across passes and launched two
+    NodeClaims where one fits, so counts of created NodeClaims depended on the load."""
+    return fast_settings(**{"batch_idle_duration": scaled(1.0), "batch_max_duration": scaled(10.0), **overrides})
+
+
+def e2e_timings(**overrides: Any) -> Timings:
+    """The unit tests' fast timings with Karpenter's nomination period (10 s), scaled. A provisioner pass renews
+    the nomination of the node its pods wait for; with a 0.5 s period a pass slowed by load let it lapse, and
+    consolidation took the still-empty node as Empty and the pods got another (created/deleted churn)."""
+    return fast_timings(**{"gc_min_age": 2.0, "nomination": scaled(10.0), **overrides})
 
 
 def aws_provider(aws: OfflineAWS, metrics: Metrics | None = None) -> AWSCloudProvider:
@@ -126,8 +141,8 @@ class E2E:
         kube = LiveKube.for_url(self.server.url, token=token, watch_timeout=5)
         metrics = Metrics()  # one registry per process, the provider's families on it (as ``run`` builds it)
         cloud = aws_provider(self.aws, metrics)
-        settings = fast_settings(cluster_name=self.aws.cluster, metrics_port=0, health_probe_port=0,
-                                 interruption_queue=interruption_queue)
+        settings = e2e_settings(cluster_name=self.aws.cluster, metrics_port=0, health_probe_port=0,
+                                interruption_queue=interruption_queue)
 
         def loops(ctx: ControllerContext) -> dict[str, BackgroundLoop]:
             found: dict[str, BackgroundLoop] = dict(extra_loops(ctx, cloud)) if extra_loops else {}
@@ -139,7 +154,7 @@ class E2E:
             settings,
             CrashingKube(kube, switch) if switch else kube,  # type: ignore[arg-type]
             CrashingCloud(cloud, switch) if switch else cloud,  # type: ignore[arg-type]
-            leader=lease, timings=fast_timings(gc_min_age=2.0), clock=self.clock, metrics=metrics,
+            leader=lease, timings=e2e_timings(), clock=self.clock, metrics=metrics,
             serve=serve, seed=seed, extra_loops=loops if interruption_queue or extra_loops else None,
         )
         replica = Replica(app, kube, cloud, switch=switch)

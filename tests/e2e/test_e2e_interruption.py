@@ -19,6 +19,7 @@ async def test_interrupted_node_is_replaced_and_its_instance_terminated(aws: Off
         assert await wait_for(lambda: rig.converged(instances=1), timeout=120), await rig.inventory()
         claim = rig.server.kube.objects(NODECLAIM)[0]
         instance_id = claim["status"]["providerID"].rsplit("/", 1)[1]
+        logged_before = len(rig.log_lines())
         sqs.send_message(QueueUrl=url, MessageBody=spot_warning(instance_id))
 
         async def replaced() -> bool:
@@ -26,9 +27,11 @@ async def test_interrupted_node_is_replaced_and_its_instance_terminated(aws: Off
             return claim["metadata"]["name"] not in names and await rig.converged(instances=1)
 
         assert await wait_for(replaced, timeout=120), await rig.inventory()
-        created = [line for line in rig.log_lines() if line["message"] == "created nodeclaim"]
-        assert len(created) == 2, created  # the first node, then one replacement sized for all three pods
-        assert created[1]["pods"] == 3
+        # One replacement sized for all three pods (the drain waits for the pass that plans it). How many
+        # NodeClaims the first scale-up took depends on how the pods' events batched, so it is not counted.
+        replacements = [line for line in rig.log_lines()[logged_before:] if line["message"] == "created nodeclaim"]
+        assert len(replacements) == 1, replacements
+        assert replacements[0]["pods"] == 3
         states = {i["InstanceId"]: i["State"]["Name"] for i in rig.ec2_instances()}
         assert states[instance_id] in ("shutting-down", "terminated")
         assert all(p["spec"].get("nodeName") for p in rig.server.kube.objects(POD))

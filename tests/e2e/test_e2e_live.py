@@ -98,8 +98,12 @@ async def _scale_up_then_down(rig: E2E, replica: Replica) -> None:
     status, body = await asyncio.to_thread(_get, f"http://127.0.0.1:{server.health_port}/healthz")
     assert status == 200
     status, body = await asyncio.to_thread(_get, f"http://127.0.0.1:{server.metrics_port}/metrics")
+    # The counter agrees with the log: one sample per NodeClaim the provisioner created (two, unless the pods
+    # reached it in more than one batch).
+    created = sum(1 for line in rig.log_lines() if line["message"] == "created nodeclaim")
+    assert created >= 2
     assert 'karpenter_nodeclaims_created_total{min_values_relaxed="false",nodepool="default",' \
-           'reason="provisioned"} 2.0' in body
+           f'reason="provisioned"}} {float(created)}' in body, created
     # `kubectl get nodeclaims` / `nodepools` as the CRD's printer columns show the live objects.
     for claim in rig.server.kube.objects(NODECLAIM):
         row = printed("NodeClaim", claim)

@@ -26,8 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ctrl_cluster import FakeCluster
-from ctrl_objects import fast_settings, fast_timings
-from e2e_rig import Replica, aws_provider
+from e2e_rig import Replica, aws_provider, e2e_settings, e2e_timings
 from support.adze_cluster import adze_cluster
 from support.control_plane import ControlPlane
 from support.fake_apiserver import FakeApiServer
@@ -181,8 +180,8 @@ class FaultRig:
         cloud = aws_provider(self.aws, metrics)
         loops = (lambda ctx: extra_loops(ctx, cloud)) if extra_loops is not None else None
         app = App(
-            fast_settings(cluster_name=self.aws.cluster, metrics_port=0, health_probe_port=0, **(settings or {})),
-            kube, cloud, leader=lease, timings=timings or fast_timings(gc_min_age=2.0), metrics=metrics,
+            e2e_settings(cluster_name=self.aws.cluster, metrics_port=0, health_probe_port=0, **(settings or {})),
+            kube, cloud, leader=lease, timings=timings or e2e_timings(), metrics=metrics,
             serve=False, seed=len(self.replicas) + 1, extra_loops=loops, **({"clock": clock} if clock else {}),
         )
         replica = ProxiedReplica(app, kube, cloud, name=name, proxy=proxy)

@@ -339,9 +339,9 @@ def load_nodepools_files(
                 origin[kind, name] = str(path)
                 target.append(manifest)
     for entry in removed:
-        kind, name = removal_target(entry)
+        said, name = removal_target(entry)
         for given in ("NodePool", "NodeOverlay"):
-            if kind in (None, given) and (given, name) in origin:
+            if said in (None, given) and (given, name) in origin:
                 raise InsightError(f"--remove {entry}: the {given} is also given in {origin[given, name]}")
     if complete and not pools:
         raise InsightError("--replace-all: the files declare no NodePool, so every NodePool would be removed")

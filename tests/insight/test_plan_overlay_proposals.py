@@ -188,7 +188,7 @@ def test_with_the_gate_off_in_the_snapshot_an_added_overlay_is_named_and_changes
     assert _types(plan["proposed"]) == {"c6a.xlarge": 1} and plan["proposed"]["deltaPerHour"] == 0
     assert {(f["kind"], f["path"]) for f in plan["unsupportedFields"]} >= {("NodeOverlay", "spec.priceAdjustment")}
     code, out, _ = run_cli(capsys, "plan", "--snapshot", str(snapshot), "--nodepools", str(proposal))
-    assert out.startswith("REVIEW: NodeOverlay m7i-savings-plan sets spec.")
+    assert code == 0 and out.startswith("REVIEW: NodeOverlay m7i-savings-plan sets spec.")
 
 
 def test_a_kubectl_dump_with_overlays_keeps_them_and_status_prices_with_them(

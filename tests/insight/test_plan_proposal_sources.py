@@ -83,7 +83,7 @@ def test_removal_is_explicit_and_checked(capsys: Any, snapshot: Path) -> None:
 @pytest.mark.parametrize(("argv", "message"), [
     (["--replace-all"], "--replace-all: needs --nodepools"),
     (["--nodepools", "A", "--nodepools", "B"], "NodePool 'general' is declared differently in"),
-    (["--nodepools", "CLASS_ONLY", "--replace-all"], "no karpenter.sh/v1 NodePool in the file"),
+    (["--nodepools", "CLASS_ONLY", "--replace-all"], "--replace-all: the files declare no NodePool"),
     (["--nodepools", "EMPTY_DIR"], "no .yaml or .yml files in the directory"),
     (["--nodepools", "A", "--stack", "dev"], "give one source of proposed NodePools, not both"),
 ])

@@ -254,3 +254,17 @@ def test_the_published_node_overlay_blueprint_moves_team_alpha_to_the_newest_gen
     assert generations(plan["current"]) <= {5, 6, 7}
     assert generations(plan["proposed"]) == {8}
     assert [move["action"] for move in plan["consolidation"]] == ["replace"]
+
+
+def test_a_simulated_cluster_with_overlays_and_the_gate_off_stays_off_in_its_snapshot(
+    capsys: Any, tmp_path: Path
+) -> None:
+    """A scenario's snapshot records the NodeOverlay gate whenever it holds overlays, even at its default (off):
+    otherwise the plan would take the overlays as in use."""
+    document = _savings_example()
+    document["settings"]["featureGates"] = {"NodeOverlay": False}
+    snapshot = write_snapshot(tmp_path, document)
+    assert yaml.safe_load(snapshot.read_text())["settings"]["featureGates"] == {"NodeOverlay": False}
+    code, out, err = run_cli(capsys, "status", "--snapshot", str(snapshot), "--json")
+    assert code == 0, err
+    assert json.loads(out)["costPerHour"] == pytest.approx(C6A_XLARGE)  # list prices: the overlay is ignored

@@ -268,3 +268,20 @@ def test_a_simulated_cluster_with_overlays_and_the_gate_off_stays_off_in_its_sna
     code, out, err = run_cli(capsys, "status", "--snapshot", str(snapshot), "--json")
     assert code == 0, err
     assert json.loads(out)["costPerHour"] == pytest.approx(C6A_XLARGE)  # list prices: the overlay is ignored
+
+
+def test_replace_all_over_a_directory_of_nodepools_and_overlays(capsys: Any, tmp_path: Path, overlaid: Path) -> None:
+    """A GitOps directory: the NodePools file and an overlays file. ``--replace-all`` completes the NodePools;
+    the cluster's overlay not in the directory stays (only ``--remove`` drops one)."""
+    directory = tmp_path / "karpenter"
+    directory.mkdir()
+    pool = _savings_example()["objects"][1]
+    write_yaml(directory, "nodepools.yaml", [pool])
+    spot = {"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay", "metadata": {"name": "c6a-penalty"},
+            "spec": {"requirements": [{"key": "karpenter.k8s.aws/instance-family", "operator": "In",
+                                       "values": ["c6a"]}], "priceAdjustment": "+0.1"}}
+    write_yaml(directory, "overlays.yaml", [spot])
+    plan = _plan(capsys, overlaid, "--nodepools", str(directory), "--replace-all")
+    assert {c["name"]: c["change"] for c in plan["nodepools"]} == {"on-demand": "unchanged"}
+    assert plan["nodeoverlays"] == [{"name": "c6a-penalty", "change": "added", "fields": []}]
+    assert plan["proposed"]["costPerHour"] == pytest.approx(M7I_XLARGE * SAVINGS)  # the Savings Plan still applies

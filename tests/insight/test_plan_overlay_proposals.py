@@ -277,10 +277,10 @@ def test_replace_all_over_a_directory_of_nodepools_and_overlays(capsys: Any, tmp
     directory.mkdir()
     pool = _savings_example()["objects"][1]
     write_yaml(directory, "nodepools.yaml", [pool])
-    spot = {"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay", "metadata": {"name": "c6a-penalty"},
+    penalty = {"apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay", "metadata": {"name": "c6a-penalty"},
             "spec": {"requirements": [{"key": "karpenter.k8s.aws/instance-family", "operator": "In",
                                        "values": ["c6a"]}], "priceAdjustment": "+0.1"}}
-    write_yaml(directory, "overlays.yaml", [spot])
+    write_yaml(directory, "overlays.yaml", [penalty])
     plan = _plan(capsys, overlaid, "--nodepools", str(directory), "--replace-all")
     assert {c["name"]: c["change"] for c in plan["nodepools"]} == {"on-demand": "unchanged"}
     assert plan["nodeoverlays"] == [{"name": "c6a-penalty", "change": "added", "fields": []}]

@@ -109,7 +109,7 @@ class Snapshot:
         ignored them would price every node at list price and never preview an overlay change."""
         gates = (self.document.get("settings") or {}).get("featureGates")
         said = "NodeOverlay" in gates if isinstance(gates, Mapping) else "NodeOverlay" in str(gates or "")
-        if not said or gates is None:
+        if not said or gates is None:  # (None says nothing; the check is for the type checker)
             return None
         try:
             return parse_feature_gates(gates, name="settings.featureGates")["NodeOverlay"]

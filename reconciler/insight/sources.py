@@ -371,7 +371,7 @@ def load_nodepools_file(path: str | Path, *, require_nodepool: bool = True) -> P
             # Another provider's class (EKS Auto Mode's eks.amazonaws.com NodeClass) beside its NodePools:
             # Adze does not serve it, and the plan reports each NodePool naming it as not Ready.
             continue
-        if key not in target:
+        if key not in (NODEPOOL_KEY, NODECLASS_KEY, NODEOVERLAY_KEY):  # compared, not hashed: any value may be here
             raise InsightError(
                 f"{source}: object {index + 1} ({manifest.get('kind')} {name}): only karpenter.sh/v1 "
                 "NodePool, karpenter.k8s.aws/v1 EC2NodeClass and karpenter.sh/v1alpha1 NodeOverlay belong in a "

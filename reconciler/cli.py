@@ -157,16 +157,19 @@ def _add_insight_commands(commands: argparse._SubParsersAction) -> None:
         metavar="FILE|DIR",
         action="append",
         default=[],
-        help="proposed NodePool/EC2NodeClass manifests, merged over the cluster's (repeatable; a directory "
-        "means its *.yaml files)",
+        help="proposed NodePool/EC2NodeClass/NodeOverlay manifests, merged over the cluster's (repeatable; a "
+        "directory means its *.yaml files)",
     )
     plan.add_argument(
         "--replace-all",
         action="store_true",
-        help="the --nodepools set is complete: NodePools of the cluster not in it are removed",
+        help="the --nodepools set is complete: NodePools of the cluster not in it are removed (NodeOverlays "
+        "are still merged; --remove nodeoverlay/NAME drops one)",
     )
     plan.add_argument(
-        "--remove", metavar="NAME", action="append", default=[], help="remove this NodePool (repeatable)"
+        "--remove", metavar="[KIND/]NAME", action="append", default=[],
+        help="remove this NodePool or NodeOverlay (repeatable; nodepool/NAME or nodeoverlay/NAME when the "
+        "cluster has both of that name)",
     )
     plan.add_argument(
         "--stack",

@@ -311,14 +311,18 @@ async def simulated_snapshot(scenario: Scenario) -> dict[str, Any]:
         name=scenario.name,
         catalog=catalog,
         source=f"scenario {scenario.name}",
-        feature_gates=_changed_gates(scenario.settings.feature_gates),
+        feature_gates=_changed_gates(scenario.settings.feature_gates, objects),
     )
 
 
-def _changed_gates(gates: Mapping[str, bool]) -> dict[str, bool]:
+def _changed_gates(gates: Mapping[str, bool], objects: Sequence[Manifest]) -> dict[str, bool]:
+    """The gates set away from their defaults, and the NodeOverlay gate whenever NodeOverlays are there (a
+    snapshot that does not say is planned with its overlays in use: ``Snapshot.overlay_gate``)."""
     from reconciler.settings import DEFAULT_FEATURE_GATES
 
-    return {name: value for name, value in sorted(gates.items()) if DEFAULT_FEATURE_GATES.get(name) != value}
+    overlays = any(o.get("kind") == "NodeOverlay" for o in objects)
+    return {name: value for name, value in sorted(gates.items())
+            if DEFAULT_FEATURE_GATES.get(name) != value or (name == "NodeOverlay" and overlays)}
 
 
 async def collect_live(kube: KubeAPI) -> list[Manifest]:

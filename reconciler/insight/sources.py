@@ -26,10 +26,14 @@ from reconciler.insight.errors import InsightError
 from reconciler.insight.snapshot import observed_region, observed_zones, sanitize_objects
 from reconciler.model.meta import ManifestError, format_time
 from reconciler.model.shape import check_document_bounds, check_manifest_shape
+from reconciler.settings import SettingsError, parse_feature_gates
 from reconciler.sim.scenario import DEFAULT_CLOCK, CheckedObjects, Scenario, ScenarioError, parse_scenario
 
 NODEPOOL_KEY = ("karpenter.sh/v1", "NodePool")
 NODECLASS_KEY = ("karpenter.k8s.aws/v1", "EC2NodeClass")
+NODEOVERLAY_KEY = ("karpenter.sh/v1alpha1", "NodeOverlay")
+# ``--remove KIND/NAME``: the kinds a proposal can remove (a bare NAME is resolved against the cluster).
+REMOVABLE_KINDS = {"nodepool": "NodePool", "nodeoverlay": "NodeOverlay"}
 _SCENARIO_KEYS = frozenset({"objects", "catalog", "steps", "settings"})
 
 
@@ -92,7 +96,25 @@ class Snapshot:
         # cluster where nothing can launch.
         if any(o.get("kind") == "EC2NodeClass" for o in document.get("objects") or ()):
             scenario.settings = dataclasses.replace(scenario.settings, require_nodeclass=True)
+        if self.overlay_gate is None and any(o.get("kind") == "NodeOverlay" for o in document.get("objects") or ()):
+            gates = {**scenario.settings.feature_gates, "NodeOverlay": True}
+            scenario.settings = dataclasses.replace(scenario.settings, feature_gates=gates)
         return scenario
+
+    @property
+    def overlay_gate(self) -> bool | None:
+        """The ``NodeOverlay`` gate as the snapshot's ``settings.featureGates`` set it; None when they do not
+        say (a kubectl dump or a live snapshot cannot see the controller's gates). Unsaid, the gate is taken
+        as on wherever NodeOverlays are present: the cluster has them because it uses them, and a plan that
+        ignored them would price every node at list price and never preview an overlay change."""
+        gates = (self.document.get("settings") or {}).get("featureGates")
+        said = "NodeOverlay" in gates if isinstance(gates, Mapping) else "NodeOverlay" in str(gates or "")
+        if not said or gates is None:  # (None says nothing; the check is for the type checker)
+            return None
+        try:
+            return parse_feature_gates(gates, name="settings.featureGates")["NodeOverlay"]
+        except SettingsError as err:
+            raise InsightError(f"{self.source}: {err}") from None
 
 
 def _read_yaml_documents(path: str | Path) -> list[Any]:
@@ -254,16 +276,31 @@ def _parse_time(value: Any) -> datetime | None:
 
 @dataclass(slots=True)
 class ProposedConfig:
-    """The NodePools (and EC2NodeClasses) a change would leave in the cluster."""
+    """The NodePools (and EC2NodeClasses, NodeOverlays) a change would leave in the cluster."""
 
     nodepools: list[dict[str, Any]]
     nodeclasses: list[dict[str, Any]]
     source: str
     # True: the NodePools given are all there will be (a stack, ``--replace-all``): any other is removed.
     # False: they are merged over the cluster's (changed and added only); ``removed`` names the pools to drop.
+    # NodeOverlays are always merged (a stack declares none): only ``removed`` drops one.
     complete: bool = True
+    # ``--remove`` as given: ``NAME`` (a NodePool or NodeOverlay of the cluster, whichever has it),
+    # ``nodepool/NAME`` or ``nodeoverlay/NAME`` (``removal_target`` reads them).
     removed: tuple[str, ...] = ()
     region: str = ""  # where the NodePools are deployed (a stack's ``aws:region``), when the source says
+    nodeoverlays: list[dict[str, Any]] = field(default_factory=list)
+
+
+def removal_target(entry: str) -> tuple[str | None, str]:
+    """(kind or None when not said, name) of one ``--remove`` entry; an unknown kind prefix is an error."""
+    prefix, slash, name = entry.partition("/")
+    if not slash:
+        return None, entry
+    kind = REMOVABLE_KINDS.get(prefix.lower())
+    if kind is None or not name:
+        raise InsightError(f"--remove {entry}: expected NAME, nodepool/NAME or nodeoverlay/NAME")
+    return kind, name
 
 
 def load_nodepools_files(
@@ -284,10 +321,12 @@ def load_nodepools_files(
             files.append(path)
     pools: list[dict[str, Any]] = []
     classes: list[dict[str, Any]] = []
+    overlays: list[dict[str, Any]] = []
     origin: dict[tuple[str, str], str] = {}
     for path in files:
-        loaded = load_nodepools_file(path, require_nodepool=complete)
-        parts = (("NodePool", loaded.nodepools, pools), ("EC2NodeClass", loaded.nodeclasses, classes))
+        loaded = load_nodepools_file(path, require_nodepool=False)
+        parts = (("NodePool", loaded.nodepools, pools), ("EC2NodeClass", loaded.nodeclasses, classes),
+                 ("NodeOverlay", loaded.nodeoverlays, overlays))
         for kind, items, target in parts:
             for manifest in items:
                 name = manifest["metadata"]["name"]
@@ -299,13 +338,15 @@ def load_nodepools_files(
                     )
                 origin[kind, name] = str(path)
                 target.append(manifest)
-    both = sorted({p["metadata"]["name"] for p in pools} & set(removed))
-    if both:
-        raise InsightError(f"--remove {both[0]}: the NodePool is also given in {origin['NodePool', both[0]]}")
+    for entry in removed:
+        said, name = removal_target(entry)
+        for given in ("NodePool", "NodeOverlay"):
+            if said in (None, given) and (given, name) in origin:
+                raise InsightError(f"--remove {entry}: the {given} is also given in {origin[given, name]}")
     if complete and not pools:
         raise InsightError("--replace-all: the files declare no NodePool, so every NodePool would be removed")
     source = ", ".join(str(p) for p in files) or "--remove " + " ".join(removed)
-    return ProposedConfig(pools, classes, source, complete=complete, removed=tuple(removed))
+    return ProposedConfig(pools, classes, source, complete=complete, removed=tuple(removed), nodeoverlays=overlays)
 
 
 def _foreign_nodeclass(manifest: Mapping[str, Any]) -> bool:
@@ -314,13 +355,15 @@ def _foreign_nodeclass(manifest: Mapping[str, Any]) -> bool:
 
 
 def load_nodepools_file(path: str | Path, *, require_nodepool: bool = True) -> ProposedConfig:
-    """NodePool and EC2NodeClass manifests (multi-document YAML or a List), each validated."""
+    """NodePool, EC2NodeClass and NodeOverlay manifests (multi-document YAML or a List), each validated."""
     from reconciler.api import ValidationFailure, parse_object
 
     source = str(path)
     manifests = _manifests(_read_yaml_documents(path), source)
     pools: list[Any] = []
     classes: list[Any] = []
+    overlays: list[Any] = []
+    target = {NODEPOOL_KEY: pools, NODECLASS_KEY: classes, NODEOVERLAY_KEY: overlays}
     for index, manifest in enumerate(manifests):
         key = (manifest.get("apiVersion"), manifest.get("kind"))
         name = manifest["metadata"]["name"]
@@ -328,10 +371,11 @@ def load_nodepools_file(path: str | Path, *, require_nodepool: bool = True) -> P
             # Another provider's class (EKS Auto Mode's eks.amazonaws.com NodeClass) beside its NodePools:
             # Adze does not serve it, and the plan reports each NodePool naming it as not Ready.
             continue
-        if key not in (NODEPOOL_KEY, NODECLASS_KEY):
+        if key not in (NODEPOOL_KEY, NODECLASS_KEY, NODEOVERLAY_KEY):  # compared, not hashed: any value may be here
             raise InsightError(
                 f"{source}: object {index + 1} ({manifest.get('kind')} {name}): only karpenter.sh/v1 "
-                "NodePool and karpenter.k8s.aws/v1 EC2NodeClass belong in a NodePools file"
+                "NodePool, karpenter.k8s.aws/v1 EC2NodeClass and karpenter.sh/v1alpha1 NodeOverlay belong in a "
+                "NodePools file"
             )
         try:
             parse_object(manifest)
@@ -339,14 +383,16 @@ def load_nodepools_file(path: str | Path, *, require_nodepool: bool = True) -> P
             first = failure.problems[0]
             raise InsightError(f"{source}: {manifest['kind']} {name}: {first}") from None
         clean = {k: v for k, v in manifest.items() if k != "status"}
-        (pools if key == NODEPOOL_KEY else classes).append(clean)
-    if not pools and not classes:
-        raise InsightError(f"{source}: no karpenter.sh/v1 NodePool or karpenter.k8s.aws/v1 EC2NodeClass in the file")
+        target[key].append(clean)
+    if not pools and not classes and not overlays:
+        raise InsightError(f"{source}: no karpenter.sh/v1 NodePool, karpenter.k8s.aws/v1 EC2NodeClass or "
+                           "karpenter.sh/v1alpha1 NodeOverlay in the file")
     if not pools and require_nodepool:
         raise InsightError(f"{source}: no karpenter.sh/v1 NodePool in the file (the set given replaces them all)")
     _check_unique(pools, source, "NodePool")
     _check_unique(classes, source, "EC2NodeClass")
-    return ProposedConfig(pools, classes, source)
+    _check_unique(overlays, source, "NodeOverlay")
+    return ProposedConfig(pools, classes, source, nodeoverlays=overlays)
 
 
 def _check_unique(manifests: list[dict[str, Any]], source: str, kind: str) -> None:

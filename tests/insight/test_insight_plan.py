@@ -257,7 +257,7 @@ def test_plan_from_a_pulumi_stack_file(capsys: Any, cluster_snapshot: Path, tmp_
         ),
         (
             {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}},
-            "only karpenter.sh/v1 NodePool and karpenter.k8s.aws/v1 EC2NodeClass",
+            "only karpenter.sh/v1 NodePool, karpenter.k8s.aws/v1 EC2NodeClass and karpenter.sh/v1alpha1 NodeOverlay",
         ),
     ],
 )

@@ -73,8 +73,8 @@ def test_removal_is_explicit_and_checked(capsys: Any, snapshot: Path) -> None:
     assert all(key.startswith("ml/trainer-") for key in plan["unschedulable"]["new"])
 
     code, _, err = _plan(capsys, snapshot, "--remove", "gpus")
-    assert code == 2 and err.strip() == "error: --remove gpus: the cluster has no NodePool of that name (it has: " \
-                                        "general, gpu)"
+    assert code == 2 and err.strip() == "error: --remove gpus: the cluster has no NodePool or NodeOverlay of that " \
+                                        "name (NodePools: general, gpu; NodeOverlays: none)"
     code, _, err = _plan(capsys, snapshot, "--nodepools", str(EXAMPLES / "relabel-general.yaml"), "--remove",
                          "general")
     assert code == 2 and "--remove general: the NodePool is also given in" in err
@@ -83,7 +83,7 @@ def test_removal_is_explicit_and_checked(capsys: Any, snapshot: Path) -> None:
 @pytest.mark.parametrize(("argv", "message"), [
     (["--replace-all"], "--replace-all: needs --nodepools"),
     (["--nodepools", "A", "--nodepools", "B"], "NodePool 'general' is declared differently in"),
-    (["--nodepools", "CLASS_ONLY", "--replace-all"], "no karpenter.sh/v1 NodePool in the file"),
+    (["--nodepools", "CLASS_ONLY", "--replace-all"], "--replace-all: the files declare no NodePool"),
     (["--nodepools", "EMPTY_DIR"], "no .yaml or .yml files in the directory"),
     (["--nodepools", "A", "--stack", "dev"], "give one source of proposed NodePools, not both"),
 ])

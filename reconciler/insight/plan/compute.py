@@ -119,8 +119,12 @@ class PlanResult:
     # NodePool -> how its disruptions were paced, counted in nodes: ``_pace``.
     pace: dict[str, dict[str, Any]] = field(default_factory=dict)
     prices: dict[str, str] = field(default_factory=dict)  # price_source: where every price came from
-    # Fields the proposed NodePools / EC2NodeClasses (or the snapshot's NodeClaims) set that Adze ignores.
+    # Fields the proposed NodePools / EC2NodeClasses / NodeOverlays (or the snapshot's NodeClaims) set that Adze
+    # ignores (a NodeOverlay's, when the snapshot's settings turn the NodeOverlay gate off).
     unsupported: list[Finding] = field(default_factory=list)
+    nodeoverlay_changes: list[PoolChange] = field(default_factory=list)
+    # Whether the NodeOverlay gate is on in the runs, and why ("" when no NodeOverlay is involved).
+    overlay_gate: str = ""
 
     @property
     def newly_pending(self) -> dict[str, str]:
@@ -151,6 +155,8 @@ class PlanResult:
             "clock": format_time(self.start),
             "nodepools": [c.as_dict() for c in self.pool_changes],
             "nodeclasses": [c.as_dict() for c in self.nodeclass_changes],
+            "nodeoverlays": [c.as_dict() for c in self.nodeoverlay_changes],
+            "nodeOverlayGate": self.overlay_gate or None,
             "current": self.current.as_dict(),
             "proposed": {
                 **self.proposed.as_dict(self.current),
@@ -243,7 +249,7 @@ async def compute_plan(
     start = sim.now
     unready = _unready_pools(sim)
     unsupported = findings_of(
-        (o for o in applied.objects if o.get("kind") in ("NodePool", "EC2NodeClass", "NodeClaim")),
+        (o for o in applied.objects if o.get("kind") in ("NodePool", "EC2NodeClass", "NodeClaim", "NodeOverlay")),
         sim.settings.feature_gates,
     )
     drifted_at_start = _drifted_nodes(sim)
@@ -283,6 +289,8 @@ async def compute_plan(
         start=start,
         pool_changes=applied.pool_changes,
         nodeclass_changes=applied.nodeclass_changes,
+        nodeoverlay_changes=applied.nodeoverlay_changes,
+        overlay_gate=_overlay_gate(snapshot, [*snapshot.objects, *applied.objects]),
         current=current,
         proposed=_summary(sim),
         floor=_summary(floor_sim),
@@ -317,6 +325,16 @@ async def compute_plan(
         workloads={key: f"{key.partition('/')[0]}/{workload_of(pod, key, owners)}"
                    for key, pod in {**pods_before, **_pods(sim)}.items()},
     )
+
+
+def _overlay_gate(snapshot: Snapshot, objects: Sequence[Mapping[str, Any]]) -> str:
+    """The NodeOverlay gate the runs used and where that comes from, when any NodeOverlay is involved
+    (``Snapshot.scenario`` turns it on for a run with NodeOverlays unless the snapshot's settings say)."""
+    if not any(o.get("kind") == "NodeOverlay" for o in objects):
+        return ""
+    if snapshot.overlay_gate is not None:
+        return f"{'on' if snapshot.overlay_gate else 'off'}, from the snapshot's settings.featureGates"
+    return "on, assumed: the snapshot does not record the cluster's feature gates"
 
 
 def _replicas(sim: RecordingSimulation) -> dict[tuple[str, str], int]:

@@ -14,6 +14,9 @@
   AMI (a new alias version, other tags): its NodeClaims get the ``Drifted`` condition the cloud
   provider would write (AMIDrift), marked as predicted. Subnet and security-group selectors usually
   still select what the nodes run, so they drift nothing here.
+- NodeOverlays: proposed ones replace or join the cluster's (a changed one keeps the live ``uid`` and
+  loses the status its controller wrote: it is evaluated again); ``--remove`` drops one. The "before"
+  run keeps the snapshot's own overlays, so a price or capacity change shows as the difference.
 - The "fresh provision" variant keeps only unmanaged nodes and makes every pod of a managed node
   pending again, to price the cheapest cluster the proposal allows.
 """
@@ -28,7 +31,7 @@ from datetime import datetime
 from typing import Any
 
 from reconciler.insight.errors import InsightError
-from reconciler.insight.sources import NODECLASS_KEY, NODEPOOL_KEY, ProposedConfig
+from reconciler.insight.sources import NODECLASS_KEY, NODEOVERLAY_KEY, NODEPOOL_KEY, ProposedConfig, removal_target
 from reconciler.model import labels as wk
 from reconciler.model.conditions import is_true
 from reconciler.model.meta import format_time, owned_by_daemonset
@@ -74,6 +77,7 @@ class AppliedProposal:
     pool_changes: list[PoolChange]
     removed_pools: list[str] = field(default_factory=list)
     nodeclass_changes: list[PoolChange] = field(default_factory=list)
+    nodeoverlay_changes: list[PoolChange] = field(default_factory=list)
 
 
 def normalized_spec(manifest: Mapping[str, Any]) -> dict[str, Any]:
@@ -129,16 +133,14 @@ def apply_proposal(
     when it is given: the Drifted condition needs its transition time)."""
     current_pools = {m["metadata"]["name"]: m for m in objects if _key(m) == NODEPOOL_KEY}
     current_classes = {m["metadata"]["name"]: m for m in objects if _key(m) == NODECLASS_KEY}
+    current_overlays = {m["metadata"]["name"]: m for m in objects if _key(m) == NODEOVERLAY_KEY}
     proposed_pools = {m["metadata"]["name"]: m for m in proposed.nodepools}
     changes: list[PoolChange] = []
     pools: dict[str, Manifest] = {}
-    unknown = sorted(set(proposed.removed) - set(current_pools))
-    if unknown:
-        raise InsightError(f"--remove {unknown[0]}: the cluster has no NodePool of that name "
-                           f"(it has: {', '.join(sorted(current_pools)) or 'none'})")
+    removed_pools, removed_overlays = _removals(proposed.removed, current_pools, current_overlays)
     for name in sorted(set(current_pools) | set(proposed_pools)):
         old, new = current_pools.get(name), proposed_pools.get(name)
-        if new is None and old is not None and not proposed.complete and name not in proposed.removed:
+        if new is None and old is not None and not proposed.complete and name not in removed_pools:
             changes.append(PoolChange(name, UNCHANGED))
             pools[name] = old
             continue
@@ -177,14 +179,68 @@ def apply_proposal(
             class_changes.append(PoolChange(name, CHANGED, tuple(paths)))
             if any(path.partition(".")[0] == "amiSelectorTerms" for path in paths):
                 ami_changed.add(name)
+    overlays, overlay_changes = _merged_overlays(current_overlays, proposed.nodeoverlays, removed_overlays)
     result: list[Manifest] = []
     for manifest in objects:
-        if _key(manifest) in (NODEPOOL_KEY, NODECLASS_KEY):
+        if _key(manifest) in (NODEPOOL_KEY, NODECLASS_KEY, NODEOVERLAY_KEY):
             continue
         result.append(_with_predicted_ami_drift(manifest, ami_changed, now) if now else manifest)
-    result = [*classes.values(), *pools.values(), *result]
+    result = [*classes.values(), *overlays, *pools.values(), *result]
     removed = [c.name for c in changes if c.change == REMOVED]
-    return AppliedProposal(result, changes, removed, class_changes)
+    return AppliedProposal(result, changes, removed, class_changes, overlay_changes)
+
+
+def _removals(
+    entries: Sequence[str], pools: Mapping[str, Manifest], overlays: Mapping[str, Manifest]
+) -> tuple[set[str], set[str]]:
+    """(NodePools, NodeOverlays) that ``--remove`` names. A bare NAME is whichever of the two the cluster has;
+    both is ambiguous and refused, as is a name the cluster does not have."""
+    found: dict[str, set[str]] = {"NodePool": set(), "NodeOverlay": set()}
+    present = {"NodePool": pools, "NodeOverlay": overlays}
+    for entry in entries:
+        kind, name = removal_target(entry)
+        kinds = [kind] if kind else [k for k in present if name in present[k]]
+        if len(kinds) > 1:
+            raise InsightError(f"--remove {entry}: the cluster has both a NodePool and a NodeOverlay of that name; "
+                               f"say which: --remove nodepool/{name} or --remove nodeoverlay/{name}")
+        if not kinds or name not in present[kinds[0]]:
+            wanted = kinds or ["NodePool", "NodeOverlay"]
+            has = "; ".join(f"{k}s: {', '.join(sorted(present[k])) or 'none'}" for k in wanted)
+            raise InsightError(f"--remove {entry}: the cluster has no {' or '.join(wanted)} of that name ({has})")
+        found[kinds[0]].add(name)
+    return found["NodePool"], found["NodeOverlay"]
+
+
+def _merged_overlays(
+    current: Mapping[str, Manifest], proposed: Sequence[Manifest], removed: set[str]
+) -> tuple[list[Manifest], list[PoolChange]]:
+    """The NodeOverlays after the change, and what changed (overlays neither given nor removed are left out
+    of the changes: they are the cluster's, as they were)."""
+    given = {m["metadata"]["name"]: m for m in proposed}
+    overlays: list[Manifest] = []
+    changes: list[PoolChange] = []
+    for name in sorted(set(current) | set(given)):
+        old, new = current.get(name), given.get(name)
+        if name in removed:
+            changes.append(PoolChange(name, REMOVED))
+        elif new is None and old is not None:
+            overlays.append(old)
+        elif old is None and new is not None:
+            changes.append(PoolChange(name, ADDED))
+            overlays.append(copy.deepcopy(new))
+        elif old is not None and new is not None:
+            paths = differing_paths(normalized_spec(old), normalized_spec(new))
+            if not paths:
+                changes.append(PoolChange(name, UNCHANGED))
+                overlays.append(old)
+                continue
+            changes.append(PoolChange(name, CHANGED, tuple(paths)))
+            updated = copy.deepcopy(new)
+            uid = (old.get("metadata") or {}).get("uid")
+            if uid:
+                updated["metadata"]["uid"] = uid
+            overlays.append(updated)
+    return overlays, changes
 
 
 # A stack's EC2NodeClasses get the stack's node role at deploy time; offline, a new class with no class of

@@ -76,6 +76,9 @@ def changes_line(plan: PlanResult) -> str:
     line = "; ".join(_describe_change(c) for c in plan.pool_changes) or "no NodePools"
     if plan.nodeclass_changes:
         line += " | EC2NodeClasses: " + "; ".join(_describe_change(c) for c in plan.nodeclass_changes)
+    if plan.nodeoverlay_changes:
+        line += " | NodeOverlays: " + "; ".join(_describe_change(c) for c in plan.nodeoverlay_changes)
+        line += f" (gate NodeOverlay {plan.overlay_gate})"
     return line
 
 

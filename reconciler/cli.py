@@ -261,7 +261,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The live reconciler stops gracefully on its own handlers (lease release); until they exist, an
         # interrupt during its imports ends it with one line instead of a traceback.
         try:
-            from reconciler.controllers.app import main as run_main
+            from reconciler.controllers.operator.app import main as run_main
         except KeyboardInterrupt:
             print("interrupted by SIGINT during start-up", file=sys.stderr)
             return 130

@@ -2,7 +2,7 @@
 
 A snapshot of a Karpenter cluster holds NodeClaims with Karpenter's ``karpenter.sh/nodepool-hash-version``
 (``v3``) and ``karpenter.k8s.aws/ec2nodeclass-hash-version``. Adze re-stamps them with its own hashes of
-the snapshot's NodePools and EC2NodeClasses (``hashes.restamp``), exactly as its live controller does on
+the snapshot's NodePools and EC2NodeClasses (``drift_hashes.restamp``), exactly as its live controller does on
 taking over the cluster, so a proposed template change then shows as drift in ``plan``.
 """
 

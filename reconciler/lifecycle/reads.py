@@ -3,8 +3,8 @@
 ``Terminator.step`` runs every second for every terminating NodeClaim. Read through the API (``ApiReads``),
 each step lists the node's pods, every PodDisruptionBudget, the pods of the budgets' namespaces and the
 VolumeAttachments: fine for the in-memory cluster of the simulator and tests, too much for a real API server.
-The live controller passes a cache-backed implementation (``controllers.cache_reads.StoreReads``) instead,
-as Karpenter reads through its informer cache.
+The live controller passes a cache-backed implementation
+(``controllers.nodeclaim.termination_cache_reads.StoreReads``) instead, as Karpenter reads through its informer cache.
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ Repair is held back while too much of the pool is unhealthy (the failure is then
 an AZ problem than one broken machine): a NodePool may have at most 20 % of its Nodes unhealthy, rounded
 *up* (one of 3 nodes is 33 % and still allowed), counting every Node labelled with the pool and unhealthy
 by any policy whatever its toleration. A NodeClaim without a NodePool is judged against all the
-cluster's Nodes. The callers (the live ``controllers.health`` and the simulator) carry the decisions out
-with ``delete_forcefully``, this module's only I/O.
+cluster's Nodes. The callers (the live ``controllers.nodeclaim.node_repair_controller`` and the simulator) carry
+the decisions out with ``delete_forcefully``, this module's only I/O.
 """
 
 from __future__ import annotations

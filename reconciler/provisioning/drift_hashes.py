@@ -15,7 +15,7 @@ algorithm is never compared with them. Adopting such a claim (one Karpenter crea
 works as Karpenter's own hash controllers handle a hash-version change: ``restamp`` gives it the
 current version and the current hash of its NodePool / EC2NodeClass, unless it is already Drifted (then
 only the version, so it stays drifted) — from then on a template change drifts it like any claim. The
-live controller (``controllers.hashes``) and the simulator's snapshot loading both call it.
+live controller (``controllers.pools_and_classes.hash_stamper``) and the simulator's snapshot loading both call it.
 
 Both are memoized: the disruption engine asks for them for every drifted candidate on every
 pass. NodePools are immutable values, so they are cached per object; EC2NodeClass manifests are

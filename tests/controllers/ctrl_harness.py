@@ -15,8 +15,8 @@ from ctrl_objects import catalog, fast_settings, fast_timings
 from support.timescale import wait_until
 
 from reconciler.cloud.sim.provider import SimulatedCloud
-from reconciler.controllers.manager import Reconciler
-from reconciler.controllers.runtime import ControllerContext, SystemClock, Timings
+from reconciler.controllers.operator.manager import Reconciler
+from reconciler.controllers.runtime.context import ControllerContext, SystemClock, Timings
 from reconciler.kube.memory import MemoryKube
 from reconciler.observability import Metrics, configure_logging
 from reconciler.settings import Settings

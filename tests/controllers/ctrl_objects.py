@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from reconciler.cloud.types import InstanceType
-from reconciler.controllers.runtime import Timings
+from reconciler.controllers.runtime.context import Timings
 from reconciler.model import labels as wk
 from reconciler.settings import Settings
 from reconciler.sim.catalog import build_catalog

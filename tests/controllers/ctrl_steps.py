@@ -9,8 +9,8 @@ from ctrl_cluster import node_name_for, utc
 from ctrl_objects import catalog, fast_settings, fast_timings, nodeclass, nodepool
 
 from reconciler.cloud.sim.provider import SimulatedCloud
-from reconciler.controllers.lifecycle import NodeClaimLifecycle
-from reconciler.controllers.runtime import ControllerContext, ManualClock
+from reconciler.controllers.nodeclaim.lifecycle_controller import NodeClaimLifecycle
+from reconciler.controllers.runtime.context import ControllerContext, ManualClock
 from reconciler.kube.api import EVENT, NODECLAIM, Kind, WatchEvent
 from reconciler.kube.memory import MemoryKube
 from reconciler.lifecycle.launch import node_for_instance

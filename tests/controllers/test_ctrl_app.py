@@ -13,8 +13,16 @@ from ctrl_objects import catalog, deployment, fast_settings, fast_timings, nodec
 from support.timescale import scaled
 
 from reconciler.cloud.sim.provider import SimulatedCloud
-from reconciler.controllers.app import EXIT_FAILED, EXIT_INVALID, EXIT_OK, App, leader_config, main, missing_settings
-from reconciler.controllers.runtime import SystemClock
+from reconciler.controllers.operator.app import (
+    EXIT_FAILED,
+    EXIT_INVALID,
+    EXIT_OK,
+    App,
+    leader_config,
+    main,
+    missing_settings,
+)
+from reconciler.controllers.runtime.context import SystemClock
 from reconciler.kube.api import LEASE, NODECLAIM
 from reconciler.kube.leader import LeaderElectionConfig
 from reconciler.kube.memory import MemoryKube

@@ -25,10 +25,10 @@ from reconciler.cloud.aws.launchtemplate import LaunchTemplateSpec
 from reconciler.cloud.aws.provider import AWSCloudProvider, AWSProviderConfig
 from reconciler.cloud.aws.userdata import ClusterInfo
 from reconciler.cloud.sim.provider import SimulatedCloud
-from reconciler.controllers.app import cloud_loops
-from reconciler.controllers.awsrefresh import aws_refresh_loops, unneeded_launch_templates
-from reconciler.controllers.manager import Reconciler
-from reconciler.controllers.runtime import ControllerContext, ManualClock
+from reconciler.controllers.aws_provider.refresh_loops import aws_refresh_loops, unneeded_launch_templates
+from reconciler.controllers.operator.app import cloud_loops
+from reconciler.controllers.operator.manager import Reconciler
+from reconciler.controllers.runtime.context import ControllerContext, ManualClock
 from reconciler.kube.api import NODECLAIM
 from reconciler.kube.memory import MemoryKube
 from reconciler.settings import Settings

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from reconciler.controllers.backoff import CONTROLLER_BACKOFF, EVICTION_BACKOFF, Backoffs, ItemBackoff
-from reconciler.controllers.workers import Workers
+from reconciler.controllers.runtime.backoff import CONTROLLER_BACKOFF, EVICTION_BACKOFF, Backoffs, ItemBackoff
+from reconciler.controllers.runtime.workers import Workers
 
 
 class Clock:

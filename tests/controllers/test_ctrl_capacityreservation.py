@@ -9,12 +9,12 @@ from typing import Any
 from reconciler.cloud.aws.capacityreservation import CapacityReservation
 from reconciler.cloud.sim.provider import SimulatedCloud
 from reconciler.cloud.types import Instance
-from reconciler.controllers.capacityreservation import (
+from reconciler.controllers.aws_provider.capacity_reservation_controller import (
     capacity_reservation_loops,
     expire_capacity_blocks,
     sync_capacity_types,
 )
-from reconciler.controllers.runtime import ControllerContext
+from reconciler.controllers.runtime.context import ControllerContext
 from reconciler.kube.api import NODE, NODECLAIM
 from reconciler.kube.memory import MemoryKube
 from reconciler.model import labels as wk

@@ -9,11 +9,11 @@ from typing import Any
 from ctrl_objects import nodeclass, nodepool
 from ctrl_steps import Steps, bound_pod, launched_node, nodeclaim_manifest
 
-from reconciler.controllers.consolidatable import ConsolidatableMarker
-from reconciler.controllers.hashes import HashStamper
-from reconciler.controllers.lifecycle import NodeClaimLifecycle
-from reconciler.controllers.status import StatusController
-from reconciler.controllers.termination import TerminationController
+from reconciler.controllers.disruption.consolidatable_condition import ConsolidatableMarker
+from reconciler.controllers.nodeclaim.lifecycle_controller import NodeClaimLifecycle
+from reconciler.controllers.nodeclaim.termination_controller import TerminationController
+from reconciler.controllers.pools_and_classes.hash_stamper import HashStamper
+from reconciler.controllers.pools_and_classes.status_controller import StatusController
 from reconciler.kube.api import NODECLAIM, NODEPOOL, PDB, Kind, WatchEvent
 from reconciler.model import labels as wk
 from reconciler.model.conditions import NODECLAIM_DEPENDENTS, with_root

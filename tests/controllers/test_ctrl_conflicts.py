@@ -11,10 +11,10 @@ from types import SimpleNamespace
 
 from ctrl_steps import Steps, launched_node
 
-from reconciler.controllers.disruption_loop import DisruptionController
-from reconciler.controllers.garbage import GarbageCollector
-from reconciler.controllers.runtime import NameGenerator
-from reconciler.controllers.termination import TerminationController
+from reconciler.controllers.disruption.disruption_controller import DisruptionController
+from reconciler.controllers.nodeclaim.garbage_collection import GarbageCollector
+from reconciler.controllers.nodeclaim.termination_controller import TerminationController
+from reconciler.controllers.runtime.context import NameGenerator
 from reconciler.kube.api import NODE, ConflictError
 from reconciler.lifecycle.orchestration import CommandExecutor
 from reconciler.model import labels as wk

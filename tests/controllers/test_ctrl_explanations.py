@@ -14,10 +14,10 @@ from ctrl_objects import deployment, nodeclass, nodepool
 from ctrl_steps import Steps, launched_node
 from support.schema_validation import SchemaValidator
 
-from reconciler.controllers.disruption_loop import DisruptionController
-from reconciler.controllers.lifecycle import NodeClaimLifecycle
-from reconciler.controllers.provisioner import Provisioner
-from reconciler.controllers.runtime import ControllerContext, NameGenerator
+from reconciler.controllers.disruption.disruption_controller import DisruptionController
+from reconciler.controllers.nodeclaim.lifecycle_controller import NodeClaimLifecycle
+from reconciler.controllers.provisioning.provisioning_controller import Provisioner
+from reconciler.controllers.runtime.context import ControllerContext, NameGenerator
 from reconciler.kube.api import DEPLOYMENT, EVENT, NODE, NODECLAIM, NODEPOOL, PDB, POD
 from reconciler.model import labels as wk
 from reconciler.sim.workloads import create_with_status, pending_pod, running_status

@@ -6,9 +6,9 @@ from typing import Any
 
 from ctrl_steps import Steps, bound_pod, launched_node
 
-from reconciler.controllers.expiration import ExpirationController
-from reconciler.controllers.garbage import GarbageCollector
-from reconciler.controllers.termination import TerminationController
+from reconciler.controllers.nodeclaim.expiration_controller import ExpirationController
+from reconciler.controllers.nodeclaim.garbage_collection import GarbageCollector
+from reconciler.controllers.nodeclaim.termination_controller import TerminationController
 from reconciler.kube.api import NODE, NODECLAIM, PDB, POD, VOLUMEATTACHMENT, NotFoundError
 from reconciler.model import labels as wk
 

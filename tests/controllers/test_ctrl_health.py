@@ -7,8 +7,8 @@ from typing import Any
 
 from ctrl_steps import Steps, bound_pod, launched_node
 
-from reconciler.controllers.health import HealthController
-from reconciler.controllers.termination import TerminationController
+from reconciler.controllers.nodeclaim.node_repair_controller import HealthController
+from reconciler.controllers.nodeclaim.termination_controller import TerminationController
 from reconciler.kube.api import NODE, NODECLAIM, POD, NotFoundError
 from reconciler.model import labels as wk
 from reconciler.model.meta import format_time

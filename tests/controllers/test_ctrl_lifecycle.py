@@ -8,7 +8,7 @@ from ctrl_cluster import node_name_for
 from ctrl_steps import Steps, nodeclaim_manifest
 
 from reconciler.cloud.types import CloudError, LaunchRequest
-from reconciler.controllers.lifecycle import NodeClaimLifecycle
+from reconciler.controllers.nodeclaim.lifecycle_controller import NodeClaimLifecycle
 from reconciler.kube.api import NODE, NODECLAIM
 from reconciler.lifecycle.launch import node_for_instance
 from reconciler.model import labels as wk

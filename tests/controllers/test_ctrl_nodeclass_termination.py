@@ -6,8 +6,8 @@ from typing import Any
 
 from ctrl_steps import Steps, nodeclaim_manifest
 
-from reconciler.controllers.nodeclass_termination import NodeClassTermination
-from reconciler.controllers.status import StatusController
+from reconciler.controllers.pools_and_classes.nodeclass_termination import NodeClassTermination
+from reconciler.controllers.pools_and_classes.status_controller import StatusController
 from reconciler.kube.api import EC2NODECLASS, NODECLAIM, NotFoundError
 from reconciler.model.labels import NODECLASS_TERMINATION_FINALIZER
 

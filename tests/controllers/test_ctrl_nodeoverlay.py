@@ -9,7 +9,7 @@ from ctrl_harness import Rig, running, wait_for
 from ctrl_objects import deployment, fast_settings, nodeclass, nodepool
 
 from components.rbac import cluster_role_rules
-from reconciler.controllers.manager import Reconciler
+from reconciler.controllers.operator.manager import Reconciler
 from reconciler.kube.api import NODECLAIM, NODEOVERLAY
 from reconciler.kube.semantics import plural
 from reconciler.model import labels as wk

@@ -12,8 +12,13 @@ from typing import Any
 from ctrl_objects import deployment
 from ctrl_steps import Steps
 
-from reconciler.controllers.provisioner import CREATE_CONCURRENCY, NOMINATION_BURST, NOMINATION_QPS, Provisioner
-from reconciler.controllers.runtime import NameGenerator
+from reconciler.controllers.provisioning.provisioning_controller import (
+    CREATE_CONCURRENCY,
+    NOMINATION_BURST,
+    NOMINATION_QPS,
+    Provisioner,
+)
+from reconciler.controllers.runtime.context import NameGenerator
 from reconciler.kube.api import NODECLAIM
 from reconciler.sim.workloads import create_with_status, pending_pod
 

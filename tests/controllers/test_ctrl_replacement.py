@@ -13,10 +13,10 @@ from typing import Any
 from ctrl_objects import deployment
 from ctrl_steps import Steps, launched_node, nodeclaim_manifest
 
-from reconciler.controllers.lifecycle import NodeClaimLifecycle
-from reconciler.controllers.provisioner import Provisioner
-from reconciler.controllers.runtime import ControllerContext, NameGenerator
-from reconciler.controllers.termination import TerminationController
+from reconciler.controllers.nodeclaim.lifecycle_controller import NodeClaimLifecycle
+from reconciler.controllers.nodeclaim.termination_controller import TerminationController
+from reconciler.controllers.provisioning.provisioning_controller import Provisioner
+from reconciler.controllers.runtime.context import ControllerContext, NameGenerator
 from reconciler.kube.api import NODECLAIM, POD
 from reconciler.model import labels as wk
 from reconciler.sim.workloads import create_with_status, pending_pod, running_status

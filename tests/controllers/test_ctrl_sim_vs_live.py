@@ -15,10 +15,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from reconciler.controllers.disruption_loop import _UNEXPLAINED, DisruptionController
-from reconciler.controllers.lifecycle import NodeClaimLifecycle
-from reconciler.controllers.podevents import PodEventsController
-from reconciler.controllers.runtime import ControllerContext, NameGenerator, Timings
+from reconciler.controllers.disruption.disruption_controller import _UNEXPLAINED, DisruptionController
+from reconciler.controllers.nodeclaim.lifecycle_controller import NodeClaimLifecycle
+from reconciler.controllers.nodeclaim.pod_events_controller import PodEventsController
+from reconciler.controllers.runtime.context import ControllerContext, NameGenerator, Timings
 from reconciler.disruption.types import Command, DisruptionDecision
 from reconciler.kube.api import KINDS_BY_NAME, NODE, NODECLAIM, POD, Kind, WatchEvent
 from reconciler.lifecycle.launch import node_for_instance

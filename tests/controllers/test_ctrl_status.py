@@ -7,10 +7,10 @@ from typing import Any
 from ctrl_objects import nodeclass, nodepool
 from ctrl_steps import Steps, bound_pod, launched_node
 
-from reconciler.controllers.disruption_loop import DisruptionController
-from reconciler.controllers.podevents import PodEventsController
-from reconciler.controllers.runtime import NameGenerator
-from reconciler.controllers.status import StatusController
+from reconciler.controllers.disruption.disruption_controller import DisruptionController
+from reconciler.controllers.nodeclaim.pod_events_controller import PodEventsController
+from reconciler.controllers.pools_and_classes.status_controller import StatusController
+from reconciler.controllers.runtime.context import NameGenerator
 from reconciler.kube.api import EC2NODECLASS, NODE, NODECLAIM, NODEPOOL, POD
 from reconciler.lifecycle.conditions import set_condition
 from reconciler.model import labels as wk

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from ctrl_steps import Steps, launched_node
 
-from reconciler.controllers.termination import TerminationController
+from reconciler.controllers.nodeclaim.termination_controller import TerminationController
 from reconciler.kube.api import NODECLAIM
 
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from reconciler.controllers import app as app_module
-from reconciler.controllers.app import EXIT_INVALID, App, app_leader, main
+from reconciler.controllers.operator import app as app_module
+from reconciler.controllers.operator.app import EXIT_INVALID, App, app_leader, main
 from reconciler.observability import configure_logging, get_logger
 from reconciler.settings import Settings, SettingsError
 
@@ -86,7 +86,7 @@ async def test_disable_leader_election_runs_without_a_lease() -> None:
     from ctrl_objects import catalog, fast_settings, fast_timings
 
     from reconciler.cloud.sim.provider import SimulatedCloud
-    from reconciler.controllers.runtime import SystemClock
+    from reconciler.controllers.runtime.context import SystemClock
     from reconciler.kube.api import LEASE
     from reconciler.kube.memory import MemoryKube
 
@@ -123,14 +123,14 @@ def test_log_level_filters_log_lines() -> None:
 
 
 async def test_cluster_endpoint_and_ca_bundle_stand_in_for_describe_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
-    from reconciler.controllers import clouds
-    from reconciler.controllers.clouds import StartupError, discover_cluster
+    from reconciler.controllers.operator import cloud_from_settings
+    from reconciler.controllers.operator.cloud_from_settings import StartupError, discover_cluster
     from reconciler.kube.memory import MemoryKube
 
     def unreachable(*_: Any) -> dict[str, Any]:
         raise RuntimeError("eks:DescribeCluster denied")
 
-    monkeypatch.setattr(clouds, "_describe_cluster", unreachable)
+    monkeypatch.setattr(cloud_from_settings, "_describe_cluster", unreachable)
     env = {**BASE, "CLUSTER_ENDPOINT": "https://api.example", "CLUSTER_CA_BUNDLE": "Q0E="}
     info = await discover_cluster(Settings.from_env(env), env, MemoryKube())
     assert (info.endpoint, info.ca_bundle) == ("https://api.example", "Q0E=")

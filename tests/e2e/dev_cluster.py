@@ -37,7 +37,7 @@ from support.fake_apiserver import FakeApiServer  # noqa: E402
 
 from reconciler.cloud.aws.offline import OfflineAWS, start_offline_aws  # noqa: E402
 from reconciler.cloud.aws.provider import AWSCloudProvider  # noqa: E402
-from reconciler.controllers.runtime import SystemClock  # noqa: E402
+from reconciler.controllers.runtime.context import SystemClock  # noqa: E402
 from reconciler.kube.api import DEPLOYMENT  # noqa: E402
 from reconciler.sim.workloads import create_with_status  # noqa: E402
 

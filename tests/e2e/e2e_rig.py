@@ -24,10 +24,10 @@ from support.timescale import scaled
 
 from reconciler.cloud.aws.offline import OfflineAWS
 from reconciler.cloud.aws.provider import AWSCloudProvider, AWSProviderConfig
-from reconciler.controllers.app import App
-from reconciler.controllers.interruption_loop import InterruptionLoop
-from reconciler.controllers.manager import BackgroundLoop
-from reconciler.controllers.runtime import ControllerContext, SystemClock, Timings
+from reconciler.controllers.aws_provider.interruption_controller import InterruptionLoop
+from reconciler.controllers.operator.app import App
+from reconciler.controllers.operator.manager import BackgroundLoop
+from reconciler.controllers.runtime.context import ControllerContext, SystemClock, Timings
 from reconciler.kube.leader import LeaderElectionConfig
 from reconciler.kube.live import LiveKube
 from reconciler.model import labels as wk

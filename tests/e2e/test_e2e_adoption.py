@@ -15,7 +15,7 @@ from ctrl_harness import wait_for
 from e2e_rig import E2E, e2e, e2e_lease
 
 from reconciler.cloud.aws.offline import OfflineAWS
-from reconciler.controllers.app import DEFAULT_LEASE_NAME
+from reconciler.controllers.operator.app import DEFAULT_LEASE_NAME
 from reconciler.kube.api import LEASE, NODECLAIM, NODEPOOL
 from reconciler.kube.leader import LeaderElectionConfig, LeaderElector
 from reconciler.model import labels as wk

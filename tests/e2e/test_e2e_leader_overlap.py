@@ -27,9 +27,9 @@ from support.timescale import scaled
 
 from reconciler.cloud.aws.offline import OfflineAWS
 from reconciler.cloud.aws.provider import AWSCloudProvider
-from reconciler.controllers.awsrefresh import HOUR, RefreshSchedule, aws_refresh_loops
-from reconciler.controllers.manager import BackgroundLoop
-from reconciler.controllers.runtime import ControllerContext
+from reconciler.controllers.aws_provider.refresh_loops import HOUR, RefreshSchedule, aws_refresh_loops
+from reconciler.controllers.operator.manager import BackgroundLoop
+from reconciler.controllers.runtime.context import ControllerContext
 from reconciler.kube.api import LEASE
 
 PAGE = ("<DescribeSpotPriceHistoryResponse xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\"><requestId>r</requestId>"

@@ -1,6 +1,6 @@
 """The reconciler as a process, the way it is started by hand: env vars + kubeconfig, AWS via moto.
 
-``python -m reconciler.controllers.app`` (what ``python -m reconciler run``
+``python -m reconciler.controllers.operator.app`` (what ``python -m reconciler run``
 calls) runs in a subprocess against the dev cluster of ``dev_cluster.py`` and
 must print the workshop log sequence as JSON lines with the same facts, then
 stop on SIGTERM with exit code 0 and a released lease.
@@ -19,7 +19,7 @@ from typing import Any
 from dev_cluster import start_dev_cluster
 from support.timescale import scaled
 
-from reconciler.controllers.app import DEFAULT_LEASE_NAME
+from reconciler.controllers.operator.app import DEFAULT_LEASE_NAME
 from reconciler.kube.api import LEASE, NODECLAIM
 
 SEQUENCE = [
@@ -52,7 +52,7 @@ async def test_run_process_shows_the_workshop_log_sequence_and_stops_cleanly(tmp
     dev = await start_dev_cluster(tmp_path, replicas=3, cluster="adze-process")
     env = {**os.environ, **dev.env(metrics_port=0, health_port=0), "PYTHONPATH": str(REPO)}
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "reconciler.controllers.app", cwd=REPO, env=env,
+        sys.executable, "-m", "reconciler.controllers.operator.app", cwd=REPO, env=env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )
     lines: list[dict[str, Any]] = []

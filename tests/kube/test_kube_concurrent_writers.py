@@ -20,11 +20,11 @@ from support.fake_apiserver import FakeApiServer
 
 from reconciler.cloud.sim.provider import SimulatedCloud
 from reconciler.cloud.types import InstanceType, Offering
-from reconciler.controllers.disruption_loop import DisruptionController
-from reconciler.controllers.drift import DriftMarker
-from reconciler.controllers.garbage import GarbageCollector
-from reconciler.controllers.runtime import ControllerContext, ManualClock, NameGenerator, Timings
-from reconciler.controllers.termination import TerminationController
+from reconciler.controllers.disruption.disruption_controller import DisruptionController
+from reconciler.controllers.disruption.drift_condition import DriftMarker
+from reconciler.controllers.nodeclaim.garbage_collection import GarbageCollector
+from reconciler.controllers.nodeclaim.termination_controller import TerminationController
+from reconciler.controllers.runtime.context import ControllerContext, ManualClock, NameGenerator, Timings
 from reconciler.interruption.actions import Action, ActionKind
 from reconciler.interruption.queue_consumer import execute
 from reconciler.kube.api import NODE, NODECLAIM, Kind, Manifest, kind_of

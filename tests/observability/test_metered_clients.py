@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from ctrl_objects import nodepool
 
-from reconciler.controllers.metered import MeteredKube
+from reconciler.controllers.exporters.metered_clients import MeteredKube
 from reconciler.kube.api import NODEPOOL, POD, NotFoundError
 from reconciler.kube.memory import MemoryKube
 from reconciler.observability import Metrics

@@ -19,15 +19,15 @@ from ctrl_steps import Steps, bound_pod, launched_node
 from karpenter_reference import ELSEWHERE
 
 from reconciler.cloud.types import InsufficientCapacityError
-from reconciler.controllers import provisioner as provisioner_module
-from reconciler.controllers.disruption_loop import DisruptionController
-from reconciler.controllers.hashes import HashStamper
-from reconciler.controllers.lifecycle import NodeClaimLifecycle
-from reconciler.controllers.manager import Reconciler
-from reconciler.controllers.metered import MeteredCloud
-from reconciler.controllers.provisioner import Provisioner
-from reconciler.controllers.runtime import CURRENT_CONTROLLER, NameGenerator
-from reconciler.controllers.state_metrics import StateMetrics
+from reconciler.controllers.disruption.disruption_controller import DisruptionController
+from reconciler.controllers.exporters.metered_clients import MeteredCloud
+from reconciler.controllers.exporters.state_metrics import StateMetrics
+from reconciler.controllers.nodeclaim.lifecycle_controller import NodeClaimLifecycle
+from reconciler.controllers.operator.manager import Reconciler
+from reconciler.controllers.pools_and_classes.hash_stamper import HashStamper
+from reconciler.controllers.provisioning import provisioning_controller as provisioner_module
+from reconciler.controllers.provisioning.provisioning_controller import Provisioner
+from reconciler.controllers.runtime.context import CURRENT_CONTROLLER, NameGenerator
 from reconciler.kube.api import EC2NODECLASS, NODE, NODECLAIM, NODEPOOL
 from reconciler.model.meta import format_time
 from reconciler.sim.workloads import create_with_status

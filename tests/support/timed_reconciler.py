@@ -4,7 +4,7 @@
         python tests/support/timed_reconciler.py [run args]
 
 Karpenter's periods (15 s consolidation validation, 10 s disruption polling, 30 s garbage-collection age...)
-would make each end-to-end test last minutes. ``ADZE_TEST_TIMINGS`` (``reconciler.controllers.runtime.Timings``
+would make each end-to-end test last minutes. ``ADZE_TEST_TIMINGS`` (``reconciler.controllers.runtime.context.Timings``
 fields) and ``ADZE_TEST_SETTINGS`` (``reconciler.settings.Settings`` fields the environment does not name) set
 shorter ones; nothing else differs from ``python -m reconciler run``: same CLI, same settings parsing, same
 kubeconfig and AWS clients, same signals and exit codes.
@@ -25,8 +25,8 @@ import signal
 import sys
 from typing import Any
 
-from reconciler.controllers import app as app_module
-from reconciler.controllers.runtime import Timings
+from reconciler.controllers.operator import app as app_module
+from reconciler.controllers.runtime.context import Timings
 from reconciler.settings import Settings
 
 

@@ -33,7 +33,7 @@ from reconciler.cloud.aws.nodeclass import managed_profile_path
 from reconciler.cloud.aws.offline import OfflineAWS
 from reconciler.cloud.aws.provider import AWSCloudProvider
 from reconciler.cloud.types import LaunchRequest
-from reconciler.controllers.clouds import check_ec2_access, discover_cluster
+from reconciler.controllers.operator.cloud_from_settings import check_ec2_access, discover_cluster
 from reconciler.interruption.health import HealthPoller
 from reconciler.interruption.queue_consumer import InterruptionQueueConsumer, InterruptionSettings
 from reconciler.kube.memory import MemoryKube

@@ -10,7 +10,7 @@ from typing import Any
 from components.policies import AwsScope, controller_policies
 from reconciler.cloud.aws.offline import OfflineAWS
 from reconciler.cloud.aws.provider import AWSCloudProvider
-from reconciler.controllers.clouds import check_ec2_access
+from reconciler.controllers.operator.cloud_from_settings import check_ec2_access
 
 
 def granted_actions() -> list[str]:

@@ -15,7 +15,7 @@ from aws_harness import FaultPlan, Recorder, make_provider
 
 from reconciler.cloud.aws.offline import OfflineAWS
 from reconciler.cloud.types import LaunchRequest, NodeClassNotReadyError
-from reconciler.controllers.clouds import StartupError, _flag
+from reconciler.controllers.operator.cloud_from_settings import StartupError, _flag
 
 
 def condition(status: dict[str, Any], kind: str = "ValidationSucceeded") -> dict[str, Any]:

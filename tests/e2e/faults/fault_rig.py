@@ -36,9 +36,9 @@ from components.common import LEADER_ELECTION_LEASE
 from reconciler.cloud.aws.offline import OfflineAWS
 from reconciler.cloud.aws.provider import AWSCloudProvider
 from reconciler.cloud.types import CloudProvider
-from reconciler.controllers.app import App
-from reconciler.controllers.manager import BackgroundLoop
-from reconciler.controllers.runtime import ControllerContext, Timings
+from reconciler.controllers.operator.app import App
+from reconciler.controllers.operator.manager import BackgroundLoop
+from reconciler.controllers.runtime.context import ControllerContext, Timings
 from reconciler.kube.api import KubeAPI, Manifest
 from reconciler.kube.leader import LeaderElectionConfig
 from reconciler.kube.live import LiveKube

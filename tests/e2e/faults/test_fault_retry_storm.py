@@ -25,7 +25,7 @@ from fault_rig import ApiServer, FaultRig, fault_rig
 from support.fault_proxy import Match
 
 from reconciler.cloud.aws.offline import OfflineAWS
-from reconciler.controllers.backoff import CONTROLLER_BACKOFF, EVICTION_BACKOFF, ItemBackoff
+from reconciler.controllers.runtime.backoff import CONTROLLER_BACKOFF, EVICTION_BACKOFF, ItemBackoff
 from reconciler.kube.api import NODECLAIM, POD
 
 WINDOW = float(os.environ.get("ADZE_FAULT_WINDOW", "12"))  # the audit's 30 s: ADZE_FAULT_WINDOW=30

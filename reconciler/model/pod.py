@@ -131,6 +131,8 @@ class Pod:
     start_time: datetime | None = None  # status.startTime: do-not-disrupt durations count from it
     ready: bool | None = None  # the Ready condition; None: not reported
     daemonset_owned: bool = False  # ``meta.owned_by_daemonset``: the one DaemonSet rule
+    # ``scheduling_requests`` once asked for (the pod and its requests never change; ``replace`` starts afresh).
+    _scheduling_requests: Resources | None = field(default=None, init=False, compare=False, repr=False)
 
     @property
     def key(self) -> str:
@@ -139,7 +141,11 @@ class Pod:
     @property
     def scheduling_requests(self) -> Resources:
         """What the pod consumes on a node for scheduling: its requests plus one pod slot."""
-        return self.requests + ONE_POD
+        found = self._scheduling_requests
+        if found is None:
+            found = self.requests + ONE_POD
+            object.__setattr__(self, "_scheduling_requests", found)  # a memo on a frozen value
+        return found
 
     @property
     def is_daemonset_pod(self) -> bool:

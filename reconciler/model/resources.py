@@ -6,7 +6,7 @@ resource absent from a list counts as zero.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 from typing import Any
 
 from reconciler.model.quantity import format_quantity, parse_quantity
@@ -59,6 +59,23 @@ class Resources(Mapping[str, int]):
 
     def __len__(self) -> int:
         return len(self._amounts)
+
+    # The Mapping mixins go through __getitem__/__iter__ in Python; the dict answers the same, in C (hot in
+    # scheduling and disruption). The views are read-only: nothing changes ``_amounts`` after __init__.
+    def get(self, name: str, default: Any = None) -> Any:
+        return self._amounts.get(name, default)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._amounts
+
+    def keys(self) -> KeysView[str]:
+        return self._amounts.keys()
+
+    def items(self) -> ItemsView[str, int]:
+        return self._amounts.items()
+
+    def values(self) -> ValuesView[int]:
+        return self._amounts.values()
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Resources):

@@ -166,10 +166,11 @@ class Scheduler:
         refuse_moved, placed = self._pending_only, self._placed
         for base in self._bases:
             if base in rejected or (blockers and _refused(blockers, base)):
-                # Skipped by a memoized refusal; the explanation still names the node and why.
-                message = self._refusals.get((id(cls), id(base)))
-                if message is not None and len(attempt.existing) < 3:
-                    attempt.existing.append(message)
+                # Skipped by a memoized refusal; the explanation still names the node and why (the first three).
+                if len(attempt.existing) < 3:
+                    message = self._refusals.get((id(cls), id(base)))
+                    if message is not None:
+                        attempt.existing.append(message)
                 continue
             if refuse_moved and not pending and base.name in refuse_moved:
                 continue

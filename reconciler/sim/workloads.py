@@ -245,12 +245,12 @@ class WorkloadControllers:
         )
         for workload in self._snapshot("Deployment"):
             if owner_key(workload) in deployments:
-                await self._reconcile_deployment(workload, changes.pods_of)
+                await self._reconcile_deployment(workload, changes.pods_of, changes.template_hashes)
         for kind in REPLICATED_KINDS[1:]:
             for workload in self._snapshot(kind):
                 key = owner_key(workload)
                 if key in owners and deployment_of(workload) not in live:
-                    await self._reconcile_replicas(workload, changes.pods_of(key))
+                    await self._reconcile_replicas(workload, changes.pods_of(key), hashes=changes.template_hashes(key))
         changed_nodes: list[Manifest] | None = None
         for daemonset in self._snapshot("DaemonSet"):
             key = owner_key(daemonset)
@@ -303,8 +303,10 @@ class WorkloadControllers:
             for pod in pods_of(key):
                 await self._delete(pod)
 
-    async def _reconcile_deployment(self, deployment: Manifest, pods_of: Callable[[str], list[Manifest]]) -> None:
-        """Scale the Deployment's ReplicaSets when its spec changed (or it has none yet), then their pods."""
+    async def _reconcile_deployment(self, deployment: Manifest, pods_of: Callable[[str], list[Manifest]],
+                                    hashes_of: Callable[[str], Collection[str | None]] | None = None) -> None:
+        """Scale the Deployment's ReplicaSets when its spec changed (or it has none yet), then their pods.
+        ``hashes_of``: the template hashes among an owner's pods, where they are kept (see ``_reconcile_replicas``)."""
         key = owner_key(deployment)
         spec = deployment.get("spec") or {}
         template = spec.get("template") or {}
@@ -317,8 +319,9 @@ class WorkloadControllers:
         if (first_seen and not replicasets) or (not first_seen and changed):
             replicasets = await self._scale_replicasets(deployment, replicasets, template)
         for replicaset in replicasets:
-            await self._reconcile_replicas(replicaset, pods_of(owner_key(replicaset)), counter=key,
-                                           base=deployment["metadata"]["name"])
+            owner = owner_key(replicaset)
+            await self._reconcile_replicas(replicaset, pods_of(owner), counter=key, base=deployment["metadata"]["name"],
+                                           hashes=hashes_of(owner) if hashes_of is not None else None)
 
     async def _scale_replicasets(self, deployment: Manifest, replicasets: list[Manifest],
                                  template: Mapping[str, Any]) -> list[Manifest]:
@@ -384,22 +387,26 @@ class WorkloadControllers:
         return {rs["metadata"]["name"] for rs in stored}
 
     async def _reconcile_replicas(self, workload: Manifest, pods: list[Manifest], *, counter: str | None = None,
-                                  base: str | None = None) -> None:
+                                  base: str | None = None, hashes: Collection[str | None] | None = None) -> None:
         """Pods of a ReplicaSet, StatefulSet or Job to its replicas (``counter``, ``base``: how new pods are
-        numbered and named, a Deployment's ReplicaSets sharing their Deployment's)."""
+        numbered and named, a Deployment's ReplicaSets sharing their Deployment's). ``hashes``: the template hashes
+        the pods carry (None: none), when kept by the caller: if none is stale the per-pod walk is skipped."""
         template = (workload.get("spec") or {}).get("template") or {}
         desired = replicas_of(workload)
         current_hash = template_hash(template)
         number = counter or owner_key(workload)
         if number not in self._next_index:  # adopted pods (a snapshot's) keep their numbers: new ones come after
             self._next_index[number] = 1 + max((_pod_index(p) for p in pods), default=-1)
-        keep = []
-        for pod in pods:
-            made_from = ((pod.get("metadata") or {}).get("annotations") or {}).get(TEMPLATE_HASH_ANNOTATION)
-            if made_from is not None and made_from != current_hash:
-                await self._delete(pod)
-            else:
-                keep.append(pod)
+        if hashes is not None and all(made_from is None or made_from == current_hash for made_from in hashes):
+            keep = pods  # nothing made from an older template (a Deployment's pods carry no hash at all)
+        else:
+            keep = []
+            for pod in pods:
+                made_from = _made_from(pod)
+                if made_from is not None and made_from != current_hash:
+                    await self._delete(pod)
+                else:
+                    keep.append(pod)
         if len(keep) > desired:
             # Unscheduled pods go first, then the newest (highest-numbered) ones.
             keep.sort(key=lambda p: (bool((p.get("spec") or {}).get("nodeName")), -_pod_index(p)))
@@ -545,6 +552,8 @@ class _Changes:
         self.indexed = False
         self._pods: dict[str, dict[str, Manifest]] = {}  # owner -> pod key -> pod
         self._owner_of: dict[str, str] = {}  # pod key -> owner
+        # owner -> template hash (None: none) -> how many of its pods carry it; lets a reconcile skip the walk
+        self._hashes: dict[str, dict[str | None, int]] = {}
         self._owners: set[str] = set()  # owners whose object or pods changed
         self._nodes: set[str] = set()  # nodes that changed, or whose DaemonSet pod did
         self._daemonsets: set[str] = set()  # DaemonSets whose object changed (every node to check)
@@ -557,6 +566,7 @@ class _Changes:
     def index(self, pods: list[Manifest], nodes: list[Manifest]) -> None:
         self._pods.clear()
         self._owner_of.clear()
+        self._hashes.clear()
         self._daemon_nodes.clear()
         self._node_order.clear()
         self._node_objects.clear()
@@ -575,6 +585,10 @@ class _Changes:
 
     def pods_of(self, owner: str) -> list[Manifest]:
         return list(self._pods.get(owner, {}).values())
+
+    def template_hashes(self, owner: str) -> Collection[str | None]:
+        """The template hashes the owner's pods carry (None for a pod without one), each at least once."""
+        return self._hashes.get(owner, {}).keys()
 
     def daemon_nodes(self, owner: str) -> Collection[str]:
         return self._daemon_nodes.get(owner, {}).keys()
@@ -623,6 +637,9 @@ class _Changes:
         key = self._key(pod)
         self._pods.setdefault(owner, {})[key] = pod
         self._owner_of[key] = owner
+        made_from = _made_from(pod)
+        counts = self._hashes.setdefault(owner, {})
+        counts[made_from] = counts.get(made_from, 0) + 1
         self._changed(owner, pod, 1)
 
     def _remove(self, pod: Manifest) -> None:
@@ -634,6 +651,12 @@ class _Changes:
         previous = pods.pop(key)
         if not pods:
             del self._pods[owner]
+        made_from, counts = _made_from(previous), self._hashes[owner]
+        counts[made_from] -= 1
+        if not counts[made_from]:
+            del counts[made_from]
+            if not counts:
+                del self._hashes[owner]
         self._changed(owner, previous, -1)
 
     def _changed(self, owner: str, pod: Manifest, delta: int) -> None:
@@ -647,3 +670,12 @@ class _Changes:
             bound[node] = bound.get(node, 0) + delta
             if not bound[node]:
                 del bound[node]
+
+
+_NOT_A_HASH = "\0not a template hash"  # what an annotation value that is no string counts as: stale, as it is
+
+
+def _made_from(pod: Manifest) -> str | None:
+    """The template hash the simulation stamped on the pod (None when it carries none)."""
+    made_from = ((pod.get("metadata") or {}).get("annotations") or {}).get(TEMPLATE_HASH_ANNOTATION)
+    return made_from if made_from is None or isinstance(made_from, str) else _NOT_A_HASH

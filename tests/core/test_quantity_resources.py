@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reconciler.model.quantity import QuantityError, format_quantity, parse_quantity
@@ -69,3 +71,20 @@ def test_resources_from_manifest_names_bad_path() -> None:
         "cpu": "1",
         "memory": "1Gi",
     }
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["cpu", "memory", "pods", "nvidia.com/gpu"]), st.integers(-5, 5)),
+                max_size=5),
+       st.sampled_from(["cpu", "memory", "pods", "nvidia.com/gpu", "ephemeral-storage"]), st.sampled_from([None, 0, 7]))
+def test_resources_answer_lookups_as_the_generic_mapping_does(amounts: list, name: str, default: int | None) -> None:
+    """``get``/``in``/``keys``/``items``/``values`` answered by the dict itself equal the Mapping mixins' answers
+    (built on ``__getitem__`` and ``__iter__``), zero amounts dropped alike."""
+    resources = Resources(amounts)
+    assert resources.get(name, default) == Mapping.get(resources, name, default)
+    assert resources.get(name) == Mapping.get(resources, name)
+    assert (name in resources) == Mapping.__contains__(resources, name)
+    assert list(resources.keys()) == list(Mapping.keys(resources))
+    assert list(resources.items()) == list(Mapping.items(resources))
+    assert list(resources.values()) == list(Mapping.values(resources))
+    assert resources.items() == Mapping.items(resources)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from reconciler.model import labels as wk
 from reconciler.model.meta import ManifestError
@@ -126,3 +130,21 @@ def test_ephemeral_taints():
     assert is_ephemeral(Taint(wk.UNREGISTERED_TAINT_KEY, "NoExecute"))
     assert not is_ephemeral(Taint("node.kubernetes.io/unreachable", "NoExecute"))
     assert not is_ephemeral(Taint("dedicated", "NoSchedule"))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["cpu", "memory", "pods", "nvidia.com/gpu"]), st.integers(0, 10**7)),
+                max_size=4),
+       st.lists(st.tuples(st.sampled_from(["cpu", "memory", "pods"]), st.integers(0, 10**7)), max_size=3))
+def test_scheduling_requests_are_kept_once_asked_and_equal_a_fresh_sum(first: list, second: list) -> None:
+    """The memo equals requests + one pod slot, survives repeated reads, and never leaks into equality
+    or a ``replace``d pod (which starts afresh)."""
+    pod = Pod(namespace="default", name="p", uid="u", requests=Resources(first))
+    untouched = Pod(namespace="default", name="p", uid="u", requests=Resources(first))
+    fresh = Resources(first) + Resources({"pods": 1000})
+    assert pod.scheduling_requests == fresh
+    assert pod.scheduling_requests is pod.scheduling_requests  # kept, not summed again
+    assert pod == untouched
+    changed = replace(pod, requests=Resources(second))
+    assert changed.scheduling_requests == Resources(second) + Resources({"pods": 1000})
+    assert pod.scheduling_requests == fresh

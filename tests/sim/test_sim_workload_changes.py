@@ -3,7 +3,8 @@
 ``WorkloadControllers`` keeps the pods indexed by owner from the in-memory API server's writes and reconciles
 only workloads whose object or pods changed, and for DaemonSets only the nodes that changed. The property drives
 two simulations with the same random writes — one reconciling incrementally, one always in full — and compares
-their pods (names, order, nodes, annotations) after every reconcile.
+their pods (names, order, nodes, annotations) after every reconcile, and the kept template hashes per owner (which
+let a reconcile skip walking pods none of which is stale) with the hashes the owner's pods carry.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 from reconciler.kube.api import KINDS_BY_NAME, NODE, POD, NotFoundError
 from reconciler.sim.runner import Simulation
 from reconciler.sim.scenario import parse_scenario
+from reconciler.sim.workloads import TEMPLATE_HASH_ANNOTATION, WorkloadControllers
 
 NODES = ("w0", "w1", "w2")
 
@@ -31,6 +33,11 @@ def deployment(name: str, replicas: int, label: str = "v1") -> dict[str, Any]:
                               "spec": {"containers": [{"name": "c", "image": "x",
                                                        "resources": {"requests": {"cpu": "100m"}}}]}}},
     }
+
+
+def statefulset(name: str, replicas: int, label: str = "v1") -> dict[str, Any]:
+    """A workload whose pods carry the simulation's template hash (a Deployment's pods do not)."""
+    return {**deployment(name, replicas, label), "kind": "StatefulSet"}
 
 
 def daemonset(label: str = "v1", selector: dict[str, str] | None = None) -> dict[str, Any]:
@@ -57,7 +64,8 @@ def simulation(incremental: bool) -> Simulation:
         "name": "workloads", "settings": {"clock": "2026-01-05T10:00:00Z"},
         "catalog": {"instanceTypes": [{"name": "t", "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"},
                                        "offerings": [{"capacityType": "on-demand", "zone": "z", "price": 1}]}]},
-        "objects": [deployment("web", 2), deployment("api", 1), daemonset(), *(node(n) for n in NODES[:2])],
+        "objects": [deployment("web", 2), deployment("api", 1), statefulset("db", 2), daemonset(),
+                    *(node(n) for n in NODES[:2])],
         "steps": [],
     })
     sim = Simulation(scenario)
@@ -75,7 +83,7 @@ def pods(sim: Simulation) -> list[tuple[Any, ...]]:
 async def apply(sim: Simulation, move: tuple[Any, ...]) -> None:
     kube, kind = sim.kube, move[0]
     if kind in ("scale", "template"):
-        deployment_kind = KINDS_BY_NAME["Deployment"]
+        deployment_kind = KINDS_BY_NAME["StatefulSet" if move[1] == "db" else "Deployment"]
         try:
             current = await kube.get(deployment_kind, move[1], "default")
         except NotFoundError:
@@ -83,7 +91,7 @@ async def apply(sim: Simulation, move: tuple[Any, ...]) -> None:
         if kind == "scale":
             await kube.patch(deployment_kind, move[1], {"spec": {"replicas": move[2]}}, "default")
         else:
-            changed = deployment(move[1], current["spec"]["replicas"], move[2])
+            changed = (statefulset if move[1] == "db" else deployment)(move[1], current["spec"]["replicas"], move[2])
             await kube.patch(deployment_kind, move[1], {"spec": {"template": changed["spec"]["template"]}}, "default")
     elif kind == "delete-pod":
         names = sorted(m["metadata"]["name"] for m in sim.cluster.manifests("Pod"))
@@ -119,8 +127,8 @@ async def apply(sim: Simulation, move: tuple[Any, ...]) -> None:
 
 moves = st.lists(
     st.one_of(
-        st.tuples(st.just("scale"), st.sampled_from(["web", "api"]), st.integers(0, 4)),
-        st.tuples(st.just("template"), st.sampled_from(["web", "api"]), st.sampled_from(["v1", "v2"])),
+        st.tuples(st.just("scale"), st.sampled_from(["web", "api", "db"]), st.integers(0, 4)),
+        st.tuples(st.just("template"), st.sampled_from(["web", "api", "db"]), st.sampled_from(["v1", "v2"])),
         st.tuples(st.just("delete-pod"), st.integers(0, 50)),
         st.tuples(st.just("bind"), st.integers(0, 50)),
         st.tuples(st.just("add-node"), st.sampled_from(NODES), st.sampled_from(["a", "b"])),
@@ -148,9 +156,41 @@ def test_incremental_reconciles_do_what_full_ones_do(steps: list[tuple[Any, ...]
                 for sim in (fast, full):
                     await sim.workloads.reconcile()
                 assert pods(fast) == pods(full), move
+                assert_hashes_kept(fast.workloads)
+            else:
+                assert_hashes_kept(fast.workloads)  # kept between reconciles too, from the writes alone
         for sim in (fast, full):
             await sim.workloads.reconcile()
         assert pods(fast) == pods(full)
+
+    asyncio.run(run())
+
+
+def assert_hashes_kept(workloads: WorkloadControllers) -> None:
+    """The kept template hashes of every owner equal the hashes its pods carry, counted from scratch."""
+    changes = workloads._changes
+    assert changes is not None
+    owners = {owner for owner in changes._hashes} | {owner for owner in changes._pods}
+    for owner in owners:
+        pods_now = changes.pods_of(owner)
+        carried = {(p["metadata"].get("annotations") or {}).get(TEMPLATE_HASH_ANNOTATION) for p in pods_now}
+        assert set(changes.template_hashes(owner)) == carried, owner
+        assert sum(changes._hashes.get(owner, {}).values()) == len(pods_now), owner
+
+
+def test_a_changed_statefulset_template_replaces_its_pods_when_reconciled_incrementally() -> None:
+    """The walk skipped while no pod is stale still runs once the template changes (the kept hashes say so)."""
+    async def run() -> None:
+        fast, full = simulation(True), simulation(False)
+        for sim in (fast, full):
+            await sim.load()
+            await sim.workloads.reconcile()
+            await sim.workloads.reconcile()  # indexed: the fast one now reconciles incrementally
+            await apply(sim, ("template", "db", "v2"))
+            await sim.workloads.reconcile()
+        assert pods(fast) == pods(full)
+        revisions = sorted(rev for name, _, _, rev in pods(fast) if name.startswith("db-"))
+        assert revisions == ["v2", "v2"]
 
     asyncio.run(run())
 

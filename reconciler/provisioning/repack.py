@@ -55,7 +55,7 @@ def repack(claims: Sequence[ScheduledClaim], templates: Mapping[str, ClaimTempla
            max_instance_types: int = 600) -> RepackResult:
     """The cheaper packing of ``claims`` (see the module), or ``claims`` unchanged; ``templates`` by NodePool
     name are the scheduling context's (requirements, taints, instance types with offerings, DaemonSet groups)."""
-    counted = _counted_labels([pod for claim in claims for pod in claim.pods])
+    counted = counted_selectors([pod for claim in claims for pod in claim.pods])
     kept: list[ScheduledClaim] = []
     movable: dict[str, list[ScheduledClaim]] = {}
     for claim in claims:
@@ -80,7 +80,7 @@ def repack(claims: Sequence[ScheduledClaim], templates: Mapping[str, ClaimTempla
 # -- what may move -----------------------------------------------------------------------------------------------
 
 
-def _counted_labels(pods: Iterable[Pod]) -> list[tuple[str, object]]:
+def counted_selectors(pods: Iterable[Pod]) -> list[tuple[str, object]]:
     """Every topology / affinity selector in the batch, with the namespaces it looks in (None: any)."""
     selectors: list[tuple[str, object]] = []
     for pod in pods:

@@ -18,7 +18,14 @@ from reconciler.model import labels as wk
 from reconciler.model.requirements import ALLOW_UNDEFINED_WELL_KNOWN
 from reconciler.model.resources import Resources
 from reconciler.model.taints import tolerates
-from reconciler.provisioning.repack import RepackResult, batch_cost, plain_pod, pod_requirements, repack
+from reconciler.provisioning.repack import (
+    RepackResult,
+    batch_cost,
+    counted_selectors,
+    plain_pod,
+    pod_requirements,
+    repack,
+)
 from reconciler.scheduling import SchedulingContext
 from reconciler.scheduling.results import ScheduledClaim
 from reconciler.scheduling.scheduler import Scheduler
@@ -124,6 +131,11 @@ def test_plain_pod_excludes_every_kind_of_constraint() -> None:
     found = {p.name: plain_pod(p) for p in state.pods.values()}
     assert found == {"plain": True, "selected": True, "pinned": False, "spread": False, "anti": False,
                      "preferring": False}
+    # A plain pod that another pod's spread or affinity selector counts stays too: moving it moves the count.
+    counted = ClusterState.from_manifests([pod("counted", labels={"a": "b"}), pod("elsewhere", labels={"a": "b"},
+                                                                              namespace="other")]).pods
+    selectors = counted_selectors(state.pods.values())
+    assert [plain_pod(p, selectors) for p in sorted(counted.values(), key=lambda p: p.name)] == [False, True]
 
 
 def test_keeps_pods_in_their_node_pool_and_honours_taints_and_selectors() -> None:

@@ -541,7 +541,7 @@ def print_rows(catalogue_name: str, workload: str, pods: int, adze: Side, karpen
     if adze.repack is not None:
         repacked = adze.repack
         print(f"{'':<14} {'':<20} {'':>6} {repacked.name:<9} {'':>7} {repacked.core_cpu:>8.3f} {'':>7} "
-              f"{repacked.nodes:>6} {repacked.cost:>9.2f}  (Adze's claims repacked, first-fit decreasing; "
+              f"{repacked.nodes:>6} {repacked.cost:>9.2f}  (Adze's claims repacked: reconciler/provisioning/repack.py; "
               f"{repacked.cost / karpenter.cost if karpenter.cost else float('inf'):.3f} of Karpenter's $/h)")
         for problem in repacked.problems[:5]:
             print(f"    Adze+repack: {problem}")

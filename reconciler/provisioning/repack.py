@@ -20,7 +20,7 @@ than the claims replaced did.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from reconciler.model import labels as wk
 from reconciler.model.nodepool import NODES
@@ -129,30 +129,61 @@ def _claim_movable(claim: ScheduledClaim, template: ClaimTemplate, counted: Sequ
 # -- the packings tried ------------------------------------------------------------------------------------------
 
 
+Priced = tuple[float, str, TypeInfo]  # a type's cheapest offering under a claim's requirements, its name, it
+
+
 @dataclass(slots=True)
 class _Bin:
+    """A claim being packed. ``priced[start:]`` holds every usable type that may still hold the pods, cheapest
+    first; the first of them holds them (leading types that no longer do are skipped for good: pods only add)."""
+
     requirements: Requirements
-    requests: dict[str, int] = field(default_factory=dict)
-    pods: list[Pod] = field(default_factory=list)
-    priced: list[tuple[float, str, TypeInfo]] = field(default_factory=list)  # usable types holding the pods
+    requests: dict[str, int]
+    pods: list[Pod]
+    priced: list[Priced]
+    upper: dict[str, int]  # per resource, the most any of ``priced`` holds: a quick refusal for a full claim
+    start: int = 0
 
     @property
     def price(self) -> float:
-        return self.priced[0][0]
+        return self.priced[self.start][0]
+
+    def cheapest_holding(self, total: Mapping[str, int], rooms: Mapping[str, Mapping[str, int]]) -> int | None:
+        """Index of the cheapest type that holds ``total``, or None."""
+        if any(value > self.upper.get(name, 0) for name, value in total.items()):
+            return None
+        for index in range(self.start, len(self.priced)):
+            room = rooms[self.priced[index][1]]
+            if all(value <= room.get(name, 0) for name, value in total.items()):
+                return index
+        return None
 
 
-def _fits(info: TypeInfo, template: ClaimTemplate, requests: Mapping[str, int]) -> bool:
-    overhead = template.daemon_groups[template.group_index[info.name]].overhead
-    names = set(requests) | set(overhead)
-    return all(requests.get(n, 0) + overhead.get(n, 0) <= info.allocatable.get(n, 0) for n in names)
+def _rooms(template: ClaimTemplate) -> dict[str, dict[str, int]]:
+    """Per type, what its allocatable leaves for pods after its DaemonSet group's overhead."""
+    rooms = {}
+    for info in template.types:
+        overhead = template.daemon_groups[template.group_index[info.name]].overhead
+        names = set(info.allocatable) | set(overhead)
+        rooms[info.name] = {n: info.allocatable.get(n, 0) - overhead.get(n, 0) for n in names}
+    return rooms
 
 
-def _priced(types: Iterable[TypeInfo], template: ClaimTemplate, requirements: Requirements,
-            requests: Mapping[str, int]) -> list[tuple[float, str, TypeInfo]]:
-    """The types that meet ``requirements`` with an available offering and hold ``requests``, cheapest first."""
+def _upper(priced: Sequence[Priced], rooms: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
+    upper: dict[str, int] = {}
+    for item in priced:
+        for name, value in rooms[item[1]].items():
+            upper[name] = max(upper.get(name, 0), value)
+    return upper
+
+
+def _priced(types: Iterable[TypeInfo], requirements: Requirements, total: Mapping[str, int],
+            rooms: Mapping[str, Mapping[str, int]]) -> list[Priced]:
+    """The types that meet ``requirements`` with an available offering and hold ``total``, cheapest first."""
     found = []
     for info in types:
-        if not _fits(info, template, requests) or not info.compatible(requirements):
+        room = rooms[info.name]
+        if not all(value <= room.get(name, 0) for name, value in total.items()) or not info.compatible(requirements):
             continue
         offerings = info.offerings_for(requirements)
         if offerings:
@@ -177,59 +208,74 @@ STRATEGIES = ((_by_cpu, "first"), (_by_memory, "first"), (_by_cpu, "cheapest"), 
 def _pack_pool(group: Sequence[ScheduledClaim], template: ClaimTemplate,
                max_instance_types: int) -> list[ScheduledClaim] | None:
     """The cheapest of the strategies' packings of ``group``'s pods, or None when none could be made."""
+    rooms = _rooms(template)
     best: list[_Bin] | None = None
     for order, rule in STRATEGIES:
-        bins = _pack(sorted((pod for claim in group for pod in claim.pods), key=order), template, rule)
+        bins = _pack(sorted((pod for claim in group for pod in claim.pods), key=order), template, rule, rooms)
         if bins is not None and (best is None or sum(b.price for b in bins) < sum(b.price for b in best)):
             best = bins
     if best is None:
         return None
-    packed = [_finish(b, template, max_instance_types) for b in best]
+    packed = [_finish(b, template, max_instance_types, rooms) for b in best]
     if template.nodepool.limits and not _within_replaced(packed, group, template.nodepool.limits):
         return None
     return packed
 
 
-def _pack(pods: Sequence[Pod], template: ClaimTemplate, rule: str) -> list[_Bin] | None:
+def _pack(pods: Sequence[Pod], template: ClaimTemplate, rule: str,
+          rooms: Mapping[str, Mapping[str, int]]) -> list[_Bin] | None:
     bins: list[_Bin] = []
     for pod in pods:
         needs = pod_requirements(pod)
+        if template.requirements.incompatibility(needs, ALLOW_UNDEFINED_WELL_KNOWN) is not None:
+            return None
         requests = dict(pod.scheduling_requests)
-        chosen: tuple[float, _Bin, Requirements, dict[str, int], list[tuple[float, str, TypeInfo]]] | None = None
+        # (growth in $/h, the claim, its requirements and requests with the pod, its priced types or None: kept)
+        chosen: tuple[float, _Bin, Requirements, dict[str, int], list[Priced] | None, int] | None = None
         for candidate in bins:
             if candidate.requirements.incompatibility(needs, ALLOW_UNDEFINED_WELL_KNOWN) is not None:
                 continue
             merged = candidate.requirements.merge(needs)
             total = {n: candidate.requests.get(n, 0) + requests.get(n, 0) for n in {*candidate.requests, *requests}}
-            priced = _priced((item[2] for item in candidate.priced), template, merged, total)
-            if not priced:
-                continue
-            growth = priced[0][0] - candidate.price
+            if merged == candidate.requirements:  # the usual case: same prices, only the fit to check
+                index = candidate.cheapest_holding(total, rooms)
+                if index is None:
+                    continue
+                growth, priced = candidate.priced[index][0] - candidate.price, None
+            else:
+                repriced = _priced((item[2] for item in candidate.priced[candidate.start:]), merged, total, rooms)
+                if not repriced:
+                    continue
+                growth, priced, index = repriced[0][0] - candidate.price, repriced, 0
             if chosen is None or growth < chosen[0]:
-                chosen = (growth, candidate, merged, total, priced)
-            if rule == "first":
+                chosen = (growth, candidate, merged, total, priced, index)
+            if rule == "first" or growth <= 0:
                 break
-        if template.requirements.incompatibility(needs, ALLOW_UNDEFINED_WELL_KNOWN) is not None:
-            return None
         if chosen is None or (rule == "cheapest" and chosen[0] > 0):
             alone_requirements = template.requirements.merge(needs)
-            alone = _priced(template.types, template, alone_requirements, requests)
+            alone = _priced(template.types, alone_requirements, requests, rooms)
             if alone and (chosen is None or alone[0][0] < chosen[0]):
-                bins.append(_Bin(alone_requirements, requests, [pod], alone))
+                bins.append(_Bin(alone_requirements, requests, [pod], alone, _upper(alone, rooms)))
                 continue
             if chosen is None:
                 return None  # the scheduler placed it, so this is a case the repack does not model: keep it
-        _, into, merged, total, priced = chosen
-        into.requirements, into.requests, into.priced = merged, total, priced
+        _, into, merged, total, priced, index = chosen
+        into.requirements, into.requests = merged, total
+        if priced is not None:
+            into.priced, into.upper = priced, _upper(priced, rooms)
+        into.start = index
         into.pods.append(pod)
     return bins
 
 
-def _finish(packed: _Bin, template: ClaimTemplate, max_instance_types: int) -> ScheduledClaim:
+def _finish(packed: _Bin, template: ClaimTemplate, max_instance_types: int,
+            rooms: Mapping[str, Mapping[str, int]]) -> ScheduledClaim:
     """The claim as the scheduler's ``finalize_claim`` writes it: cheapest options first, types and capacity
     types pinned, the smallest DaemonSet overhead among the options in its requests."""
+    holding = [item for item in packed.priced[packed.start:]
+               if all(value <= rooms[item[1]].get(name, 0) for name, value in packed.requests.items())]
     priced = [(price, name, info, {o.capacity_type for o in info.offerings_for(packed.requirements)})
-              for price, name, info in packed.priced[:max_instance_types]]
+              for price, name, info in holding[:max_instance_types]]
     capacity_types = sorted(set().union(*(item[3] for item in priced)))
     final = packed.requirements.add(Requirement(wk.INSTANCE_TYPE, False, frozenset(item[1] for item in priced)),
                                     Requirement(wk.CAPACITY_TYPE, False, frozenset(capacity_types)))

@@ -41,7 +41,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -154,11 +154,29 @@ def problems(catalogue_name: str, types: list[InstanceType], workloads: Sequence
 # --- Adze's side (a child process: `compare.py adze PROBLEM RESULT`) ------------------------------------------
 
 
-def adze_child(problem_path: str, result_path: str) -> int:
+def claim_documents(claims: Sequence[Any], zones: Sequence[str], capacity_types: Sequence[str]) -> list[dict[str, Any]]:
+    """Scheduled claims as the exchange's result rows (pods, options, the zones and capacity types allowed)."""
+    from reconciler.model import labels as wk
+
+    rows = []
+    for claim in claims:
+        zone_requirement = claim.requirements.get(wk.ZONE)
+        ct_requirement = claim.requirements.get(wk.CAPACITY_TYPE)
+        rows.append({
+            "nodePool": claim.nodepool.name,
+            "pods": claim.pod_keys,
+            "instanceTypes": claim.instance_type_names,
+            "zones": [z for z in zones if zone_requirement is None or zone_requirement.has(z)],
+            "capacityTypes": [c for c in capacity_types if ct_requirement is None or ct_requirement.has(c)],
+            "price": claim.cheapest_price(),
+        })
+    return rows
+
+
+def adze_child(problem_path: str, result_path: str, with_repack: bool = False) -> int:
     started = time.perf_counter()
     from datetime import UTC, datetime
 
-    from reconciler.model import labels as wk
     from reconciler.scheduling import SchedulingContext
     from reconciler.scheduling.scheduler import Scheduler
     from reconciler.settings import Settings
@@ -176,18 +194,7 @@ def adze_child(problem_path: str, result_path: str) -> int:
     solved, cpu_solved = time.perf_counter(), time.process_time()
     zones = sorted({o.zone for t in types for o in t.offerings})
     capacity_types = sorted({o.capacity_type for t in types for o in t.offerings})
-    claims = []
-    for claim in result.new_claims:
-        zone_requirement = claim.requirements.get(wk.ZONE)
-        ct_requirement = claim.requirements.get(wk.CAPACITY_TYPE)
-        claims.append({
-            "nodePool": claim.nodepool.name,
-            "pods": claim.pod_keys,
-            "instanceTypes": claim.instance_type_names,
-            "zones": [z for z in zones if zone_requirement is None or zone_requirement.has(z)],
-            "capacityTypes": [c for c in capacity_types if ct_requirement is None or ct_requirement.has(c)],
-            "price": claim.cheapest_price(),
-        })
+    claims = claim_documents(result.new_claims, zones, capacity_types)
     document = {
         "input": input_summary(types, pending, state.nodepools),
         "parseSeconds": parsed - started,
@@ -198,6 +205,14 @@ def adze_child(problem_path: str, result_path: str) -> int:
         "existingPods": len(result.existing),
         "podErrors": dict(result.errors),
     }
+    if with_repack:  # the tighter packing (reconciler/provisioning/repack.py): beside, never instead of, the above
+        from reconciler.provisioning.repack import repack
+
+        cpu_before = time.process_time()
+        repacked = repack(result.new_claims, {t.name: t for t in context.templates}, settings.max_instance_types)
+        document["repack"] = {"claims": claim_documents(repacked.claims, zones, capacity_types),
+                              "cpuSeconds": time.process_time() - cpu_before,
+                              "pools": list(repacked.repacked_pools), "existingPods": 0, "podErrors": {}}
     Path(result_path).write_text(json.dumps(document))
     return 0
 
@@ -313,6 +328,7 @@ class Side:
     peak_mb: float
     unscheduled: int
     problems: list[str] = field(default_factory=list)
+    repack: Side | None = None  # Adze + repack (--repack): the same run's claims repacked, checked the same way
 
 
 def measured_child(argv: Sequence[str]) -> tuple[float, float, float]:
@@ -366,8 +382,8 @@ def check(side: str, result: Mapping[str, Any], pods: Mapping[str, Resources],
     return total, problems
 
 
-def solve_both(name: str, document: dict[str, Any], work: Path, binary: Path, workers: int
-               ) -> tuple[Side, Side, list[str], float]:
+def solve_both(name: str, document: dict[str, Any], work: Path, binary: Path, workers: int,
+               with_repack: bool = False) -> tuple[Side, Side, list[str], float]:
     """Both sides' results, input mismatches, and the LP lower bound ($/h) of the problem (``bench/lp_bound.py``,
     over the capacity types either side's claims allow)."""
     from reconciler.state.cluster import ClusterState
@@ -384,7 +400,8 @@ def solve_both(name: str, document: dict[str, Any], work: Path, binary: Path, wo
     mismatches: list[str] = []
     capacity_types: set[str] = set()
     for side, argv in (
-        ("Adze", [sys.executable, str(Path(__file__).resolve()), "adze", str(problem), str(work / "adze.json")]),
+        ("Adze", [sys.executable, str(Path(__file__).resolve()), "adze", str(problem), str(work / "adze.json"),
+                  *(["--repack"] if with_repack else [])]),
         ("Karpenter", [str(binary), "schedule", str(problem), str(work / "karpenter.json"), "-workers",
                        str(workers)]),
     ):
@@ -396,6 +413,13 @@ def solve_both(name: str, document: dict[str, Any], work: Path, binary: Path, wo
         capacity_types.update(t for claim in result["claims"] or [] for t in claim["capacityTypes"])
         sides.append(Side(side, result["buildSeconds"] + result["solveSeconds"], result["coreCpuSeconds"],
                           len(result["claims"] or []), cost, wall, cpu, peak, len(result["podErrors"]), problems))
+        if "repack" in result:
+            repacked = {**result["repack"], "podErrors": result["podErrors"]}
+            repack_cost, repack_problems = check("Adze+repack", repacked, pods, types_by_name, set(state.nodepools))
+            if repack_cost > cost + 1e-9:
+                repack_problems.append(f"repack costs more: {repack_cost:.4f} > {cost:.4f} $/h")
+            sides[-1].repack = Side("+repack", 0.0, result["repack"]["cpuSeconds"], len(repacked["claims"]),
+                                    repack_cost, 0.0, 0.0, 0.0, len(result["podErrors"]), repack_problems)
     return sides[0], sides[1], mismatches, lower_bound(pending, types, capacity_types or None)
 
 
@@ -514,9 +538,17 @@ def print_rows(catalogue_name: str, workload: str, pods: int, adze: Side, karpen
               flush=True)
         for problem in side.problems[:5]:
             print(f"    {side.name}: {problem}")
+    if adze.repack is not None:
+        repacked = adze.repack
+        print(f"{'':<14} {'':<20} {'':>6} {repacked.name:<9} {'':>7} {repacked.core_cpu:>8.3f} {'':>7} "
+              f"{repacked.nodes:>6} {repacked.cost:>9.2f}  (Adze's claims repacked: reconciler/provisioning/repack.py; "
+              f"{repacked.cost / karpenter.cost if karpenter.cost else float('inf'):.3f} of Karpenter's $/h)")
+        for problem in repacked.problems[:5]:
+            print(f"    Adze+repack: {problem}")
     if bound > 0:
+        tighter = f", Adze+repack {adze.repack.cost / bound:.3f}x" if adze.repack is not None else ""
         print(f"{'':<14} {'':<20} {'':>6} LP bound {bound:.2f} $/h: Adze {adze.cost / bound:.3f}x, "
-              f"Karpenter {karpenter.cost / bound:.3f}x", flush=True)
+              f"Karpenter {karpenter.cost / bound:.3f}x{tighter}", flush=True)
 
 
 DECISION_HEADER = (f"{'cluster':<14} {'side':<9} {'decide s':>8} {'CPU s':>7} {'method':<28} {'action':<8} "
@@ -542,7 +574,7 @@ def print_decisions(label: str, adze: Decision, karpenter: Decision) -> None:
 def main(argv: list[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else argv
     if arguments[:1] == ["adze"]:
-        return adze_child(arguments[1], arguments[2])
+        return adze_child(arguments[1], arguments[2], with_repack="--repack" in arguments[3:])
     if arguments[:1] == ["adze-consolidate"]:
         return adze_consolidate_child(arguments[1], arguments[2])
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -557,6 +589,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--consolidation", type=int, nargs="*", metavar="NODES",
                         help="cluster sizes for one consolidation decision (default 1000; --quick 100; none: skip)")
     parser.add_argument("--json", metavar="FILE", help="also write every row as JSON here")
+    parser.add_argument("--repack", action="store_true",
+                        help="also repack Adze's claims (reconciler/provisioning/repack.py) and print that row")
     parser.add_argument("--build-only", action="store_true", help="build Karpenter's side and stop")
     args = parser.parse_args(arguments)
     sizes = args.sizes or ([1000] if args.quick else list(SIZES))
@@ -584,14 +618,15 @@ def main(argv: list[str] | None = None) -> int:
             types = catalogue(catalogue_name)
             for label, document in problems(catalogue_name, types, workloads, sizes, preference_pods):
                 adze, karpenter, mismatches, bound = solve_both(document["name"], document, work, binary,
-                                                                args.karpenter_workers)
+                                                                args.karpenter_workers, args.repack)
                 pods = len(document["pods"])
                 print_rows(catalogue_name, label, pods, adze, karpenter, bound)
                 for mismatch in mismatches:
                     print(f"    INPUT MISMATCH {mismatch}")
-                failed = failed or bool(mismatches or adze.problems or karpenter.problems)
+                failed = failed or bool(mismatches or adze.problems or karpenter.problems
+                                        or (adze.repack is not None and adze.repack.problems))
                 rows.append({"catalogue": catalogue_name, "workload": label, "pods": pods, "lpBound": bound,
-                             "adze": adze.__dict__, "karpenter": karpenter.__dict__, "mismatches": mismatches})
+                             "adze": asdict(adze), "karpenter": asdict(karpenter), "mismatches": mismatches})
         if clusters:
             if catalogues and workloads:
                 print()

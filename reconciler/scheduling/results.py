@@ -157,7 +157,7 @@ def finalize_claim(claim: NewNodeClaim, context: SchedulingContext) -> Scheduled
         pinned.append(Requirement(wk.CAPACITY_TYPE, False, frozenset(capacity_types)))
     final = final.add(*pinned)
     labels = dict(claim.template.labels)
-    labels.update(_custom_labels(final, claim.template.requirements))
+    labels.update(custom_labels(final, claim.template.requirements))
     return ScheduledClaim(
         nodepool=claim.template.nodepool,
         pods=[sp.pod for sp in claim.pods],
@@ -173,7 +173,7 @@ def finalize_claim(claim: NewNodeClaim, context: SchedulingContext) -> Scheduled
     )
 
 
-def _custom_labels(requirements: Requirements, template: Requirements) -> dict[str, str]:
+def custom_labels(requirements: Requirements, template: Requirements) -> dict[str, str]:
     """Single values for custom (not well-known, not restricted) keys, so the node carries them."""
     labels = {}
     for key, requirement in requirements.items():

@@ -94,6 +94,26 @@ def test_adze_side_places_every_pod_and_its_result_passes_the_checks(tmp_path: P
     assert result["buildSeconds"] > 0 and result["solveSeconds"] > 0
 
 
+def test_repack_row_is_checked_like_a_side_and_never_costs_more(tmp_path: Path) -> None:
+    # The real catalogue and generic pods (bench/scheduling.py's mix): the repack has room to act there.
+    from bench.scheduling import PodFactory
+
+    factory = PodFactory(seed=3)
+    document = problem_document("repack", [nodepool(limits=False)], load_preset(),
+                                [factory.generic() for _ in range(80)])
+    problem, result_path = tmp_path / "problem.json", tmp_path / "result.json"
+    problem.write_text(json.dumps(document))
+    assert adze_child(str(problem), str(result_path), with_repack=True) == 0
+    result = json.loads(result_path.read_text())
+    repacked = {**result["repack"], "podErrors": result["podErrors"]}
+    cost, found = check("Adze", result, *check_args(document))
+    repack_cost, repack_found = check("Adze+repack", repacked, *check_args(document))
+    assert found == [] and repack_found == []
+    assert repack_cost <= cost + 1e-9
+    assert sorted(k for c in repacked["claims"] for k in c["pods"]) == sorted(k for c in result["claims"]
+                                                                               for k in c["pods"])
+
+
 def test_checks_catch_a_missing_pod_a_wrong_price_an_overfull_claim_and_unknown_types(tmp_path: Path) -> None:
     document = small_problem()
     result = adze_result(tmp_path, document)

@@ -99,12 +99,12 @@ class InstanceTypeProvider:
         infos = {info.name: info for info in listed if info.architectures and info.vcpus}
         # With narrowed discovery, ask only for the offerings of the discovered types (fewer rows to parse).
         narrowed = any(f.get("Name") == "instance-type" for f in self._filters) and 0 < len(infos) <= 200
+        narrowing: dict[str, Any] = {}
+        if narrowed:
+            narrowing["Filters"] = [{"Name": "instance-type", "Values": sorted(infos)}]
         offerings = await self._caller.paginate(
-            self._ec2,
-            "describe_instance_type_offerings",
-            "InstanceTypeOfferings",
-            LocationType="availability-zone",
-            **({"Filters": [{"Name": "instance-type", "Values": sorted(infos)}]} if narrowed else {}),
+            self._ec2, "describe_instance_type_offerings", "InstanceTypeOfferings",
+            LocationType="availability-zone", **narrowing,
         )
         zones: dict[str, set[str]] = {}
         for row in offerings:

@@ -19,6 +19,9 @@ As client-go's reflector:
 
 Callbacks may be plain functions or coroutines; an exception in one is logged and does not stop the
 reflector.
+
+A ``transform`` runs on every object before it is stored or delivered (client-go's informer
+``SetTransform``); the live controller passes ``drop_managed_fields``, as Karpenter's manager does.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ from reconciler.kube.api import (
 log = logging.getLogger(__name__)
 
 Callback = Callable[[Manifest], Awaitable[None] | None]
+Transform = Callable[[Manifest], Manifest]
 ObjectKey = tuple[str, str]
 DEFAULT_PROGRESS_DEADLINE = 120.0  # twice the API server's bookmark interval (about a minute)
 SHORT_WATCH = 1.0  # a watch that ends sooner, without any event, is a failure (client-go's "very short watch")
@@ -94,6 +98,21 @@ class Backoff:
         return rng.uniform(0, min(self.maximum, self.initial * 2 ** max(0, failures - 1)))
 
 
+def drop_managed_fields(manifest: Manifest) -> Manifest:
+    """The object without ``metadata.managedFields``, removed in place (the object was just decoded and is ours).
+
+    Server-side apply's field ownership: often the largest part of an object (kube-scheduler, kwok, the
+    kubelet and controllers each add an entry per field set they own) and read by no decision. Writing back
+    stays correct: every write built from a cached object is a merge patch of the difference between the
+    object and its edited copy (``kube.retry.modify``), so a field absent from both is never in the patch; no
+    cached object is sent whole (PUT or apply), where an omitted managedFields would still be kept by the
+    server (``tests/controllers/test_ctrl_managed_fields.py``)."""
+    metadata = manifest.get("metadata")
+    if isinstance(metadata, dict):
+        metadata.pop("managedFields", None)
+    return manifest
+
+
 def object_key(manifest: Manifest) -> ObjectKey:
     metadata = manifest.get("metadata") or {}
     return (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
@@ -114,6 +133,7 @@ class Reflector:
         backoff: Backoff | None = None,
         seed: int | None = None,
         progress_deadline: float | None = DEFAULT_PROGRESS_DEADLINE,
+        transform: Transform | None = None,
     ) -> None:
         if progress_deadline is not None and progress_deadline <= 0:
             raise ValueError(f"watch progress deadline must be positive, got {progress_deadline}")
@@ -131,6 +151,7 @@ class Reflector:
         self._on_delete = on_delete
         self._backoff = backoff or Backoff()
         self._rng = random.Random(seed)
+        self._transform = transform
 
     async def run(self) -> None:
         """Run until cancelled."""
@@ -170,6 +191,8 @@ class Reflector:
             items, version = await self.kube.list(self.kind, self.namespace, self.label_selector)
         else:
             items, version = await self.kube.list(self.kind, self.namespace)
+        if self._transform is not None:
+            items = [self._transform(item) for item in items]
         listed = {object_key(item): item for item in items}
         for key in [key for key in self.store if key not in listed]:
             await self._deliver(self._on_delete, self.store.pop(key))  # deleted while we were not watching
@@ -212,13 +235,14 @@ class Reflector:
         if event.type == "BOOKMARK":
             self.resource_version = version or self.resource_version
             return
-        key = object_key(event.object)
+        obj = event.object if self._transform is None else self._transform(event.object)
+        key = object_key(obj)
         if event.type == "DELETED":
             self.store.pop(key, None)
-            await self._deliver(self._on_delete, event.object)
+            await self._deliver(self._on_delete, obj)
         else:
-            self.store[key] = event.object
-            await self._deliver(self._on_upsert, event.object)
+            self.store[key] = obj
+            await self._deliver(self._on_upsert, obj)
         if version:
             self.resource_version = version
 
@@ -247,10 +271,11 @@ class Reflectors:
         on_delete: Callback,
         backoff: Backoff | None = None,
         progress_deadline: float | None = DEFAULT_PROGRESS_DEADLINE,
+        transform: Transform | None = None,
     ) -> None:
         self.reflectors: Sequence[Reflector] = [
             Reflector(kube, kind, on_upsert=on_upsert, on_delete=on_delete, backoff=backoff,
-                      progress_deadline=progress_deadline)
+                      progress_deadline=progress_deadline, transform=transform)
             for kind in kinds
         ]
         self._tasks: list[asyncio.Task[None]] = []

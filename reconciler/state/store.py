@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from reconciler.kube.reflector import drop_managed_fields
 from reconciler.model.meta import ManifestError, object_key
 from reconciler.model.nodeclaim_lookup import nodeclaim_for_node
 from reconciler.state.cluster import ClusterState
@@ -98,8 +99,9 @@ class StateStore:
             self._changed(object_id[0], manifest, deleted=True)
 
     def write_through(self, manifest: Manifest) -> None:
-        """Feed back an object we just wrote (the API server's answer), ahead of its watch event."""
-        self.upsert(manifest)
+        """Feed back an object we just wrote (the API server's answer), ahead of its watch event; cached as the
+        reflectors cache (without managedFields)."""
+        self.upsert(drop_managed_fields(manifest))
 
     def _is_stale(self, object_id: ObjectId, manifest: Mapping[str, Any]) -> bool:
         incoming = _version(manifest)

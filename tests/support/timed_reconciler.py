@@ -111,7 +111,34 @@ def install_crash_point(path: str) -> None:
         AWSCloudProvider.delete, lambda args: f"cloud delete {args[0]}")
 
 
+def install_tracemalloc(directory: str, frames: int = 8, period: float = 2.0) -> None:
+    """Memory diagnosis: trace allocations and keep, in ``directory/peak.snap``, the snapshot taken when the
+    traced total was highest (sampled every ``period`` s by a daemon thread); ``python -m tracemalloc``-style
+    analysis then reads it with ``tracemalloc.Snapshot.load``."""
+    import threading
+    import time
+    import tracemalloc
+
+    tracemalloc.start(frames)
+    os.makedirs(directory, exist_ok=True)
+
+    def sample() -> None:
+        highest = 0
+        while True:
+            time.sleep(period)
+            current, _ = tracemalloc.get_traced_memory()
+            if current > highest:
+                highest = current
+                partial = os.path.join(directory, "peak.snap.partial")
+                tracemalloc.take_snapshot().dump(partial)
+                os.replace(partial, os.path.join(directory, "peak.snap"))  # a reader never sees half of one
+
+    threading.Thread(target=sample, name="tracemalloc-sampler", daemon=True).start()
+
+
 def main() -> int:
+    if os.environ.get("ADZE_TEST_TRACEMALLOC"):
+        install_tracemalloc(os.environ["ADZE_TEST_TRACEMALLOC"])
     install()
     if os.environ.get("ADZE_TEST_CRASH_FILE"):
         install_crash_point(os.environ["ADZE_TEST_CRASH_FILE"])

@@ -16,6 +16,10 @@ running in the thread pool when leadership is lost starts nothing more.
 from __future__ import annotations
 
 import asyncio
+import functools
+import gzip
+import json
+import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -24,8 +28,10 @@ from functools import partial
 from typing import Any
 
 import boto3
+import botocore.session
 from botocore.config import Config
 from botocore.exceptions import ClientError
+from botocore.loaders import JSONFileLoader, Loader, create_loader
 
 from reconciler.cloud.aws.metrics import AWSMetrics
 
@@ -69,6 +75,36 @@ class ClientOptions:
     secret_access_key: str | None = None
 
 
+class PlainJSONFileLoader(JSONFileLoader):
+    """botocore's model files decoded into plain dicts. botocore decodes them into ``OrderedDict``s, which cost
+    half as much again as dicts (ordered too, since Python 3.7) and which nothing in botocore needs: the EC2
+    model alone is 14 MB that way, 9 MB as dicts, and it stays loaded for the life of the process."""
+
+    def load_file(self, file_path: str) -> Any:
+        for extension, opener in ((".json", open), (".json.gz", gzip.open)):
+            if os.path.isfile(file_path + extension):
+                with opener(file_path + extension, "rb") as source:
+                    return json.loads(source.read().decode("utf-8"))
+        return None
+
+
+@functools.cache
+def shared_loader() -> Loader:
+    """One botocore data loader for every session of the process: the models and the endpoint data it has
+    read (``endpoints.json`` alone is 4 MB decoded) are cached on it, so a second session reads nothing again."""
+    loader = create_loader(botocore.session.Session().get_config_variable("data_path"))
+    loader.file_loader = PlainJSONFileLoader()
+    return loader
+
+
+def new_session(**options: Any) -> boto3.session.Session:
+    """A boto3 session (``boto3.session.Session``'s options) on the process's ``shared_loader``. Not boto3's
+    default session, which a ``boto3.client(...)`` call would build and keep with its own copy of everything."""
+    core = botocore.session.Session()
+    core.register_component("data_loader", shared_loader())
+    return boto3.session.Session(botocore_session=core, **options)
+
+
 class AwsClients:
     """Lazily built boto3 clients sharing one session and retry configuration."""
 
@@ -76,7 +112,7 @@ class AwsClients:
                  metrics: AWSMetrics | None = None) -> None:
         self.options = options
         self.metrics = metrics
-        self._session = session or boto3.session.Session(
+        self._session = session or new_session(
             aws_access_key_id=options.access_key_id,
             aws_secret_access_key=options.secret_access_key,
             region_name=options.region,
@@ -159,13 +195,16 @@ class AwsCaller:
         async with self._semaphore():
             return await asyncio.get_running_loop().run_in_executor(self._executor, partial(method, **kwargs))
 
-    async def paginate(self, client: Any, operation: str, result_key: str, **kwargs: Any) -> list[Any]:
-        """All items of a paginated operation (the paginator runs in the pool too)."""
+    async def paginate(self, client: Any, operation: str, result_key: str, *,
+                       convert: Callable[[Any], Any] | None = None, **kwargs: Any) -> list[Any]:
+        """All items of a paginated operation (the paginator runs in the pool too); with ``convert``, each item
+        converted as its page arrives (``None`` results dropped), so only one page of raw items is held."""
 
         def collect() -> list[Any]:
             items: list[Any] = []
             for page in client.get_paginator(operation).paginate(**kwargs):
-                items.extend(page.get(result_key) or [])
+                raw = page.get(result_key) or []
+                items.extend(raw if convert is None else (c for c in map(convert, raw) if c is not None))
             return items
 
         collect.__name__ = operation

@@ -32,6 +32,7 @@ from reconciler.cloud.aws.reservations import CapacityReservationProvider
 from reconciler.cloud.types import InstanceType, Offering
 
 REFRESH_SECONDS = 12 * 3600.0
+DESCRIBE_PAGE_SIZE = 100  # DescribeInstanceTypes answers at most 100 types per page
 BASE_FILTERS: tuple[dict[str, Any], ...] = (
     {"Name": "supported-virtualization-type", "Values": ["hvm"]},
     {"Name": "processor-info.supported-architecture", "Values": ["x86_64", "arm64"]},
@@ -89,22 +90,21 @@ class InstanceTypeProvider:
         return self._infos
 
     async def refresh(self) -> None:
-        items = await self._caller.paginate(
-            self._ec2, "describe_instance_types", "InstanceTypes", Filters=self._filters
+        # Pages of 100 (the API's maximum; also what AWS sends unasked), each converted as it arrives: the ~900
+        # raw types are ~20 MB of parsed XML at once, a transient that set the process's peak RSS at start-up.
+        listed: list[InstanceTypeInfo] = await self._caller.paginate(
+            self._ec2, "describe_instance_types", "InstanceTypes", convert=InstanceTypeInfo.from_ec2,
+            Filters=self._filters, PaginationConfig={"PageSize": DESCRIBE_PAGE_SIZE},
         )
-        infos = {}
-        for item in items:
-            info = InstanceTypeInfo.from_ec2(item)
-            if info.architectures and info.vcpus:
-                infos[info.name] = info
+        infos = {info.name: info for info in listed if info.architectures and info.vcpus}
         # With narrowed discovery, ask only for the offerings of the discovered types (fewer rows to parse).
         narrowed = any(f.get("Name") == "instance-type" for f in self._filters) and 0 < len(infos) <= 200
+        narrowing: dict[str, Any] = {}
+        if narrowed:
+            narrowing["Filters"] = [{"Name": "instance-type", "Values": sorted(infos)}]
         offerings = await self._caller.paginate(
-            self._ec2,
-            "describe_instance_type_offerings",
-            "InstanceTypeOfferings",
-            LocationType="availability-zone",
-            **({"Filters": [{"Name": "instance-type", "Values": sorted(infos)}]} if narrowed else {}),
+            self._ec2, "describe_instance_type_offerings", "InstanceTypeOfferings",
+            LocationType="availability-zone", **narrowing,
         )
         zones: dict[str, set[str]] = {}
         for row in offerings:

@@ -126,9 +126,10 @@ async def discover_cluster(settings: Settings, env: Mapping[str, str], kube: Kub
 
 
 def _describe_cluster(settings: Settings, env: Mapping[str, str]) -> dict[str, Any]:
-    import boto3
+    from reconciler.cloud.aws.clients import new_session
 
-    client = boto3.client("eks", region_name=settings.aws_region, endpoint_url=env.get("AWS_ENDPOINT_URL") or None)
+    client = new_session().client("eks", region_name=settings.aws_region,
+                                  endpoint_url=env.get("AWS_ENDPOINT_URL") or None)
     return dict(client.describe_cluster(name=settings.cluster_name)["cluster"])
 
 

@@ -34,7 +34,7 @@ from reconciler.controllers.provisioning.provisioning_controller import Provisio
 from reconciler.controllers.provisioning.static_capacity import StaticCapacityController
 from reconciler.controllers.runtime.context import CURRENT_CONTROLLER, ControllerContext, ControllerLog, NameGenerator
 from reconciler.kube.api import NODEOVERLAY, VOLUMEATTACHMENT
-from reconciler.kube.reflector import CLUSTER_STATE_KINDS, Backoff, Reflectors
+from reconciler.kube.reflector import CLUSTER_STATE_KINDS, Backoff, Reflectors, drop_managed_fields
 from reconciler.state.store import StateStore
 
 log = ControllerLog("manager")
@@ -123,6 +123,7 @@ class Reconciler:
         reflectors = Reflectors(
             self.ctx.kube, self.watched, on_upsert=self.store.upsert, on_delete=self.store.remove,
             backoff=Backoff(initial=0.2, maximum=10.0), progress_deadline=self.ctx.settings.watch_progress_deadline,
+            transform=drop_managed_fields,
         )
         tasks: list[asyncio.Task[None]] = []
         metrics = self.ctx.metrics

@@ -18,7 +18,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import boto3
 import botocore.session
 import pytest
 from botocore import xform_name
@@ -26,6 +25,7 @@ from support.aws_authz import Check
 from support.controller_iam import enforce_on_provider, enforcement, generated_policies
 from support.iam_policy import evaluate
 
+from reconciler.cloud.aws import clients as aws_clients
 from reconciler.cloud.aws import tags as owned
 from reconciler.cloud.aws.capacityreservation import CapacityReservation
 from reconciler.cloud.aws.gc import collect_orphans
@@ -88,13 +88,21 @@ async def exercise(aws: OfflineAWS, provider: AWSCloudProvider, queue: str, monk
     await check_ec2_access(provider)
     aws.client("eks").create_cluster(name=aws.cluster, version="1.32", roleArn="arn:aws:iam::123456789012:role/eks",
                                      resourcesVpcConfig={"subnetIds": list(aws.subnet_ids.values())})
-    real_client = boto3.client
-    monkeypatch.setattr(boto3, "client", lambda *a, **kw: attach(real_client(*a, **kw)))
+    real_session = aws_clients.new_session
+
+    class AttachedSession:  # the discovery's session, whose clients the guard sees
+        def __init__(self, **options: Any) -> None:
+            self.session = real_session(**options)
+
+        def client(self, *a: Any, **kw: Any) -> Any:
+            return attach(self.session.client(*a, **kw))
+
+    monkeypatch.setattr(aws_clients, "new_session", AttachedSession)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     settings = Settings(cluster_name=aws.cluster, aws_region=aws.region, interruption_queue=queue)
     await discover_cluster(settings, {"AWS_ENDPOINT_URL": aws.endpoint_url}, MemoryKube())
-    monkeypatch.setattr(boto3, "client", real_client)
+    monkeypatch.setattr(aws_clients, "new_session", real_session)
 
     # The node class (subnets, security groups, AMIs through SSM, the managed instance profile), then a
     # role change on an existing profile (the stale role is removed, the node role added).

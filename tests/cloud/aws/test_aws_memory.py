@@ -35,19 +35,10 @@ def test_clients_share_one_loader_and_its_models_are_plain_dicts(aws: OfflineAWS
 
 
 def test_discover_cluster_does_not_build_boto3s_default_session(aws: OfflineAWS, monkeypatch: Any) -> None:
-    import importlib
-
     import boto3
 
+    from reconciler.controllers.operator.cloud_from_settings import _describe_cluster
     from reconciler.settings import Settings
-
-    # The module moved to controllers/operator/ on main while this was written; either place works.
-    for module in ("reconciler.controllers.operator.cloud_from_settings", "reconciler.controllers.clouds"):
-        try:
-            _describe_cluster = importlib.import_module(module)._describe_cluster
-            break
-        except ModuleNotFoundError:
-            continue
 
     monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
     for key, value in aws.credentials.items():

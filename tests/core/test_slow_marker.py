@@ -41,6 +41,8 @@ SLOW_MODULES = (
 SLOW_TESTS = (
     "tests/components/test_workflows.py::test_workflows_pass_actionlint",
     "tests/sim/test_sim_invariants.py::test_every_step_of_each_of_the_ci_count_of_random_scenarios_keeps_the_invariants",
+    "tests/sim/test_sim_invariants.py::test_each_of_the_ci_count_of_scenarios_gives_the_same_result_document_twice",
+    "tests/interruption/test_interruption_consumer.py::test_fuzzed_bodies_are_all_deleted_and_counted[1000]",
 )
 CRASH_LOOP_FILES = ("tests/cloud/aws/test_aws_crash_matrix.py", "tests/controllers/test_ctrl_crash.py")
 

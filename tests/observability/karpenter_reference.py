@@ -96,7 +96,7 @@ ELSEWHERE = {
     "adze_pricing_refresh_failures_total":
         "tests/cloud/aws/test_aws_pricing.py::test_on_demand_refresh_keeps_old_prices_when_a_query_comes_back_empty",
     "karpenter_interruption_received_messages_total":
-        "tests/interruption/test_interruption_consumer.py::test_one_thousand_fuzzed_bodies_are_all_deleted_and_counted",
+        "tests/interruption/test_interruption_consumer.py::test_fuzzed_bodies_are_all_deleted_and_counted",
     "karpenter_interruption_instance_status_unhealthy_total":
         "tests/interruption/test_interruption_health.py::test_poll_deletes_forcefully_for_impaired_and_gracefully_for_events",
     "adze_interruption_actions_performed_total":

@@ -30,6 +30,7 @@ before it is sent: a denied call never reaches moto and raises the error AWS wou
 from __future__ import annotations
 
 import copy
+import functools
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -115,11 +116,18 @@ class InstanceProfile:
     role_arns: tuple[str, ...]
 
 
+@functools.lru_cache(maxsize=8)
+def _session(region: str, credentials: tuple[tuple[str, str], ...]) -> boto3.session.Session:
+    """One session per region and credentials: it caches the loaded service models, so each test's observer
+    clients cost milliseconds rather than a re-read of the JSON models (handlers are registered per client)."""
+    return boto3.session.Session(region_name=region, **dict(credentials))
+
+
 class AwsState:
     """Reads resource tags and contents from the endpoint, with clients that are never enforced."""
 
     def __init__(self, endpoint_url: str, region: str, credentials: Mapping[str, str]) -> None:
-        session = boto3.session.Session(region_name=region, **credentials)
+        session = _session(region, tuple(sorted(credentials.items())))
         self._clients = {
             service: session.client(service, endpoint_url=endpoint_url) for service in ("ec2", "iam", "sqs", "kms")
         }

@@ -167,6 +167,28 @@ def test_a_pool_with_limits_never_reserves_more_than_the_claims_it_replaces() ->
     assert reserved <= 32_000
 
 
+def test_a_node_count_limit_keeps_the_repack_from_splitting_a_claim() -> None:
+    """Two half-size nodes cost less than the one the scheduler chose, but ``limits.nodes: 1`` allows one node."""
+    types = [instance_type("big", 8, 16, price=1.00), instance_type("small", 4, 8, price=0.30)]
+    batch = pods("web", 4, cpu="1500m", memory="1Gi")
+    before, free, _ = scheduled([nodepool(), *batch], types)
+    assert len(before) == 1 and len(free.claims) == 2  # unlimited: split in two, 0.60 $/h instead of 1.00
+    _, limited, context = scheduled([nodepool(limits={"nodes": "1"}), *batch], types)
+    assert_valid(before, limited, context)
+    assert len(limited.claims) == 1 and not limited.repacked_pools
+
+
+def test_a_cpu_limit_keeps_the_repack_from_reserving_more_cpu_than_it_replaces() -> None:
+    """Two 6-CPU nodes cost less than the 8-CPU one chosen, but reserve 12 CPU where the pool allows 10."""
+    types = [instance_type("big", 8, 16, price=1.00), instance_type("odd", 6, 8, price=0.30)]
+    batch = pods("web", 4, cpu="1500m", memory="1Gi")
+    before, free, _ = scheduled([nodepool(), *batch], types)
+    assert len(before) == 1 and len(free.claims) == 2
+    _, limited, context = scheduled([nodepool(limits={"cpu": "10"}), *batch], types)
+    assert_valid(before, limited, context)
+    assert len(limited.claims) == 1 and not limited.repacked_pools
+
+
 def test_real_catalogue_batch_is_valid_and_not_costlier() -> None:
     from reconciler.cloud.aws.preset import load_preset
 

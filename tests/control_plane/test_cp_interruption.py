@@ -3,7 +3,8 @@
 A spot NodePool runs two pods on one node; the reconciler consumes the cluster's interruption queue
 (``INTERRUPTION_QUEUE``). An EventBridge-shaped "EC2 Spot Instance Interruption Warning" for the node's
 instance arrives on the queue: the node is cordoned (the ``karpenter.sh/disrupted:NoSchedule`` taint) before
-its first pod is evicted, a replacement NodeClaim is launched before the instance is terminated, the pods
+its first pod is evicted, a replacement NodeClaim is created before the first eviction (the drain waits for the
+provisioner's pass over the deleting claim, so one replacement is planned for all its pods), the pods
 are evicted through the Eviction API and bound by kube-scheduler to the replacement, the instance ends
 terminated in moto, the message is deleted from the queue and a ``SpotInterrupted`` Event is recorded.
 
@@ -73,8 +74,10 @@ def test_spot_interruption_cordons_drains_and_replaces_before_the_instance_goes(
         for c in current.values():
             if name_of(c) == old_claim and condition_true(c, "InstanceTerminating"):
                 first("instance terminating", c)
-            elif name_of(c) != old_claim and (c.get("status") or {}).get("providerID"):
-                first("replacement launched", c)
+            elif name_of(c) != old_claim:
+                first("replacement created", c)
+                if (c.get("status") or {}).get("providerID"):
+                    first("replacement launched", c)
 
     def on_nodes(current: Objects) -> None:
         node = next((n for n in current.values() if name_of(n) == old_node), None)
@@ -102,9 +105,12 @@ def test_spot_interruption_cordons_drains_and_replaces_before_the_instance_goes(
         for recorder in recorders:
             recorder.stop()
     assert all(not r.errors for r in recorders), [r.errors for r in recorders]
-    assert set(seen) == {"cordoned", "first eviction", "replacement launched", "instance terminating"}, seen
+    assert set(seen) == {"cordoned", "first eviction", "replacement created", "replacement launched",
+                         "instance terminating"}, seen
     assert seen["cordoned"] < seen["first eviction"], seen
-    assert seen["replacement launched"] < seen["instance terminating"], seen
+    # Created, not launched: as in Karpenter, the drain and the instance's termination do not wait for the
+    # replacement's CreateFleet, and under load moto's launch once came one revision after the termination.
+    assert seen["replacement created"] < seen["first eviction"], seen
 
     assert instance_state(adze.aws, instance_id) in ("shutting-down", "terminated")
     assert not plain_pod_deletes(plane, adze.identity.user)

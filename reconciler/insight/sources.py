@@ -108,8 +108,7 @@ class Snapshot:
         as on wherever NodeOverlays are present: the cluster has them because it uses them, and a plan that
         ignored them would price every node at list price and never preview an overlay change."""
         gates = (self.document.get("settings") or {}).get("featureGates")
-        said = "NodeOverlay" in gates if isinstance(gates, Mapping) else "NodeOverlay" in str(gates or "")
-        if not said or gates is None:  # (None says nothing; the check is for the type checker)
+        if gates is None or "NodeOverlay" not in (gates if isinstance(gates, Mapping) else str(gates)):
             return None
         try:
             return parse_feature_gates(gates, name="settings.featureGates")["NodeOverlay"]

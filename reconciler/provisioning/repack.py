@@ -153,8 +153,7 @@ class _Bin:
         if any(value > self.upper.get(name, 0) for name, value in total.items()):
             return None
         for index in range(self.start, len(self.priced)):
-            room = rooms[self.priced[index][1]]
-            if all(value <= room.get(name, 0) for name, value in total.items()):
+            if _holds(rooms[self.priced[index][1]], total):
                 return index
         return None
 
@@ -167,6 +166,11 @@ def _rooms(template: ClaimTemplate) -> dict[str, dict[str, int]]:
         names = set(info.allocatable) | set(overhead)
         rooms[info.name] = {n: info.allocatable.get(n, 0) - overhead.get(n, 0) for n in names}
     return rooms
+
+
+def _holds(room: Mapping[str, int], total: Mapping[str, int]) -> bool:
+    """``Resources.fits_in`` on the plain dicts this hot loop keeps (no Resources built per try)."""
+    return all(value <= room.get(name, 0) for name, value in total.items())
 
 
 def _upper(priced: Sequence[Priced], rooms: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
@@ -182,8 +186,7 @@ def _priced(types: Iterable[TypeInfo], requirements: Requirements, total: Mappin
     """The types that meet ``requirements`` with an available offering and hold ``total``, cheapest first."""
     found = []
     for info in types:
-        room = rooms[info.name]
-        if not all(value <= room.get(name, 0) for name, value in total.items()) or not info.compatible(requirements):
+        if not _holds(rooms[info.name], total) or not info.compatible(requirements):
             continue
         offerings = info.offerings_for(requirements)
         if offerings:
@@ -272,8 +275,7 @@ def _finish(packed: _Bin, template: ClaimTemplate, max_instance_types: int,
             rooms: Mapping[str, Mapping[str, int]]) -> ScheduledClaim:
     """The claim as the scheduler's ``finalize_claim`` writes it: cheapest options first, types and capacity
     types pinned, the smallest DaemonSet overhead among the options in its requests."""
-    holding = [item for item in packed.priced[packed.start:]
-               if all(value <= rooms[item[1]].get(name, 0) for name, value in packed.requests.items())]
+    holding = [item for item in packed.priced[packed.start:] if _holds(rooms[item[1]], packed.requests)]
     priced = [(price, name, info, {o.capacity_type for o in info.offerings_for(packed.requirements)})
               for price, name, info in holding[:max_instance_types]]
     capacity_types = sorted(set().union(*(item[3] for item in priced)))

@@ -151,17 +151,9 @@ def apply_proposal(
             changes.append(PoolChange(name, ADDED))
             pools[name] = copy.deepcopy(new)
             continue
-        paths = differing_paths(normalized_spec(old), normalized_spec(new))
-        if not paths:
-            changes.append(PoolChange(name, UNCHANGED))
-            pools[name] = old
-            continue
-        changes.append(PoolChange(name, CHANGED, tuple(paths), requirement_changes(old, new)))
-        updated = copy.deepcopy(new)
-        uid = (old.get("metadata") or {}).get("uid")
-        if uid:
-            updated["metadata"]["uid"] = uid
-        pools[name] = updated
+        pools[name], paths = _replacement(old, new)
+        changes.append(PoolChange(name, CHANGED, paths, requirement_changes(old, new)) if paths
+                       else PoolChange(name, UNCHANGED))
     classes = dict(current_classes)
     class_changes: list[PoolChange] = []
     ami_changed: set[str] = set()  # classes whose amiSelectorTerms changed
@@ -175,8 +167,8 @@ def apply_proposal(
         elif merged is current:
             class_changes.append(PoolChange(name, UNCHANGED))
         else:
-            paths = differing_paths(normalized_spec(current), normalized_spec(merged))
-            class_changes.append(PoolChange(name, CHANGED, tuple(paths)))
+            paths = tuple(differing_paths(normalized_spec(current), normalized_spec(merged)))
+            class_changes.append(PoolChange(name, CHANGED, paths))
             if any(path.partition(".")[0] == "amiSelectorTerms" for path in paths):
                 ami_changed.add(name)
     overlays, overlay_changes = _merged_overlays(current_overlays, proposed.nodeoverlays, removed_overlays)
@@ -229,18 +221,23 @@ def _merged_overlays(
             changes.append(PoolChange(name, ADDED))
             overlays.append(copy.deepcopy(new))
         elif old is not None and new is not None:
-            paths = differing_paths(normalized_spec(old), normalized_spec(new))
-            if not paths:
-                changes.append(PoolChange(name, UNCHANGED))
-                overlays.append(old)
-                continue
-            changes.append(PoolChange(name, CHANGED, tuple(paths)))
-            updated = copy.deepcopy(new)
-            uid = (old.get("metadata") or {}).get("uid")
-            if uid:
-                updated["metadata"]["uid"] = uid
-            overlays.append(updated)
+            merged, paths = _replacement(old, new)
+            changes.append(PoolChange(name, CHANGED, paths) if paths else PoolChange(name, UNCHANGED))
+            overlays.append(merged)
     return overlays, changes
+
+
+def _replacement(old: Manifest, new: Manifest) -> tuple[Manifest, tuple[str, ...]]:
+    """What a proposed object leaves in the cluster in place of ``old``, and the spec paths that differ: ``old``
+    itself when the spec is only reworded, else a copy of ``new`` keeping the live ``uid`` (the same object)."""
+    paths = tuple(differing_paths(normalized_spec(old), normalized_spec(new)))
+    if not paths:
+        return old, paths
+    updated = copy.deepcopy(new)
+    uid = (old.get("metadata") or {}).get("uid")
+    if uid:
+        updated["metadata"]["uid"] = uid
+    return updated, paths
 
 
 # A stack's EC2NodeClasses get the stack's node role at deploy time; offline, a new class with no class of

@@ -18,7 +18,9 @@ Reported: nodes and $/h before and after, the LP lower bound of the remaining
 pods' cost (scipy HiGHS on the fractional relaxation: enough node capacity of
 each resource for all requests, and at least as many nodes as the largest group
 of hostname anti-affine pods), the ratio after / bound, passes, and wall time
-per pass (mean / max) and for the whole run; then, end to end for the size
+per pass (mean / max) and for the whole run; the reference for the end state (the
+remaining pods provisioned from scratch onto an empty cluster, and those claims
+repacked, each against the bound); then, end to end for the size
 (scale-up, deletion, bound and every pass), wall time, CPU time (user + system,
 ``resource.getrusage``) and the process's peak RSS so far.
 """
@@ -168,6 +170,32 @@ def scale_up(nodes: int, types: list[InstanceType], settings: Settings) -> tuple
     return ClusterState.from_manifests(objects), prices
 
 
+def unbound(pod: dict[str, Any]) -> dict[str, Any]:
+    """The pod as its controller would create it again: pending, on no node."""
+    spec = {k: v for k, v in pod["spec"].items() if k != "nodeName"}
+    return {k: v for k, v in pod.items() if k != "status"} | {"spec": spec}
+
+
+def fresh_schedule(state: ClusterState, types: list[InstanceType], settings: Settings) -> dict[str, float]:
+    """What provisioning the remaining pods from scratch would cost: the scheduler's packing (what Karpenter's
+    provisioner would launch for them on an empty cluster), each claim at its cheapest allowed offering, and
+    the same claims repacked (``reconciler/provisioning/repack.py``). The reference for consolidation's end
+    state: consolidation replays single- and multi-node commands from a packed cluster, a fresh schedule sees
+    every pod at once."""
+    from reconciler.provisioning.repack import repack
+
+    fresh = ClusterState.from_manifests([nodepool(), *(unbound(p) for p in state.pod_manifests.values())])
+    context = SchedulingContext.build(fresh, {"default": types}, settings)
+    result = Scheduler(context, NOW).solve(fresh.pending_pods())
+    if result.errors:
+        reason = next(iter(result.errors.values()))
+        raise RuntimeError(f"fresh schedule left {len(result.errors)} pods pending: {reason}")
+    cost = sum(launch(claim, f"fresh-{i}", NOW)[1] for i, claim in enumerate(result.new_claims))
+    repacked = repack(result.new_claims, {t.name: t for t in context.templates}, settings.max_instance_types)
+    return {"nodes": len(result.new_claims), "cost": cost,
+            "repacked_nodes": len(repacked.claims), "repacked_cost": cost - repacked.savings}
+
+
 def delete_pods(state: ClusterState, fraction: float, seed: int) -> int:
     rng = random.Random(seed)
     keys = sorted(state.pods)
@@ -249,6 +277,7 @@ def run(nodes: int, *, max_passes: int, seed: int, verbose: bool = False) -> dic
                   f"-> {len(prices)} nodes {sum(prices.values()):.2f} $/h", file=sys.stderr, flush=True)
         now += timedelta(seconds=30)
     after_cost = sum(prices.values())
+    fresh = fresh_schedule(state, types, settings)
     return {
         "nodes": start_nodes,
         "scaled_cost": start_cost,
@@ -267,6 +296,7 @@ def run(nodes: int, *, max_passes: int, seed: int, verbose: bool = False) -> dic
         "methods": dict(methods),
         "simulations": sum(simulations),
         "commands": commands,
+        "fresh": fresh,
     }
 
 
@@ -305,6 +335,12 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"    commands: {row['methods']}; pods deleted: {row['pods_deleted']}; "
             f"simulations: {row['simulations']}; scaled-up cost {row['scaled_cost']:.2f} $/h"
+        )
+        fresh = row["fresh"]
+        print(
+            f"    the remaining pods scheduled from scratch: {fresh['nodes']} nodes {fresh['cost']:.2f} $/h "
+            f"({fresh['cost'] / row['bound']:.2f}x LP); repacked: {fresh['repacked_nodes']} nodes "
+            f"{fresh['repacked_cost']:.2f} $/h ({fresh['repacked_cost'] / row['bound']:.2f}x LP)"
         )
         print(f"    end to end: wall {wall:.1f} s, CPU {cpu:.1f} s, peak RSS {_peak_rss_mb():.0f} MB", flush=True)
     return 0

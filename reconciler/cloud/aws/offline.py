@@ -67,9 +67,17 @@ class OfflineAWS:
     ami_ids: dict[str, str] = field(default_factory=dict)  # "<arch>/<variant>" -> image id
     account_id: str = ACCOUNT_ID
     credentials: dict[str, str] = field(default_factory=lambda: dict(CREDENTIALS))
+    # Clients by (service, region, endpoint, credentials), shared with every ``for_cluster`` sibling: building a
+    # boto3 client builds its class and one method per operation (~25 ms for EC2), and clients are thread-safe.
+    client_cache: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False, compare=False)
 
     def client(self, service: str) -> Any:
-        return boto3.client(service, region_name=self.region, endpoint_url=self.endpoint_url, **self.credentials)
+        key = (service, self.region, self.endpoint_url, *sorted(self.credentials.items()))
+        known = self.client_cache.get(key)
+        if known is None:
+            known = boto3.client(service, region_name=self.region, endpoint_url=self.endpoint_url, **self.credentials)
+            self.client_cache[key] = known
+        return known
 
     @property
     def node_role(self) -> str:
@@ -79,7 +87,7 @@ class OfflineAWS:
         """Another cluster in the same moto account (own VPC, subnets, SG, role): cheap test isolation."""
         other = OfflineAWS(
             self.server, self.endpoint_url, self.region, cluster, self.kubernetes_version, self.zones,
-            account_id=self.account_id, credentials=dict(self.credentials),
+            account_id=self.account_id, credentials=dict(self.credentials), client_cache=self.client_cache,
         )
         seed(other)
         return other

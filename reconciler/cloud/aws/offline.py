@@ -16,6 +16,7 @@ moto is a test/dev dependency, imported only when this module is used.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
@@ -119,14 +120,7 @@ class OfflineAWS:
 
     def spot_prices(self) -> dict[tuple[str, str], float]:
         """The preset's documented spot prices for every bundled type in the seeded zones."""
-        catalog = load_catalog(self.region)
-        zones = set(self.subnet_ids)
-        return {
-            (entry.info.name, zone): round(entry.on_demand_price * spot_fraction(entry.info.name, zone), 6)
-            for entry in catalog.entries
-            for zone in entry.zones
-            if zone in zones and "spot" in entry.info.usage_classes
-        }
+        return dict(_preset_spot_prices(self.region, frozenset(self.subnet_ids)))
 
     def add_capacity_reservation(self, reservation: Any) -> None:
         """Create a capacity reservation (a ``capacityreservation.CapacityReservation``) in this account."""
@@ -139,6 +133,18 @@ class OfflineAWS:
 
     def stop(self) -> None:
         self.server.stop()
+
+
+@functools.lru_cache(maxsize=16)
+def _preset_spot_prices(region: str, zones: frozenset[str]) -> dict[tuple[str, str], float]:
+    """Computed once per region and zones (a SHA-256 per type and zone, ~20 ms); callers get a copy."""
+    catalog = load_catalog(region)
+    return {
+        (entry.info.name, zone): round(entry.on_demand_price * spot_fraction(entry.info.name, zone), 6)
+        for entry in catalog.entries
+        for zone in entry.zones
+        if zone in zones and "spot" in entry.info.usage_classes
+    }
 
 
 def _post(url: str) -> None:

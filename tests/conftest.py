@@ -5,9 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support import boto_classes
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
+
+boto_classes.install()  # a boto3 client's class is built once per session and service, not per client
 
 
 @pytest.fixture(scope="session")

@@ -20,6 +20,8 @@ import ast
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+import pytest
+
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "reconciler"
 
@@ -153,15 +155,21 @@ def package_cycles(graph: Mapping[str, set[str]]) -> list[str]:
     return found
 
 
-def test_no_import_cycle_under_reconciler() -> None:
-    graph = import_graph(module_files())
+@pytest.fixture(scope="module")
+def reconciler_graph() -> Mapping[str, set[str]]:
+    """The package's import graph, parsed once for the tests that only read it (a parse of every module)."""
+    return import_graph(module_files())
+
+
+def test_no_import_cycle_under_reconciler(reconciler_graph: Mapping[str, set[str]]) -> None:
+    graph = reconciler_graph
     assert len(graph) > 100  # the whole package was read
     found = cycles(graph)
     assert not found, "import cycles: " + "; ".join(" <-> ".join(c) for c in found)
 
 
-def test_no_import_cycle_between_reconcilers_packages() -> None:
-    graph = import_graph(module_files())
+def test_no_import_cycle_between_reconcilers_packages(reconciler_graph: Mapping[str, set[str]]) -> None:
+    graph = reconciler_graph
     assert {"reconciler.model", "reconciler.disruption", "reconciler.state"} <= set(package_edges(graph))
     found = package_cycles(graph)
     assert not found, "package import cycles:\n" + "\n".join(found)

@@ -143,19 +143,23 @@ def test_mutated_cluster_inputs_run_or_fail_with_one_path_named_line(
 def test_a_sample_of_each_family_exits_2_with_one_line_from_the_command(
     family: str, tmp_path: Path, snapshot_file: Path
 ) -> None:
-    """The same outcome from a real ``python -m reconciler`` process: exit 2, one line, nothing on stdout."""
+    """Exit 2, one line, nothing on stdout: three input errors of the family through the command's ``main``,
+    and the first of them through a real ``python -m reconciler`` process too (one Python start-up per family)."""
     cases, _ = FAMILIES[family]
     sample = []
     for what, argv in cases(tmp_path, 47, 200, snapshot_file):
-        if run_cli(argv)[0] == 2:
+        code, out, err = run_cli(argv)
+        if code == 2:
+            assert out == "", (what, out)
+            check_outcome(code, err, what)
             sample.append((what, argv))
         if len(sample) == 3:
             break
     assert len(sample) == 3
-    for what, argv in sample:
-        code, out, err = run_cli_process(argv)
-        assert code == 2 and out == "", (what, code, err)
-        check_outcome(code, err, what)
+    what, argv = sample[0]
+    code, out, err = run_cli_process(argv)
+    assert code == 2 and out == "", (what, code, err)
+    check_outcome(code, err, what)
 
 
 def _loaders(path: Path, snapshot: Path) -> dict[str, list[str]]:
@@ -182,15 +186,18 @@ def test_binary_garbage_in_every_loader_is_one_line_and_exit_2(
     valid = (VALID_FILES[loader] or snapshot_file).read_bytes()
     rng = random.Random(loader)
     variants = garbage(valid, rng)
-    for index, (variant, content) in enumerate(variants):
+    through_process = False
+    for variant, content in variants:
         path = tmp_path / f"{variant}.yaml"
         path.write_bytes(content)
         argv = _loaders(path, snapshot_file)[loader]
         code, _, err = run_cli(argv)
         assert code in (0, 2, *(PLAN_OK if argv[0] == "plan" else ())), (variant, code, err[-2000:])
         check_outcome(code, err, f"{loader} file: {variant}", ok=PLAN_OK if argv[0] == "plan" else (0,))
-        if index % 6 == 0 and code == 2:  # a sample through a real process
+        if code == 2 and not through_process:  # the first input error through a real process too
             assert run_cli_process(argv)[0] == 2, variant
+            through_process = True
+    assert through_process, "no garbage variant was an input error"
     # A file that is not there, and a directory where a file belongs.
     for missing in (tmp_path / "missing.yaml", tmp_path):
         code, _, err = run_cli(_loaders(missing, snapshot_file)[loader])

@@ -123,16 +123,22 @@ def _session(region: str, credentials: tuple[tuple[str, str], ...]) -> boto3.ses
     return boto3.session.Session(region_name=region, **dict(credentials))
 
 
+@functools.lru_cache(maxsize=8)
+def _observer_clients(endpoint_url: str, region: str, credentials: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    """The observer's clients, built once per endpoint, region and credentials (a boto3 client costs ~25 ms to
+    build, several per test otherwise); they only read and carry no per-test handler."""
+    session = _session(region, credentials)
+    clients = {service: session.client(service, endpoint_url=endpoint_url) for service in ("ec2", "iam", "sqs", "kms")}
+    for client in clients.values():
+        client.meta.events.register("before-sign", _mark_observer)
+    return clients
+
+
 class AwsState:
     """Reads resource tags and contents from the endpoint, with clients that are never enforced."""
 
     def __init__(self, endpoint_url: str, region: str, credentials: Mapping[str, str]) -> None:
-        session = _session(region, tuple(sorted(credentials.items())))
-        self._clients = {
-            service: session.client(service, endpoint_url=endpoint_url) for service in ("ec2", "iam", "sqs", "kms")
-        }
-        for client in self._clients.values():
-            client.meta.events.register("before-sign", _mark_observer)
+        self._clients = _observer_clients(endpoint_url, region, tuple(sorted(credentials.items())))
 
     def instance_tags(self, instance_id: str) -> dict[str, str] | None:
         ec2 = self._clients["ec2"]

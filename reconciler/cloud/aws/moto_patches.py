@@ -1,7 +1,8 @@
 """Patches that make an in-process moto answer CreateFleet more like EC2 (offline simulation and tests).
 
 moto has no placement groups (``install_placement_group_patch`` adds them) and no capacity
-reservations (``install_capacity_reservation_patch``, see its section).
+reservations (``install_capacity_reservation_patch``, see its section); ``install_tag_lookup_patch`` makes
+its per-resource tag lookup linear instead of a scan of every tag.
 moto's CreateFleet never returns ``Errors[]`` and ignores the launch template's
 security groups. ``install_fleet_patch`` fixes both inside this process: a
 ``FleetFaults`` source decides per-override errors (insufficient capacity and
@@ -69,6 +70,7 @@ def install_fleet_patch(faithful_security_groups: bool = True) -> None:
     (moto otherwise puts every fleet instance in the default group)."""
     _FleetPatchState.security_groups = faithful_security_groups
     install_placement_group_patch()
+    install_tag_lookup_patch()
     if _FleetPatchState.installed:
         return
     from moto.core.responses import ActionResult
@@ -212,6 +214,40 @@ def _apply_template_security_groups(backend: Any, fleet: Any) -> None:
 
 # Placement groups moto does not model: (account, region) -> name -> group, as DescribePlacementGroups answers.
 _PLACEMENT_GROUPS: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+
+
+# Wildcards of EC2 filters: an ID holding one is looked up by moto's own filter match, as before.
+_FILTER_WILDCARDS = frozenset("*?[")
+
+
+def install_tag_lookup_patch() -> None:
+    """Look up an EC2 resource's tags by its ID in moto's tag table (idempotent).
+
+    moto answers ``resource.get_tags()`` (called per resource and per filter while it filters and serializes
+    DescribeSubnets, DescribeSecurityGroups, DescribeInstances...) with ``describe_tags(resource-id=ID)``,
+    which compiles a pattern and scans every tag of the account: quadratic in the number of tagged resources.
+    The exact-ID lookup gives the same list (same keys, values, order and resource type); only speed differs.
+    """
+    from moto.ec2.models.core import TaggedEC2Resource
+    from moto.ec2.utils import EC2_PREFIX_TO_RESOURCE, get_prefix
+
+    if getattr(TaggedEC2Resource.get_tags, "_adze_by_id", False):
+        return
+    original = TaggedEC2Resource.get_tags
+
+    def get_tags(self: Any) -> list[dict[str, str]]:
+        resource_id = getattr(self, "id", None)
+        if not resource_id or not isinstance(resource_id, str) or _FILTER_WILDCARDS & set(resource_id):
+            return original(self)
+        tags = self.ec2_backend.tags.get(resource_id)
+        if not tags:
+            return []
+        resource_type = EC2_PREFIX_TO_RESOURCE.get(get_prefix(resource_id), "")
+        return [{"resource_id": resource_id, "key": key, "value": value, "resource_type": resource_type}
+                for key, value in list(tags.items())]
+
+    get_tags._adze_by_id = True  # type: ignore[attr-defined]
+    TaggedEC2Resource.get_tags = get_tags  # type: ignore[method-assign]
 
 
 def install_placement_group_patch() -> None:

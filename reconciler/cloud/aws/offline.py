@@ -16,6 +16,7 @@ moto is a test/dev dependency, imported only when this module is used.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
@@ -67,9 +68,17 @@ class OfflineAWS:
     ami_ids: dict[str, str] = field(default_factory=dict)  # "<arch>/<variant>" -> image id
     account_id: str = ACCOUNT_ID
     credentials: dict[str, str] = field(default_factory=lambda: dict(CREDENTIALS))
+    # Clients by (service, region, endpoint, credentials), shared with every ``for_cluster`` sibling: building a
+    # boto3 client builds its class and one method per operation (~25 ms for EC2), and clients are thread-safe.
+    client_cache: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False, compare=False)
 
     def client(self, service: str) -> Any:
-        return boto3.client(service, region_name=self.region, endpoint_url=self.endpoint_url, **self.credentials)
+        key = (service, self.region, self.endpoint_url, *sorted(self.credentials.items()))
+        known = self.client_cache.get(key)
+        if known is None:
+            known = boto3.client(service, region_name=self.region, endpoint_url=self.endpoint_url, **self.credentials)
+            self.client_cache[key] = known
+        return known
 
     @property
     def node_role(self) -> str:
@@ -79,7 +88,7 @@ class OfflineAWS:
         """Another cluster in the same moto account (own VPC, subnets, SG, role): cheap test isolation."""
         other = OfflineAWS(
             self.server, self.endpoint_url, self.region, cluster, self.kubernetes_version, self.zones,
-            account_id=self.account_id, credentials=dict(self.credentials),
+            account_id=self.account_id, credentials=dict(self.credentials), client_cache=self.client_cache,
         )
         seed(other)
         return other
@@ -111,14 +120,7 @@ class OfflineAWS:
 
     def spot_prices(self) -> dict[tuple[str, str], float]:
         """The preset's documented spot prices for every bundled type in the seeded zones."""
-        catalog = load_catalog(self.region)
-        zones = set(self.subnet_ids)
-        return {
-            (entry.info.name, zone): round(entry.on_demand_price * spot_fraction(entry.info.name, zone), 6)
-            for entry in catalog.entries
-            for zone in entry.zones
-            if zone in zones and "spot" in entry.info.usage_classes
-        }
+        return dict(_preset_spot_prices(self.region, frozenset(self.subnet_ids)))
 
     def add_capacity_reservation(self, reservation: Any) -> None:
         """Create a capacity reservation (a ``capacityreservation.CapacityReservation``) in this account."""
@@ -131,6 +133,18 @@ class OfflineAWS:
 
     def stop(self) -> None:
         self.server.stop()
+
+
+@functools.lru_cache(maxsize=16)
+def _preset_spot_prices(region: str, zones: frozenset[str]) -> dict[tuple[str, str], float]:
+    """Computed once per region and zones (a SHA-256 per type and zone, ~20 ms); callers get a copy."""
+    catalog = load_catalog(region)
+    return {
+        (entry.info.name, zone): round(entry.on_demand_price * spot_fraction(entry.info.name, zone), 6)
+        for entry in catalog.entries
+        for zone in entry.zones
+        if zone in zones and "spot" in entry.info.usage_classes
+    }
 
 
 def _post(url: str) -> None:

@@ -13,6 +13,7 @@ accelerator types only when nothing generic fits).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -138,6 +139,12 @@ def offerings(name: str, record: dict[str, Any]) -> list[tuple[str, str, float]]
     return result
 
 
+@functools.cache
+def _catalogue_labels(name: str) -> dict[str, str]:
+    """``expected_labels`` of a catalogue type, worked out once per run (every case reads every type's)."""
+    return expected_labels(name, CATALOGUE[name])
+
+
 def expected_prices(key: str, operator: str, values: list[str]) -> tuple[set[str], float]:
     """Types meeting the requirement with an allowed offering, and the cheapest price a launch may pay.
 
@@ -147,7 +154,7 @@ def expected_prices(key: str, operator: str, values: list[str]) -> tuple[set[str
     for name, record in CATALOGUE.items():
         if name.startswith("a1."):
             continue
-        labels = expected_labels(name, record)
+        labels = _catalogue_labels(name)
         if key not in (CAPACITY_TYPE, "topology.kubernetes.io/zone", ZONE_ID) and not satisfies(
             labels.get(key), operator, values
         ):

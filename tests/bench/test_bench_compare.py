@@ -172,6 +172,7 @@ def test_compare_runs_karpenter_on_the_same_problem(tmp_path: Path) -> None:
     assert "Karpenter v1.14.1" in json.loads(out.read_text())["karpenter"]
 
 
+@pytest.mark.slow  # measures child processes
 def test_measured_peak_is_the_commands_own_not_the_benchmarks() -> None:
     from bench.measure import measured
 
@@ -233,6 +234,7 @@ def test_adze_consolidation_decision_on_the_shared_cluster_passes_the_checks(tmp
     assert any("priced it" in line for line in found) and any("node-99999" in line for line in found)
 
 
+@pytest.mark.slow  # starts and interrupts processes
 def test_an_interrupted_measurement_leaves_nothing_running() -> None:
     import time
 

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 FAKE_GH = r'''#!/usr/bin/env python3
 import json, os, sys
@@ -50,6 +52,7 @@ def _upsert(tmp_path: Path, key: str, text: str) -> str:
     return done.stdout.strip()
 
 
+@pytest.mark.slow  # runs the comment script as a process
 def test_one_comment_per_stack_created_once_then_edited(tmp_path: Path) -> None:
     gh = tmp_path / "gh"
     gh.write_text(FAKE_GH)

@@ -179,6 +179,7 @@ def test_cross_architecture_images_get_qemu_before_buildx() -> None:
 
 @pytest.mark.parametrize(("stack", "platform"), [("dev", "linux/amd64"), ("staging", "linux/arm64"),
                                                   ("prod", "linux/amd64")])
+@pytest.mark.slow  # runs the workflow's shell script
 def test_the_platform_script_follows_the_system_node_architecture(stack: str, platform: str) -> None:
     import subprocess
     import sys

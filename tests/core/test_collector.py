@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from reconciler.collector import ONE_SHOT_THRESHOLDS
 
 PROBE = """
@@ -17,6 +19,7 @@ print(gc.get_threshold(), gc.get_freeze_count() > 0, gc.isenabled())
 """
 
 
+@pytest.mark.slow  # a CLI process
 def test_an_offline_command_runs_with_the_one_shot_thresholds() -> None:
     run = subprocess.run([sys.executable, "-c", PROBE, "crds"], capture_output=True, text=True, check=True)
     assert run.stdout.strip() == f"{ONE_SHOT_THRESHOLDS} True True"

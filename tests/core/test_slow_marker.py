@@ -8,6 +8,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -47,6 +49,7 @@ SLOW_TESTS = (
 CRASH_LOOP_FILES = ("tests/cloud/aws/test_aws_crash_matrix.py", "tests/controllers/test_ctrl_crash.py")
 
 
+@pytest.mark.slow  # a pytest --collect-only process
 def test_every_end_to_end_test_is_slow_and_the_crash_loops_too() -> None:
     tests = slowness("tests/e2e", *CRASH_LOOP_FILES, *SLOW_MODULES, *SLOW_TESTS)
     end_to_end = {test: slow for test, slow in tests.items() if test.startswith("tests/e2e/")}
@@ -58,3 +61,24 @@ def test_every_end_to_end_test_is_slow_and_the_crash_loops_too() -> None:
         assert in_module and all(in_module.values()), (module, in_module)
     for test in SLOW_TESTS:
         assert tests.get(test) is True, test
+
+
+def test_a_fast_test_cannot_start_a_process() -> None:
+    """This test is not ``slow``, so the guard of tests/conftest.py is on: a process start fails it, by name."""
+    import subprocess
+
+    from support.process_guard import ProcessInFastTest, no_processes
+
+    guard = subprocess.Popen.__init__
+    with pytest.raises(ProcessInFastTest, match="test_a_fast_test_cannot_start_a_process starts a process"):
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+    with no_processes("nested"), pytest.raises(ProcessInFastTest, match="nested starts a process"):
+        subprocess.Popen(["true"])
+    assert subprocess.Popen.__init__ is guard, "leaving a guard restores what was there"
+
+
+@pytest.mark.slow
+def test_a_slow_test_can_start_a_process() -> None:
+    import subprocess
+
+    assert subprocess.run([sys.executable, "-c", "print(1)"], capture_output=True, text=True).stdout == "1\n"

@@ -173,6 +173,7 @@ def test_hash_versions_must_match_to_compare() -> None:
     assert NODEPOOL_HASH_VERSION != "v3"
 
 
+@pytest.mark.slow  # a second interpreter
 def test_hash_is_stable_across_processes() -> None:
     code = (
         "import json,sys; from reconciler.provisioning.drift_hashes import nodepool_hash;"

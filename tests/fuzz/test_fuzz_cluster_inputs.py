@@ -139,12 +139,9 @@ def test_mutated_cluster_inputs_run_or_fail_with_one_path_named_line(
     assert 0 < errors < ran, "the mutations should both break and keep valid some inputs"
 
 
-@pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_a_sample_of_each_family_exits_2_with_one_line_from_the_command(
-    family: str, tmp_path: Path, snapshot_file: Path
-) -> None:
-    """Exit 2, one line, nothing on stdout: three input errors of the family through the command's ``main``,
-    and the first of them through a real ``python -m reconciler`` process too (one Python start-up per family)."""
+def _family_input_errors(family: str, tmp_path: Path, snapshot_file: Path, wanted: int) -> list[Case]:
+    """The family's first ``wanted`` input errors through the command's ``main``, each checked: exit 2, one
+    line, nothing on stdout."""
     cases, _ = FAMILIES[family]
     sample = []
     for what, argv in cases(tmp_path, 47, 200, snapshot_file):
@@ -153,10 +150,25 @@ def test_a_sample_of_each_family_exits_2_with_one_line_from_the_command(
             assert out == "", (what, out)
             check_outcome(code, err, what)
             sample.append((what, argv))
-        if len(sample) == 3:
+        if len(sample) == wanted:
             break
-    assert len(sample) == 3
-    what, argv = sample[0]
+    return sample
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_a_sample_of_each_family_exits_2_with_one_line_from_the_command(
+    family: str, tmp_path: Path, snapshot_file: Path
+) -> None:
+    """Exit 2, one line, nothing on stdout: three input errors of the family through the command's ``main``."""
+    assert len(_family_input_errors(family, tmp_path, snapshot_file, 3)) == 3
+
+
+@pytest.mark.slow  # a Python start-up per family
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_an_input_error_of_each_family_through_a_real_process(
+    family: str, tmp_path: Path, snapshot_file: Path
+) -> None:
+    [(what, argv)] = _family_input_errors(family, tmp_path, snapshot_file, 1)
     code, out, err = run_cli_process(argv)
     assert code == 2 and out == "", (what, code, err)
     check_outcome(code, err, what)
@@ -179,30 +191,38 @@ VALID_FILES = {
 }
 
 
-@pytest.mark.parametrize("loader", sorted(VALID_FILES))
-def test_binary_garbage_in_every_loader_is_one_line_and_exit_2(
-    loader: str, tmp_path: Path, snapshot_file: Path
-) -> None:
+def _garbage_outcomes(loader: str, tmp_path: Path, snapshot_file: Path) -> Iterator[tuple[str, list[str], int]]:
+    """Each garbage variant of the loader's valid file through the command's ``main``, checked: (variant,
+    argv, exit code)."""
     valid = (VALID_FILES[loader] or snapshot_file).read_bytes()
     rng = random.Random(loader)
-    variants = garbage(valid, rng)
-    through_process = False
-    for variant, content in variants:
+    for variant, content in garbage(valid, rng):
         path = tmp_path / f"{variant}.yaml"
         path.write_bytes(content)
         argv = _loaders(path, snapshot_file)[loader]
         code, _, err = run_cli(argv)
         assert code in (0, 2, *(PLAN_OK if argv[0] == "plan" else ())), (variant, code, err[-2000:])
         check_outcome(code, err, f"{loader} file: {variant}", ok=PLAN_OK if argv[0] == "plan" else (0,))
-        if code == 2 and not through_process:  # the first input error through a real process too
-            assert run_cli_process(argv)[0] == 2, variant
-            through_process = True
-    assert through_process, "no garbage variant was an input error"
-    # A file that is not there, and a directory where a file belongs.
-    for missing in (tmp_path / "missing.yaml", tmp_path):
-        code, _, err = run_cli(_loaders(missing, snapshot_file)[loader])
-        check_outcome(code, err, f"{loader}: {missing}")
-        assert code == 2
+        yield variant, argv, code
+
+
+@pytest.mark.parametrize("loader", sorted(VALID_FILES))
+def test_binary_garbage_in_every_loader_is_one_line_and_exit_2(
+    loader: str, tmp_path: Path, snapshot_file: Path
+) -> None:
+    codes = [code for _, _, code in _garbage_outcomes(loader, tmp_path, snapshot_file)]
+    assert 2 in codes, "no garbage variant was an input error"
+
+
+@pytest.mark.slow  # a Python start-up per loader
+@pytest.mark.parametrize("loader", sorted(VALID_FILES))
+def test_binary_garbage_in_every_loader_through_a_real_process(
+    loader: str, tmp_path: Path, snapshot_file: Path
+) -> None:
+    variant, argv = next((v, a) for v, a, code in _garbage_outcomes(loader, tmp_path, snapshot_file) if code == 2)
+    code, out, err = run_cli_process(argv)
+    assert code == 2 and out == "", (variant, code, err)
+    check_outcome(code, err, f"{loader} file: {variant} (process)")
 
 
 @pytest.mark.parametrize("clock", ["9999-12-31T23:59:59Z", "0001-01-01T00:00:00Z", "2026-02-30T00:00:00Z",

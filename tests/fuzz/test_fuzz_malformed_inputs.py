@@ -87,6 +87,7 @@ def test_the_cli_exits_2_with_one_line_for_bad_files(case: str, tmp_path: Path) 
     _exits_2_with_one_line(*run_cli(["simulate", str(path), "--json"]))
 
 
+@pytest.mark.slow  # a Python start-up
 def test_a_bad_file_through_a_real_process_exits_2_with_one_line(tmp_path: Path) -> None:
     path = tmp_path / "bad.yaml"
     path.write_bytes(BAD_FILES["nan-price"])

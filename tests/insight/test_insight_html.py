@@ -22,9 +22,12 @@ from reconciler.cli import main
 Image = pytest.importorskip("PIL.Image", reason="Pillow is not installed (pip install pillow)")
 ImageChops = pytest.importorskip("PIL.ImageChops", reason="Pillow is not installed (pip install pillow)")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="headless Chromium is not installed (Debian: apt-get install -y chromium)"
-)
+pytestmark = [
+    pytest.mark.slow,  # every test drives a Chromium process
+    pytest.mark.skipif(
+        CHROMIUM is None, reason="headless Chromium is not installed (Debian: apt-get install -y chromium)"
+    ),
+]
 WINDOW = (1280, 2600)
 # Colours the charts draw with (reconciler.insight.charts.PALETTE).
 ON_DEMAND, COST_LINE, LAUNCHED = (0xE7, 0x6F, 0x51), (0x3A, 0x86, 0xFF), (0x43, 0xAA, 0x8B)

@@ -99,6 +99,7 @@ print(json.dumps({path: run(path) for path in sys.argv[2:]}))  # as built: key o
 """
 
 
+@pytest.mark.slow  # Python start-ups with other hash seeds
 def test_the_same_scenario_gives_the_same_result_in_another_process(tmp_path: Path, shared_dir: Path) -> None:
     """(f) across processes: string hashing is salted per process (PYTHONHASHSEED), so any result that
     depends on set or dict-of-set iteration order would differ between two runs of the command."""

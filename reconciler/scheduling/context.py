@@ -25,6 +25,7 @@ from reconciler.model.taints import PREFER_NO_SCHEDULE, Taint
 from reconciler.scheduling.domain_costs import DomainCosts
 from reconciler.scheduling.existing import SlotBase
 from reconciler.scheduling.instancetypes import TypeIndex, TypeInfo
+from reconciler.scheduling.room_index import RoomIndex
 from reconciler.scheduling.templates import ClaimTemplate, build_template
 from reconciler.scheduling.topology import Topology
 from reconciler.scheduling.topology_counts import CountedPod, NodeDomains
@@ -81,6 +82,11 @@ class SchedulingContext:
 
             self._slots = _shared(self.state, "scheduling.slots", (daemon_pods,), build)
         return self._slots
+
+    def room_index(self) -> RoomIndex:
+        """``slot_bases`` indexed by free room (once per version of the nodes)."""
+        slots = self.slot_bases()
+        return _shared(self.state, "scheduling.room_index", (slots,), lambda: RoomIndex(slots))
 
     def free_room_order(self) -> list[SlotBase]:
         """Slot bases, most free CPU first (once per version of the nodes)."""

@@ -236,11 +236,14 @@ def single_node(
 
 
 def _not_evaluated(outcome: MethodOutcome, rest: Sequence[Candidate], why: str) -> None:
-    # ``why`` names the node acted on, so it is new every pass: not kept on each node as ``explain`` does.
+    # ``why`` names the node acted on, so it is new every pass: not kept on each node as ``explain`` does. Built
+    # when read: the pass acted, and a caller that acts on the command seldom reads them.
     method = outcome.method
-    outcome.explanations.extend(
-        Explanation(c.name, c.node.nodeclaim_name, c.node.nodepool, "NotEvaluated", why, method) for c in rest
-    )
+
+    def build() -> list[Explanation]:
+        return [Explanation(c.name, c.node.nodeclaim_name, c.node.nodepool, "NotEvaluated", why, method) for c in rest]
+
+    outcome.later.append(build)
 
 
 def validate_consolidation(

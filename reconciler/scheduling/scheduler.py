@@ -14,8 +14,8 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Sequence
-from heapq import merge
 from datetime import datetime
+from heapq import merge
 
 from reconciler.model.nodepool import NODES
 from reconciler.model.pod import Pod

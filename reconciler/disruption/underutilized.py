@@ -61,7 +61,7 @@ def consolidatable(
         if kept is not None and kept[0] is candidate:
             code, message = kept[1], kept[2]
         else:
-            code, message = _blocker(candidate, now)
+            code, message = _kept_blocker(candidate, now)
             if verdicts is not None:
                 verdicts[id(candidate)] = (candidate, code, message)
         if code:
@@ -69,6 +69,20 @@ def consolidatable(
             continue
         chosen.append(candidate)
     return chosen
+
+
+def _kept_blocker(candidate: Candidate, now: datetime) -> tuple[str, str]:
+    """``_blocker``, kept on the StateNode from pass to pass: every verdict but ConsolidateAfter depends on the
+    node, its NodePool and instance type alone, and once consolidateAfter has run out on a node it stays so
+    (until a pod event, which makes a new StateNode). Kept from ``since`` on: an earlier clock asks afresh."""
+    node = candidate.node
+    kept = node.memo_get("disruption.consolidation_blocker")
+    if kept is not None and kept[0] is candidate.nodepool and kept[1] is candidate.instance_type and kept[2] <= now:
+        return kept[3]  # type: ignore[no-any-return]
+    found = _blocker(candidate, now)
+    if found[0] != "ConsolidateAfter":
+        node.memo_set("disruption.consolidation_blocker", (candidate.nodepool, candidate.instance_type, now, found))
+    return found
 
 
 def _blocker(candidate: Candidate, now: datetime) -> tuple[str, str]:

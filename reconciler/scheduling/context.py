@@ -20,7 +20,6 @@ from reconciler.cloud.types import InstanceType
 from reconciler.model.nodepool import NodePool
 from reconciler.model.pod import Pod
 from reconciler.model.requirements import Requirements
-from reconciler.model.resources import CPU
 from reconciler.model.taints import PREFER_NO_SCHEDULE, Taint
 from reconciler.scheduling.domain_costs import DomainCosts
 from reconciler.scheduling.existing import SlotBase
@@ -90,12 +89,7 @@ class SchedulingContext:
 
     def free_room_order(self) -> list[SlotBase]:
         """Slot bases, most free CPU first (once per version of the nodes)."""
-        slots = self.slot_bases()
-
-        def build() -> list[SlotBase]:
-            return sorted(slots, key=lambda slot: -slot.room.get(CPU, 0))
-
-        return _shared(self.state, "scheduling.free_room_order", (slots,), build)
+        return self.room_index().by_free_cpu
 
     def deleting_nodes(self) -> frozenset[str]:
         """Names of the nodes marked for deletion (once per version of the nodes)."""

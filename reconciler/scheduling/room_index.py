@@ -18,7 +18,7 @@ from reconciler.scheduling.existing import SlotBase
 
 
 class RoomIndex:
-    __slots__ = ("_cpus", "_fitting", "_order", "_rooms", "positions")
+    __slots__ = ("_cpus", "_fitting", "_order", "_rooms", "by_free_cpu", "positions")
 
     def __init__(self, bases: Sequence[SlotBase]) -> None:
         self._rooms: list[Mapping[str, int]] = [base.remaining for base in bases]
@@ -26,6 +26,7 @@ class RoomIndex:
         # Most free CPU first; ``_cpus`` ascending (negated) for bisect.
         self._order = sorted(range(len(rooms)), key=lambda i: -rooms[i].get(CPU, 0))
         self._cpus = [-rooms[i].get(CPU, 0) for i in self._order]
+        self.by_free_cpu: list[SlotBase] = [bases[i] for i in self._order]  # ties in list order
         self._fitting: dict[tuple[tuple[str, int], ...], list[int]] = {}
         self.positions: dict[SlotBase, int] = {base: i for i, base in enumerate(bases)}
 

@@ -4,8 +4,8 @@
 while the node, its NodePool, its instance type and the PDBs are unchanged and the clock has not crossed a
 do-not-disrupt duration or a nomination; ``node_drift`` does the same for the drift reason (bounded by the
 instance-type check's age), and consolidation its verdict (``underutilized._kept_blocker``: all but
-consolidateAfter's, which moves with the clock). These properties drive one cluster state through random clock moves and changes
-and compare, after every step, the kept answers with ones computed afresh.
+consolidateAfter's, which moves with the clock). These properties drive one cluster state through random
+clock moves and changes and compare, after every step, the kept answers with ones computed afresh.
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ CPUS = ("100m", "500m", "1", "1500m", "3", "7")
 MEMORY = ("128Mi", "1Gi", "3Gi", "12Gi")
 TAINT = {"key": "dedicated", "value": "x", "effect": "NoSchedule"}
 TOLERATION = {"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}
+PORT = [{"containerPort": 80, "hostPort": 80}]
 
 
 def cluster(seed: int, nodes: int, pending: int) -> tuple[list[dict[str, Any]], list[str], list[str]]:
@@ -41,7 +42,7 @@ def cluster(seed: int, nodes: int, pending: int) -> tuple[list[dict[str, Any]], 
         for index in range(rng.randrange(4)):
             spec: dict[str, Any] = {}
             if rng.random() < 0.15:
-                spec["containers"] = [{"name": "app", "image": "pause", "ports": [{"containerPort": 80, "hostPort": 80}],
+                spec["containers"] = [{"name": "app", "image": "pause", "ports": PORT,
                                        "resources": {"requests": {"cpu": rng.choice(CPUS[:3]), "memory": "128Mi"}}}]
             objects.append(pod(f"{name}-p{index}", rng.choice(CPUS), rng.choice(MEMORY), node_name=name,
                                labels={"app": rng.choice("ab")}, **spec))
@@ -50,7 +51,7 @@ def cluster(seed: int, nodes: int, pending: int) -> tuple[list[dict[str, Any]], 
         if rng.random() < 0.2:
             spec["tolerations"] = [TOLERATION]
         if rng.random() < 0.1:
-            spec["containers"] = [{"name": "app", "image": "pause", "ports": [{"containerPort": 80, "hostPort": 80}],
+            spec["containers"] = [{"name": "app", "image": "pause", "ports": PORT,
                                    "resources": {"requests": {"cpu": rng.choice(CPUS), "memory": "256Mi"}}}]
         objects.append(pod(f"pending-{index:02d}", rng.choice(CPUS), rng.choice(MEMORY),
                            labels={"app": rng.choice("ab")}, **spec))

@@ -3,9 +3,9 @@
 A scheduling run tries a pod on the existing nodes in order and takes the first that accepts it. On a full
 cluster almost every node refuses for lack of room, so a run walked all of them for each kind of pod, and a
 plan runs several such walks per pass. A ``RoomIndex`` is built once per list of ``SlotBase`` (one per version
-of the nodes, shared by every run on it) and answers, per requests vector, the positions of the nodes whose
-free room holds those requests: the nodes the resource check of ``_Fits.can_add`` lets through. Nothing else
-about a node is judged here.
+of the nodes, shared by every run on it) and answers, per CPU request, the positions of the nodes with that much
+free CPU, in list order; ``holds`` checks the other resources of one of them. Together they are the resource
+check of ``_Fits.can_add``; nothing else about a node is judged here.
 """
 
 from __future__ import annotations
@@ -18,31 +18,39 @@ from reconciler.scheduling.existing import SlotBase
 
 
 class RoomIndex:
-    __slots__ = ("_cpus", "_fitting", "_order", "_rooms", "by_free_cpu", "positions")
+    __slots__ = ("_bases", "_by_cpu", "_negated", "_order", "_positions", "_rooms")
 
     def __init__(self, bases: Sequence[SlotBase]) -> None:
+        self._bases = bases
         self._rooms: list[Mapping[str, int]] = [base.remaining for base in bases]
-        rooms = self._rooms
-        # Most free CPU first; ``_cpus`` ascending (negated) for bisect.
-        self._order = sorted(range(len(rooms)), key=lambda i: -rooms[i].get(CPU, 0))
-        self._cpus = [-rooms[i].get(CPU, 0) for i in self._order]
-        self.by_free_cpu: list[SlotBase] = [bases[i] for i in self._order]  # ties in list order
-        self._fitting: dict[tuple[tuple[str, int], ...], list[int]] = {}
-        self.positions: dict[SlotBase, int] = {base: i for i, base in enumerate(bases)}
+        negated = [-room.get(CPU, 0) for room in self._rooms]
+        # Most free CPU first, ties in list order (a stable sort); ``_negated`` in that order, ascending.
+        self._order = sorted(range(len(negated)), key=negated.__getitem__)
+        self._negated = [negated[i] for i in self._order]
+        self._by_cpu: dict[int, list[int]] = {}
+        self._positions: dict[SlotBase, int] | None = None
 
-    def fitting(self, requests: Mapping[str, int]) -> list[int]:
-        """Positions (ascending) of the bases whose room holds every request (``value <= room.get(name, 0)``)."""
-        key = tuple(requests.items())
-        found = self._fitting.get(key)
+    def with_cpu(self, requests: Mapping[str, int]) -> list[int]:
+        """Positions (ascending) of the bases whose free CPU holds the CPU request (every base without one:
+        a node's CPU is then not checked, and it may even be overcommitted)."""
+        cpu = requests.get(CPU)
+        found = self._by_cpu.get(-1 if cpu is None else cpu)
         if found is None:
-            rooms = self._rooms
-            # Without a CPU request a node's CPU is not checked (it may even be overcommitted).
-            cut = bisect_right(self._cpus, -requests[CPU]) if CPU in requests else len(self._order)
-            found = sorted(i for i in self._order[:cut]
-                           if all(value <= rooms[i].get(name, 0) for name, value in requests.items()))
-            self._fitting[key] = found
+            cut = len(self._order) if cpu is None else bisect_right(self._negated, -cpu)
+            found = self._by_cpu[-1 if cpu is None else cpu] = sorted(self._order[:cut])
         return found
 
     def holds(self, position: int, requests: Mapping[str, int]) -> bool:
+        """Whether the base's room holds every request (``value <= room.get(name, 0)``)."""
         room = self._rooms[position]
         return all(value <= room.get(name, 0) for name, value in requests.items())
+
+    def position(self, base: SlotBase) -> int:
+        if self._positions is None:
+            self._positions = {slot: i for i, slot in enumerate(self._bases)}
+        return self._positions[base]
+
+    @property
+    def by_free_cpu(self) -> list[SlotBase]:
+        """The bases, most free CPU first (ties in list order)."""
+        return [self._bases[i] for i in self._order]

@@ -28,6 +28,7 @@ from reconciler.scheduling.nodeclaim import ClaimOrder, NewNodeClaim, ReservedRe
 from reconciler.scheduling.podinfo import PodClass, SchedulingPod
 from reconciler.scheduling.reservations import ReservationLedger
 from reconciler.scheduling.results import Attempt, SchedulingResult, finalize_claim
+from reconciler.scheduling.room_index import RoomIndex
 from reconciler.scheduling.templates import ClaimTemplate
 from reconciler.scheduling.topology import TopologyError
 from reconciler.scheduling.topology_group import ANTI_AFFINITY, TopologyGroup
@@ -72,7 +73,8 @@ class Scheduler:
         # on the SlotBase. ``_room`` finds the bases with room for a pod without asking each one.
         self._bases = context.slot_bases()
         self._excluded = excluded
-        self._room = context.room_index() if memoize else None
+        self._by_room = memoize  # the index is asked for (built once per version of the nodes) on first need
+        self._room: RoomIndex | None = None
         self._placed: dict[SlotBase, ExistingSlot] = {}
         self._placed_positions: list[int] = []  # positions in ``_bases`` of ``_placed``'s keys, ascending
         # (pod class, existing slot) -> why the slot last refused a pod of that class, for explanations.
@@ -209,7 +211,7 @@ class Scheduler:
         refuse_moved, excluded, messages = self._pending_only, self._excluded, attempt.existing
         skips = cls.room_skips
         for position, base in enumerate(self._bases):
-            if len(messages) >= 3 and self._room is not None:
+            if len(messages) >= 3 and self._by_room:
                 # No more refusals are listed: the nodes without room for the pod refuse it whatever else they
                 # are, so only those with room (and those this run already placed pods on) are asked.
                 return self._existing_by_room(sp, cls, labels_key, position, pod_volumes, pending, rejected,
@@ -245,8 +247,8 @@ class Scheduler:
             return False
         if not isinstance(slot, ExistingSlot):
             slot = placed[base] = ExistingSlot.of(base)
-            if self._room is not None:
-                insort(self._placed_positions, self._room.positions[base])
+            if self._room is not None:  # else taken from ``_placed`` when the index is first asked for
+                insort(self._placed_positions, self._room.position(base))
         slot.add(sp, cls, labels_key, result, self.topology, pod_volumes)
         return True
 
@@ -257,10 +259,13 @@ class Scheduler:
         this run placed pods on (whose room is less than their base's, and whose refusal may say otherwise).
         The bases passed over are recorded on the class, so a later try that lists refusals can say what each
         would have answered (``_skipped_for_room``)."""
-        assert self._room is not None
-        bases, excluded, refuse_moved = self._bases, self._excluded, self._pending_only
-        fitting = self._room.fitting(cls.requests)
-        candidates: Iterable[int] = fitting[bisect_left(fitting, start):]
+        if self._room is None:
+            self._room = self.context.room_index()
+            self._placed_positions = sorted(map(self._room.position, self._placed))
+        bases, excluded, refuse_moved, placed = self._bases, self._excluded, self._pending_only, self._placed
+        room, requests = self._room, cls.requests
+        with_cpu = room.with_cpu(requests)
+        candidates: Iterable[int] = with_cpu[bisect_left(with_cpu, start):]
         placed_positions = self._placed_positions[bisect_left(self._placed_positions, start):]
         if placed_positions:
             candidates = merge(candidates, placed_positions)
@@ -273,6 +278,8 @@ class Scheduler:
             base = bases[position]
             if excluded and base.name in excluded:
                 continue
+            if base not in placed and not room.holds(position, requests):
+                continue  # its room lacks another resource
             if base in rejected or (blockers and _refused(blockers, base)):
                 continue
             if refuse_moved and not pending and base.name in refuse_moved:

@@ -66,7 +66,7 @@ def outcome(context: SchedulingContext, removed: list[str], quiet: list[str], *,
     scheduler = Scheduler(context, NOW, exclude_nodes=removed, pending_only_nodes=quiet,
                           scheduling_pods={p.key for p in moving})
     if not index:
-        scheduler._room = None  # every node asked in order, as before the index
+        scheduler._by_room = False  # every node asked in order, as before the index
     result = scheduler.solve([*state.pending_pods(), *moving])
     claims = tuple((tuple(c.pod_keys), tuple(c.instance_type_names)) for c in result.new_claims)
     return claims, tuple(sorted(result.existing.items())), tuple(sorted(result.errors.items()))
@@ -118,8 +118,10 @@ def test_room_index_lists_exactly_the_nodes_whose_room_holds_the_requests(
 
     bases = [Base(room) for room in rooms]
     index = RoomIndex(bases)  # type: ignore[arg-type]
+    cpu = requests.get("cpu")
+    assert index.with_cpu(requests) == [i for i, room in enumerate(rooms) if cpu is None or cpu <= room.get("cpu", 0)]
     expected = [i for i, room in enumerate(rooms) if all(v <= room.get(k, 0) for k, v in requests.items())]
-    assert index.fitting(requests) == expected
-    assert [i for i in range(len(rooms)) if index.holds(i, requests)] == expected
-    assert [b.remaining.get("cpu", 0) for b in index.by_free_cpu] == sorted(
-        (room.get("cpu", 0) for room in rooms), reverse=True)
+    assert [i for i in index.with_cpu(requests) if index.holds(i, requests)] == expected
+    assert [index.position(base) for base in bases] == list(range(len(bases)))  # type: ignore[arg-type]
+    free = [b.remaining.get("cpu", 0) for b in index.by_free_cpu]
+    assert free == sorted((room.get("cpu", 0) for room in rooms), reverse=True)

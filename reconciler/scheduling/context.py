@@ -229,12 +229,44 @@ def _counted_pods(state: ClusterState) -> tuple[dict[str, list[CountedPod]], lis
     ``bound_pods`` order, by node and all together, and their namespaces. Each node's part is kept across
     versions of the nodes while its StateNode is the same, so an unchanged node's list is the same object."""
     per_node = node_values(state, "scheduling.counted_pods", _kept_counted_pods).values
-    by_node = {name: per_node[name][0] for name in state.bound_node_names() if name in per_node}
+    by_node = _counted_by_node(state, per_node)
     counted = list(chain.from_iterable(by_node.values()))
     # A node without bound pods counts none, so every StateNode's namespaces are those of ``by_node``'s nodes:
     # counted per namespace and brought up to date by the nodes that changed, not united again per version.
     namespaces = {str(name) for name in node_counts(state, "scheduling.counted_namespaces", _counted_namespaces)}
     return by_node, counted, namespaces
+
+
+def _counted_by_node(
+    state: ClusterState, per_node: Mapping[str, tuple[list[CountedPod], frozenset[str]]]
+) -> dict[str, list[CountedPod]]:
+    """Each node's counted pods, in ``bound_node_names`` order, for the nodes that have a StateNode: the map last
+    built brought up to date by the names that changed since (a pod write changes its node's StateNode) when
+    that is certain to keep the order, else built over every bound name."""
+    kept: tuple[int, dict[str, list[CountedPod]]] | None = state.carried.get("scheduling.counted_by_node")
+    generation = state.nodes_generation
+    changed = state.node_changes_since(kept[0]) if kept is not None else None
+    by_node = None
+    if kept is not None and changed is not None:
+        by_node = dict(kept[1])
+        bound = state.bound_node_names()
+        arrived = []
+        for name in changed:
+            found = per_node.get(name)
+            if found is None or name not in bound:
+                by_node.pop(name, None)
+            else:
+                if name not in by_node:
+                    arrived.append(name)
+                by_node[name] = found[0]
+        # Bound names are only ever appended (``bound_node_names``), so one name that arrived is in place when it
+        # is the last bound name; anything else is rebuilt.
+        if arrived and (len(arrived) > 1 or arrived[0] != next(reversed(bound))):  # type: ignore[call-overload]
+            by_node = None
+    if by_node is None:
+        by_node = {name: per_node[name][0] for name in state.bound_node_names() if name in per_node}
+    state.carried["scheduling.counted_by_node"] = (generation, by_node)
+    return by_node
 
 
 def _counted_namespaces(node: StateNode) -> tuple[str, ...]:

@@ -10,7 +10,7 @@ candidate sets against the same snapshot build it once and pass it to every
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from operator import is_
@@ -224,17 +224,42 @@ def _slot_base(node: StateNode, daemon_pods: tuple[Pod, ...]) -> SlotBase | None
     return slot
 
 
-def _counted_pods(state: ClusterState) -> tuple[dict[str, list[CountedPod]], list[CountedPod], set[str]]:
+def _counted_pods(state: ClusterState) -> tuple[dict[str, list[CountedPod]], Sequence[CountedPod], set[str]]:
     """Every active pod bound to a known node, as topology counts it (shared by the runs on one state), in
     ``bound_pods`` order, by node and all together, and their namespaces. Each node's part is kept across
     versions of the nodes while its StateNode is the same, so an unchanged node's list is the same object."""
     per_node = node_values(state, "scheduling.counted_pods", _kept_counted_pods).values
     by_node = _counted_by_node(state, per_node)
-    counted = list(chain.from_iterable(by_node.values()))
+    counted = JoinedPods(by_node)
     # A node without bound pods counts none, so every StateNode's namespaces are those of ``by_node``'s nodes:
     # counted per namespace and brought up to date by the nodes that changed, not united again per version.
     namespaces = {str(name) for name in node_counts(state, "scheduling.counted_namespaces", _counted_namespaces)}
     return by_node, counted, namespaces
+
+
+class JoinedPods(Sequence[CountedPod]):
+    """Every node's counted pods in one sequence (by node, in the map's order), joined when first read: most
+    versions of the nodes only ask its length, and the map is never changed once built."""
+
+    __slots__ = ("_by_node", "_joined")
+
+    def __init__(self, by_node: Mapping[str, list[CountedPod]]) -> None:
+        self._by_node = by_node
+        self._joined: list[CountedPod] | None = None
+
+    def _all(self) -> list[CountedPod]:
+        if self._joined is None:
+            self._joined = list(chain.from_iterable(self._by_node.values()))
+        return self._joined
+
+    def __len__(self) -> int:
+        return len(self._joined) if self._joined is not None else sum(map(len, self._by_node.values()))
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._all()[index]
+
+    def __iter__(self) -> Iterator[CountedPod]:
+        return iter(self._all())
 
 
 def _counted_by_node(
@@ -298,7 +323,7 @@ class _BaseTopology:
         return self.domain_sources is domain_sources and self.policy == policy and self.namespaces == namespaces
 
     def updated(
-        self, by_node: Mapping[str, list[CountedPod]], counted: list[CountedPod], nodes: list[NodeDomains]
+        self, by_node: Mapping[str, list[CountedPod]], counted: Sequence[CountedPod], nodes: list[NodeDomains]
     ) -> Topology | None:
         """This topology updated to ``by_node``'s pods and ``nodes``; None when rebuilding is as cheap."""
         removed = [c for name, pods in self.by_node.items() if by_node.get(name) is not pods for c in pods]

@@ -26,7 +26,7 @@ from reconciler.model import podutil
 from reconciler.model.nodepool import NodePool
 from reconciler.model.pdb import PdbLimits, pods_blocker
 from reconciler.model.pod import Pod
-from reconciler.provisioning.lifetime import node_lifetime, remaining_fraction
+from reconciler.provisioning.lifetime import node_lifetime
 from reconciler.scheduling.context import nodeclass_problem
 from reconciler.state.cluster import ClusterState
 from reconciler.state.node import StateNode
@@ -273,7 +273,9 @@ def assess(
                 pods=found.views,
                 reschedulable=found.moving,
                 reschedule_cost=found.reschedule_cost,
-                disruption_cost=found.eviction_cost * remaining_fraction(found.lifetime, now),
+                eviction_cost=found.eviction_cost,
+                lifetime=found.lifetime,
+                assessed_at=now,
             )
         )
     return Assessment(candidates, blockers, explanations)

@@ -10,6 +10,7 @@ from typing import Any
 from reconciler.cloud.types import InstanceType
 from reconciler.model.nodepool import NodePool
 from reconciler.model.pod import Pod
+from reconciler.provisioning.lifetime import remaining_fraction
 from reconciler.scheduling.results import ScheduledClaim
 from reconciler.state.node import StateNode
 
@@ -42,7 +43,9 @@ class Candidate:
     pods: list[Pod]  # every pod bound to it (DaemonSet and static ones included)
     reschedulable: list[Pod]  # pods that need a new home if it goes (what the simulation reschedules)
     reschedule_cost: float  # 1 + sum of non-negative eviction costs of the reschedulable pods
-    disruption_cost: float  # eviction costs of all pods, scaled by the remaining lifetime
+    eviction_cost: float  # eviction costs of all pods
+    lifetime: tuple[float, datetime] | None  # (expireAfter seconds, created), see ``provisioning.lifetime``
+    assessed_at: datetime  # the pass's clock
     drift: tuple[str, str] | None = None  # (reason, detail) when drifted
     drift_since: datetime | None = None
     # Read for every candidate several times a pass: plain attributes, set once from the node and its pods.
@@ -55,6 +58,12 @@ class Candidate:
     def __post_init__(self) -> None:
         self.name = self.node.name
         self.is_empty = not self.reschedulable
+
+    @property
+    def disruption_cost(self) -> float:
+        """Eviction costs of all pods scaled by the remaining lifetime at the pass's clock (computed when read:
+        nothing in a pass reads it for most nodes)."""
+        return self.eviction_cost * remaining_fraction(self.lifetime, self.assessed_at)
 
     @property
     def nodeclaim(self) -> str:

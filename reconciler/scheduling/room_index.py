@@ -12,9 +12,13 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
+from operator import attrgetter, methodcaller, neg
 
 from reconciler.model.resources import CPU
 from reconciler.scheduling.existing import SlotBase
+
+_REMAINING = attrgetter("remaining")
+_CPU_OF = methodcaller("get", CPU, 0)
 
 
 class RoomIndex:
@@ -22,8 +26,9 @@ class RoomIndex:
 
     def __init__(self, bases: Sequence[SlotBase]) -> None:
         self._bases = bases
-        self._rooms: list[Mapping[str, int]] = [base.remaining for base in bases]
-        negated = [-room.get(CPU, 0) for room in self._rooms]
+        # Built for every version of the nodes a run needs it on: C-level loops only (map, zip).
+        self._rooms: list[Mapping[str, int]] = list(map(_REMAINING, bases))
+        negated = list(map(neg, map(_CPU_OF, self._rooms)))
         # Most free CPU first, ties in list order (a stable sort); ``_negated`` in that order, ascending.
         self._order = sorted(range(len(negated)), key=negated.__getitem__)
         self._negated = [negated[i] for i in self._order]
@@ -47,7 +52,7 @@ class RoomIndex:
 
     def position(self, base: SlotBase) -> int:
         if self._positions is None:
-            self._positions = {slot: i for i, slot in enumerate(self._bases)}
+            self._positions = dict(zip(self._bases, range(len(self._bases)), strict=True))
         return self._positions[base]
 
     @property

@@ -114,8 +114,10 @@ class Assessment:
     def for_class(self, *, eventual: bool) -> tuple[list[Candidate], list[Explanation]]:
         """Candidates of a disruption class: pod blockers are waived for eventual (drift) disruption of
         NodeClaims with a terminationGracePeriod, since their drain is bounded."""
-        chosen: list[Candidate] = []
         explanations = list(self.explanations)
+        if not self.pod_blockers:
+            return list(self.candidates), explanations  # nothing to waive or turn away
+        chosen: list[Candidate] = []
         for candidate in self.candidates:
             blocker = self.pod_blockers.get(candidate.name)
             claim = candidate.node.nodeclaim

@@ -26,7 +26,7 @@ from reconciler.model import podutil
 from reconciler.model.nodepool import NodePool
 from reconciler.model.pdb import PdbLimits, pods_blocker
 from reconciler.model.pod import Pod
-from reconciler.provisioning.lifetime import node_lifetime, remaining_fraction
+from reconciler.provisioning.lifetime import node_lifetime
 from reconciler.scheduling.context import nodeclass_problem
 from reconciler.state.cluster import ClusterState
 from reconciler.state.node import StateNode
@@ -41,7 +41,18 @@ class Catalog:
 
     @classmethod
     def of(cls, instance_types_by_nodepool: Mapping[str, Sequence[InstanceType]]) -> Catalog:
-        return cls({pool: {it.name: it for it in types} for pool, types in instance_types_by_nodepool.items()})
+        """The catalog of these instance types; the same object again for the same types (by identity), so
+        views kept from pass to pass can tell an unchanged catalog by identity (``node_drift``)."""
+        key = tuple((pool, tuple(map(id, types))) for pool, types in instance_types_by_nodepool.items())
+        kept = _CATALOGS.get(key)
+        if kept is not None:
+            return kept[1]
+        found = cls({pool: {it.name: it for it in types} for pool, types in instance_types_by_nodepool.items()})
+        if len(_CATALOGS) >= 8:
+            _CATALOGS.pop(next(iter(_CATALOGS)))
+        # The types are kept with the entry, so no id in the key is reused while it is cached.
+        _CATALOGS[key] = (tuple(tuple(types) for types in instance_types_by_nodepool.values()), found)
+        return found
 
     def types(self, pool: str) -> Mapping[str, InstanceType] | None:
         found = self.by_pool.get(pool)
@@ -51,6 +62,9 @@ class Catalog:
         instance_type = (self.by_pool.get(pool) or {}).get(node.instance_type)
         offering = instance_type.offering(node.zone, node.capacity_type) if instance_type is not None else None
         return offering.price if offering is not None else 0.0
+
+
+_CATALOGS: dict[tuple[tuple[str, tuple[int, ...]], ...], tuple[tuple[tuple[InstanceType, ...], ...], Catalog]] = {}
 
 
 def explain(node: StateNode, code: str, message: str, method: str = "") -> Explanation:
@@ -100,8 +114,10 @@ class Assessment:
     def for_class(self, *, eventual: bool) -> tuple[list[Candidate], list[Explanation]]:
         """Candidates of a disruption class: pod blockers are waived for eventual (drift) disruption of
         NodeClaims with a terminationGracePeriod, since their drain is bounded."""
-        chosen: list[Candidate] = []
         explanations = list(self.explanations)
+        if not self.pod_blockers:
+            return list(self.candidates), explanations  # nothing to waive or turn away
+        chosen: list[Candidate] = []
         for candidate in self.candidates:
             blocker = self.pod_blockers.get(candidate.name)
             claim = candidate.node.nodeclaim
@@ -259,7 +275,9 @@ def assess(
                 pods=found.views,
                 reschedulable=found.moving,
                 reschedule_cost=found.reschedule_cost,
-                disruption_cost=found.eviction_cost * remaining_fraction(found.lifetime, now),
+                eviction_cost=found.eviction_cost,
+                lifetime=found.lifetime,
+                assessed_at=now,
             )
         )
     return Assessment(candidates, blockers, explanations)
@@ -277,6 +295,7 @@ class NodeDrift:
     since: datetime
     until: datetime | None
     reason: tuple[str, str] | None
+    types: Mapping[str, InstanceType] | None = None  # the catalog's types it was found with (same object: same)
 
 
 def _launched_type(node: StateNode, types: Mapping[str, InstanceType] | None) -> InstanceType | None:
@@ -294,21 +313,24 @@ def node_drift(
     if claim is None:
         return None
     nodeclass = state.nodeclass(nodepool)
-    launched = _launched_type(node, types)
     kept: NodeDrift | None = node.memo_get("disruption.drift")
     if (
         kept is not None and kept.since <= now and (kept.until is None or now < kept.until)
-        and kept.nodepool is nodepool and kept.nodeclass is nodeclass and kept.has_types == bool(types)
-        and kept.launched is launched
+        and kept.nodepool is nodepool and kept.nodeclass is nodeclass
     ):
-        return kept.reason
+        if types is not None and kept.types is types:
+            return kept.reason  # the same catalog (``Catalog.of``): the same launched type
+        if kept.has_types == bool(types) and kept.launched is _launched_type(node, types):
+            return kept.reason
+    launched = _launched_type(node, types)
     reason = drift_reason(nodepool, claim, now=now, instance_types=types, nodeclass=nodeclass, node_labels=node.labels)
     # The clock enters only through "older than INSTANCE_TYPE_DRIFT_MIN_AGE" (checked while that is not yet so).
     age_bound = None
     created = claim.creation_timestamp
     if types and created is not None and now - created <= INSTANCE_TYPE_DRIFT_MIN_AGE:
         age_bound = created + INSTANCE_TYPE_DRIFT_MIN_AGE + timedelta(microseconds=1)
-    node.memo_set("disruption.drift", NodeDrift(nodepool, nodeclass, bool(types), launched, now, age_bound, reason))
+    node.memo_set("disruption.drift",
+                  NodeDrift(nodepool, nodeclass, bool(types), launched, now, age_bound, reason, types))
     return reason
 
 

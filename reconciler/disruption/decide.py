@@ -112,27 +112,34 @@ def _decision(
 ) -> DisruptionDecision:
     command = acted.command if acted is not None else None
     chosen = set(command.node_names) if command else set()
-    explanations = list(ineligible)
-    for outcome in outcomes:
-        explanations.extend(outcome.explanations)
-    explained = {e.node for e in explanations}
-    for candidate in graceful:
-        if candidate.name in chosen or candidate.name in explained:
-            continue
-        if command is not None:
-            message = f"{command.method} acted this pass ({command.describe()})"
-            explanations.append(explain(candidate.node, "NotEvaluated", message))
-        elif candidate.nodepool.is_static:
-            explanations.append(explain(candidate.node, "StaticNodePool",
-                                        f"NodePool {candidate.pool} is static (replicas {candidate.nodepool.replicas}):"
-                                        " its nodes are never consolidated, only replaced when drifted"))
-        elif candidate.is_empty:
-            explanations.append(explain(candidate.node, "NoAction", "empty, but not removable this pass"))
-        else:
-            explanations.append(explain(candidate.node, "NoAction", "no consolidation found for this node"))
+
+    def explained() -> list[Explanation]:
+        explanations = list(ineligible)
+        for outcome in outcomes:
+            explanations.extend(outcome.all_explanations())
+        seen = {e.node for e in explanations}
+        for candidate in graceful:
+            if candidate.name in chosen or candidate.name in seen:
+                continue
+            if command is not None:
+                message = f"{command.method} acted this pass ({command.describe()})"
+                explanations.append(explain(candidate.node, "NotEvaluated", message))
+            elif candidate.nodepool.is_static:
+                explanations.append(explain(candidate.node, "StaticNodePool",
+                                            f"NodePool {candidate.pool} is static (replicas "
+                                            f"{candidate.nodepool.replicas}): its nodes are never consolidated, only "
+                                            "replaced when drifted"))
+            elif candidate.is_empty:
+                explanations.append(explain(candidate.node, "NoAction", "empty, but not removable this pass"))
+            else:
+                explanations.append(explain(candidate.node, "NoAction", "no consolidation found for this node"))
+        return [e for e in explanations if e.node not in chosen]
+
+    # A pass that acts is explained only when someone reads it (the simulator reads the command alone).
     return DisruptionDecision(
         command=command,
-        explanations=[e for e in explanations if e.node not in chosen],
+        explanations=None if command is not None else explained(),
+        later=explained if command is not None else None,
         budget_constrained=any(o.budget_constrained for o in outcomes),
         timed_out=any(o.timed_out for o in outcomes),
         unseen_pools=[pool for outcome in outcomes for pool in outcome.unseen_pools],

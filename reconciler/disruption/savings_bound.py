@@ -32,6 +32,7 @@ from reconciler.model import labels as wk
 from reconciler.model.pod import Pod
 from reconciler.model.resources import CPU
 from reconciler.scheduling import SchedulingContext
+from reconciler.scheduling.existing import SlotBase
 from reconciler.scheduling.instancetypes import TypeInfo, order_by_price
 
 _LISTED = 3
@@ -42,9 +43,9 @@ class SavingsBound:
 
     def __init__(self, context: SchedulingContext, refusing_moved_pods: Collection[str]) -> None:
         # Most free CPU first: a pod's search stops at the first node with less CPU than it asks for.
-        self._homes: list[tuple[str, Mapping[str, int]]] = [
-            (slot.name, slot.room) for slot in context.free_room_order() if slot.name not in refusing_moved_pods
-        ]
+        # Those in ``refusing_moved_pods`` are passed over as the scan meets them: most scans stop early.
+        self._homes: Sequence[SlotBase] = context.free_room_order()
+        self._refusing = refusing_moved_pods
         ladders = context.template_views.get("savings_bound.ladders")
         if ladders is None:
             ladders = context.template_views["savings_bound.ladders"] = _ladders(context)
@@ -104,15 +105,18 @@ class SavingsBound:
         """Append to ``found`` the nodes with room for ``requests`` from ``_homes[start:]`` until it holds
         ``wanted``; return where to resume, or -1 when no further node has room."""
         cpu = requests.get(CPU, 0)
-        homes = self._homes
+        homes, refusing = self._homes, self._refusing
         for index in range(start, len(homes)):
             if len(found) >= wanted:
                 return index
-            name, room = homes[index]
+            slot = homes[index]
+            room = slot.remaining
             if room.get(CPU, 0) < cpu:
+                if slot.name in refusing:
+                    continue  # not a home at all: its room says nothing of the nodes after it
                 return -1  # most free CPU first: no later node has room either
-            if all(value <= room.get(resource, 0) for resource, value in requests.items()):
-                found.append(name)
+            if slot.name not in refusing and all(value <= room.get(name, 0) for name, value in requests.items()):
+                found.append(slot.name)
         return -1
 
     def _cheapest_fitting(self, total: Mapping[str, int]) -> float:

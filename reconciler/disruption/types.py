@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 from reconciler.cloud.types import InstanceType
 from reconciler.model.nodepool import NodePool
 from reconciler.model.pod import Pod
+from reconciler.provisioning.lifetime import remaining_fraction
 from reconciler.scheduling.results import ScheduledClaim
 from reconciler.state.node import StateNode
 
@@ -41,7 +43,9 @@ class Candidate:
     pods: list[Pod]  # every pod bound to it (DaemonSet and static ones included)
     reschedulable: list[Pod]  # pods that need a new home if it goes (what the simulation reschedules)
     reschedule_cost: float  # 1 + sum of non-negative eviction costs of the reschedulable pods
-    disruption_cost: float  # eviction costs of all pods, scaled by the remaining lifetime
+    eviction_cost: float  # eviction costs of all pods
+    lifetime: tuple[float, datetime] | None  # (expireAfter seconds, created), see ``provisioning.lifetime``
+    assessed_at: datetime  # the pass's clock
     drift: tuple[str, str] | None = None  # (reason, detail) when drifted
     drift_since: datetime | None = None
     # Read for every candidate several times a pass: plain attributes, set once from the node and its pods.
@@ -54,6 +58,12 @@ class Candidate:
     def __post_init__(self) -> None:
         self.name = self.node.name
         self.is_empty = not self.reschedulable
+
+    @property
+    def disruption_cost(self) -> float:
+        """Eviction costs of all pods scaled by the remaining lifetime at the pass's clock (computed when read:
+        nothing in a pass reads it for most nodes)."""
+        return self.eviction_cost * remaining_fraction(self.lifetime, self.assessed_at)
 
     @property
     def nodeclaim(self) -> str:
@@ -164,20 +174,52 @@ class MethodRun:
     timed_out: bool = False
 
 
-@dataclass(slots=True)
 class DisruptionDecision:
-    command: Command | None
-    explanations: list[Explanation] = field(default_factory=list)
-    # True when some candidate was held back only by a budget: a "nothing to do" result must not be cached.
-    budget_constrained: bool = False
-    # True when a method stopped early at its deadline / simulation budget.
-    timed_out: bool = False
-    # NodePools single-node consolidation did not reach before its deadline: pass them first next time.
-    unseen_pools: list[str] = field(default_factory=list)
-    simulations: int = 0  # scheduling simulations this pass ran
-    methods: list[MethodRun] = field(default_factory=list)  # in the order they ran
-    budgets: list[Any] = field(default_factory=list)  # BudgetAllowance of each (pool, reason) evaluated
-    moves: list[Any] = field(default_factory=list)  # balanced.ConsolidationMove put to the scorer
+    """The pass's command (or none) and why every other node considered was left alone."""
+
+    __slots__ = ("_explanations", "budget_constrained", "budgets", "command", "later", "methods", "moves",
+                 "simulations", "timed_out", "unseen_pools")
+
+    def __init__(
+        self,
+        command: Command | None,
+        explanations: list[Explanation] | None = None,
+        budget_constrained: bool = False,
+        timed_out: bool = False,
+        unseen_pools: list[str] | None = None,
+        *,
+        later: Callable[[], list[Explanation]] | None = None,
+    ) -> None:
+        self.command = command
+        # None while ``later`` builds them (on first read): a pass that acts is seldom explained.
+        self._explanations = explanations if explanations is not None or later is not None else []
+        self.later = later
+        # True when some candidate was held back only by a budget: a "nothing to do" result must not be cached.
+        self.budget_constrained = budget_constrained
+        # True when a method stopped early at its deadline / simulation budget.
+        self.timed_out = timed_out
+        # NodePools single-node consolidation did not reach before its deadline: pass them first next time.
+        self.unseen_pools: list[str] = unseen_pools if unseen_pools is not None else []
+        self.simulations = 0  # scheduling simulations this pass ran
+        self.methods: list[MethodRun] = []  # in the order they ran
+        self.budgets: list[Any] = []  # BudgetAllowance of each (pool, reason) evaluated
+        self.moves: list[Any] = []  # balanced.ConsolidationMove put to the scorer
+
+    def __repr__(self) -> str:
+        return (f"DisruptionDecision(command={self.command!r}, explanations={len(self.explanations)}, "
+                f"budget_constrained={self.budget_constrained}, timed_out={self.timed_out})")
+
+    @property
+    def explanations(self) -> list[Explanation]:
+        """Why each node considered was not disrupted this pass (see ``decide``)."""
+        if self._explanations is None:
+            assert self.later is not None
+            self._explanations, self.later = self.later(), None
+        return self._explanations
+
+    @explanations.setter
+    def explanations(self, explanations: list[Explanation]) -> None:
+        self._explanations, self.later = explanations, None
 
     def explanation_for(self, node: str) -> Explanation | None:
         return next((e for e in self.explanations if e.node == node), None)

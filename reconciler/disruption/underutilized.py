@@ -61,7 +61,7 @@ def consolidatable(
         if kept is not None and kept[0] is candidate:
             code, message = kept[1], kept[2]
         else:
-            code, message = _blocker(candidate, now)
+            code, message = _kept_blocker(candidate, now)
             if verdicts is not None:
                 verdicts[id(candidate)] = (candidate, code, message)
         if code:
@@ -69,6 +69,20 @@ def consolidatable(
             continue
         chosen.append(candidate)
     return chosen
+
+
+def _kept_blocker(candidate: Candidate, now: datetime) -> tuple[str, str]:
+    """``_blocker``, kept on the StateNode from pass to pass: every verdict but ConsolidateAfter depends on the
+    node, its NodePool and instance type alone, and once consolidateAfter has run out on a node it stays so
+    (until a pod event, which makes a new StateNode). Kept from ``since`` on: an earlier clock asks afresh."""
+    node = candidate.node
+    kept = node.memo_get("disruption.consolidation_blocker")
+    if kept is not None and kept[0] is candidate.nodepool and kept[1] is candidate.instance_type and kept[2] <= now:
+        return kept[3]  # type: ignore[no-any-return]
+    found = _blocker(candidate, now)
+    if found[0] != "ConsolidateAfter":
+        node.memo_set("disruption.consolidation_blocker", (candidate.nodepool, candidate.instance_type, now, found))
+    return found
 
 
 def _blocker(candidate: Candidate, now: datetime) -> tuple[str, str]:
@@ -236,11 +250,14 @@ def single_node(
 
 
 def _not_evaluated(outcome: MethodOutcome, rest: Sequence[Candidate], why: str) -> None:
-    # ``why`` names the node acted on, so it is new every pass: not kept on each node as ``explain`` does.
+    # ``why`` names the node acted on, so it is new every pass: not kept on each node as ``explain`` does. Built
+    # when read: the pass acted, and a caller that acts on the command seldom reads them.
     method = outcome.method
-    outcome.explanations.extend(
-        Explanation(c.name, c.node.nodeclaim_name, c.node.nodepool, "NotEvaluated", why, method) for c in rest
-    )
+
+    def build() -> list[Explanation]:
+        return [Explanation(c.name, c.node.nodeclaim_name, c.node.nodepool, "NotEvaluated", why, method) for c in rest]
+
+    outcome.later.append(build)
 
 
 def validate_consolidation(

@@ -10,7 +10,7 @@ candidate sets against the same snapshot build it once and pass it to every
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from operator import is_
@@ -20,11 +20,11 @@ from reconciler.cloud.types import InstanceType
 from reconciler.model.nodepool import NodePool
 from reconciler.model.pod import Pod
 from reconciler.model.requirements import Requirements
-from reconciler.model.resources import CPU
 from reconciler.model.taints import PREFER_NO_SCHEDULE, Taint
 from reconciler.scheduling.domain_costs import DomainCosts
 from reconciler.scheduling.existing import SlotBase
 from reconciler.scheduling.instancetypes import TypeIndex, TypeInfo
+from reconciler.scheduling.room_index import RoomIndex
 from reconciler.scheduling.templates import ClaimTemplate, build_template
 from reconciler.scheduling.topology import Topology
 from reconciler.scheduling.topology_counts import CountedPod, NodeDomains
@@ -82,14 +82,14 @@ class SchedulingContext:
             self._slots = _shared(self.state, "scheduling.slots", (daemon_pods,), build)
         return self._slots
 
+    def room_index(self) -> RoomIndex:
+        """``slot_bases`` indexed by free room (once per version of the nodes)."""
+        slots = self.slot_bases()
+        return _shared(self.state, "scheduling.room_index", (slots,), lambda: RoomIndex(slots))
+
     def free_room_order(self) -> list[SlotBase]:
         """Slot bases, most free CPU first (once per version of the nodes)."""
-        slots = self.slot_bases()
-
-        def build() -> list[SlotBase]:
-            return sorted(slots, key=lambda slot: -slot.room.get(CPU, 0))
-
-        return _shared(self.state, "scheduling.free_room_order", (slots,), build)
+        return self.room_index().by_free_cpu
 
     def deleting_nodes(self) -> frozenset[str]:
         """Names of the nodes marked for deletion (once per version of the nodes)."""
@@ -224,17 +224,74 @@ def _slot_base(node: StateNode, daemon_pods: tuple[Pod, ...]) -> SlotBase | None
     return slot
 
 
-def _counted_pods(state: ClusterState) -> tuple[dict[str, list[CountedPod]], list[CountedPod], set[str]]:
+def _counted_pods(state: ClusterState) -> tuple[dict[str, list[CountedPod]], Sequence[CountedPod], set[str]]:
     """Every active pod bound to a known node, as topology counts it (shared by the runs on one state), in
     ``bound_pods`` order, by node and all together, and their namespaces. Each node's part is kept across
     versions of the nodes while its StateNode is the same, so an unchanged node's list is the same object."""
     per_node = node_values(state, "scheduling.counted_pods", _kept_counted_pods).values
-    by_node = {name: per_node[name][0] for name in state.bound_node_names() if name in per_node}
-    counted = list(chain.from_iterable(by_node.values()))
+    by_node = _counted_by_node(state, per_node)
+    counted = JoinedPods(by_node)
     # A node without bound pods counts none, so every StateNode's namespaces are those of ``by_node``'s nodes:
     # counted per namespace and brought up to date by the nodes that changed, not united again per version.
     namespaces = {str(name) for name in node_counts(state, "scheduling.counted_namespaces", _counted_namespaces)}
     return by_node, counted, namespaces
+
+
+class JoinedPods(Sequence[CountedPod]):
+    """Every node's counted pods in one sequence (by node, in the map's order), joined when first read: most
+    versions of the nodes only ask its length, and the map is never changed once built."""
+
+    __slots__ = ("_by_node", "_joined")
+
+    def __init__(self, by_node: Mapping[str, list[CountedPod]]) -> None:
+        self._by_node = by_node
+        self._joined: list[CountedPod] | None = None
+
+    def _all(self) -> list[CountedPod]:
+        if self._joined is None:
+            self._joined = list(chain.from_iterable(self._by_node.values()))
+        return self._joined
+
+    def __len__(self) -> int:
+        return len(self._joined) if self._joined is not None else sum(map(len, self._by_node.values()))
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._all()[index]
+
+    def __iter__(self) -> Iterator[CountedPod]:
+        return iter(self._all())
+
+
+def _counted_by_node(
+    state: ClusterState, per_node: Mapping[str, tuple[list[CountedPod], frozenset[str]]]
+) -> dict[str, list[CountedPod]]:
+    """Each node's counted pods, in ``bound_node_names`` order, for the nodes that have a StateNode: the map last
+    built brought up to date by the names that changed since (a pod write changes its node's StateNode) when
+    that is certain to keep the order, else built over every bound name."""
+    kept: tuple[int, dict[str, list[CountedPod]]] | None = state.carried.get("scheduling.counted_by_node")
+    generation = state.nodes_generation
+    changed = state.node_changes_since(kept[0]) if kept is not None else None
+    by_node = None
+    if kept is not None and changed is not None:
+        by_node = dict(kept[1])
+        bound = state.bound_node_names()
+        arrived = []
+        for name in changed:
+            found = per_node.get(name)
+            if found is None or name not in bound:
+                by_node.pop(name, None)
+            else:
+                if name not in by_node:
+                    arrived.append(name)
+                by_node[name] = found[0]
+        # Bound names are only ever appended (``bound_node_names``), so one name that arrived is in place when it
+        # is the last bound name; anything else is rebuilt.
+        if arrived and (len(arrived) > 1 or arrived[0] != next(reversed(bound))):  # type: ignore[call-overload]
+            by_node = None
+    if by_node is None:
+        by_node = {name: per_node[name][0] for name in state.bound_node_names() if name in per_node}
+    state.carried["scheduling.counted_by_node"] = (generation, by_node)
+    return by_node
 
 
 def _counted_namespaces(node: StateNode) -> tuple[str, ...]:
@@ -266,7 +323,7 @@ class _BaseTopology:
         return self.domain_sources is domain_sources and self.policy == policy and self.namespaces == namespaces
 
     def updated(
-        self, by_node: Mapping[str, list[CountedPod]], counted: list[CountedPod], nodes: list[NodeDomains]
+        self, by_node: Mapping[str, list[CountedPod]], counted: Sequence[CountedPod], nodes: list[NodeDomains]
     ) -> Topology | None:
         """This topology updated to ``by_node``'s pods and ``nodes``; None when rebuilding is as cheap."""
         removed = [c for name, pods in self.by_node.items() if by_node.get(name) is not pods for c in pods]

@@ -36,6 +36,10 @@ class PodClass:
     # Candidates (existing-node names / claim ids) that rejected this class for a reason that only
     # gets worse as pods are added (resources, requirements, taints, ports): skipped thereafter.
     rejected_by: set[object] = field(default_factory=set)
+    # Existing nodes a try skipped for lack of room without asking them (``Scheduler._existing_by_room``):
+    # (first position, end position, the pod as tried, its labels key, its volumes), in the order of the tries.
+    room_skips: list[tuple[int, int, Any, frozenset[tuple[str, str]], dict[str, set[str]]]] = \
+        field(default_factory=list)
     # NodePool name -> why a fresh claim from it cannot take this class (limits only shrink during a run).
     template_rejections: dict[str, str] = field(default_factory=dict)
 

@@ -11,9 +11,11 @@ pass over the queue makes no progress.
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections import deque
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import datetime
+from heapq import merge
 
 from reconciler.model.nodepool import NODES
 from reconciler.model.pod import Pod
@@ -26,6 +28,7 @@ from reconciler.scheduling.nodeclaim import ClaimOrder, NewNodeClaim, ReservedRe
 from reconciler.scheduling.podinfo import PodClass, SchedulingPod
 from reconciler.scheduling.reservations import ReservationLedger
 from reconciler.scheduling.results import Attempt, SchedulingResult, finalize_claim
+from reconciler.scheduling.room_index import RoomIndex
 from reconciler.scheduling.templates import ClaimTemplate
 from reconciler.scheduling.topology import TopologyError
 from reconciler.scheduling.topology_group import ANTI_AFFINITY, TopologyGroup
@@ -62,15 +65,18 @@ class Scheduler:
         self._memoize = memoize
         self._pending_only = set(pending_only_nodes)
         excluded = set(exclude_nodes)
-        bases = [slot for slot in context.slot_bases() if slot.name not in excluded] if excluded else \
-            context.slot_bases()
         self._deleting = context.deleting_nodes()
         self.topology = context.base_topology().fork(excluded_nodes=excluded, uncounted_pods=set(scheduling_pods))
         self.topology.domain_costs = context.domain_costs()
-        # Nodes as placement candidates, in order: a run checks fits against the shared SlotBase and makes its own
-        # ExistingSlot only on the first placement there (most nodes never get one); memos key on the SlotBase.
-        self._bases = bases
+        # Nodes as placement candidates, in order (less ``excluded``): a run checks fits against the shared SlotBase
+        # and makes its own ExistingSlot only on the first placement there (most nodes never get one); memos key
+        # on the SlotBase. ``_room`` finds the bases with room for a pod without asking each one.
+        self._bases = context.slot_bases()
+        self._excluded = excluded
+        self._by_room = memoize  # the index is asked for (built once per version of the nodes) on first need
+        self._room: RoomIndex | None = None
         self._placed: dict[SlotBase, ExistingSlot] = {}
+        self._placed_positions: list[int] = []  # positions in ``_bases`` of ``_placed``'s keys, ascending
         # (pod class, existing slot) -> why the slot last refused a pod of that class, for explanations.
         self._refusals: dict[tuple[int, int], str] = {}
         limited = any(template.nodepool.limits for template in context.templates)
@@ -163,29 +169,9 @@ class Scheduler:
         pending = sp.pod.node_name == "" or sp.pod.node_name in self._deleting
         rejected = cls.rejected_by if self._memoize else set()
         blockers = self._blockers(sp, cls, labels_key) if self._memoize else {}
-        refuse_moved, placed = self._pending_only, self._placed
-        for base in self._bases:
-            if base in rejected or (blockers and _refused(blockers, base)):
-                # Skipped by a memoized refusal; the explanation still names the node and why (the first three).
-                if len(attempt.existing) < 3:
-                    message = self._refusals.get((id(cls), id(base)))
-                    if message is not None:
-                        attempt.existing.append(message)
-                continue
-            if refuse_moved and not pending and base.name in refuse_moved:
-                continue
-            slot = placed.get(base, base)
-            result = slot.can_add(sp, cls, labels_key, self.topology, pod_volumes)
-            if isinstance(result, PlacementRefusal):
-                self._remember(result, base, rejected, blockers)
-                self._refusals[id(cls), id(base)] = result.message
-                if len(attempt.existing) < 3:
-                    attempt.existing.append(result.message)
-                continue
-            if not isinstance(slot, ExistingSlot):
-                slot = placed[base] = ExistingSlot.of(base)
-            slot.add(sp, cls, labels_key, result, self.topology, pod_volumes)
-            return slot.name
+        placed_on = self._existing(sp, cls, labels_key, attempt, pod_volumes, pending, rejected, blockers)
+        if placed_on is not None:
+            return placed_on
         for claim in self._claim_order:
             if claim in rejected or (blockers and _refused(blockers, claim)):
                 continue
@@ -216,6 +202,108 @@ class Scheduler:
                 continue
             return None
         return attempt
+
+    def _existing(self, sp: SchedulingPod, cls: PodClass, labels_key: frozenset[tuple[str, str]], attempt: Attempt,
+                  pod_volumes: dict[str, set[str]], pending: bool, rejected: set[object],
+                  blockers: dict[TopologyGroup, tuple]) -> str | None:
+        """The first existing node that takes the pod (its name), else None with ``attempt`` saying why (the
+        first three refusals in node order)."""
+        refuse_moved, excluded, messages = self._pending_only, self._excluded, attempt.existing
+        skips = cls.room_skips
+        for position, base in enumerate(self._bases):
+            if len(messages) >= 3 and self._by_room:
+                # No more refusals are listed: the nodes without room for the pod refuse it whatever else they
+                # are, so only those with room (and those this run already placed pods on) are asked.
+                return self._existing_by_room(sp, cls, labels_key, position, pod_volumes, pending, rejected,
+                                              blockers)
+            if excluded and base.name in excluded:
+                continue
+            if base in rejected or (blockers and _refused(blockers, base)) or (
+                    skips and self._skipped_for_room(cls, position, base, rejected)):
+                # Skipped by a memoized refusal; the explanation still names the node and why (the first three).
+                if len(messages) < 3:
+                    message = self._refusals.get((id(cls), id(base)))
+                    if message is not None:
+                        messages.append(message)
+                continue
+            if refuse_moved and not pending and base.name in refuse_moved:
+                continue
+            if self._try_base(sp, cls, labels_key, base, pod_volumes, rejected, blockers, messages):
+                return base.name
+        return None
+
+    def _try_base(self, sp: SchedulingPod, cls: PodClass, labels_key: frozenset[tuple[str, str]], base: SlotBase,
+                  pod_volumes: dict[str, set[str]], rejected: set[object], blockers: dict[TopologyGroup, tuple],
+                  messages: list[str]) -> bool:
+        """Place the pod on ``base`` if it takes it; else remember why it refused."""
+        placed = self._placed
+        slot = placed.get(base, base)
+        result = slot.can_add(sp, cls, labels_key, self.topology, pod_volumes)
+        if isinstance(result, PlacementRefusal):
+            self._remember(result, base, rejected, blockers)
+            self._refusals[id(cls), id(base)] = result.message
+            if len(messages) < 3:
+                messages.append(result.message)
+            return False
+        if not isinstance(slot, ExistingSlot):
+            slot = placed[base] = ExistingSlot.of(base)
+            if self._room is not None:  # else taken from ``_placed`` when the index is first asked for
+                insort(self._placed_positions, self._room.position(base))
+        slot.add(sp, cls, labels_key, result, self.topology, pod_volumes)
+        return True
+
+    def _existing_by_room(self, sp: SchedulingPod, cls: PodClass, labels_key: frozenset[tuple[str, str]],
+                          start: int, pod_volumes: dict[str, set[str]], pending: bool, rejected: set[object],
+                          blockers: dict[TopologyGroup, tuple]) -> str | None:
+        """``_existing`` from ``start`` on, asking only the bases with room for the pod's requests and those
+        this run placed pods on (whose room is less than their base's, and whose refusal may say otherwise).
+        The bases passed over are recorded on the class, so a later try that lists refusals can say what each
+        would have answered (``_skipped_for_room``)."""
+        if self._room is None:
+            self._room = self.context.room_index()
+            self._placed_positions = sorted(map(self._room.position, self._placed))
+        bases, excluded, refuse_moved, placed = self._bases, self._excluded, self._pending_only, self._placed
+        room, requests = self._room, cls.requests
+        with_cpu = room.with_cpu(requests)
+        candidates: Iterable[int] = with_cpu[bisect_left(with_cpu, start):]
+        placed_positions = self._placed_positions[bisect_left(self._placed_positions, start):]
+        if placed_positions:
+            candidates = merge(candidates, placed_positions)
+        end, last, found = len(bases), -1, None
+        no_messages: list[str] = ["", "", ""]  # already three: the tries below list no refusal
+        for position in candidates:
+            if position == last:
+                continue
+            last = position
+            base = bases[position]
+            if excluded and base.name in excluded:
+                continue
+            if base not in placed and not room.holds(position, requests):
+                continue  # its room lacks another resource
+            if base in rejected or (blockers and _refused(blockers, base)):
+                continue
+            if refuse_moved and not pending and base.name in refuse_moved:
+                continue
+            if self._try_base(sp, cls, labels_key, base, pod_volumes, rejected, blockers, no_messages):
+                end, found = position, base.name
+                break
+        cls.room_skips.append((start, end, sp.copy(), labels_key, pod_volumes))
+        return found
+
+    def _skipped_for_room(self, cls: PodClass, position: int, base: SlotBase, rejected: set[object]) -> bool:
+        """Whether an earlier try of this class passed ``base`` over for lack of room; if so the base is now
+        rejected for the class, with the refusal it would have given that try."""
+        assert self._room is not None
+        if self._room.holds(position, cls.requests):
+            return False
+        for start, end, tried, labels_key, pod_volumes in cls.room_skips:
+            if start <= position < end:
+                refusal = base.can_add(tried, cls, labels_key, self.topology, pod_volumes)
+                assert isinstance(refusal, PlacementRefusal)  # it lacks room: refused before any topology check
+                rejected.add(base)
+                self._refusals[id(cls), id(base)] = refusal.message
+                return True
+        return False
 
     def _blockers(self, sp: SchedulingPod, cls: PodClass,
                   labels_key: frozenset[tuple[str, str]]) -> dict[TopologyGroup, tuple]:

@@ -3,8 +3,9 @@
 ``assess`` keeps each node's eligibility, pod blocker, moving pods and price on its StateNode and reuses them
 while the node, its NodePool, its instance type and the PDBs are unchanged and the clock has not crossed a
 do-not-disrupt duration or a nomination; ``node_drift`` does the same for the drift reason (bounded by the
-instance-type check's age). These properties drive one cluster state through random clock moves and changes
-and compare, after every step, the kept answers with ones computed afresh.
+instance-type check's age), and consolidation its verdict (``underutilized._kept_blocker``: all but
+consolidateAfter's, which moves with the clock). These properties drive one cluster state through random
+clock moves and changes and compare, after every step, the kept answers with ones computed afresh.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from disruption_factories import LARGE, MEDIUM, NOW, SMALL, TYPES, cluster, inst
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconciler.disruption import candidates
+from reconciler.disruption import candidates, underutilized
 from reconciler.disruption.candidates import Assessment, Catalog, assess, assess_node_afresh, node_drift
 from reconciler.disruption.drift_detection import drift_reason
 from reconciler.model.nodepool import NodePool
@@ -94,14 +95,16 @@ steps = st.lists(
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(steps, st.lists(st.sampled_from(GUARDS), min_size=4, max_size=4))
+@given(steps, st.lists(st.sampled_from(GUARDS), min_size=4, max_size=4),
+       st.lists(st.sampled_from([None, 1, 4, 20]), min_size=4, max_size=4))
 def test_kept_assessments_equal_fresh_ones_as_the_clock_and_the_cluster_move(
-    moves: list[tuple[Any, ...]], guards: list[str | None]
+    moves: list[tuple[Any, ...]], guards: list[str | None], events: list[int | None]
 ) -> None:
     types = list(TYPES)
     state = cluster(
-        nodepool(),
-        *(node_of(name, (SMALL, MEDIUM, LARGE, MEDIUM)[i], created=NOW - timedelta(minutes=50))
+        nodepool(consolidate_after="5m"),
+        *(node_of(name, (SMALL, MEDIUM, LARGE, MEDIUM)[i], created=NOW - timedelta(minutes=50),
+                  last_pod_event=None if events[i] is None else NOW - timedelta(minutes=events[i]))
           for i, name in enumerate(NODES)),
         *(guarded_pod(f"p-{name}", name, guards[i], NOW - timedelta(minutes=1), "a") for i, name in enumerate(NODES)),
     )
@@ -114,6 +117,9 @@ def test_kept_assessments_equal_fresh_ones_as_the_clock_and_the_cluster_move(
         full = assess(state, catalog, pdbs, now)
         assert summary(full) == summary(afresh(state, catalog, pdbs, now))
         assert_named_assessment_is_the_full_ones_part(state, catalog, pdbs, now, full)
+        for candidate in full.candidates:  # consolidation's verdict, kept on the node from pass to pass
+            if not candidate.is_empty:
+                assert underutilized._kept_blocker(candidate, now) == underutilized._blocker(candidate, now)
         for node in state.state_nodes():
             pool = state.nodepools.get(node.nodepool)
             if pool is None or node.nodeclaim is None:

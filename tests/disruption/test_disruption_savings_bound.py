@@ -184,7 +184,7 @@ def test_a_pods_home_found_from_the_first_fitting_nodes_is_the_full_scans_answer
     state = cluster(*objects)
     simulator, _ = simulator_and_candidates(state, Settings())
     bound = simulator.savings_bound
-    homes = list(bound._homes)
+    homes = [(slot.name, slot.room) for slot in bound._homes if slot.name not in bound._refusing]
     for cpu, indexes in asks:
         moving = ClusterState.from_manifests([pod("moving", cpu=cpu)]).pods["default/moving"]
         removed = {f"n{i}" for i in indexes}

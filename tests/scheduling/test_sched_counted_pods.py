@@ -28,7 +28,8 @@ NAMESPACES = ("default", "team-a", "team-b")
 
 def counted(state: ClusterState) -> tuple[Any, ...]:
     by_node, flat, namespaces = _counted_pods(state)
-    return {name: [c.pod.key for c in pods] for name, pods in by_node.items()}, [c.pod.key for c in flat], namespaces
+    # As a list of pairs: the by-node map's order is compared too (the map is kept from version to version).
+    return [(name, [c.pod.key for c in pods]) for name, pods in by_node.items()], [c.pod.key for c in flat], namespaces
 
 
 def from_scratch(state: ClusterState) -> tuple[Any, ...]:
@@ -37,7 +38,7 @@ def from_scratch(state: ClusterState) -> tuple[Any, ...]:
     by_node = {name: [c.pod.key for c in _node_counted_pods(nodes[name])[0]]
                for name in state.bound_node_names() if name in nodes}
     flat = [key for keys in by_node.values() for key in keys]
-    return by_node, flat, {key.partition("/")[0] for key in flat}
+    return list(by_node.items()), flat, {key.partition("/")[0] for key in flat}
 
 
 operations = st.lists(

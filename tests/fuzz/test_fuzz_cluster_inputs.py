@@ -212,6 +212,11 @@ def test_binary_garbage_in_every_loader_is_one_line_and_exit_2(
 ) -> None:
     codes = [code for _, _, code in _garbage_outcomes(loader, tmp_path, snapshot_file)]
     assert 2 in codes, "no garbage variant was an input error"
+    # A file that is not there, and a directory where a file belongs.
+    for missing in (tmp_path / "missing.yaml", tmp_path):
+        code, _, err = run_cli(_loaders(missing, snapshot_file)[loader])
+        check_outcome(code, err, f"{loader}: {missing}")
+        assert code == 2
 
 
 @pytest.mark.slow  # a Python start-up per loader

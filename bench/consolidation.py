@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.lp_bound import lower_bound
 from bench.scheduling import diverse_pods, synthetic_types
-from reconciler.cloud.types import InstanceType
+from reconciler.cloud.types import InstanceType, Offering
 from reconciler.disruption.decide import decide
 from reconciler.disruption.types import Command
 from reconciler.model import labels as wk
@@ -127,19 +127,24 @@ def node_manifests(name: str, itype: InstanceType, zone: str, capacity_type: str
     return [node, claim]
 
 
-def launch(claim: ScheduledClaim, name: str, now: datetime) -> tuple[list[dict], float]:
+def launched_offering(claim: ScheduledClaim) -> Offering:
     """What the cloud would launch for a planned claim: its cheapest option's cheapest allowed offering."""
-    itype = claim.instance_types[0]
     zones = claim.requirements.get(wk.ZONE)
-    offering = min(
+    return min(
         (
             o
-            for o in itype.offerings
+            for o in claim.instance_types[0].offerings
             if o.available and o.capacity_type in claim.capacity_types and (zones is None or zones.has(o.zone))
         ),
         key=lambda o: (o.price, o.zone, o.capacity_type),
     )
-    return node_manifests(name, itype, offering.zone, offering.capacity_type, now), offering.price
+
+
+def launch(claim: ScheduledClaim, name: str, now: datetime) -> tuple[list[dict], float]:
+    """The Node and NodeClaim of the claim's launched offering, and its price."""
+    offering = launched_offering(claim)
+    manifests = node_manifests(name, claim.instance_types[0], offering.zone, offering.capacity_type, now)
+    return manifests, offering.price
 
 
 def bind(pod: dict[str, Any], node: str) -> dict[str, Any]:
@@ -190,7 +195,7 @@ def fresh_schedule(state: ClusterState, types: list[InstanceType], settings: Set
     if result.errors:
         reason = next(iter(result.errors.values()))
         raise RuntimeError(f"fresh schedule left {len(result.errors)} pods pending: {reason}")
-    cost = sum(launch(claim, f"fresh-{i}", NOW)[1] for i, claim in enumerate(result.new_claims))
+    cost = sum(launched_offering(claim).price for claim in result.new_claims)
     repacked = repack(result.new_claims, {t.name: t for t in context.templates}, settings.max_instance_types)
     return {"nodes": len(result.new_claims), "cost": cost,
             "repacked_nodes": len(repacked.claims), "repacked_cost": cost - repacked.savings}

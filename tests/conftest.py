@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import croniter  # noqa: F401  # imported before the process guard: its import runs `file` (platform.architecture)
 import pytest
 from support import boto_classes
 from support.process_guard import no_processes

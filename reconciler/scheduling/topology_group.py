@@ -69,6 +69,9 @@ class TopologyGroup:
     # (bumps ``recorded``), so (epoch, recorded, number of domains) names the counts it shows.
     recorded: int = 0
     _described: tuple[tuple[int, int, int], str] | None = None
+    # The first 25 domain names in order, for (epoch, number of domains): only ``record`` adds names without
+    # a new epoch, and never removes one.
+    _first_names: tuple[tuple[int, int], list[str]] | None = None
 
     @property
     def identity(self) -> tuple[Any, ...]:
@@ -235,9 +238,14 @@ class TopologyGroup:
         return text
 
     def render(self) -> str:
-        """``describe`` computed afresh."""
-        counts = ", ".join(f"{d}: {c}" for d, c in sorted(self.domains.items())[:25])
-        more = f" and {len(self.domains) - 25} more" if len(self.domains) > 25 else ""
+        """``describe`` without its kept text (the first names are kept by their own stamp)."""
+        domains = self.domains
+        names_stamp = (self.epoch, len(domains))
+        first = self._first_names
+        if first is None or first[0] != names_stamp:
+            first = self._first_names = (names_stamp, sorted(domains)[:25])
+        counts = ", ".join(f"{d}: {domains[d]}" for d in first[1])
+        more = f" and {len(domains) - 25} more" if len(domains) > 25 else ""
         rule = f"{self.kind} on {self.key}"
         if self.kind == SPREAD:
             min_domains = f", minDomains {self.min_domains}" if self.min_domains else ""

@@ -15,7 +15,7 @@ from unittest import mock
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sched_factories import NOW, catalog, node, nodepool, pod, spread
+from sched_factories import NOW, catalog, node, nodepool, pod, required_anti_affinity, spread
 
 from reconciler.model import labels as wk
 from reconciler.model.selectors import LabelSelector
@@ -57,11 +57,6 @@ def test_the_kept_description_equals_a_fresh_one_after_any_change(kind: str, ste
         assert group.describe() == fresh(group)
 
 
-def anti(app: str, key: str) -> dict[str, Any]:
-    term = {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key}
-    return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
-
-
 @st.composite
 def clusters(draw: st.DrawFn) -> tuple[list[dict[str, Any]], set[str], set[str]]:
     objects: list[dict[str, Any]] = [nodepool()]
@@ -71,7 +66,8 @@ def clusters(draw: st.DrawFn) -> tuple[list[dict[str, Any]], set[str], set[str]]
 
     def spec_of(rule: str, app: str) -> dict[str, Any]:
         if rule.endswith("anti"):
-            return {"affinity": anti(app, wk.HOSTNAME if rule.startswith("host") else wk.ZONE)}
+            key = wk.HOSTNAME if rule.startswith("host") else wk.ZONE
+            return {"affinity": required_anti_affinity(key, {"app": app})}
         if rule.endswith("spread"):
             key = wk.HOSTNAME if rule.startswith("host") else wk.ZONE
             return {"topologySpreadConstraints": [spread(key, labels={"app": app})]}

@@ -15,7 +15,7 @@ from unittest import mock
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sched_factories import NOW, catalog, node, nodepool, pod, spread
+from sched_factories import NOW, catalog, node, nodepool, pod, required_anti_affinity, spread
 
 from reconciler.model import labels as wk
 from reconciler.scheduling import Scheduler, SchedulingContext
@@ -24,20 +24,14 @@ from reconciler.settings import Settings
 from reconciler.state.cluster import ClusterState
 
 ZONES = ("test-zone-1", "test-zone-2", "test-zone-3")
-TAINT = {"key": "dedicated", "value": "x", "effect": "NoSchedule"}
-TOLERATE = [{"key": "dedicated", "operator": "Exists"}]
-
-
-def anti(app: str, key: str) -> dict[str, Any]:
-    term = {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key}
-    return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+DEDICATED = {"key": "dedicated", "value": "x", "effect": "NoSchedule"}
 
 
 def rule_spec(rule: str, app: str) -> dict[str, Any]:
     if rule == "host-anti":
-        return {"affinity": anti(app, wk.HOSTNAME)}
+        return {"affinity": required_anti_affinity(wk.HOSTNAME, {"app": app})}
     if rule == "zone-anti":
-        return {"affinity": anti(app, wk.ZONE)}
+        return {"affinity": required_anti_affinity(wk.ZONE, {"app": app})}
     if rule.endswith("spread"):
         key = wk.HOSTNAME if rule.startswith("host") else wk.ZONE
         return {"topologySpreadConstraints": [spread(key, labels={"app": app})]}
@@ -48,7 +42,8 @@ def rule_spec(rule: str, app: str) -> dict[str, Any]:
 def clusters(draw: st.DrawFn) -> tuple[list[dict[str, Any]], set[str], set[str]]:
     objects: list[dict[str, Any]] = [
         nodepool(),
-        nodepool("tainted", taints=[TAINT], requirements=[{"key": wk.ZONE, "operator": "In", "values": [ZONES[2]]}]),
+        nodepool("tainted", taints=[DEDICATED],
+                 requirements=[{"key": wk.ZONE, "operator": "In", "values": [ZONES[2]]}]),
     ]
     node_names = [f"n{i}" for i in range(draw(st.integers(2, 7)))]
     bound: list[str] = []
@@ -60,7 +55,7 @@ def clusters(draw: st.DrawFn) -> tuple[list[dict[str, Any]], set[str], set[str]]
             app = draw(st.sampled_from(["a", "b"]))
             spec = rule_spec(draw(rules), app)
             if draw(st.booleans()):
-                spec["tolerations"] = TOLERATE
+                spec["tolerations"] = [{"key": "dedicated", "operator": "Exists"}]
             objects.append(pod(f"{name}-p{j}", "500m", labels={"app": app}, node_name=name, **spec))
             bound.append(f"default/{name}-p{j}")
     for j in range(draw(st.integers(0, 4))):

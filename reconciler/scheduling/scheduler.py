@@ -278,9 +278,11 @@ class Scheduler:
             base = bases[position]
             if excluded and base.name in excluded:
                 continue
+            if base in rejected:
+                continue  # refused a pod of this class before (checked first: a set lookup)
             if base not in placed and not room.holds(position, requests):
                 continue  # its room lacks another resource
-            if base in rejected or (blockers and _refused(blockers, base)):
+            if blockers and _refused(blockers, base):
                 continue
             if refuse_moved and not pending and base.name in refuse_moved:
                 continue

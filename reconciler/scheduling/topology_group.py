@@ -64,6 +64,14 @@ class TopologyGroup:
     epoch: int = 0
     refused: dict[tuple[Any, ...], tuple[int, set[object]]] = field(default_factory=dict)
     _selects_cache: dict[tuple[str, frozenset[tuple[str, str]]], bool] = field(default_factory=dict)
+    # ``describe``'s text for the counts it was rendered from: every change to ``domains`` after the group is
+    # built goes through ``register`` (bumps ``epoch``), ``BaseCounts.count`` (bumps ``epoch``) or ``record``
+    # (bumps ``recorded``), so (epoch, recorded, number of domains) names the counts it shows.
+    recorded: int = 0
+    _described: tuple[tuple[int, int, int], str] | None = None
+    # The first 25 domain names in order, for (epoch, number of domains): only ``record`` adds names without
+    # a new epoch, and never removes one.
+    _first_names: tuple[tuple[int, int], list[str]] | None = None
 
     @property
     def identity(self) -> tuple[Any, ...]:
@@ -109,6 +117,7 @@ class TopologyGroup:
             self.epoch += 1
 
     def record(self, domains: Sequence[str] | set[str] | frozenset[str]) -> None:
+        self.recorded += 1
         for domain in domains:
             count = self.domains.get(domain, 0)
             self.domains[domain] = count + 1
@@ -218,8 +227,25 @@ class TopologyGroup:
         return sorted(d for d in self.empty if node_domains.has(d) and pod_domains.has(d))
 
     def describe(self) -> str:
-        counts = ", ".join(f"{d}: {c}" for d, c in sorted(self.domains.items())[:25])
-        more = f" and {len(self.domains) - 25} more" if len(self.domains) > 25 else ""
+        """The rule and its counts (the first 25 domains), as refusals name it; kept until the counts change:
+        a simulation's refusals by one group between two placements all show the same counts."""
+        stamp = (self.epoch, self.recorded, len(self.domains))
+        kept = self._described
+        if kept is not None and kept[0] == stamp:
+            return kept[1]
+        text = self.render()
+        self._described = (stamp, text)
+        return text
+
+    def render(self) -> str:
+        """``describe`` without its kept text (the first names are kept by their own stamp)."""
+        domains = self.domains
+        names_stamp = (self.epoch, len(domains))
+        first = self._first_names
+        if first is None or first[0] != names_stamp:
+            first = self._first_names = (names_stamp, sorted(domains)[:25])
+        counts = ", ".join(f"{d}: {domains[d]}" for d in first[1])
+        more = f" and {len(domains) - 25} more" if len(domains) > 25 else ""
         rule = f"{self.kind} on {self.key}"
         if self.kind == SPREAD:
             min_domains = f", minDomains {self.min_domains}" if self.min_domains else ""

@@ -238,3 +238,8 @@ def spread(
 
 def affinity_term(key: str, labels: dict[str, str]) -> dict[str, Any]:
     return {"topologyKey": key, "labelSelector": {"matchLabels": labels}}
+
+
+def required_anti_affinity(key: str, labels: dict[str, str]) -> dict[str, Any]:
+    """A pod's ``affinity`` with one required anti-affinity term."""
+    return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [affinity_term(key, labels)]}}

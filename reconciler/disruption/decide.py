@@ -80,6 +80,9 @@ def decide(
         started = timer() if timer is not None else None
         of_class, turned_away = run.candidates(method.disruption_class)
         ineligible = _merge(ineligible, turned_away)
+        if method.narrow is not None:
+            suspects = method.narrow(run)
+            of_class = [c for c in of_class if c.name in suspects]
         candidates = [c for c in of_class if method.should_disrupt(run, c)]
         allowances = run.allowances(method.reason)
         outcome = method.compute(run, candidates, allowances) if candidates else None

@@ -18,7 +18,7 @@ multi-node consolidation (several nodes at once, less churn), then single-node.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -74,6 +74,8 @@ class Method:
     should_disrupt: Callable[[PassContext, Candidate], bool]
     compute: Compute
     validate: Validator | None = None
+    # The names of the only candidates ``should_disrupt`` can accept this pass (a kept view), or None: all.
+    narrow: Callable[[PassContext], Collection[str]] | None = None
 
     @property
     def validated(self) -> bool:
@@ -93,10 +95,14 @@ def _drifted(run: PassContext, candidate: Candidate) -> bool:
     return run.drifted(candidate)
 
 
+def _drift_suspects(run: PassContext) -> Collection[str]:
+    return run.drifted_names()
+
+
 METHODS: tuple[Method, ...] = (
     Method(EMPTINESS, REASON_EMPTY, "empty", GRACEFUL, _empty, emptiness, validate_emptiness),
     Method(STATIC_DRIFT, REASON_DRIFTED, "", EVENTUAL, is_static_drift_candidate, static_drift),
-    Method(DRIFT, REASON_DRIFTED, "", EVENTUAL, _drifted, drift),
+    Method(DRIFT, REASON_DRIFTED, "", EVENTUAL, _drifted, drift, narrow=_drift_suspects),
     Method(MULTI_NODE, REASON_UNDERUTILIZED, "multi", GRACEFUL, _not_empty, multi_node, validate_consolidation),
     Method(SINGLE_NODE, REASON_UNDERUTILIZED, "single", GRACEFUL, _not_empty, single_node, validate_consolidation),
 )

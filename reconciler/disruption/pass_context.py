@@ -23,6 +23,7 @@ from reconciler.disruption.candidates import (
     node_drift,
 )
 from reconciler.disruption.consolidation import ReplacementBuilder
+from reconciler.disruption.kept_drift import drifted_names
 from reconciler.disruption.simulation import Simulator
 from reconciler.disruption.types import EVENTUAL, GRACEFUL, Candidate, Explanation
 from reconciler.model.pdb import PdbLimits
@@ -124,6 +125,10 @@ class PassContext:
         if self._scorer is None:
             self._scorer = BalancedScorer.build(self.state, self.catalog, self.candidates(GRACEFUL)[0])
         return self._scorer
+
+    def drifted_names(self) -> frozenset[str]:
+        """The nodes ``drifted`` can accept this pass (``kept_drift``: kept from pass to pass)."""
+        return drifted_names(self.state, self.catalog, self.now)
 
     def drifted(self, candidate: Candidate) -> bool:
         """Whether the candidate drifted; fills in its drift reason and since when (drift's filter)."""

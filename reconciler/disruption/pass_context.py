@@ -62,8 +62,9 @@ class PassContext:
         self._simulator: Simulator | None = None
         self._builder: ReplacementBuilder | None = None
         self._scorer: BalancedScorer | None = None
-        # Consolidation's per-candidate verdicts (``underutilized.consolidatable``), shared by its methods.
-        self.consolidation_verdicts: dict[int, tuple[Candidate, str, str]] = {}
+        # Consolidation's filter (``underutilized._filtered``): the candidates, those chosen, those refused.
+        self.consolidation_filtered: tuple[list[Candidate], list[Candidate], list[tuple[Candidate, str, str]]] | None \
+            = None
         self._ordered: tuple[list[Candidate], list[Candidate]] | None = None
 
     def consolidation_order(self, candidates: Sequence[Candidate]) -> list[Candidate]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from operator import is_
 from datetime import datetime
 
 from reconciler.cloud.types import InstanceType
@@ -44,31 +45,39 @@ from reconciler.state.cluster import ClusterState
 MAX_MULTI_NODE_CANDIDATES = 100
 
 
-# Per pass: id(candidate) -> (the candidate, code, message) of ``consolidatable``'s verdict at the pass's clock.
-Verdicts = dict[int, tuple[Candidate, str, str]]
+# A candidate turned away by consolidation's filter, with the (code, message) that explains it.
+Refusal = tuple[Candidate, str, str]
 
 
 def consolidatable(
-    candidates: Sequence[Candidate], now: datetime, outcome: MethodOutcome, verdicts: Verdicts | None = None
+    candidates: Sequence[Candidate], now: datetime, outcome: MethodOutcome, refused: list[Refusal] | None = None
 ) -> list[Candidate]:
-    """The consolidation filter (Karpenter's ShouldDisrupt), explaining every non-empty node it turns away.
-    ``verdicts``: kept across the methods of one pass (one clock; a candidate's verdict depends on it alone)."""
+    """The consolidation filter (Karpenter's ShouldDisrupt), explaining every non-empty node it turns away (or,
+    with ``refused``, listing it there: a caller that may drop its explanations explains them itself)."""
     chosen = []
     for candidate in candidates:
         if candidate.is_empty or candidate.nodepool.is_static:
             continue  # empty nodes are emptiness' business
-        kept = verdicts.get(id(candidate)) if verdicts is not None else None
-        if kept is not None and kept[0] is candidate:
-            code, message = kept[1], kept[2]
-        else:
-            code, message = _kept_blocker(candidate, now)
-            if verdicts is not None:
-                verdicts[id(candidate)] = (candidate, code, message)
+        code, message = _kept_blocker(candidate, now)
         if code:
-            outcome.explain(explain(candidate.node, code, message, outcome.method))
+            if refused is not None:
+                refused.append((candidate, code, message))
+            else:
+                outcome.explain(explain(candidate.node, code, message, outcome.method))
             continue
         chosen.append(candidate)
     return chosen
+
+
+def _filtered(run: PassContext, candidates: Sequence[Candidate]) -> tuple[list[Candidate], list[Refusal]]:
+    """``consolidatable`` of ``candidates`` at the pass's clock, once per pass for the same candidates (multi-
+    and single-node consolidation filter the same ones): the chosen and the refused, in order."""
+    kept = run.consolidation_filtered
+    if kept is None or len(kept[0]) != len(candidates) or not all(map(is_, kept[0], candidates)):
+        refused: list[Refusal] = []
+        chosen = consolidatable(candidates, run.now, MethodOutcome(""), refused)
+        kept = run.consolidation_filtered = (list(candidates), chosen, refused)
+    return kept[1], kept[2]
 
 
 def _kept_blocker(candidate: Candidate, now: datetime) -> tuple[str, str]:
@@ -147,7 +156,9 @@ def multi_node(
 def _multi_node(
     run: PassContext, candidates: Sequence[Candidate], allowances: Mapping[str, BudgetAllowance], outcome: MethodOutcome
 ) -> Command | None:
-    ordered = run.consolidation_order(consolidatable(candidates, run.now, outcome, run.consolidation_verdicts))
+    # Explained only when a command is found, as the budget's refusals below.
+    consolidating, unfit = _filtered(run, candidates)
+    ordered = run.consolidation_order(consolidating)
     outcome.eligible = len(ordered)
     # Without a command multi_node drops its explanations (single-node explains the same nodes next), and
     # most of a large pool waits on its budget every pass: those are explained only when a command is found.
@@ -180,6 +191,8 @@ def _multi_node(
         else:
             high = mid - 1
     if best is not None:
+        for candidate, code, message in unfit:
+            outcome.explain(explain(candidate.node, code, message, outcome.method))
         for candidate, message in refused:
             outcome.explain(explain(candidate.node, "Budget", message, outcome.method))
     return best
@@ -203,7 +216,9 @@ def single_node(
     """The first candidate that can go alone; ``unseen_pools``: pools not reached before the deadline (tried
     first next pass, ``run.first_pools``)."""
     outcome = MethodOutcome(SINGLE_NODE)
-    consolidating = consolidatable(candidates, run.now, outcome, run.consolidation_verdicts)
+    consolidating, unfit = _filtered(run, candidates)
+    for candidate, code, message in unfit:
+        outcome.explain(explain(candidate.node, code, message, outcome.method))
     ordered = interleave_by_pool(run.consolidation_order(consolidating), run.first_pools)
     outcome.eligible = len(ordered)
     if not ordered:

@@ -20,7 +20,7 @@ from typing import Any, cast
 from reconciler.cloud.types import InstanceType
 from reconciler.disruption.budgets import BudgetAllowance, BudgetError, allowance, parse_budgets
 from reconciler.disruption.drift_detection import INSTANCE_TYPE_DRIFT_MIN_AGE, drift_reason
-from reconciler.disruption.types import Candidate, Explanation
+from reconciler.disruption.types import Candidate, Explanation, PassClock
 from reconciler.model import labels as wk
 from reconciler.model import podutil
 from reconciler.model.nodepool import NodePool
@@ -256,31 +256,42 @@ def assess(
     else:
         by_name = state.state_nodes_by_name()
         nodes = [node for name in dict.fromkeys(names) if (node := by_name.get(name)) is not None]
+    clock = PassClock(now)
     for node in nodes:
         if not node.managed:
             continue
-        found = assess_node(state, node, catalog, pdbs, now)
-        if found.explanation is not None:
-            explanations.append(explain(node, *found.explanation))
+        found, candidate, explanation = judge(state, node, catalog, pdbs, clock)
+        if candidate is None:
+            assert explanation is not None
+            explanations.append(explanation)
             continue
-        assert found.nodepool is not None and found.views is not None and found.moving is not None
         if found.pod_blocker is not None:
             blockers[node.name] = found.pod_blocker
-        candidates.append(
-            Candidate(
-                node=node,
-                nodepool=found.nodepool,
-                instance_type=found.instance_type,
-                price=found.price,
-                pods=found.views,
-                reschedulable=found.moving,
-                reschedule_cost=found.reschedule_cost,
-                eviction_cost=found.eviction_cost,
-                lifetime=found.lifetime,
-                assessed_at=now,
-            )
-        )
+        candidates.append(candidate)
     return Assessment(candidates, blockers, explanations)
+
+
+def judge(
+    state: ClusterState, node: StateNode, catalog: Catalog, pdbs: PdbLimits, clock: PassClock
+) -> tuple[NodeAssessment, Candidate | None, Explanation | None]:
+    """One managed node at ``clock.now``: its assessment, and its candidate or the explanation turning it away."""
+    found = assess_node(state, node, catalog, pdbs, clock.now)
+    if found.explanation is not None:
+        return found, None, explain(node, *found.explanation)
+    assert found.nodepool is not None and found.views is not None and found.moving is not None
+    candidate = Candidate(
+        node=node,
+        nodepool=found.nodepool,
+        instance_type=found.instance_type,
+        price=found.price,
+        pods=found.views,
+        reschedulable=found.moving,
+        reschedule_cost=found.reschedule_cost,
+        eviction_cost=found.eviction_cost,
+        lifetime=found.lifetime,
+        clock=clock,
+    )
+    return found, candidate, None
 
 
 @dataclass(slots=True, frozen=True)

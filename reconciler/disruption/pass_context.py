@@ -17,12 +17,12 @@ from reconciler.disruption.budgets import BudgetAllowance
 from reconciler.disruption.candidates import (
     Assessment,
     Catalog,
-    assess,
     budget_allowances,
     consolidation_order,
     node_drift,
 )
 from reconciler.disruption.consolidation import ReplacementBuilder
+from reconciler.disruption.kept_assessment import kept_assess
 from reconciler.disruption.kept_drift import drifted_names
 from reconciler.disruption.simulation import Simulator
 from reconciler.disruption.types import EVENTUAL, GRACEFUL, Candidate, Explanation
@@ -56,7 +56,7 @@ class PassContext:
         self.pdbs = PdbLimits.from_manifests(
             state.pdbs.values(), state.pod_manifests.values(), lookup=state.stored_controller
         )
-        self.assessment: Assessment = assess(state, self.catalog, self.pdbs, now)
+        self.assessment: Assessment = kept_assess(state, self.catalog, self.pdbs, now)
         self._classes: dict[str, tuple[list[Candidate], list[Explanation]]] = {}
         self._allowances: dict[str, dict[str, BudgetAllowance]] = {}
         self._simulator: Simulator | None = None

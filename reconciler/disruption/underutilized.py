@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from operator import is_
 from datetime import datetime
+from operator import is_
 
 from reconciler.cloud.types import InstanceType
 from reconciler.disruption.budgets import REASON_UNDERUTILIZED, BudgetAllowance

@@ -1,0 +1,135 @@
+"""The disruption pass's views kept from pass to pass equal views computed from scratch (issue 27, the plan's speed).
+
+``kept_assessment.kept_assess`` keeps every node's verdict and Candidate and re-judges only the nodes that
+changed or whose verdict's span the clock has left; ``kept_drift.drifted_names`` keeps the names of the drifted
+nodes the same way (bounded by the instance-type check's age). This property drives one cluster state through
+random clock moves and changes — pods, nominations, marks, PDBs, NodePool changes, catalogue refreshes, nodes
+coming and going — and compares, after every step, the kept views with ones computed afresh.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from disruption_factories import LARGE, MEDIUM, NOW, SMALL, TYPES, cluster, instance_type, node_of, nodepool, pdb
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_disruption_assessment_memo import GUARDS, afresh, guarded_pod, pdbs_of, summary
+
+from reconciler.disruption.candidates import Catalog
+from reconciler.disruption.drift_detection import drift_reason
+from reconciler.disruption.kept_assessment import kept_assess
+from reconciler.disruption.kept_drift import drifted_names
+from reconciler.state.cluster import ClusterState
+
+NODES = ("n0", "n1", "n2", "n3")
+EXTRA = ("x0", "x1", "x2")
+
+steps = st.lists(
+    st.one_of(
+        st.tuples(st.just("advance"), st.sampled_from([1, 29, 31, 90, 600, 1800, 3600])),
+        st.tuples(st.just("pod"), st.sampled_from(NODES + EXTRA), st.sampled_from(GUARDS), st.integers(0, 90)),
+        st.tuples(st.just("unbind"), st.integers(0, 20)),
+        st.tuples(st.just("mark"), st.sampled_from(NODES + EXTRA)),
+        st.tuples(st.just("nominate"), st.sampled_from(NODES + EXTRA), st.sampled_from([10, 30, 300])),
+        st.tuples(st.just("pdb"), st.sampled_from([None, 0, 1])),
+        st.tuples(st.just("pool"), st.sampled_from(["0s", "5m"]), st.sampled_from(["on-demand", "spot"])),
+        st.tuples(st.just("catalog")),
+        st.tuples(st.just("add"), st.sampled_from(EXTRA), st.sampled_from([SMALL, MEDIUM, LARGE]),
+                  st.integers(0, 120)),
+        st.tuples(st.just("drop"), st.sampled_from(NODES + EXTRA)),
+    ),
+    max_size=25,
+)
+
+
+def fresh_drifted(state: ClusterState, catalog: Catalog, now: datetime) -> frozenset[str]:
+    found = set()
+    for node in state.state_nodes():
+        pool = state.nodepools.get(node.nodepool)
+        if not node.managed or node.nodeclaim is None or pool is None:
+            continue
+        if drift_reason(pool, node.nodeclaim, now=now, instance_types=catalog.types(pool.name),
+                        nodeclass=state.nodeclass(pool), node_labels=node.labels) is not None:
+            found.add(node.name)
+    return frozenset(found)
+
+
+def drop(state: ClusterState, name: str) -> None:
+    state.remove({"kind": "Node", "metadata": {"name": name}})
+    state.remove({"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": f"{name}-claim"}})
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps, st.lists(st.sampled_from(GUARDS), min_size=4, max_size=4))
+def test_kept_views_equal_fresh_ones_as_the_clock_and_the_cluster_move(
+    moves: list[tuple[Any, ...]], guards: list[str | None]
+) -> None:
+    types = list(TYPES)
+    state = cluster(
+        nodepool(consolidate_after="5m"),
+        *(node_of(name, (SMALL, MEDIUM, LARGE, MEDIUM)[i], created=NOW - timedelta(minutes=50 - 20 * (i % 2)))
+          for i, name in enumerate(NODES)),
+        *(guarded_pod(f"p-{name}", name, guards[i], NOW - timedelta(minutes=1), "a") for i, name in enumerate(NODES)),
+    )
+    now = NOW
+    count = 0
+
+    def check() -> None:
+        catalog = Catalog.of({name: types for name in state.nodepools})
+        pdbs = pdbs_of(state)
+        kept = kept_assess(state, catalog, pdbs, now)
+        assert summary(kept) == summary(afresh(state, catalog, pdbs, now))
+        assert all(c.assessed_at == now for c in kept.candidates)
+        assert drifted_names(state, catalog, now) == fresh_drifted(state, catalog, now)
+
+    check()
+    for move in moves:
+        kind = move[0]
+        if kind == "advance":
+            now += timedelta(seconds=move[1])
+        elif kind == "pod":
+            count += 1
+            state.upsert(guarded_pod(f"q{count}", move[1], move[2], now - timedelta(minutes=move[3]), "a"))
+        elif kind == "unbind":
+            bound = sorted(key for key, p in state.pods.items() if p.node_name)
+            if bound:
+                namespace, _, name = bound[move[1] % len(bound)].partition("/")
+                state.remove({"kind": "Pod", "metadata": {"name": name, "namespace": namespace}})
+        elif kind == "mark":
+            state.mark_for_deletion(move[1])
+        elif kind == "nominate":
+            state.nominate(move[1], now + timedelta(seconds=move[2]))
+        elif kind == "pdb":
+            state.upsert(pdb("guard", {"app": "a"}, max_unavailable=1, allowed=move[1]))
+        elif kind == "pool":
+            requirements = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": [move[2]]}]
+            state.upsert(nodepool(consolidate_after=move[1], requirements=requirements))
+        elif kind == "catalog":  # the same types as new objects, one of them gone
+            types = [replace(t) for t in types if t.name != "large"] or [instance_type("large", 8, 16, 0.2)]
+        elif kind == "add":
+            for manifest in node_of(move[1], move[2], created=now - timedelta(minutes=move[3])):
+                state.upsert(manifest)
+        else:
+            drop(state, move[1])
+        check()
+
+
+def test_a_node_crossing_the_instance_type_age_bound_drifts_without_changing() -> None:
+    """The drifted names follow the clock past the age bound with no change to the node (the heap of moments)."""
+    state = cluster(nodepool(), node_of("n0", LARGE, created=NOW - timedelta(minutes=50)))
+    catalog = Catalog.of({"default": [SMALL, MEDIUM]})
+    assert drifted_names(state, catalog, NOW) == frozenset()
+    assert drifted_names(state, catalog, NOW + timedelta(minutes=10)) == frozenset()
+    assert drifted_names(state, catalog, NOW + timedelta(minutes=11)) == {"n0"}
+
+
+def test_a_do_not_disrupt_duration_running_out_is_seen_by_the_kept_assessment() -> None:
+    state = cluster(nodepool(), node_of("n0", MEDIUM), guarded_pod("p", "n0", "2m", NOW - timedelta(minutes=1), "a"))
+    catalog = Catalog.of({"default": TYPES})
+    pdbs = pdbs_of(state)
+    assert kept_assess(state, catalog, pdbs, NOW).pod_blockers["n0"][0] == "DoNotDisrupt"
+    assert kept_assess(state, catalog, pdbs, NOW + timedelta(seconds=59)).pod_blockers["n0"][0] == "DoNotDisrupt"
+    assert "n0" not in kept_assess(state, catalog, pdbs, NOW + timedelta(seconds=60)).pod_blockers

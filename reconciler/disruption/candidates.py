@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from operator import attrgetter
 from typing import Any, cast
 
 from reconciler.cloud.types import InstanceType
@@ -80,7 +81,10 @@ def explain(node: StateNode, code: str, message: str, method: str = "") -> Expla
 
 def consolidation_order(candidates: Sequence[Candidate]) -> list[Candidate]:
     """Best savings per unit of disruption first (price / reschedule cost); ties by name for determinism."""
-    return sorted(candidates, key=lambda c: (-c.savings_ratio, c.name))
+    return sorted(candidates, key=_ORDER_KEY)
+
+
+_ORDER_KEY = attrgetter("order_key")
 
 
 def node_blocker(node: StateNode, now: datetime) -> tuple[str, str] | None:

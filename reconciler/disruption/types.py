@@ -64,10 +64,18 @@ class Candidate:
     # negative eviction cost as empty and deletes them without a simulation; Adze requires no
     # pod to move, so such pods are never left pending by emptiness.
     is_empty: bool = field(init=False)
+    pool: str = field(init=False)  # the NodePool's name
+    # Consolidation's order (``candidates.consolidation_order``): best savings per unit of disruption, then name.
+    order_key: tuple[float, str] = field(init=False)
+    # Consolidation's verdict kept with the candidate (kept from pass to pass): (since, code, message), see
+    # ``underutilized.consolidatable``.
+    consolidation: tuple[datetime, str, str] | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.name = self.node.name
         self.is_empty = not self.reschedulable
+        self.pool = self.nodepool.name
+        self.order_key = (-self.savings_ratio, self.name)
 
     @property
     def assessed_at(self) -> datetime:
@@ -82,10 +90,6 @@ class Candidate:
     @property
     def nodeclaim(self) -> str:
         return self.node.nodeclaim_name
-
-    @property
-    def pool(self) -> str:
-        return self.nodepool.name
 
     @property
     def zone(self) -> str:

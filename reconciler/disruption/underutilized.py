@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
-from operator import is_
+from operator import attrgetter, is_
 
 from reconciler.cloud.types import InstanceType
 from reconciler.disruption.budgets import REASON_UNDERUTILIZED, BudgetAllowance
@@ -43,6 +43,7 @@ from reconciler.settings import Settings
 from reconciler.state.cluster import ClusterState
 
 MAX_MULTI_NODE_CANDIDATES = 100
+_POOL = attrgetter("pool")
 
 
 # A candidate turned away by consolidation's filter, with the (code, message) that explains it.
@@ -58,7 +59,13 @@ def consolidatable(
     for candidate in candidates:
         if candidate.is_empty or candidate.nodepool.is_static:
             continue  # empty nodes are emptiness' business
-        code, message = _kept_blocker(candidate, now)
+        kept = candidate.consolidation
+        if kept is not None and kept[0] <= now:
+            code, message = kept[1], kept[2]
+        else:
+            code, message = _kept_blocker(candidate, now)
+            if code != "ConsolidateAfter":  # the others hold from now on for this candidate (``_kept_blocker``)
+                candidate.consolidation = (now, code, message)
         if code:
             if refused is not None:
                 refused.append((candidate, code, message))
@@ -200,6 +207,8 @@ def _multi_node(
 
 def interleave_by_pool(ordered: Sequence[Candidate], first_pools: Sequence[str] = ()) -> list[Candidate]:
     """Round-robin across NodePools (keeping each pool's order); ``first_pools`` go first in each round."""
+    if len(set(map(_POOL, ordered))) <= 1:
+        return list(ordered)  # one pool: its own order
     by_pool: dict[str, list[Candidate]] = {}
     for candidate in ordered:
         by_pool.setdefault(candidate.pool, []).append(candidate)

@@ -2,7 +2,8 @@
 
 ``kept_assessment.kept_assess`` keeps every node's verdict and Candidate and re-judges only the nodes that
 changed or whose verdict's span the clock has left; ``kept_drift.drifted_names`` keeps the names of the drifted
-nodes the same way (bounded by the instance-type check's age). This property drives one cluster state through
+nodes the same way (bounded by the instance-type check's age), and consolidation keeps its verdict with each kept
+candidate (all but consolidateAfter's, which moves with the clock). This property drives one cluster state through
 random clock moves and changes — pods, nominations, marks, PDBs, NodePool changes, catalogue refreshes, nodes
 coming and going — and compares, after every step, the kept views with ones computed afresh.
 """
@@ -18,10 +19,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_disruption_assessment_memo import GUARDS, afresh, guarded_pod, pdbs_of, summary
 
+from reconciler.disruption import underutilized
 from reconciler.disruption.candidates import Catalog
 from reconciler.disruption.drift_detection import drift_reason
 from reconciler.disruption.kept_assessment import kept_assess
 from reconciler.disruption.kept_drift import drifted_names
+from reconciler.disruption.outcome import MethodOutcome
+from reconciler.disruption.underutilized import Refusal, consolidatable
 from reconciler.state.cluster import ClusterState
 
 NODES = ("n0", "n1", "n2", "n3")
@@ -63,14 +67,16 @@ def drop(state: ClusterState, name: str) -> None:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(steps, st.lists(st.sampled_from(GUARDS), min_size=4, max_size=4))
+@given(steps, st.lists(st.sampled_from(GUARDS), min_size=4, max_size=4),
+       st.lists(st.sampled_from([None, 1, 4, 20]), min_size=4, max_size=4))
 def test_kept_views_equal_fresh_ones_as_the_clock_and_the_cluster_move(
-    moves: list[tuple[Any, ...]], guards: list[str | None]
+    moves: list[tuple[Any, ...]], guards: list[str | None], events: list[int | None]
 ) -> None:
     types = list(TYPES)
     state = cluster(
         nodepool(consolidate_after="5m"),
-        *(node_of(name, (SMALL, MEDIUM, LARGE, MEDIUM)[i], created=NOW - timedelta(minutes=50 - 20 * (i % 2)))
+        *(node_of(name, (SMALL, MEDIUM, LARGE, MEDIUM)[i], created=NOW - timedelta(minutes=50 - 20 * (i % 2)),
+                  last_pod_event=None if events[i] is None else NOW - timedelta(minutes=events[i]))
           for i, name in enumerate(NODES)),
         *(guarded_pod(f"p-{name}", name, guards[i], NOW - timedelta(minutes=1), "a") for i, name in enumerate(NODES)),
     )
@@ -84,6 +90,11 @@ def test_kept_views_equal_fresh_ones_as_the_clock_and_the_cluster_move(
         assert summary(kept) == summary(afresh(state, catalog, pdbs, now))
         assert all(c.assessed_at == now for c in kept.candidates)
         assert drifted_names(state, catalog, now) == fresh_drifted(state, catalog, now)
+        for candidate in kept.candidates:  # consolidation's verdict, kept with the candidate from pass to pass
+            if not candidate.is_empty:
+                refused: list[Refusal] = []
+                consolidatable([candidate], now, MethodOutcome(""), refused)
+                assert (refused[0][1:] if refused else ("", "")) == underutilized._blocker(candidate, now)
 
     check()
     for move in moves:

@@ -66,6 +66,7 @@ class PassContext:
         self.consolidation_filtered: tuple[list[Candidate], list[Candidate], list[tuple[Candidate, str, str]]] | None \
             = None
         self._ordered: tuple[list[Candidate], list[Candidate]] | None = None
+        self._chosen: dict[tuple[int, Callable[..., bool]], tuple[list[Candidate], list[Candidate]]] = {}
 
     def consolidation_order(self, candidates: Sequence[Candidate]) -> list[Candidate]:
         """``emptiness.consolidation_order`` of ``candidates`` (a new list), sorted once per pass for the same
@@ -73,6 +74,17 @@ class PassContext:
         kept = self._ordered
         if kept is None or len(kept[0]) != len(candidates) or not all(map(is_, kept[0], candidates)):
             kept = self._ordered = (list(candidates), consolidation_order(candidates))
+        return list(kept[1])
+
+    def chosen(
+        self, candidates: list[Candidate], should_disrupt: Callable[[PassContext, Candidate], bool]
+    ) -> list[Candidate]:
+        """The candidates ``should_disrupt`` accepts (a new list), once per pass for the same filter on the same
+        list (multi- and single-node consolidation filter the graceful candidates alike)."""
+        key = (id(candidates), should_disrupt)
+        kept = self._chosen.get(key)
+        if kept is None or kept[0] is not candidates:
+            kept = self._chosen[key] = (candidates, [c for c in candidates if should_disrupt(self, c)])
         return list(kept[1])
 
     def candidates(self, disruption_class: str) -> tuple[list[Candidate], list[Explanation]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from operator import is_
+from typing import Any
 
 from reconciler.cloud.types import InstanceType
 from reconciler.disruption.balanced import BalancedScorer
@@ -18,7 +18,6 @@ from reconciler.disruption.candidates import (
     Assessment,
     Catalog,
     budget_allowances,
-    consolidation_order,
     node_drift,
 )
 from reconciler.disruption.consolidation import ReplacementBuilder
@@ -62,19 +61,10 @@ class PassContext:
         self._simulator: Simulator | None = None
         self._builder: ReplacementBuilder | None = None
         self._scorer: BalancedScorer | None = None
-        # Consolidation's filter (``underutilized._filtered``): the candidates, those chosen, those refused.
-        self.consolidation_filtered: tuple[list[Candidate], list[Candidate], list[tuple[Candidate, str, str]]] | None \
-            = None
-        self._ordered: tuple[list[Candidate], list[Candidate]] | None = None
+        # Consolidation's filter (``underutilized._filtered``): the candidates, those chosen in order, a function
+        # listing those refused.
+        self.consolidation_filtered: tuple[list[Candidate], list[Candidate], Callable[[], list[Any]]] | None = None
         self._chosen: dict[tuple[int, Callable[..., bool]], tuple[list[Candidate], list[Candidate]]] = {}
-
-    def consolidation_order(self, candidates: Sequence[Candidate]) -> list[Candidate]:
-        """``emptiness.consolidation_order`` of ``candidates`` (a new list), sorted once per pass for the same
-        candidates: multi-node and single-node consolidation filter the same candidates the same way."""
-        kept = self._ordered
-        if kept is None or len(kept[0]) != len(candidates) or not all(map(is_, kept[0], candidates)):
-            kept = self._ordered = (list(candidates), consolidation_order(candidates))
-        return list(kept[1])
 
     def chosen(
         self, candidates: list[Candidate], should_disrupt: Callable[[PassContext, Candidate], bool]

@@ -33,9 +33,15 @@ from reconciler.cloud.types import InstanceType
 from reconciler.disruption.budgets import REASON_UNDERUTILIZED, BudgetAllowance
 from reconciler.disruption.candidates import Catalog, budget_allowances, build_candidates, explain
 from reconciler.disruption.consolidation import ConsolidationRefusal, compute_consolidation
+from reconciler.disruption.consolidation_filter import (  # noqa: F401 (``_blocker``, ``_kept_blocker``: tests)
+    Refusal,
+    _blocker,
+    _kept_blocker,
+    consolidatable,
+    kept_filter,
+)
 from reconciler.disruption.outcome import MethodOutcome, ValidationResult
 from reconciler.disruption.pass_context import PassContext
-from reconciler.disruption.policy import WHEN_EMPTY, consolidation_wait, describe_wait, settings_of
 from reconciler.disruption.simulation import SimulationBudgetExceeded, Simulator
 from reconciler.disruption.types import MULTI_NODE, SINGLE_NODE, Candidate, Command, Explanation
 from reconciler.model.pdb import PdbLimits
@@ -44,79 +50,6 @@ from reconciler.state.cluster import ClusterState
 
 MAX_MULTI_NODE_CANDIDATES = 100
 _POOL = attrgetter("pool")
-
-
-# A candidate turned away by consolidation's filter, with the (code, message) that explains it.
-Refusal = tuple[Candidate, str, str]
-
-
-def consolidatable(
-    candidates: Sequence[Candidate], now: datetime, outcome: MethodOutcome, refused: list[Refusal] | None = None
-) -> list[Candidate]:
-    """The consolidation filter (Karpenter's ShouldDisrupt), explaining every non-empty node it turns away (or,
-    with ``refused``, listing it there: a caller that may drop its explanations explains them itself)."""
-    chosen = []
-    for candidate in candidates:
-        if candidate.is_empty or candidate.nodepool.is_static:
-            continue  # empty nodes are emptiness' business
-        kept = candidate.consolidation
-        if kept is not None and kept[0] <= now:
-            code, message = kept[1], kept[2]
-        else:
-            code, message = _kept_blocker(candidate, now)
-            if code != "ConsolidateAfter":  # the others hold from now on for this candidate (``_kept_blocker``)
-                candidate.consolidation = (now, code, message)
-        if code:
-            if refused is not None:
-                refused.append((candidate, code, message))
-            else:
-                outcome.explain(explain(candidate.node, code, message, outcome.method))
-            continue
-        chosen.append(candidate)
-    return chosen
-
-
-def _filtered(run: PassContext, candidates: Sequence[Candidate]) -> tuple[list[Candidate], list[Refusal]]:
-    """``consolidatable`` of ``candidates`` at the pass's clock, once per pass for the same candidates (multi-
-    and single-node consolidation filter the same ones): the chosen and the refused, in order."""
-    kept = run.consolidation_filtered
-    if kept is None or len(kept[0]) != len(candidates) or not all(map(is_, kept[0], candidates)):
-        refused: list[Refusal] = []
-        chosen = consolidatable(candidates, run.now, MethodOutcome(""), refused)
-        kept = run.consolidation_filtered = (list(candidates), chosen, refused)
-    return kept[1], kept[2]
-
-
-def _kept_blocker(candidate: Candidate, now: datetime) -> tuple[str, str]:
-    """``_blocker``, kept on the StateNode from pass to pass: every verdict but ConsolidateAfter depends on the
-    node, its NodePool and instance type alone, and once consolidateAfter has run out on a node it stays so
-    (until a pod event, which makes a new StateNode). Kept from ``since`` on: an earlier clock asks afresh."""
-    node = candidate.node
-    kept = node.memo_get("disruption.consolidation_blocker")
-    if kept is not None and kept[0] is candidate.nodepool and kept[1] is candidate.instance_type and kept[2] <= now:
-        return kept[3]  # type: ignore[no-any-return]
-    found = _blocker(candidate, now)
-    if found[0] != "ConsolidateAfter":
-        node.memo_set("disruption.consolidation_blocker", (candidate.nodepool, candidate.instance_type, now, found))
-    return found
-
-
-def _blocker(candidate: Candidate, now: datetime) -> tuple[str, str]:
-    """Why consolidation turns this non-empty candidate away at ``now`` as (code, message), or ("", "")."""
-    pool = candidate.nodepool
-    settings = settings_of(pool)
-    if candidate.instance_type is None:
-        return "UnknownInstanceType", f"instance type {candidate.instance_type_name!r} is not offered"
-    if not candidate.zone or not candidate.capacity_type:
-        return "MissingLabels", "node lacks its zone or capacity-type label"
-    if not settings.enabled:
-        return "ConsolidationDisabled", f"NodePool {pool.name} has consolidateAfter: Never"
-    if settings.policy == WHEN_EMPTY:
-        return "WhenEmpty", f"NodePool {pool.name} only consolidates empty nodes (WhenEmpty)"
-    remaining = consolidation_wait(candidate.node, settings, now)
-    if remaining is not None:
-        return "ConsolidateAfter", describe_wait(pool, settings, remaining)
-    return "", ""
 
 
 def _within_budget(
@@ -147,6 +80,18 @@ def _within_budget(
     return allowed
 
 
+def _filtered(
+    run: PassContext, candidates: Sequence[Candidate]
+) -> tuple[list[Candidate], Callable[[], list[Refusal]]]:
+    """``kept_filter`` of ``candidates`` at the pass's clock (a new list), asked once per pass for the same
+    candidates (multi- and single-node consolidation filter the same ones)."""
+    kept = run.consolidation_filtered
+    if kept is None or len(kept[0]) != len(candidates) or not all(map(is_, kept[0], candidates)):
+        ordered, refusals = kept_filter(run.state.carried, candidates, run.now)
+        kept = run.consolidation_filtered = (list(candidates), ordered, refusals)
+    return list(kept[1]), kept[2]
+
+
 def multi_node(
     run: PassContext, candidates: Sequence[Candidate], allowances: Mapping[str, BudgetAllowance]
 ) -> MethodOutcome:
@@ -164,8 +109,7 @@ def _multi_node(
     run: PassContext, candidates: Sequence[Candidate], allowances: Mapping[str, BudgetAllowance], outcome: MethodOutcome
 ) -> Command | None:
     # Explained only when a command is found, as the budget's refusals below.
-    consolidating, unfit = _filtered(run, candidates)
-    ordered = run.consolidation_order(consolidating)
+    ordered, refusals = _filtered(run, candidates)
     outcome.eligible = len(ordered)
     # Without a command multi_node drops its explanations (single-node explains the same nodes next), and
     # most of a large pool waits on its budget every pass: those are explained only when a command is found.
@@ -198,7 +142,7 @@ def _multi_node(
         else:
             high = mid - 1
     if best is not None:
-        for candidate, code, message in unfit:
+        for candidate, code, message in refusals():
             outcome.explain(explain(candidate.node, code, message, outcome.method))
         for candidate, message in refused:
             outcome.explain(explain(candidate.node, "Budget", message, outcome.method))
@@ -225,10 +169,10 @@ def single_node(
     """The first candidate that can go alone; ``unseen_pools``: pools not reached before the deadline (tried
     first next pass, ``run.first_pools``)."""
     outcome = MethodOutcome(SINGLE_NODE)
-    consolidating, unfit = _filtered(run, candidates)
-    for candidate, code, message in unfit:
-        outcome.explain(explain(candidate.node, code, message, outcome.method))
-    ordered = interleave_by_pool(run.consolidation_order(consolidating), run.first_pools)
+    consolidating, refusals = _filtered(run, candidates)
+    # Its refusals come first in its explanations; built when read, as a pass that acts is seldom explained.
+    outcome.earlier.append(lambda: [explain(c.node, code, message, SINGLE_NODE) for c, code, message in refusals()])
+    ordered = interleave_by_pool(consolidating, run.first_pools)
     outcome.eligible = len(ordered)
     if not ordered:
         return outcome

@@ -3,7 +3,8 @@
 ``kept_assessment.kept_assess`` keeps every node's verdict and Candidate and re-judges only the nodes that
 changed or whose verdict's span the clock has left; ``kept_drift.drifted_names`` keeps the names of the drifted
 nodes the same way (bounded by the instance-type check's age), and consolidation keeps its verdict with each kept
-candidate (all but consolidateAfter's, which moves with the clock). This property drives one cluster state through
+candidate (all but consolidateAfter's, which moves with the clock) and its chosen candidates in order
+(``consolidation_filter.kept_filter``). This property drives one cluster state through
 random clock moves and changes — pods, nominations, marks, PDBs, NodePool changes, catalogue refreshes, nodes
 coming and going — and compares, after every step, the kept views with ones computed afresh.
 """
@@ -20,7 +21,8 @@ from hypothesis import strategies as st
 from test_disruption_assessment_memo import GUARDS, afresh, guarded_pod, pdbs_of, summary
 
 from reconciler.disruption import underutilized
-from reconciler.disruption.candidates import Catalog
+from reconciler.disruption.candidates import Catalog, consolidation_order
+from reconciler.disruption.consolidation_filter import kept_filter
 from reconciler.disruption.drift_detection import drift_reason
 from reconciler.disruption.kept_assessment import kept_assess
 from reconciler.disruption.kept_drift import drifted_names
@@ -87,7 +89,17 @@ def test_kept_views_equal_fresh_ones_as_the_clock_and_the_cluster_move(
         catalog = Catalog.of({name: types for name in state.nodepools})
         pdbs = pdbs_of(state)
         kept = kept_assess(state, catalog, pdbs, now)
-        assert summary(kept) == summary(afresh(state, catalog, pdbs, now))
+        fresh = afresh(state, catalog, pdbs, now)
+        assert summary(kept) == summary(fresh)
+        # Consolidation's filter and order, kept from pass to pass, against the fresh candidates' own.
+        ordered, refusals = kept_filter(state.carried, [c for c in kept.for_class(eventual=False)[0]
+                                                        if not c.is_empty], now)
+        graceful = [c for c in fresh.for_class(eventual=False)[0] if not c.is_empty]
+        verdicts = [(c, *underutilized._blocker(c, now)) for c in graceful if not c.nodepool.is_static]
+        assert [c.name for c in ordered] == [c.name for c in consolidation_order([c for c, code, _ in verdicts
+                                                                                  if not code])]
+        assert [(c.name, code, message) for c, code, message in refusals()] == [
+            (c.name, code, message) for c, code, message in verdicts if code]
         assert all(c.assessed_at == now for c in kept.candidates)
         assert drifted_names(state, catalog, now) == fresh_drifted(state, catalog, now)
         for candidate in kept.candidates:  # consolidation's verdict, kept with the candidate from pass to pass

@@ -3,17 +3,19 @@
 ``consolidatable`` turns away the candidates consolidation must leave alone (unknown instance type, missing
 labels, consolidateAfter Never or not yet run out, WhenEmpty pools) and explains each. Every verdict but
 ConsolidateAfter's depends on the candidate alone and, once found, holds for every later clock
-(``_kept_blocker``); ConsolidateAfter's runs out with the clock and its message names the time left.
+(``_kept_blocker``); ConsolidateAfter's holds until the node's consolidateAfter runs out (``quiet_until``), and
+its message names the time left.
 
 ``kept_filter`` keeps the chosen candidates in consolidation order across passes: a pass re-asks only the
 candidates that are new objects (``kept_assessment`` keeps a node's Candidate while its verdict holds) and those
-waiting on consolidateAfter, and finds the ones gone by identity, so after a single-node command a pass costs
-set operations over the candidates plus work per changed node instead of a Python walk and a sort of all of
-them. The refusals, needed only to explain a pass, are listed when read. Pure.
+whose consolidateAfter ran out since (a heap of moments), and finds the ones gone by identity, so after a
+single-node command a pass costs set operations over the candidates plus work per changed node instead of a
+Python walk and a sort of all of them. The refusals, needed only to explain a pass, are listed when read. Pure.
 """
 
 from __future__ import annotations
 
+import heapq
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -22,7 +24,7 @@ from typing import Any
 
 from reconciler.disruption.candidates import consolidation_order, explain
 from reconciler.disruption.outcome import MethodOutcome
-from reconciler.disruption.policy import WHEN_EMPTY, consolidation_wait, describe_wait, settings_of
+from reconciler.disruption.policy import WHEN_EMPTY, consolidation_wait, describe_wait, quiet_until, settings_of
 from reconciler.disruption.types import Candidate
 
 _KEY = "disruption.kept_consolidation_filter"
@@ -104,7 +106,8 @@ class _KeptFilter:
     order: list[Candidate]  # the chosen, in consolidation order
     keys: list[tuple[float, str]]  # their order keys (bisect)
     chosen: dict[int, Candidate]
-    waiting: dict[int, Candidate]  # turned away by consolidateAfter: asked again every pass
+    waiting: dict[int, Candidate]  # turned away by consolidateAfter: asked again when it runs out
+    wakes: list[tuple[datetime, int]]  # heap: (when consolidateAfter runs out, id) of the waiting
 
 
 def kept_filter(
@@ -123,15 +126,17 @@ def kept_filter(
                 _drop(kept, found)
             kept.waiting.pop(gone, None)
         came = ids - kept.ids
-        arrivals = [c for c in candidates if id(c) in came] if came else []
-        asked = [*kept.waiting.values(), *arrivals]
-        kept.waiting = {}
+        asked = [c for c in candidates if id(c) in came] if came else []
+        while kept.wakes and kept.wakes[0][0] <= now:
+            found = kept.waiting.pop(heapq.heappop(kept.wakes)[1], None)
+            if found is not None:
+                asked.append(found)
         for candidate in asked:
             if candidate.is_empty or candidate.nodepool.is_static:
                 continue  # not consolidation's (``consolidatable``)
             code = _verdict(candidate, now)[0]
             if code == _WAITING:
-                kept.waiting[id(candidate)] = candidate
+                _wait(kept, candidate)
             elif not code:
                 kept.chosen[id(candidate)] = candidate
                 index = bisect_left(kept.keys, candidate.order_key)
@@ -152,9 +157,19 @@ def kept_filter(
 def _afresh(candidates: Sequence[Candidate], now: datetime) -> _KeptFilter:
     refused: list[Refusal] = []
     order = consolidation_order(consolidatable(candidates, now, MethodOutcome(""), refused))
-    waiting = {id(c): c for c, code, _ in refused if code == _WAITING}
-    return _KeptFilter(now, list(candidates), set(map(id, candidates)), order, [c.order_key for c in order],
-                       {id(c): c for c in order}, waiting)
+    kept = _KeptFilter(now, list(candidates), set(map(id, candidates)), order, [c.order_key for c in order],
+                       {id(c): c for c in order}, {}, [])
+    for candidate, code, _ in refused:
+        if code == _WAITING:
+            _wait(kept, candidate)
+    return kept
+
+
+def _wait(kept: _KeptFilter, candidate: Candidate) -> None:
+    """Keep a candidate consolidateAfter turned away until the moment it runs out (its verdict until then)."""
+    until = quiet_until(candidate.node, settings_of(candidate.nodepool).consolidate_after or 0.0)
+    kept.waiting[id(candidate)] = candidate
+    heapq.heappush(kept.wakes, (until or kept.now, id(candidate)))
 
 
 def _drop(kept: _KeptFilter, candidate: Candidate) -> None:

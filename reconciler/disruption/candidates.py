@@ -252,32 +252,39 @@ def assess(
 ) -> Assessment:
     """Every managed node judged at ``now``; with ``names``, only the nodes of those names (in that order; a
     name that is no node is skipped): each node's verdict depends on that node alone."""
-    candidates: list[Candidate] = []
-    blockers: dict[str, tuple[str, str]] = {}
-    explanations: list[Explanation] = []
     if names is None:
         nodes = state.state_nodes()
     else:
         by_name = state.state_nodes_by_name()
         nodes = [node for name in dict.fromkeys(names) if (node := by_name.get(name)) is not None]
     clock = PassClock(now)
-    for node in nodes:
-        if not node.managed:
+    return collect(judge(state, node, catalog, pdbs, clock) for node in nodes if node.managed)
+
+
+# One managed node judged: its assessment, and its candidate or the explanation turning it away.
+Verdict = tuple[NodeAssessment, Candidate | None, Explanation | None]
+
+
+def collect(verdicts: Iterable[Verdict | None]) -> Assessment:
+    """The assessment of these nodes' verdicts (``judge``; None: not managed, skipped), in their order."""
+    candidates: list[Candidate] = []
+    blockers: dict[str, tuple[str, str]] = {}
+    explanations: list[Explanation] = []
+    for verdict in verdicts:
+        if verdict is None:
             continue
-        found, candidate, explanation = judge(state, node, catalog, pdbs, clock)
+        found, candidate, explanation = verdict
         if candidate is None:
             assert explanation is not None
             explanations.append(explanation)
             continue
         if found.pod_blocker is not None:
-            blockers[node.name] = found.pod_blocker
+            blockers[candidate.name] = found.pod_blocker
         candidates.append(candidate)
     return Assessment(candidates, blockers, explanations)
 
 
-def judge(
-    state: ClusterState, node: StateNode, catalog: Catalog, pdbs: PdbLimits, clock: PassClock
-) -> tuple[NodeAssessment, Candidate | None, Explanation | None]:
+def judge(state: ClusterState, node: StateNode, catalog: Catalog, pdbs: PdbLimits, clock: PassClock) -> Verdict:
     """One managed node at ``clock.now``: its assessment, and its candidate or the explanation turning it away."""
     found = assess_node(state, node, catalog, pdbs, clock.now)
     if found.explanation is not None:

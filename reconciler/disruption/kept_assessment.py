@@ -17,16 +17,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from reconciler.disruption.candidates import Assessment, Catalog, NodeAssessment, judge
-from reconciler.disruption.kept_drift import catalog_inputs, same_objects
-from reconciler.disruption.types import Candidate, Explanation, PassClock
+from reconciler.disruption.candidates import Assessment, Catalog, Verdict, collect, judge
+from reconciler.disruption.kept_drift import catalog_inputs, due, push, same_objects
+from reconciler.disruption.types import PassClock
 from reconciler.model.pdb import PdbLimits
 from reconciler.state.cluster import ClusterState
 
 _KEY = "disruption.kept_assessment"
 
-# Per node name: its assessment, and its candidate or the explanation turning it away (None: not managed).
-Verdict = tuple[NodeAssessment, Candidate | None, Explanation | None] | None
 
 
 @dataclass(slots=True)
@@ -36,7 +34,7 @@ class _Kept:
     pdbs: tuple[object, ...]  # compared by value
     now: datetime
     clock: PassClock
-    verdicts: dict[str, Verdict]  # in ``state_nodes`` order
+    verdicts: dict[str, Verdict | None]  # in ``state_nodes`` order (None: not managed)
     wakes: list[tuple[datetime, str]]  # heap: (until, node name)
     assessment: Assessment
 
@@ -63,10 +61,8 @@ def kept_assess(state: ClusterState, catalog: Catalog, pdbs: PdbLimits, now: dat
         if not changes and generation == kept.generation and quiet:
             kept.now = now
             return kept.assessment
-        wakes = list(kept.wakes)
-        names = set(changes)
-        while wakes and wakes[0][0] <= now:
-            names.add(heapq.heappop(wakes)[1])
+        wakes, names = due(kept.wakes, now)
+        names |= changes
         verdicts = dict(kept.verdicts)
         reordered = False
         found: list[tuple[datetime, str]] = []
@@ -79,9 +75,8 @@ def kept_assess(state: ClusterState, catalog: Catalog, pdbs: PdbLimits, now: dat
             verdicts[name] = _verdict(state, node, catalog, pdbs, clock, found)
         if reordered:  # a new name goes where ``state_nodes`` has it
             verdicts = {name: verdicts[name] for name in nodes}
-        for wake in found:
-            heapq.heappush(wakes, wake)
-    assessment = _assessment(verdicts)
+        push(wakes, found)
+    assessment = collect(verdicts.values())
     state.carried[_KEY] = _Kept(generation, inputs, pdbs.fingerprint, now, clock, verdicts, wakes, assessment)
     return assessment
 
@@ -89,28 +84,10 @@ def kept_assess(state: ClusterState, catalog: Catalog, pdbs: PdbLimits, now: dat
 def _verdict(
     state: ClusterState, node: Any, catalog: Catalog, pdbs: PdbLimits, clock: PassClock,
     wakes: list[tuple[datetime, str]],
-) -> Verdict:
+) -> Verdict | None:
     if not node.managed:
         return None
     found = judge(state, node, catalog, pdbs, clock)
     if found[0].until is not None:
         wakes.append((found[0].until, node.name))
     return found
-
-
-def _assessment(verdicts: dict[str, Verdict]) -> Assessment:
-    candidates: list[Candidate] = []
-    blockers: dict[str, tuple[str, str]] = {}
-    explanations: list[Explanation] = []
-    for verdict in verdicts.values():
-        if verdict is None:
-            continue
-        found, candidate, explanation = verdict
-        if candidate is None:
-            assert explanation is not None
-            explanations.append(explanation)
-            continue
-        if found.pod_blocker is not None:
-            blockers[candidate.name] = found.pod_blocker
-        candidates.append(candidate)
-    return Assessment(candidates, blockers, explanations)

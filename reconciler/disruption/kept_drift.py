@@ -50,10 +50,8 @@ def drifted_names(state: ClusterState, catalog: Catalog, now: datetime) -> froze
         if not changes and generation == kept.generation and (not kept.wakes or now < kept.wakes[0][0]):
             kept.now = now
             return kept.drifted
-        wakes = list(kept.wakes)
-        names = set(changes)
-        while wakes and wakes[0][0] <= now:
-            names.add(heapq.heappop(wakes)[1])
+        wakes, names = due(kept.wakes, now)
+        names |= changes
         drifted = set(kept.drifted)
         nodes = state.state_nodes_by_name()
         found: list[tuple[datetime, str]] = []
@@ -62,8 +60,7 @@ def drifted_names(state: ClusterState, catalog: Catalog, now: datetime) -> froze
             node = nodes.get(name)
             if node is not None and _drifted(state, node, catalog, now, found):
                 drifted.add(name)
-        for wake in found:
-            heapq.heappush(wakes, wake)
+        push(wakes, found)
     result = frozenset(drifted)
     state.carried[_KEY] = _KeptDrift(generation, inputs, now, result, wakes)
     return result
@@ -92,6 +89,20 @@ def catalog_inputs(state: ClusterState, catalog: Catalog) -> tuple[Any, ...]:
     for pool in state.nodepools.values():
         found += (pool, state.nodeclass(pool))
     return tuple(found)
+
+
+def due(wakes: list[tuple[datetime, str]], now: datetime) -> tuple[list[tuple[datetime, str]], set[str]]:
+    """A copy of the heap ``wakes`` without the moments ``now`` has reached, and the names those were for."""
+    left = list(wakes)
+    names = set()
+    while left and left[0][0] <= now:
+        names.add(heapq.heappop(left)[1])
+    return left, names
+
+
+def push(wakes: list[tuple[datetime, str]], found: list[tuple[datetime, str]]) -> None:
+    for wake in found:
+        heapq.heappush(wakes, wake)
 
 
 def same_objects(seen: tuple[Any, ...], given: tuple[Any, ...]) -> bool:

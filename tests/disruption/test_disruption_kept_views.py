@@ -15,10 +15,10 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from disruption_factories import LARGE, MEDIUM, NOW, SMALL, TYPES, cluster, instance_type, node_of, nodepool, pdb
+from disruption_factories import LARGE, MEDIUM, NOW, SMALL, TYPES, cluster, instance_type, node_of, nodepool
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_disruption_assessment_memo import GUARDS, afresh, guarded_pod, pdbs_of, summary
+from test_disruption_assessment_memo import GUARDS, afresh, apply_pod_move, pdbs_of, starting_cluster, summary
 
 from reconciler.disruption import underutilized
 from reconciler.disruption.candidates import Catalog, consolidation_order
@@ -36,7 +36,8 @@ EXTRA = ("x0", "x1", "x2")
 steps = st.lists(
     st.one_of(
         st.tuples(st.just("advance"), st.sampled_from([1, 29, 31, 90, 600, 1800, 3600])),
-        st.tuples(st.just("pod"), st.sampled_from(NODES + EXTRA), st.sampled_from(GUARDS), st.integers(0, 90)),
+        st.tuples(st.just("pod"), st.sampled_from(NODES + EXTRA), st.sampled_from(GUARDS), st.integers(0, 90),
+                  st.sampled_from(["a", "b"])),
         st.tuples(st.just("unbind"), st.integers(0, 20)),
         st.tuples(st.just("mark"), st.sampled_from(NODES + EXTRA)),
         st.tuples(st.just("nominate"), st.sampled_from(NODES + EXTRA), st.sampled_from([10, 30, 300])),
@@ -75,15 +76,8 @@ def test_kept_views_equal_fresh_ones_as_the_clock_and_the_cluster_move(
     moves: list[tuple[Any, ...]], guards: list[str | None], events: list[int | None]
 ) -> None:
     types = list(TYPES)
-    state = cluster(
-        nodepool(consolidate_after="5m"),
-        *(node_of(name, (SMALL, MEDIUM, LARGE, MEDIUM)[i], created=NOW - timedelta(minutes=50 - 20 * (i % 2)),
-                  last_pod_event=None if events[i] is None else NOW - timedelta(minutes=events[i]))
-          for i, name in enumerate(NODES)),
-        *(guarded_pod(f"p-{name}", name, guards[i], NOW - timedelta(minutes=1), "a") for i, name in enumerate(NODES)),
-    )
+    state = starting_cluster(guards, events, [50, 30, 50, 30])  # two nodes cross the instance-type age bound
     now = NOW
-    count = 0
 
     def check() -> None:
         catalog = Catalog.of({name: types for name in state.nodepools})
@@ -109,24 +103,12 @@ def test_kept_views_equal_fresh_ones_as_the_clock_and_the_cluster_move(
                 assert (refused[0][1:] if refused else ("", "")) == underutilized._blocker(candidate, now)
 
     check()
-    for move in moves:
+    for serial, move in enumerate(moves):
         kind = move[0]
         if kind == "advance":
             now += timedelta(seconds=move[1])
-        elif kind == "pod":
-            count += 1
-            state.upsert(guarded_pod(f"q{count}", move[1], move[2], now - timedelta(minutes=move[3]), "a"))
-        elif kind == "unbind":
-            bound = sorted(key for key, p in state.pods.items() if p.node_name)
-            if bound:
-                namespace, _, name = bound[move[1] % len(bound)].partition("/")
-                state.remove({"kind": "Pod", "metadata": {"name": name, "namespace": namespace}})
-        elif kind == "mark":
-            state.mark_for_deletion(move[1])
-        elif kind == "nominate":
-            state.nominate(move[1], now + timedelta(seconds=move[2]))
-        elif kind == "pdb":
-            state.upsert(pdb("guard", {"app": "a"}, max_unavailable=1, allowed=move[1]))
+        elif apply_pod_move(state, move, now, serial):
+            pass
         elif kind == "pool":
             requirements = [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": [move[2]]}]
             state.upsert(nodepool(consolidate_after=move[1], requirements=requirements))
@@ -147,12 +129,3 @@ def test_a_node_crossing_the_instance_type_age_bound_drifts_without_changing() -
     assert drifted_names(state, catalog, NOW) == frozenset()
     assert drifted_names(state, catalog, NOW + timedelta(minutes=10)) == frozenset()
     assert drifted_names(state, catalog, NOW + timedelta(minutes=11)) == {"n0"}
-
-
-def test_a_do_not_disrupt_duration_running_out_is_seen_by_the_kept_assessment() -> None:
-    state = cluster(nodepool(), node_of("n0", MEDIUM), guarded_pod("p", "n0", "2m", NOW - timedelta(minutes=1), "a"))
-    catalog = Catalog.of({"default": TYPES})
-    pdbs = pdbs_of(state)
-    assert kept_assess(state, catalog, pdbs, NOW).pod_blockers["n0"][0] == "DoNotDisrupt"
-    assert kept_assess(state, catalog, pdbs, NOW + timedelta(seconds=59)).pod_blockers["n0"][0] == "DoNotDisrupt"
-    assert "n0" not in kept_assess(state, catalog, pdbs, NOW + timedelta(seconds=60)).pod_blockers

@@ -24,6 +24,7 @@ Anything else aborts the command.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -53,11 +54,9 @@ _POOL = attrgetter("pool")
 
 
 def _within_budget(
-    ordered: Sequence[Candidate], allowances: Mapping[str, BudgetAllowance], outcome: MethodOutcome,
-    refused: list[tuple[Candidate, str]] | None = None,
+    ordered: Sequence[Candidate], allowances: Mapping[str, BudgetAllowance], outcome: MethodOutcome
 ) -> list[Candidate]:
-    """The candidates each pool's budget still allows, in order; the others are explained, or with ``refused``
-    listed there with the message to explain them by (when the caller may drop its explanations anyway)."""
+    """The candidates each pool's budget still allows, in order; the others are explained."""
     remaining = {pool: a.remaining for pool, a in allowances.items()}
     allowed = []
     messages: dict[str, str] = {}  # per NodePool: most of a large pool waits on its budget every pass
@@ -70,14 +69,32 @@ def _within_budget(
                 allowance = allowances.get(pool)
                 message = messages[pool] = (allowance.explain() if allowance
                                             else f"no budget known for NodePool {pool}")
-            if refused is not None:
-                refused.append((candidate, message))
-            else:
-                outcome.explain(explain(candidate.node, "Budget", message, outcome.method))
+            outcome.explain(explain(candidate.node, "Budget", message, outcome.method))
             continue
         remaining[pool] -= 1
         allowed.append(candidate)
     return allowed
+
+
+def _budget_prefix(
+    ordered: Sequence[Candidate], allowances: Mapping[str, BudgetAllowance], limit: int
+) -> tuple[list[Candidate], bool]:
+    """``_within_budget(ordered, ...)[:limit]`` without walking past it, and whether the budget turns any of
+    ``ordered`` away (the rest is only counted per pool: a pool with more of them than room turns some away)."""
+    remaining = {pool: a.remaining for pool, a in allowances.items()}
+    allowed: list[Candidate] = []
+    turned_away = False
+    for position, candidate in enumerate(ordered):
+        if len(allowed) == limit:
+            rest = Counter(map(_POOL, ordered[position:]))
+            return allowed, turned_away or any(count > remaining.get(pool, 0) for pool, count in rest.items())
+        pool = candidate.pool
+        if remaining.get(pool, 0) <= 0:
+            turned_away = True
+            continue
+        remaining[pool] -= 1
+        allowed.append(candidate)
+    return allowed, turned_away
 
 
 def _filtered(
@@ -113,12 +130,11 @@ def _multi_node(
     outcome.eligible = len(ordered)
     # Without a command multi_node drops its explanations (single-node explains the same nodes next), and
     # most of a large pool waits on its budget every pass: those are explained only when a command is found.
-    refused: list[tuple[Candidate, str]] = []
-    allowed = _within_budget(ordered, allowances, outcome, refused)
+    allowed, turned_away = _budget_prefix(ordered, allowances, MAX_MULTI_NODE_CANDIDATES)
+    outcome.budget_constrained = outcome.budget_constrained or turned_away
     if len(allowed) < 2:
         return None
     simulator, builder, scorer = run.simulator, run.builder, run.scorer
-    allowed = allowed[:MAX_MULTI_NODE_CANDIDATES]
     low, high = 1, len(allowed) - 1  # prefix lengths 2..len, as indices of the last node
     best: Command | None = None
     while low <= high:
@@ -144,8 +160,7 @@ def _multi_node(
     if best is not None:
         for candidate, code, message in refusals():
             outcome.explain(explain(candidate.node, code, message, outcome.method))
-        for candidate, message in refused:
-            outcome.explain(explain(candidate.node, "Budget", message, outcome.method))
+        _within_budget(ordered, allowances, outcome)
     return best
 
 

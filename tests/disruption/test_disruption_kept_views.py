@@ -11,7 +11,7 @@ coming and going — and compares, after every step, the kept views with ones co
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -129,3 +129,40 @@ def test_a_node_crossing_the_instance_type_age_bound_drifts_without_changing() -
     assert drifted_names(state, catalog, NOW) == frozenset()
     assert drifted_names(state, catalog, NOW + timedelta(minutes=10)) == frozenset()
     assert drifted_names(state, catalog, NOW + timedelta(minutes=11)) == {"n0"}
+
+
+@dataclass
+class _Pooled:
+    name: str
+    pool: str
+    node: Any = None
+
+
+@dataclass
+class _Allowance:
+    remaining: int
+
+    def explain(self) -> str:
+        return f"{self.remaining} left"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["a", "b", "c"]), max_size=40), st.dictionaries(
+    st.sampled_from(["a", "b"]), st.integers(-1, 12)), st.integers(2, 10))
+def test_the_budget_prefix_is_the_budget_walks_prefix(
+    pools: list[str], remaining: dict[str, int], limit: int
+) -> None:
+    """Multi-node's budget walk stops at its limit and counts the rest: the same prefix and the same "budget
+    constrained" as walking every candidate (``_within_budget``)."""
+    ordered: list[Any] = [_Pooled(f"n{i}", pool) for i, pool in enumerate(pools)]
+    allowances: Any = {pool: _Allowance(left) for pool, left in remaining.items()}
+    walked = MethodOutcome("multi-node")
+    original = underutilized.explain
+    underutilized.explain = lambda node, code, message, method="": message  # type: ignore[assignment]
+    try:
+        full = underutilized._within_budget(ordered, allowances, walked)
+    finally:
+        underutilized.explain = original
+    prefix, turned_away = underutilized._budget_prefix(ordered, allowances, limit)
+    assert prefix == full[:limit]
+    assert turned_away == walked.budget_constrained

@@ -15,12 +15,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from operator import attrgetter
 from typing import Any, cast
 
 from reconciler.cloud.types import InstanceType
 from reconciler.disruption.budgets import BudgetAllowance, BudgetError, allowance, parse_budgets
 from reconciler.disruption.drift_detection import INSTANCE_TYPE_DRIFT_MIN_AGE, drift_reason
-from reconciler.disruption.types import Candidate, Explanation
+from reconciler.disruption.types import Candidate, Explanation, PassClock
 from reconciler.model import labels as wk
 from reconciler.model import podutil
 from reconciler.model.nodepool import NodePool
@@ -80,7 +81,10 @@ def explain(node: StateNode, code: str, message: str, method: str = "") -> Expla
 
 def consolidation_order(candidates: Sequence[Candidate]) -> list[Candidate]:
     """Best savings per unit of disruption first (price / reschedule cost); ties by name for determinism."""
-    return sorted(candidates, key=lambda c: (-c.savings_ratio, c.name))
+    return sorted(candidates, key=_ORDER_KEY)
+
+
+_ORDER_KEY = attrgetter("order_key")
 
 
 def node_blocker(node: StateNode, now: datetime) -> tuple[str, str] | None:
@@ -248,39 +252,57 @@ def assess(
 ) -> Assessment:
     """Every managed node judged at ``now``; with ``names``, only the nodes of those names (in that order; a
     name that is no node is skipped): each node's verdict depends on that node alone."""
-    candidates: list[Candidate] = []
-    blockers: dict[str, tuple[str, str]] = {}
-    explanations: list[Explanation] = []
     if names is None:
         nodes = state.state_nodes()
     else:
         by_name = state.state_nodes_by_name()
         nodes = [node for name in dict.fromkeys(names) if (node := by_name.get(name)) is not None]
-    for node in nodes:
-        if not node.managed:
+    clock = PassClock(now)
+    return collect(judge(state, node, catalog, pdbs, clock) for node in nodes if node.managed)
+
+
+# One managed node judged: its assessment, and its candidate or the explanation turning it away.
+Verdict = tuple[NodeAssessment, Candidate | None, Explanation | None]
+
+
+def collect(verdicts: Iterable[Verdict | None]) -> Assessment:
+    """The assessment of these nodes' verdicts (``judge``; None: not managed, skipped), in their order."""
+    candidates: list[Candidate] = []
+    blockers: dict[str, tuple[str, str]] = {}
+    explanations: list[Explanation] = []
+    for verdict in verdicts:
+        if verdict is None:
             continue
-        found = assess_node(state, node, catalog, pdbs, now)
-        if found.explanation is not None:
-            explanations.append(explain(node, *found.explanation))
+        found, candidate, explanation = verdict
+        if candidate is None:
+            assert explanation is not None
+            explanations.append(explanation)
             continue
-        assert found.nodepool is not None and found.views is not None and found.moving is not None
         if found.pod_blocker is not None:
-            blockers[node.name] = found.pod_blocker
-        candidates.append(
-            Candidate(
-                node=node,
-                nodepool=found.nodepool,
-                instance_type=found.instance_type,
-                price=found.price,
-                pods=found.views,
-                reschedulable=found.moving,
-                reschedule_cost=found.reschedule_cost,
-                eviction_cost=found.eviction_cost,
-                lifetime=found.lifetime,
-                assessed_at=now,
-            )
-        )
+            blockers[candidate.name] = found.pod_blocker
+        candidates.append(candidate)
     return Assessment(candidates, blockers, explanations)
+
+
+def judge(state: ClusterState, node: StateNode, catalog: Catalog, pdbs: PdbLimits, clock: PassClock) -> Verdict:
+    """One managed node at ``clock.now``: its assessment, and its candidate or the explanation turning it away."""
+    found = assess_node(state, node, catalog, pdbs, clock.now)
+    if found.explanation is not None:
+        return found, None, explain(node, *found.explanation)
+    assert found.nodepool is not None and found.views is not None and found.moving is not None
+    candidate = Candidate(
+        node=node,
+        nodepool=found.nodepool,
+        instance_type=found.instance_type,
+        price=found.price,
+        pods=found.views,
+        reschedulable=found.moving,
+        reschedule_cost=found.reschedule_cost,
+        eviction_cost=found.eviction_cost,
+        lifetime=found.lifetime,
+        clock=clock,
+    )
+    return found, candidate, None
 
 
 @dataclass(slots=True, frozen=True)

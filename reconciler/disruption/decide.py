@@ -80,7 +80,10 @@ def decide(
         started = timer() if timer is not None else None
         of_class, turned_away = run.candidates(method.disruption_class)
         ineligible = _merge(ineligible, turned_away)
-        candidates = [c for c in of_class if method.should_disrupt(run, c)]
+        suspects = method.narrow(run) if method.narrow is not None else None
+        if suspects is not None:
+            of_class = [c for c in of_class if c.name in suspects] if suspects else []
+        candidates = run.chosen(of_class, method.should_disrupt)
         allowances = run.allowances(method.reason)
         outcome = method.compute(run, candidates, allowances) if candidates else None
         seconds = timer() - started if timer is not None and started is not None else None

@@ -18,7 +18,7 @@ multi-node consolidation (several nodes at once, less churn), then single-node.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -42,6 +42,7 @@ from reconciler.disruption.types import (
     Command,
 )
 from reconciler.disruption.underutilized import multi_node, single_node, validate_consolidation
+from reconciler.provisioning.static import GATE as STATIC_GATE
 from reconciler.settings import Settings
 from reconciler.state.cluster import ClusterState
 
@@ -74,6 +75,8 @@ class Method:
     should_disrupt: Callable[[PassContext, Candidate], bool]
     compute: Compute
     validate: Validator | None = None
+    # The names of the only candidates ``should_disrupt`` can accept this pass (a kept view), or None: any.
+    narrow: Callable[[PassContext], Collection[str] | None] | None = None
 
     @property
     def validated(self) -> bool:
@@ -93,10 +96,22 @@ def _drifted(run: PassContext, candidate: Candidate) -> bool:
     return run.drifted(candidate)
 
 
+def _drift_suspects(run: PassContext) -> Collection[str]:
+    return run.drifted_names()
+
+
+def _static_pool_nodes(run: PassContext) -> Collection[str] | None:
+    """Nothing to ask when no NodePool is static (or the gate is off); else every candidate."""
+    if not run.settings.gate(STATIC_GATE) or not any(pool.is_static for pool in run.state.nodepools.values()):
+        return ()
+    return None
+
+
 METHODS: tuple[Method, ...] = (
     Method(EMPTINESS, REASON_EMPTY, "empty", GRACEFUL, _empty, emptiness, validate_emptiness),
-    Method(STATIC_DRIFT, REASON_DRIFTED, "", EVENTUAL, is_static_drift_candidate, static_drift),
-    Method(DRIFT, REASON_DRIFTED, "", EVENTUAL, _drifted, drift),
+    Method(STATIC_DRIFT, REASON_DRIFTED, "", EVENTUAL, is_static_drift_candidate, static_drift,
+           narrow=_static_pool_nodes),
+    Method(DRIFT, REASON_DRIFTED, "", EVENTUAL, _drifted, drift, narrow=_drift_suspects),
     Method(MULTI_NODE, REASON_UNDERUTILIZED, "multi", GRACEFUL, _not_empty, multi_node, validate_consolidation),
     Method(SINGLE_NODE, REASON_UNDERUTILIZED, "single", GRACEFUL, _not_empty, single_node, validate_consolidation),
 )

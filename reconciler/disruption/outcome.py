@@ -18,15 +18,18 @@ class MethodOutcome:
     eligible: int = 0  # candidates that passed the method's filter (Karpenter's eligible nodes)
     # NodePools the method did not reach before its deadline (single-node): tried first next pass.
     unseen_pools: list[str] = field(default_factory=list)
-    # Explanations built only when read (after ``explanations``): most passes that act are never explained.
+    # Explanations built only when read (before and after ``explanations``): most passes that act are never
+    # explained.
+    earlier: list[Callable[[], list[Explanation]]] = field(default_factory=list)
     later: list[Callable[[], list[Explanation]]] = field(default_factory=list)
 
     def explain(self, explanation: Explanation) -> None:
         self.explanations.append(explanation)
 
     def all_explanations(self) -> list[Explanation]:
-        """``explanations`` and then those of ``later``, built now."""
-        return [*self.explanations, *(e for build in self.later for e in build())]
+        """Those of ``earlier``, ``explanations`` and then those of ``later``, built now."""
+        return [*(e for build in self.earlier for e in build()), *self.explanations,
+                *(e for build in self.later for e in build())]
 
 
 @dataclass(slots=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from operator import is_
+from typing import Any
 
 from reconciler.cloud.types import InstanceType
 from reconciler.disruption.balanced import BalancedScorer
@@ -17,12 +17,12 @@ from reconciler.disruption.budgets import BudgetAllowance
 from reconciler.disruption.candidates import (
     Assessment,
     Catalog,
-    assess,
     budget_allowances,
-    consolidation_order,
     node_drift,
 )
 from reconciler.disruption.consolidation import ReplacementBuilder
+from reconciler.disruption.kept_assessment import kept_assess
+from reconciler.disruption.kept_drift import drifted_names
 from reconciler.disruption.simulation import Simulator
 from reconciler.disruption.types import EVENTUAL, GRACEFUL, Candidate, Explanation
 from reconciler.model.pdb import PdbLimits
@@ -55,22 +55,26 @@ class PassContext:
         self.pdbs = PdbLimits.from_manifests(
             state.pdbs.values(), state.pod_manifests.values(), lookup=state.stored_controller
         )
-        self.assessment: Assessment = assess(state, self.catalog, self.pdbs, now)
+        self.assessment: Assessment = kept_assess(state, self.catalog, self.pdbs, now)
         self._classes: dict[str, tuple[list[Candidate], list[Explanation]]] = {}
         self._allowances: dict[str, dict[str, BudgetAllowance]] = {}
         self._simulator: Simulator | None = None
         self._builder: ReplacementBuilder | None = None
         self._scorer: BalancedScorer | None = None
-        # Consolidation's per-candidate verdicts (``underutilized.consolidatable``), shared by its methods.
-        self.consolidation_verdicts: dict[int, tuple[Candidate, str, str]] = {}
-        self._ordered: tuple[list[Candidate], list[Candidate]] | None = None
+        # Consolidation's filter (``underutilized._filtered``): the candidates, those chosen in order, a function
+        # listing those refused.
+        self.consolidation_filtered: tuple[list[Candidate], list[Candidate], Callable[[], list[Any]]] | None = None
+        self._chosen: dict[tuple[int, Callable[..., bool]], tuple[list[Candidate], list[Candidate]]] = {}
 
-    def consolidation_order(self, candidates: Sequence[Candidate]) -> list[Candidate]:
-        """``emptiness.consolidation_order`` of ``candidates`` (a new list), sorted once per pass for the same
-        candidates: multi-node and single-node consolidation filter the same candidates the same way."""
-        kept = self._ordered
-        if kept is None or len(kept[0]) != len(candidates) or not all(map(is_, kept[0], candidates)):
-            kept = self._ordered = (list(candidates), consolidation_order(candidates))
+    def chosen(
+        self, candidates: list[Candidate], should_disrupt: Callable[[PassContext, Candidate], bool]
+    ) -> list[Candidate]:
+        """The candidates ``should_disrupt`` accepts (a new list), once per pass for the same filter on the same
+        list (multi- and single-node consolidation filter the graceful candidates alike)."""
+        key = (id(candidates), should_disrupt)
+        kept = self._chosen.get(key)
+        if kept is None or kept[0] is not candidates:
+            kept = self._chosen[key] = (candidates, [c for c in candidates if should_disrupt(self, c)])
         return list(kept[1])
 
     def candidates(self, disruption_class: str) -> tuple[list[Candidate], list[Explanation]]:
@@ -124,6 +128,10 @@ class PassContext:
         if self._scorer is None:
             self._scorer = BalancedScorer.build(self.state, self.catalog, self.candidates(GRACEFUL)[0])
         return self._scorer
+
+    def drifted_names(self) -> frozenset[str]:
+        """The nodes ``drifted`` can accept this pass (``kept_drift``: kept from pass to pass)."""
+        return drifted_names(self.state, self.catalog, self.now)
 
     def drifted(self, candidate: Candidate) -> bool:
         """Whether the candidate drifted; fills in its drift reason and since when (drift's filter)."""

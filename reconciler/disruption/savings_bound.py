@@ -30,7 +30,7 @@ from collections.abc import Collection, Mapping, Sequence
 from reconciler.disruption.types import Candidate
 from reconciler.model import labels as wk
 from reconciler.model.pod import Pod
-from reconciler.model.resources import CPU
+from reconciler.model.resources import CPU, Resources
 from reconciler.scheduling import SchedulingContext
 from reconciler.scheduling.existing import SlotBase
 from reconciler.scheduling.instancetypes import TypeInfo, order_by_price
@@ -53,13 +53,23 @@ class SavingsBound:
         self._cheapest: dict[tuple[tuple[str, int], ...], float] = {}
         # Per pod shape: the first nodes (in ``_homes`` order) with room for it, and where the scan of
         # ``_homes`` stopped (-1: scanned to its end or to a node with too little CPU, so the list is complete).
-        self._fitting: dict[tuple[tuple[str, int], ...], tuple[list[str], int]] = {}
+        # Keyed by the requests (equal shapes hash alike, in any order).
+        self._fitting: dict[Resources, tuple[list[str], int]] = {}
 
     def rejection(self, candidates: Sequence[Candidate]) -> tuple[str, str] | None:
         """``(code, message)`` when removing ``candidates`` provably cannot pay off, None when only a
         simulation can tell."""
         removed = {c.name for c in candidates}
-        homeless = [pod for c in candidates for pod in c.reschedulable if not self._has_home(pod, removed)]
+        homeless = []
+        answers: dict[Resources, bool] = {}  # per pod shape: pods of one workload ask alike
+        for candidate in candidates:
+            for pod in candidate.reschedulable:
+                requests = pod.scheduling_requests
+                housed = answers.get(requests)
+                if housed is None:
+                    housed = answers[requests] = self._has_room(requests, removed)
+                if not housed:
+                    homeless.append(pod)
         if not homeless:
             return None
         price = sum(c.price for c in candidates)
@@ -90,15 +100,17 @@ class SavingsBound:
         )
 
     def _has_home(self, pod: Pod, removed: Collection[str]) -> bool:
-        """Whether a node outside ``removed`` has room for the pod. Of the nodes with room, the first
+        """Whether a node outside ``removed`` has room for the pod (``_has_room`` of its requests)."""
+        return self._has_room(pod.scheduling_requests, removed)
+
+    def _has_room(self, requests: Resources, removed: Collection[str]) -> bool:
+        """Whether a node outside ``removed`` has room for ``requests``. Of the nodes with room, the first
         ``len(removed) + 1`` include one outside ``removed`` whenever any exists, so only that many are looked
         for (pods of one workload share the list, extended when a larger ``removed`` asks for more)."""
-        requests = pod.scheduling_requests
-        key = tuple(requests.items())
-        found, resume = self._fitting.get(key) or ([], 0)
+        found, resume = self._fitting.get(requests) or ([], 0)
         if resume >= 0 and len(found) <= len(removed):
             resume = self._homes_for(requests, found, resume, len(removed) + 1)
-            self._fitting[key] = (found, resume)
+            self._fitting[requests] = (found, resume)
         return any(name not in removed for name in found)
 
     def _homes_for(self, requests: Mapping[str, int], found: list[str], start: int, wanted: int) -> int:

@@ -32,6 +32,16 @@ DELETE = "delete"
 REPLACE = "replace"
 
 
+class PassClock:
+    """The clock of the latest pass that assessed a candidate: candidates kept from pass to pass share one, set
+    once per pass, instead of each carrying its pass's moment."""
+
+    __slots__ = ("now",)
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+
 @dataclass(slots=True)
 class Candidate:
     """A node that passed the eligibility checks every method shares."""
@@ -45,7 +55,7 @@ class Candidate:
     reschedule_cost: float  # 1 + sum of non-negative eviction costs of the reschedulable pods
     eviction_cost: float  # eviction costs of all pods
     lifetime: tuple[float, datetime] | None  # (expireAfter seconds, created), see ``provisioning.lifetime``
-    assessed_at: datetime  # the pass's clock
+    clock: PassClock  # the latest pass's clock (``assessed_at``)
     drift: tuple[str, str] | None = None  # (reason, detail) when drifted
     drift_since: datetime | None = None
     # Read for every candidate several times a pass: plain attributes, set once from the node and its pods.
@@ -54,10 +64,22 @@ class Candidate:
     # negative eviction cost as empty and deletes them without a simulation; Adze requires no
     # pod to move, so such pods are never left pending by emptiness.
     is_empty: bool = field(init=False)
+    pool: str = field(init=False)  # the NodePool's name
+    # Consolidation's order (``candidates.consolidation_order``): best savings per unit of disruption, then name.
+    order_key: tuple[float, str] = field(init=False)
+    # Consolidation's verdict kept with the candidate (kept from pass to pass): (since, code, message), see
+    # ``underutilized.consolidatable``.
+    consolidation: tuple[datetime, str, str] | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.name = self.node.name
         self.is_empty = not self.reschedulable
+        self.pool = self.nodepool.name
+        self.order_key = (-self.savings_ratio, self.name)
+
+    @property
+    def assessed_at(self) -> datetime:
+        return self.clock.now
 
     @property
     def disruption_cost(self) -> float:
@@ -68,10 +90,6 @@ class Candidate:
     @property
     def nodeclaim(self) -> str:
         return self.node.nodeclaim_name
-
-    @property
-    def pool(self) -> str:
-        return self.nodepool.name
 
     @property
     def zone(self) -> str:

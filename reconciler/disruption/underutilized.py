@@ -24,17 +24,25 @@ Anything else aborts the command.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
+from operator import attrgetter, is_
 
 from reconciler.cloud.types import InstanceType
 from reconciler.disruption.budgets import REASON_UNDERUTILIZED, BudgetAllowance
 from reconciler.disruption.candidates import Catalog, budget_allowances, build_candidates, explain
 from reconciler.disruption.consolidation import ConsolidationRefusal, compute_consolidation
+from reconciler.disruption.consolidation_filter import (  # noqa: F401 (``_blocker``, ``_kept_blocker``: tests)
+    Refusal,
+    _blocker,
+    _kept_blocker,
+    consolidatable,
+    kept_filter,
+)
 from reconciler.disruption.outcome import MethodOutcome, ValidationResult
 from reconciler.disruption.pass_context import PassContext
-from reconciler.disruption.policy import WHEN_EMPTY, consolidation_wait, describe_wait, settings_of
 from reconciler.disruption.simulation import SimulationBudgetExceeded, Simulator
 from reconciler.disruption.types import MULTI_NODE, SINGLE_NODE, Candidate, Command, Explanation
 from reconciler.model.pdb import PdbLimits
@@ -42,73 +50,13 @@ from reconciler.settings import Settings
 from reconciler.state.cluster import ClusterState
 
 MAX_MULTI_NODE_CANDIDATES = 100
-
-
-# Per pass: id(candidate) -> (the candidate, code, message) of ``consolidatable``'s verdict at the pass's clock.
-Verdicts = dict[int, tuple[Candidate, str, str]]
-
-
-def consolidatable(
-    candidates: Sequence[Candidate], now: datetime, outcome: MethodOutcome, verdicts: Verdicts | None = None
-) -> list[Candidate]:
-    """The consolidation filter (Karpenter's ShouldDisrupt), explaining every non-empty node it turns away.
-    ``verdicts``: kept across the methods of one pass (one clock; a candidate's verdict depends on it alone)."""
-    chosen = []
-    for candidate in candidates:
-        if candidate.is_empty or candidate.nodepool.is_static:
-            continue  # empty nodes are emptiness' business
-        kept = verdicts.get(id(candidate)) if verdicts is not None else None
-        if kept is not None and kept[0] is candidate:
-            code, message = kept[1], kept[2]
-        else:
-            code, message = _kept_blocker(candidate, now)
-            if verdicts is not None:
-                verdicts[id(candidate)] = (candidate, code, message)
-        if code:
-            outcome.explain(explain(candidate.node, code, message, outcome.method))
-            continue
-        chosen.append(candidate)
-    return chosen
-
-
-def _kept_blocker(candidate: Candidate, now: datetime) -> tuple[str, str]:
-    """``_blocker``, kept on the StateNode from pass to pass: every verdict but ConsolidateAfter depends on the
-    node, its NodePool and instance type alone, and once consolidateAfter has run out on a node it stays so
-    (until a pod event, which makes a new StateNode). Kept from ``since`` on: an earlier clock asks afresh."""
-    node = candidate.node
-    kept = node.memo_get("disruption.consolidation_blocker")
-    if kept is not None and kept[0] is candidate.nodepool and kept[1] is candidate.instance_type and kept[2] <= now:
-        return kept[3]  # type: ignore[no-any-return]
-    found = _blocker(candidate, now)
-    if found[0] != "ConsolidateAfter":
-        node.memo_set("disruption.consolidation_blocker", (candidate.nodepool, candidate.instance_type, now, found))
-    return found
-
-
-def _blocker(candidate: Candidate, now: datetime) -> tuple[str, str]:
-    """Why consolidation turns this non-empty candidate away at ``now`` as (code, message), or ("", "")."""
-    pool = candidate.nodepool
-    settings = settings_of(pool)
-    if candidate.instance_type is None:
-        return "UnknownInstanceType", f"instance type {candidate.instance_type_name!r} is not offered"
-    if not candidate.zone or not candidate.capacity_type:
-        return "MissingLabels", "node lacks its zone or capacity-type label"
-    if not settings.enabled:
-        return "ConsolidationDisabled", f"NodePool {pool.name} has consolidateAfter: Never"
-    if settings.policy == WHEN_EMPTY:
-        return "WhenEmpty", f"NodePool {pool.name} only consolidates empty nodes (WhenEmpty)"
-    remaining = consolidation_wait(candidate.node, settings, now)
-    if remaining is not None:
-        return "ConsolidateAfter", describe_wait(pool, settings, remaining)
-    return "", ""
+_POOL = attrgetter("pool")
 
 
 def _within_budget(
-    ordered: Sequence[Candidate], allowances: Mapping[str, BudgetAllowance], outcome: MethodOutcome,
-    refused: list[tuple[Candidate, str]] | None = None,
+    ordered: Sequence[Candidate], allowances: Mapping[str, BudgetAllowance], outcome: MethodOutcome
 ) -> list[Candidate]:
-    """The candidates each pool's budget still allows, in order; the others are explained, or with ``refused``
-    listed there with the message to explain them by (when the caller may drop its explanations anyway)."""
+    """The candidates each pool's budget still allows, in order; the others are explained."""
     remaining = {pool: a.remaining for pool, a in allowances.items()}
     allowed = []
     messages: dict[str, str] = {}  # per NodePool: most of a large pool waits on its budget every pass
@@ -121,14 +69,44 @@ def _within_budget(
                 allowance = allowances.get(pool)
                 message = messages[pool] = (allowance.explain() if allowance
                                             else f"no budget known for NodePool {pool}")
-            if refused is not None:
-                refused.append((candidate, message))
-            else:
-                outcome.explain(explain(candidate.node, "Budget", message, outcome.method))
+            outcome.explain(explain(candidate.node, "Budget", message, outcome.method))
             continue
         remaining[pool] -= 1
         allowed.append(candidate)
     return allowed
+
+
+def _budget_prefix(
+    ordered: Sequence[Candidate], allowances: Mapping[str, BudgetAllowance], limit: int
+) -> tuple[list[Candidate], bool]:
+    """``_within_budget(ordered, ...)[:limit]`` without walking past it, and whether the budget turns any of
+    ``ordered`` away (the rest is only counted per pool: a pool with more of them than room turns some away)."""
+    remaining = {pool: a.remaining for pool, a in allowances.items()}
+    allowed: list[Candidate] = []
+    turned_away = False
+    for position, candidate in enumerate(ordered):
+        if len(allowed) == limit:
+            rest = Counter(map(_POOL, ordered[position:]))
+            return allowed, turned_away or any(count > remaining.get(pool, 0) for pool, count in rest.items())
+        pool = candidate.pool
+        if remaining.get(pool, 0) <= 0:
+            turned_away = True
+            continue
+        remaining[pool] -= 1
+        allowed.append(candidate)
+    return allowed, turned_away
+
+
+def _filtered(
+    run: PassContext, candidates: Sequence[Candidate]
+) -> tuple[list[Candidate], Callable[[], list[Refusal]]]:
+    """``kept_filter`` of ``candidates`` at the pass's clock (a new list), asked once per pass for the same
+    candidates (multi- and single-node consolidation filter the same ones)."""
+    kept = run.consolidation_filtered
+    if kept is None or len(kept[0]) != len(candidates) or not all(map(is_, kept[0], candidates)):
+        ordered, refusals = kept_filter(run.state.carried, candidates, run.now)
+        kept = run.consolidation_filtered = (list(candidates), ordered, refusals)
+    return list(kept[1]), kept[2]
 
 
 def multi_node(
@@ -147,16 +125,16 @@ def multi_node(
 def _multi_node(
     run: PassContext, candidates: Sequence[Candidate], allowances: Mapping[str, BudgetAllowance], outcome: MethodOutcome
 ) -> Command | None:
-    ordered = run.consolidation_order(consolidatable(candidates, run.now, outcome, run.consolidation_verdicts))
+    # Explained only when a command is found, as the budget's refusals below.
+    ordered, refusals = _filtered(run, candidates)
     outcome.eligible = len(ordered)
     # Without a command multi_node drops its explanations (single-node explains the same nodes next), and
     # most of a large pool waits on its budget every pass: those are explained only when a command is found.
-    refused: list[tuple[Candidate, str]] = []
-    allowed = _within_budget(ordered, allowances, outcome, refused)
+    allowed, turned_away = _budget_prefix(ordered, allowances, MAX_MULTI_NODE_CANDIDATES)
+    outcome.budget_constrained = outcome.budget_constrained or turned_away
     if len(allowed) < 2:
         return None
     simulator, builder, scorer = run.simulator, run.builder, run.scorer
-    allowed = allowed[:MAX_MULTI_NODE_CANDIDATES]
     low, high = 1, len(allowed) - 1  # prefix lengths 2..len, as indices of the last node
     best: Command | None = None
     while low <= high:
@@ -180,13 +158,16 @@ def _multi_node(
         else:
             high = mid - 1
     if best is not None:
-        for candidate, message in refused:
-            outcome.explain(explain(candidate.node, "Budget", message, outcome.method))
+        for candidate, code, message in refusals():
+            outcome.explain(explain(candidate.node, code, message, outcome.method))
+        _within_budget(ordered, allowances, outcome)
     return best
 
 
 def interleave_by_pool(ordered: Sequence[Candidate], first_pools: Sequence[str] = ()) -> list[Candidate]:
     """Round-robin across NodePools (keeping each pool's order); ``first_pools`` go first in each round."""
+    if len(set(map(_POOL, ordered))) <= 1:
+        return list(ordered)  # one pool: its own order
     by_pool: dict[str, list[Candidate]] = {}
     for candidate in ordered:
         by_pool.setdefault(candidate.pool, []).append(candidate)
@@ -203,8 +184,10 @@ def single_node(
     """The first candidate that can go alone; ``unseen_pools``: pools not reached before the deadline (tried
     first next pass, ``run.first_pools``)."""
     outcome = MethodOutcome(SINGLE_NODE)
-    consolidating = consolidatable(candidates, run.now, outcome, run.consolidation_verdicts)
-    ordered = interleave_by_pool(run.consolidation_order(consolidating), run.first_pools)
+    consolidating, refusals = _filtered(run, candidates)
+    # Its refusals come first in its explanations; built when read, as a pass that acts is seldom explained.
+    outcome.earlier.append(lambda: [explain(c.node, code, message, SINGLE_NODE) for c, code, message in refusals()])
+    ordered = interleave_by_pool(consolidating, run.first_pools)
     outcome.eligible = len(ordered)
     if not ordered:
         return outcome

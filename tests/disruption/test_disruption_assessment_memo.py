@@ -76,6 +76,39 @@ def guarded_pod(name: str, node: str, guard: str | None, started: datetime, app:
     return pod(name, node=node, annotations=annotations, started=started, labels={"app": app})
 
 
+def starting_cluster(guards: list[str | None], events: list[int | None], ages: list[int]) -> ClusterState:
+    """Four nodes of the ``NODES`` names, each with a pod under ``guards[i]``, created ``ages[i]`` minutes and
+    with a pod event ``events[i]`` minutes (None: none) before ``NOW``."""
+    return cluster(
+        nodepool(consolidate_after="5m"),
+        *(node_of(name, (SMALL, MEDIUM, LARGE, MEDIUM)[i], created=NOW - timedelta(minutes=ages[i]),
+                  last_pod_event=None if events[i] is None else NOW - timedelta(minutes=events[i]))
+          for i, name in enumerate(NODES)),
+        *(guarded_pod(f"p-{name}", name, guards[i], NOW - timedelta(minutes=1), "a") for i, name in enumerate(NODES)),
+    )
+
+
+def apply_pod_move(state: ClusterState, move: tuple[Any, ...], now: datetime, serial: int) -> bool:
+    """Apply one of the moves about pods and nodes' flags (see ``steps``); False for any other move."""
+    kind = move[0]
+    if kind == "pod":
+        state.upsert(guarded_pod(f"q{serial}", move[1], move[2], now - timedelta(minutes=move[3]), move[4]))
+    elif kind == "unbind":
+        bound = sorted(key for key, p in state.pods.items() if p.node_name)
+        if bound:
+            namespace, _, name = bound[move[1] % len(bound)].partition("/")
+            state.remove({"kind": "Pod", "metadata": {"name": name, "namespace": namespace}})
+    elif kind == "mark":
+        state.mark_for_deletion(move[1])
+    elif kind == "nominate":
+        state.nominate(move[1], now + timedelta(seconds=move[2]))
+    elif kind == "pdb":
+        state.upsert(pdb("guard", {"app": "a"}, max_unavailable=1, allowed=move[1]))
+    else:
+        return False
+    return True
+
+
 # One step: ("advance", seconds) | ("pod", node, guard, minutes ago, app) | ("unbind", index) | ("mark", node) |
 # ("nominate", node, seconds) | ("pdb", allowed) | ("pool", consolidateAfter) | ("catalog",)
 steps = st.lists(
@@ -101,15 +134,8 @@ def test_kept_assessments_equal_fresh_ones_as_the_clock_and_the_cluster_move(
     moves: list[tuple[Any, ...]], guards: list[str | None], events: list[int | None]
 ) -> None:
     types = list(TYPES)
-    state = cluster(
-        nodepool(consolidate_after="5m"),
-        *(node_of(name, (SMALL, MEDIUM, LARGE, MEDIUM)[i], created=NOW - timedelta(minutes=50),
-                  last_pod_event=None if events[i] is None else NOW - timedelta(minutes=events[i]))
-          for i, name in enumerate(NODES)),
-        *(guarded_pod(f"p-{name}", name, guards[i], NOW - timedelta(minutes=1), "a") for i, name in enumerate(NODES)),
-    )
+    state = starting_cluster(guards, events, [50] * len(NODES))
     now = NOW
-    count = 0
 
     def check() -> None:
         catalog = Catalog.of({name: types for name in state.nodepools})
@@ -130,24 +156,12 @@ def test_kept_assessments_equal_fresh_ones_as_the_clock_and_the_cluster_move(
             assert kept == fresh
 
     check()
-    for move in moves:
+    for serial, move in enumerate(moves):
         kind = move[0]
         if kind == "advance":
             now += timedelta(seconds=move[1])
-        elif kind == "pod":
-            count += 1
-            state.upsert(guarded_pod(f"q{count}", move[1], move[2], now - timedelta(minutes=move[3]), move[4]))
-        elif kind == "unbind":
-            bound = sorted(key for key, p in state.pods.items() if p.node_name)
-            if bound:
-                namespace, _, name = bound[move[1] % len(bound)].partition("/")
-                state.remove({"kind": "Pod", "metadata": {"name": name, "namespace": namespace}})
-        elif kind == "mark":
-            state.mark_for_deletion(move[1])
-        elif kind == "nominate":
-            state.nominate(move[1], now + timedelta(seconds=move[2]))
-        elif kind == "pdb":
-            state.upsert(pdb("guard", {"app": "a"}, max_unavailable=1, allowed=move[1]))
+        elif apply_pod_move(state, move, now, serial):
+            pass
         elif kind == "pool":
             state.upsert(nodepool(consolidate_after=move[1]))
         else:  # a catalogue refresh: the same types as new objects, one of them gone

@@ -83,9 +83,14 @@ class SchedulingContext:
         return self._slots
 
     def room_index(self) -> RoomIndex:
-        """``slot_bases`` indexed by free room (once per version of the nodes)."""
-        slots = self.slot_bases()
-        return _shared(self.state, "scheduling.room_index", (slots,), lambda: RoomIndex(slots))
+        """``slot_bases`` indexed by free room (once per version of the nodes, from the last one built)."""
+        slots, carried = self.slot_bases(), self.state.carried
+
+        def build() -> RoomIndex:
+            index = carried["scheduling.room_index"] = RoomIndex.after(carried.get("scheduling.room_index"), slots)
+            return index
+
+        return _shared(self.state, "scheduling.room_index", (slots,), build)
 
     def free_room_order(self) -> list[SlotBase]:
         """Slot bases, most free CPU first (once per version of the nodes)."""

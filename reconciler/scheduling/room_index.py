@@ -6,34 +6,60 @@ plan runs several such walks per pass. A ``RoomIndex`` is built once per list of
 of the nodes, shared by every run on it) and answers, per CPU request, the positions of the nodes with that much
 free CPU, in list order; ``holds`` checks the other resources of one of them. Together they are the resource
 check of ``_Fits.can_add``; nothing else about a node is judged here.
+
+A new version of the nodes mostly differs from the last in a few nodes at the same places (pods moved off a
+draining node onto others): ``RoomIndex.after`` then makes the new index from the last one by those places
+instead of sorting every node again.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Mapping, Sequence
-from operator import attrgetter, methodcaller, neg
+from itertools import compress
+from operator import attrgetter, is_not, itemgetter, methodcaller, neg
 
 from reconciler.model.resources import CPU
 from reconciler.scheduling.existing import SlotBase
 
 _REMAINING = attrgetter("remaining")
 _CPU_OF = methodcaller("get", CPU, 0)
+_POSITION = itemgetter(1)
+# More places than this changed: sorting every node again costs no more than moving each one.
+_MOST_MOVED = 64
 
 
 class RoomIndex:
-    __slots__ = ("_bases", "_by_cpu", "_negated", "_order", "_positions", "_rooms")
+    __slots__ = ("_bases", "_by_cpu", "_keys", "_positions", "_rooms")
 
     def __init__(self, bases: Sequence[SlotBase]) -> None:
         self._bases = bases
         # Built for every version of the nodes a run needs it on: C-level loops only (map, zip).
         self._rooms: list[Mapping[str, int]] = list(map(_REMAINING, bases))
-        negated = list(map(neg, map(_CPU_OF, self._rooms)))
-        # Most free CPU first, ties in list order (a stable sort); ``_negated`` in that order, ascending.
-        self._order = sorted(range(len(negated)), key=negated.__getitem__)
-        self._negated = [negated[i] for i in self._order]
+        # (negated free CPU, position), ascending: most free CPU first, ties in list order.
+        self._keys: list[tuple[int, int]] = sorted(zip(map(neg, map(_CPU_OF, self._rooms)), range(len(bases))))
         self._by_cpu: dict[int, list[int]] = {}
         self._positions: dict[SlotBase, int] | None = None
+
+    @classmethod
+    def after(cls, previous: RoomIndex | None, bases: Sequence[SlotBase]) -> RoomIndex:
+        """The index of ``bases`` (as ``RoomIndex(bases)``), made from ``previous`` (an index of another version
+        of the nodes) when the nodes are the same ones at the same places and only a few of their bases changed."""
+        old = previous._bases if previous is not None else ()
+        if previous is None or len(old) != len(bases):
+            return cls(bases)
+        moved = list(compress(range(len(bases)), map(is_not, old, bases)))
+        if len(moved) > _MOST_MOVED or any(old[i].name != bases[i].name for i in moved):
+            return cls(bases)
+        index = cls.__new__(cls)
+        index._bases, index._by_cpu, index._positions = bases, {}, None
+        rooms, keys = list(previous._rooms), list(previous._keys)
+        for position in moved:
+            del keys[bisect_left(keys, (-_CPU_OF(rooms[position]), position))]
+            rooms[position] = room = bases[position].remaining
+            insort(keys, (-_CPU_OF(room), position))
+        index._rooms, index._keys = rooms, keys
+        return index
 
     def with_cpu(self, requests: Mapping[str, int]) -> list[int]:
         """Positions (ascending) of the bases whose free CPU holds the CPU request (every base without one:
@@ -41,8 +67,9 @@ class RoomIndex:
         cpu = requests.get(CPU)
         found = self._by_cpu.get(-1 if cpu is None else cpu)
         if found is None:
-            cut = len(self._order) if cpu is None else bisect_right(self._negated, -cpu)
-            found = self._by_cpu[-1 if cpu is None else cpu] = sorted(self._order[:cut])
+            keys = self._keys
+            cut = len(keys) if cpu is None else bisect_right(keys, (-cpu, len(keys)))
+            found = self._by_cpu[-1 if cpu is None else cpu] = sorted(map(_POSITION, keys[:cut]))
         return found
 
     def holds(self, position: int, requests: Mapping[str, int]) -> bool:
@@ -58,4 +85,5 @@ class RoomIndex:
     @property
     def by_free_cpu(self) -> list[SlotBase]:
         """The bases, most free CPU first (ties in list order)."""
-        return [self._bases[i] for i in self._order]
+        bases = self._bases
+        return [bases[i] for _, i in self._keys]

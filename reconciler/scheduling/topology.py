@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import copy
 import operator
+from itertools import compress
+from operator import is_not
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 from reconciler.model import labels as wk
@@ -51,6 +53,21 @@ class TopologyError(Exception):
     def __str__(self) -> str:
         return (f"unsatisfiable {self.group.describe()}; the pod allows {self.pod_domains}, "
                 f"the node {self.node_domains}")
+
+
+def _hostnames_after(
+    nodes: Sequence[NodeDomains], hostnames: dict[str, str], hostname_set: frozenset[str],
+    new_nodes: Sequence[NodeDomains],
+) -> tuple[dict[str, str], frozenset[str]]:
+    """Node name -> hostname of ``new_nodes``, and the hostnames: those of ``nodes`` (the same objects) when the
+    nodes are the same at the same places, only some of them new objects with the same name and hostname (a
+    version of the nodes where pods moved); else built again."""
+    if len(nodes) == len(new_nodes):
+        moved = compress(new_nodes, map(is_not, nodes, new_nodes))
+        if all(name in hostnames and hostnames[name] == hostname for name, hostname, *_ in moved):
+            return hostnames, hostname_set
+    built = dict(map(_NAME_AND_HOSTNAME, new_nodes))
+    return built, frozenset(built.values())
 
 
 class Topology:
@@ -120,8 +137,8 @@ class Topology:
         new._by_namespace = PodsByNamespace(counted_pods)
         new._base_counts = BaseCounts(self._base_counts, Change(self._nodes, removed_pods, added_pods))
         new.groups, new._owned, new._inverse_cache = {}, {}, {}
-        new._hostnames = dict(map(_NAME_AND_HOSTNAME, node_domains))
-        new._hostname_set = frozenset(new._hostnames.values())
+        new._hostnames, new._hostname_set = _hostnames_after(self._nodes, self._hostnames, self._hostname_set,
+                                                             node_domains)
         new._inverse_identity = dict(self._inverse_identity)
         new._sources, new._creators = dict(self._sources), dict(self._creators)
         new._creator_tolerations, new._contributions = dict(self._creator_tolerations), dict(self._contributions)
@@ -153,7 +170,10 @@ class Topology:
             new._creators.pop(identity, None)
             new._creator_tolerations.pop(identity, None)
         # Hostnames: every hostname group holds every active node's hostname (empty or not).
-        gone, arrived = self._hostname_set - new._hostname_set, new._hostname_set - self._hostname_set
+        if new._hostname_set is self._hostname_set:
+            gone = arrived = frozenset()
+        else:
+            gone, arrived = self._hostname_set - new._hostname_set, new._hostname_set - self._hostname_set
         for identity, group in new.inverse.items():
             if group.key != wk.HOSTNAME:
                 continue

@@ -7,25 +7,25 @@ of the nodes, shared by every run on it) and answers, per CPU request, the posit
 free CPU, in list order; ``holds`` checks the other resources of one of them. Together they are the resource
 check of ``_Fits.can_add``; nothing else about a node is judged here.
 
-A new version of the nodes mostly differs from the last in a few nodes at the same places (pods moved off a
-draining node onto others): ``RoomIndex.after`` then makes the new index from the last one by those places
-instead of sorting every node again.
+A new version of the nodes mostly differs from the last in a few nodes (pods moved off a draining node onto
+others, a node marked or replaced): ``RoomIndex.after`` then makes the new index from the last one by those
+nodes instead of sorting every node again.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Mapping, Sequence
-from itertools import compress
-from operator import attrgetter, is_not, itemgetter, methodcaller, neg
+from itertools import compress, islice, repeat
+from operator import attrgetter, is_not, itemgetter, lt, methodcaller, neg
 
 from reconciler.model.resources import CPU
 from reconciler.scheduling.existing import SlotBase
 
 _REMAINING = attrgetter("remaining")
 _CPU_OF = methodcaller("get", CPU, 0)
-_POSITION = itemgetter(1)
-# More places than this changed: sorting every node again costs no more than moving each one.
+_NEGATED, _POSITION = itemgetter(0), itemgetter(1)
+# More bases than this changed: sorting every node again costs no more than moving each one.
 _MOST_MOVED = 64
 
 
@@ -44,21 +44,40 @@ class RoomIndex:
     @classmethod
     def after(cls, previous: RoomIndex | None, bases: Sequence[SlotBase]) -> RoomIndex:
         """The index of ``bases`` (as ``RoomIndex(bases)``), made from ``previous`` (an index of another version
-        of the nodes) when the nodes are the same ones at the same places and only a few of their bases changed."""
-        old = previous._bases if previous is not None else ()
-        if previous is None or len(old) != len(bases):
+        of the nodes) by the bases that changed, when few did and the others kept their order."""
+        if previous is None:
             return cls(bases)
-        moved = list(compress(range(len(bases)), map(is_not, old, bases)))
-        if len(moved) > _MOST_MOVED or any(old[i].name != bases[i].name for i in moved):
+        old = previous._bases
+        if len(old) == len(bases):
+            moved = list(compress(range(len(bases)), map(is_not, old, bases)))
+            if len(moved) <= _MOST_MOVED:
+                # A few places hold another base (pods moved, mostly): their keys are taken out and put back.
+                rooms, keys = list(previous._rooms), list(previous._keys)
+                for position in moved:
+                    del keys[bisect_left(keys, (-_CPU_OF(rooms[position]), position))]
+                    rooms[position] = room = bases[position].remaining
+                    insort(keys, (-_CPU_OF(room), position))
+                return cls._made(bases, rooms, keys, None)
+        # Nodes came, went or changed places: each kept base's key moves to its new place (C-level loops), which
+        # keeps the keys sorted when the kept bases keep their order; the others are inserted.
+        places = dict(zip(bases, range(len(bases))))
+        targets = list(map(places.get, old))  # each old base's new place (None: gone, or a new base)
+        kept = list(compress(targets, map(is_not, targets, repeat(None))))
+        if len(kept) < len(bases) - _MOST_MOVED or not all(map(lt, kept, islice(kept, 1, None))):
             return cls(bases)
+        olds = previous._keys
+        mapped = list(map(targets.__getitem__, map(_POSITION, olds)))
+        keys = list(compress(zip(map(_NEGATED, olds), mapped), map(is_not, mapped, repeat(None))))
+        rooms = list(map(_REMAINING, bases))
+        for position in set(range(len(bases))).difference(kept):
+            insort(keys, (-_CPU_OF(rooms[position]), position))
+        return cls._made(bases, rooms, keys, places)
+
+    @classmethod
+    def _made(cls, bases: Sequence[SlotBase], rooms: list[Mapping[str, int]], keys: list[tuple[int, int]],
+              positions: dict[SlotBase, int] | None) -> RoomIndex:
         index = cls.__new__(cls)
-        index._bases, index._by_cpu, index._positions = bases, {}, None
-        rooms, keys = list(previous._rooms), list(previous._keys)
-        for position in moved:
-            del keys[bisect_left(keys, (-_CPU_OF(rooms[position]), position))]
-            rooms[position] = room = bases[position].remaining
-            insort(keys, (-_CPU_OF(room), position))
-        index._rooms, index._keys = rooms, keys
+        index._bases, index._rooms, index._keys, index._by_cpu, index._positions = bases, rooms, keys, {}, positions
         return index
 
     def with_cpu(self, requests: Mapping[str, int]) -> list[int]:

@@ -153,10 +153,11 @@ _ROOM = st.dictionaries(st.sampled_from(["cpu", "memory"]), st.integers(-1, 8))
            st.tuples(st.just("rename"), st.integers(0, 99)),
            st.tuples(st.just("drop"), st.integers(0, 99)),
            st.tuples(st.just("add"), _ROOM),
+           st.tuples(st.just("move"), st.tuples(st.integers(0, 99), st.integers(0, 99))),
        ), max_size=12))
 def test_room_index_after_a_change_equals_one_built_afresh(start: list[dict[str, int]], steps: list[Any]) -> None:
     """Each version of the nodes indexed from the last (``RoomIndex.after``) answers as one built from scratch,
-    through random sequences of new rooms at the same places, renamed places, removed and added nodes."""
+    through random sequences of new rooms at the same places, renamed places, removed, added and moved nodes."""
     bases = [_Base(f"n{i}", room) for i, room in enumerate(start)]
     index = RoomIndex(bases)  # type: ignore[arg-type]
     made = len(start)
@@ -174,7 +175,9 @@ def test_room_index_after_a_change_equals_one_built_afresh(start: list[dict[str,
         elif kind == "drop" and bases:
             del bases[change % len(bases)]
         elif kind == "add":
-            bases.append(_Base(f"n{made}", change))
+            bases.insert(len(change) % (len(bases) + 1), _Base(f"n{made}", change))
             made += 1
+        elif kind == "move" and bases:
+            bases.insert(change[1] % len(bases), bases.pop(change[0] % len(bases)))
         index = RoomIndex.after(index, bases)  # type: ignore[arg-type]
         _same_index(index, RoomIndex(bases), bases)  # type: ignore[arg-type]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import compress
 
 from reconciler.model import labels as wk
 from reconciler.model.pod import Pod
@@ -105,8 +106,13 @@ class Change:
     def nodes(self, after: Sequence[NodeDomains]) -> tuple[list[str], list[NodeDomains]]:
         """(names of nodes gone or changed, nodes new or changed)."""
         if self._nodes is None:
-            old = {entry[0]: entry for entry in self.nodes_before}
-            new = {entry[0]: entry for entry in after}
+            # An unchanged node's entry is the same object in both lists: only the others are compared by name
+            # (C-level loops find them, in list order).
+            before = self.nodes_before
+            left = set(map(id, before)).difference(map(id, after))
+            arrived = set(map(id, after)).difference(map(id, before))
+            old = {entry[0]: entry for entry in compress(before, map(left.__contains__, map(id, before)))}
+            new = {entry[0]: entry for entry in compress(after, map(arrived.__contains__, map(id, after)))}
             gone = [name for name, entry in old.items() if not _same_node(entry, new.get(name))]
             came = [entry for name, entry in new.items() if not _same_node(entry, old.get(name))]
             self._nodes = (gone, came)

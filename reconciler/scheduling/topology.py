@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import copy
 import operator
-from itertools import compress
-from operator import is_not
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 from reconciler.model import labels as wk
@@ -55,19 +53,17 @@ class TopologyError(Exception):
                 f"the node {self.node_domains}")
 
 
-def _hostnames_after(
-    nodes: Sequence[NodeDomains], hostnames: dict[str, str], hostname_set: frozenset[str],
-    new_nodes: Sequence[NodeDomains],
-) -> tuple[dict[str, str], frozenset[str]]:
-    """Node name -> hostname of ``new_nodes``, and the hostnames: those of ``nodes`` (the same objects) when the
-    nodes are the same at the same places, only some of them new objects with the same name and hostname (a
-    version of the nodes where pods moved); else built again."""
-    if len(nodes) == len(new_nodes):
-        moved = compress(new_nodes, map(is_not, nodes, new_nodes))
-        if all(name in hostnames and hostnames[name] == hostname for name, hostname, *_ in moved):
-            return hostnames, hostname_set
-    built = dict(map(_NAME_AND_HOSTNAME, new_nodes))
-    return built, frozenset(built.values())
+def _hostnames_after(hostnames: dict[str, str], hostname_set: frozenset[str], gone: Sequence[str],
+                     came: Sequence[NodeDomains]) -> tuple[dict[str, str], frozenset[str]]:
+    """Node name -> hostname, and the hostnames, after the nodes ``gone`` (or changed) and those that ``came``
+    (or changed): this version's own when none did (pods moved), else a copy brought up to date."""
+    if not gone and not came:
+        return hostnames, hostname_set
+    updated = dict(hostnames)
+    for name in gone:
+        del updated[name]
+    updated.update(map(_NAME_AND_HOSTNAME, came))
+    return updated, frozenset(updated.values())
 
 
 class Topology:
@@ -135,10 +131,11 @@ class Topology:
         new = copy.copy(self)
         new._counted, new._nodes = counted_pods, node_domains
         new._by_namespace = PodsByNamespace(counted_pods)
-        new._base_counts = BaseCounts(self._base_counts, Change(self._nodes, removed_pods, added_pods))
+        change = Change(self._nodes, removed_pods, added_pods)
+        new._base_counts = BaseCounts(self._base_counts, change)
         new.groups, new._owned, new._inverse_cache = {}, {}, {}
-        new._hostnames, new._hostname_set = _hostnames_after(self._nodes, self._hostnames, self._hostname_set,
-                                                             node_domains)
+        new._hostnames, new._hostname_set = _hostnames_after(self._hostnames, self._hostname_set,
+                                                             *change.nodes(node_domains))
         new._inverse_identity = dict(self._inverse_identity)
         new._sources, new._creators = dict(self._sources), dict(self._creators)
         new._creator_tolerations, new._contributions = dict(self._creator_tolerations), dict(self._contributions)

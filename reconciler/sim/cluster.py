@@ -298,9 +298,12 @@ class SimulatedCluster:
 
     async def stamp_pod_events(self) -> None:
         """Write the ``lastPodEventTime`` stamps due by now (``lifecycle.pod_events``, as live)."""
-        claims = {c.node_name: c for c in self._state.nodeclaims.values() if c.node_name}
+        claims: dict[str, Any] = {}  # node name -> its NodeClaim, indexed when a stamp is first due (most calls
+        # have none, and indexing every claim per bind was O(nodes))
 
         def live_claim(node: str) -> str | None:
+            if not claims:
+                claims.update((c.node_name, c) for c in self._state.nodeclaims.values() if c.node_name)
             claim = claims.get(node)
             return None if claim is None or claim.deletion_timestamp is not None else claim.name
 

@@ -273,7 +273,7 @@ class SimulatedCluster:
         nomination is Karpenter's, made by a provisioning pass that plans every pending pod at once, so two
         partial plans never promise one launching claim more than it holds."""
         for key, node_name in placements.items():
-            if self.env.kube.peek(NODE, node_name) is None:
+            if not self.env.kube.has(NODE, node_name):
                 if not nominate:
                     continue
                 self.nominated[key] = node_name

@@ -18,6 +18,7 @@ from bisect import bisect_left, bisect_right, insort
 from collections.abc import Mapping, Sequence
 from itertools import compress, islice, repeat
 from operator import attrgetter, is_not, itemgetter, lt, methodcaller, neg
+from typing import cast
 
 from reconciler.model.resources import CPU
 from reconciler.scheduling.existing import SlotBase
@@ -37,7 +38,8 @@ class RoomIndex:
         # Built for every version of the nodes a run needs it on: C-level loops only (map, zip).
         self._rooms: list[Mapping[str, int]] = list(map(_REMAINING, bases))
         # (negated free CPU, position), ascending: most free CPU first, ties in list order.
-        self._keys: list[tuple[int, int]] = sorted(zip(map(neg, map(_CPU_OF, self._rooms)), range(len(bases))))
+        self._keys: list[tuple[int, int]] = sorted(
+            zip(map(neg, map(_CPU_OF, self._rooms)), range(len(bases)), strict=True))
         self._by_cpu: dict[int, list[int]] = {}
         self._positions: dict[SlotBase, int] | None = None
 
@@ -60,18 +62,19 @@ class RoomIndex:
                 return cls._made(bases, rooms, keys, None)
         # Nodes came, went or changed places: each kept base's key moves to its new place (C-level loops), which
         # keeps the keys sorted when the kept bases keep their order; the others are inserted.
-        places = dict(zip(bases, range(len(bases))))
+        places = dict(zip(bases, range(len(bases)), strict=True))
         targets = list(map(places.get, old))  # each old base's new place (None: gone, or a new base)
-        kept = list(compress(targets, map(is_not, targets, repeat(None))))
+        kept = cast("list[int]", list(compress(targets, map(is_not, targets, repeat(None)))))
         if len(kept) < len(bases) - _MOST_MOVED or not all(map(lt, kept, islice(kept, 1, None))):
             return cls(bases)
         olds = previous._keys
         mapped = list(map(targets.__getitem__, map(_POSITION, olds)))
-        keys = list(compress(zip(map(_NEGATED, olds), mapped), map(is_not, mapped, repeat(None))))
-        rooms = list(map(_REMAINING, bases))
+        remapped = cast("list[tuple[int, int]]", list(compress(zip(map(_NEGATED, olds), mapped, strict=True),
+                                                              map(is_not, mapped, repeat(None)))))
+        fresh = list(map(_REMAINING, bases))
         for position in set(range(len(bases))).difference(kept):
-            insort(keys, (-_CPU_OF(rooms[position]), position))
-        return cls._made(bases, rooms, keys, places)
+            insort(remapped, (-_CPU_OF(fresh[position]), position))
+        return cls._made(bases, fresh, remapped, places)
 
     @classmethod
     def _made(cls, bases: Sequence[SlotBase], rooms: list[Mapping[str, int]], keys: list[tuple[int, int]],

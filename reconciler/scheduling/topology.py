@@ -167,6 +167,8 @@ class Topology:
             new._creators.pop(identity, None)
             new._creator_tolerations.pop(identity, None)
         # Hostnames: every hostname group holds every active node's hostname (empty or not).
+        gone: frozenset[str]
+        arrived: frozenset[str]
         if new._hostname_set is self._hostname_set:
             gone = arrived = frozenset()
         else:

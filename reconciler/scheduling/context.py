@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain, compress
+from itertools import chain, compress, count
 from operator import is_, is_not
 from typing import Any, TypeVar
 
@@ -339,7 +339,7 @@ class _BaseTopology:
         def position(key: str, node: str) -> tuple[int, int] | None:
             """Where the pod is in ``counted`` (``bound_pods`` order: by node, then within the node)."""
             if not order:
-                order.update((name, index) for index, name in enumerate(by_node))
+                order.update(zip(by_node, count()))  # C-level: every node's place
             pods = by_node.get(node)
             if pods is None:
                 return None

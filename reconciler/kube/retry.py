@@ -18,13 +18,15 @@ async def retry_on_conflict(
     operation: Callable[[], Awaitable[T]], *, attempts: int = 5, backoff: float = 0.02, seed: int | None = None
 ) -> T:
     """Run ``operation`` (which must re-read what it writes) again after each 409, up to ``attempts``."""
-    rng = random.Random(seed)
+    rng: random.Random | None = None  # made on the first 409 only: seeding one per write cost more than most writes
     for attempt in range(1, attempts + 1):
         try:
             return await operation()
         except ConflictError:
             if attempt == attempts:
                 raise
+            if rng is None:
+                rng = random.Random(seed)
             await asyncio.sleep(rng.uniform(0, backoff * 2**attempt))
     raise AssertionError("unreachable")
 

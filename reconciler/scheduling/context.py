@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
-from operator import is_
+from itertools import chain, compress, count
+from operator import is_, is_not
 from typing import Any, TypeVar
 
 from reconciler.cloud.types import InstanceType
@@ -83,9 +83,14 @@ class SchedulingContext:
         return self._slots
 
     def room_index(self) -> RoomIndex:
-        """``slot_bases`` indexed by free room (once per version of the nodes)."""
-        slots = self.slot_bases()
-        return _shared(self.state, "scheduling.room_index", (slots,), lambda: RoomIndex(slots))
+        """``slot_bases`` indexed by free room (once per version of the nodes, from the last one built)."""
+        slots, carried = self.slot_bases(), self.state.carried
+
+        def build() -> RoomIndex:
+            index = carried["scheduling.room_index"] = RoomIndex.after(carried.get("scheduling.room_index"), slots)
+            return index
+
+        return _shared(self.state, "scheduling.room_index", (slots,), build)
 
     def free_room_order(self) -> list[SlotBase]:
         """Slot bases, most free CPU first (once per version of the nodes)."""
@@ -326,8 +331,7 @@ class _BaseTopology:
         self, by_node: Mapping[str, list[CountedPod]], counted: Sequence[CountedPod], nodes: list[NodeDomains]
     ) -> Topology | None:
         """This topology updated to ``by_node``'s pods and ``nodes``; None when rebuilding is as cheap."""
-        removed = [c for name, pods in self.by_node.items() if by_node.get(name) is not pods for c in pods]
-        added = [c for name, pods in by_node.items() if self.by_node.get(name) is not pods for c in pods]
+        removed, added = _pods_not_in(self.by_node, by_node), _pods_not_in(by_node, self.by_node)
         if len(removed) + len(added) > len(counted):
             return None  # most pods changed: a build costs no more
         order: dict[str, int] = {}
@@ -335,13 +339,18 @@ class _BaseTopology:
         def position(key: str, node: str) -> tuple[int, int] | None:
             """Where the pod is in ``counted`` (``bound_pods`` order: by node, then within the node)."""
             if not order:
-                order.update((name, index) for index, name in enumerate(by_node))
+                order.update(zip(by_node, count()))  # C-level: every node's place
             pods = by_node.get(node)
             if pods is None:
                 return None
             return next(((order[node], index) for index, c in enumerate(pods) if c.pod.key == key), None)
 
         return self.topology.updated(counted, nodes, removed_pods=removed, added_pods=added, position=position)
+
+
+def _pods_not_in(by_node: Mapping[str, list[CountedPod]], other: Mapping[str, list[CountedPod]]) -> list[CountedPod]:
+    """The pods of ``by_node``'s nodes whose list is not ``other``'s (by identity), in order; C-level loops."""
+    return list(chain.from_iterable(compress(by_node.values(), map(is_not, map(other.get, by_node), by_node.values()))))
 
 
 @dataclass(slots=True)

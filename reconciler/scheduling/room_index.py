@@ -6,34 +6,82 @@ plan runs several such walks per pass. A ``RoomIndex`` is built once per list of
 of the nodes, shared by every run on it) and answers, per CPU request, the positions of the nodes with that much
 free CPU, in list order; ``holds`` checks the other resources of one of them. Together they are the resource
 check of ``_Fits.can_add``; nothing else about a node is judged here.
+
+A new version of the nodes mostly differs from the last in a few nodes (pods moved off a draining node onto
+others, a node marked or replaced): ``RoomIndex.after`` then makes the new index from the last one by those
+nodes instead of sorting every node again.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Mapping, Sequence
-from operator import attrgetter, methodcaller, neg
+from itertools import compress, islice, repeat
+from operator import attrgetter, is_not, itemgetter, lt, methodcaller, neg
+from typing import cast
 
 from reconciler.model.resources import CPU
 from reconciler.scheduling.existing import SlotBase
 
 _REMAINING = attrgetter("remaining")
 _CPU_OF = methodcaller("get", CPU, 0)
+_NEGATED, _POSITION = itemgetter(0), itemgetter(1)
+# More bases than this changed: sorting every node again costs no more than moving each one.
+_MOST_MOVED = 64
 
 
 class RoomIndex:
-    __slots__ = ("_bases", "_by_cpu", "_negated", "_order", "_positions", "_rooms")
+    __slots__ = ("_bases", "_by_cpu", "_keys", "_positions", "_rooms")
 
     def __init__(self, bases: Sequence[SlotBase]) -> None:
         self._bases = bases
         # Built for every version of the nodes a run needs it on: C-level loops only (map, zip).
         self._rooms: list[Mapping[str, int]] = list(map(_REMAINING, bases))
-        negated = list(map(neg, map(_CPU_OF, self._rooms)))
-        # Most free CPU first, ties in list order (a stable sort); ``_negated`` in that order, ascending.
-        self._order = sorted(range(len(negated)), key=negated.__getitem__)
-        self._negated = [negated[i] for i in self._order]
+        # (negated free CPU, position), ascending: most free CPU first, ties in list order.
+        self._keys: list[tuple[int, int]] = sorted(
+            zip(map(neg, map(_CPU_OF, self._rooms)), range(len(bases)), strict=True))
         self._by_cpu: dict[int, list[int]] = {}
         self._positions: dict[SlotBase, int] | None = None
+
+    @classmethod
+    def after(cls, previous: RoomIndex | None, bases: Sequence[SlotBase]) -> RoomIndex:
+        """The index of ``bases`` (as ``RoomIndex(bases)``), made from ``previous`` (an index of another version
+        of the nodes) by the bases that changed, when few did and the others kept their order."""
+        if previous is None:
+            return cls(bases)
+        old = previous._bases
+        if len(old) == len(bases):
+            moved = list(compress(range(len(bases)), map(is_not, old, bases)))
+            if len(moved) <= _MOST_MOVED:
+                # A few places hold another base (pods moved, mostly): their keys are taken out and put back.
+                rooms, keys = list(previous._rooms), list(previous._keys)
+                for position in moved:
+                    del keys[bisect_left(keys, (-_CPU_OF(rooms[position]), position))]
+                    rooms[position] = room = bases[position].remaining
+                    insort(keys, (-_CPU_OF(room), position))
+                return cls._made(bases, rooms, keys, None)
+        # Nodes came, went or changed places: each kept base's key moves to its new place (C-level loops), which
+        # keeps the keys sorted when the kept bases keep their order; the others are inserted.
+        places = dict(zip(bases, range(len(bases)), strict=True))
+        targets = list(map(places.get, old))  # each old base's new place (None: gone, or a new base)
+        kept = cast("list[int]", list(compress(targets, map(is_not, targets, repeat(None)))))
+        if len(kept) < len(bases) - _MOST_MOVED or not all(map(lt, kept, islice(kept, 1, None))):
+            return cls(bases)
+        olds = previous._keys
+        mapped = list(map(targets.__getitem__, map(_POSITION, olds)))
+        remapped = cast("list[tuple[int, int]]", list(compress(zip(map(_NEGATED, olds), mapped, strict=True),
+                                                              map(is_not, mapped, repeat(None)))))
+        fresh = list(map(_REMAINING, bases))
+        for position in set(range(len(bases))).difference(kept):
+            insort(remapped, (-_CPU_OF(fresh[position]), position))
+        return cls._made(bases, fresh, remapped, places)
+
+    @classmethod
+    def _made(cls, bases: Sequence[SlotBase], rooms: list[Mapping[str, int]], keys: list[tuple[int, int]],
+              positions: dict[SlotBase, int] | None) -> RoomIndex:
+        index = cls.__new__(cls)
+        index._bases, index._rooms, index._keys, index._by_cpu, index._positions = bases, rooms, keys, {}, positions
+        return index
 
     def with_cpu(self, requests: Mapping[str, int]) -> list[int]:
         """Positions (ascending) of the bases whose free CPU holds the CPU request (every base without one:
@@ -41,8 +89,9 @@ class RoomIndex:
         cpu = requests.get(CPU)
         found = self._by_cpu.get(-1 if cpu is None else cpu)
         if found is None:
-            cut = len(self._order) if cpu is None else bisect_right(self._negated, -cpu)
-            found = self._by_cpu[-1 if cpu is None else cpu] = sorted(self._order[:cut])
+            keys = self._keys
+            cut = len(keys) if cpu is None else bisect_right(keys, (-cpu, len(keys)))
+            found = self._by_cpu[-1 if cpu is None else cpu] = sorted(map(_POSITION, keys[:cut]))
         return found
 
     def holds(self, position: int, requests: Mapping[str, int]) -> bool:
@@ -58,4 +107,5 @@ class RoomIndex:
     @property
     def by_free_cpu(self) -> list[SlotBase]:
         """The bases, most free CPU first (ties in list order)."""
-        return [self._bases[i] for i in self._order]
+        bases = self._bases
+        return [bases[i] for _, i in self._keys]

@@ -53,6 +53,19 @@ class TopologyError(Exception):
                 f"the node {self.node_domains}")
 
 
+def _hostnames_after(hostnames: dict[str, str], hostname_set: frozenset[str], gone: Sequence[str],
+                     came: Sequence[NodeDomains]) -> tuple[dict[str, str], frozenset[str]]:
+    """Node name -> hostname, and the hostnames, after the nodes ``gone`` (or changed) and those that ``came``
+    (or changed): this version's own when none did (pods moved), else a copy brought up to date."""
+    if not gone and not came:
+        return hostnames, hostname_set
+    updated = dict(hostnames)
+    for name in gone:
+        del updated[name]
+    updated.update(map(_NAME_AND_HOSTNAME, came))
+    return updated, frozenset(updated.values())
+
+
 class Topology:
     """Built once per snapshot (nothing excluded); each scheduling run works on a ``fork``."""
 
@@ -118,10 +131,11 @@ class Topology:
         new = copy.copy(self)
         new._counted, new._nodes = counted_pods, node_domains
         new._by_namespace = PodsByNamespace(counted_pods)
-        new._base_counts = BaseCounts(self._base_counts, Change(self._nodes, removed_pods, added_pods))
+        change = Change(self._nodes, removed_pods, added_pods)
+        new._base_counts = BaseCounts(self._base_counts, change)
         new.groups, new._owned, new._inverse_cache = {}, {}, {}
-        new._hostnames = dict(map(_NAME_AND_HOSTNAME, node_domains))
-        new._hostname_set = frozenset(new._hostnames.values())
+        new._hostnames, new._hostname_set = _hostnames_after(self._hostnames, self._hostname_set,
+                                                             *change.nodes(node_domains))
         new._inverse_identity = dict(self._inverse_identity)
         new._sources, new._creators = dict(self._sources), dict(self._creators)
         new._creator_tolerations, new._contributions = dict(self._creator_tolerations), dict(self._contributions)
@@ -153,7 +167,12 @@ class Topology:
             new._creators.pop(identity, None)
             new._creator_tolerations.pop(identity, None)
         # Hostnames: every hostname group holds every active node's hostname (empty or not).
-        gone, arrived = self._hostname_set - new._hostname_set, new._hostname_set - self._hostname_set
+        gone: frozenset[str]
+        arrived: frozenset[str]
+        if new._hostname_set is self._hostname_set:
+            gone = arrived = frozenset()
+        else:
+            gone, arrived = self._hostname_set - new._hostname_set, new._hostname_set - self._hostname_set
         for identity, group in new.inverse.items():
             if group.key != wk.HOSTNAME:
                 continue

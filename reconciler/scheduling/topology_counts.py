@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import compress
+from operator import is_not
 
 from reconciler.model import labels as wk
 from reconciler.model.pod import Pod
@@ -93,6 +95,9 @@ class _GroupCount:
     empty: frozenset[str]  # node domains without one
 
 
+_FEW_PLACES = 64  # more places differ than this: the nodes moved (one came or went), found by identity instead
+
+
 @dataclass(slots=True)
 class Change:
     """How a base's nodes and pods differ from the previous base's (pods of changed nodes leave and arrive)."""
@@ -105,8 +110,20 @@ class Change:
     def nodes(self, after: Sequence[NodeDomains]) -> tuple[list[str], list[NodeDomains]]:
         """(names of nodes gone or changed, nodes new or changed)."""
         if self._nodes is None:
-            old = {entry[0]: entry for entry in self.nodes_before}
-            new = {entry[0]: entry for entry in after}
+            # An unchanged node's entry is the same object in both lists: only the others are compared by name
+            # (C-level loops find them, in list order): those at places that differ, or, when nodes came, went
+            # or moved, those not in the other list.
+            before = self.nodes_before
+            moved = list(compress(range(len(after)), map(is_not, before, after))) \
+                if len(before) == len(after) else None
+            if moved is not None and len(moved) <= _FEW_PLACES:
+                old = {before[i][0]: before[i] for i in moved}
+                new = {after[i][0]: after[i] for i in moved}
+            else:
+                left = set(map(id, before)).difference(map(id, after))
+                arrived = set(map(id, after)).difference(map(id, before))
+                old = {entry[0]: entry for entry in compress(before, map(left.__contains__, map(id, before)))}
+                new = {entry[0]: entry for entry in compress(after, map(arrived.__contains__, map(id, after)))}
             gone = [name for name, entry in old.items() if not _same_node(entry, new.get(name))]
             came = [entry for name, entry in new.items() if not _same_node(entry, old.get(name))]
             self._nodes = (gone, came)

@@ -65,6 +65,7 @@ class SimulatedCluster:
         self.pod_events = PodEventStamper()
         self._pod_events_count = False
         env.kube.subscribe(self._observe, copy=False)  # the state only reads what it is given
+        self._daemon_pods: dict[int, tuple[Mapping[str, Any], Any]] = {}  # id(template) -> (it, its pod)
         self.workloads = WorkloadControllers(env.kube, self.manifests, env.clock, self.daemon_pod_fits)
 
     def _observe(self, kind: Kind, event: WatchEvent) -> None:
@@ -91,7 +92,14 @@ class SimulatedCluster:
         return {manifest_key(p): self.reasons.get(manifest_key(p), UNPLANNED) for p in self.pending_pods()}
 
     def daemon_pod_fits(self, template: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
-        return engine.daemon_pod_fits(template, node)
+        # The template's pod is read once per template: stored objects are never edited in place, so the same
+        # object (kept alive here, so its id is not reused) is the same template.
+        kept = self._daemon_pods.get(id(template))
+        if kept is None or kept[0] is not template:
+            if len(self._daemon_pods) > 64:
+                self._daemon_pods.clear()
+            kept = self._daemon_pods[id(template)] = (template, engine.daemon_pod(template))
+        return engine.daemon_pod_fits_on(kept[1], node)
 
     def state(self) -> ClusterState:
         return self._state
@@ -265,7 +273,7 @@ class SimulatedCluster:
         nomination is Karpenter's, made by a provisioning pass that plans every pending pod at once, so two
         partial plans never promise one launching claim more than it holds."""
         for key, node_name in placements.items():
-            if self.env.kube.peek(NODE, node_name) is None:
+            if not self.env.kube.has(NODE, node_name):
                 if not nominate:
                     continue
                 self.nominated[key] = node_name
@@ -298,9 +306,12 @@ class SimulatedCluster:
 
     async def stamp_pod_events(self) -> None:
         """Write the ``lastPodEventTime`` stamps due by now (``lifecycle.pod_events``, as live)."""
-        claims = {c.node_name: c for c in self._state.nodeclaims.values() if c.node_name}
+        claims: dict[str, Any] = {}  # node name -> its NodeClaim, indexed when a stamp is first due (most calls
+        # have none, and indexing every claim per bind was O(nodes))
 
         def live_claim(node: str) -> str | None:
+            if not claims:
+                claims.update((c.node_name, c) for c in self._state.nodeclaims.values() if c.node_name)
             claim = claims.get(node)
             return None if claim is None or claim.deletion_timestamp is not None else claim.name
 

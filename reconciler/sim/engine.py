@@ -56,15 +56,29 @@ def bindable(
 
 def daemon_pod_fits(template: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
     """Would the DaemonSet controller run this pod template on this node?"""
+    return daemon_pod_fits_on(daemon_pod(template), node)
+
+
+def daemon_pod(template: Mapping[str, Any]) -> Pod | None:
+    """The pod a DaemonSet's template makes, as the DaemonSet controller places it (None: unreadable)."""
     try:
         pod = Pod.from_manifest(
             {"metadata": {**(template.get("metadata") or {}), "name": "daemon"}, "spec": template.get("spec") or {}}
         )
+    except (ManifestError, ValueError):
+        return None
+    return replace(pod, tolerations=(*pod.tolerations, *_DAEMONSET_AUTO_TOLERATIONS))
+
+
+def daemon_pod_fits_on(pod: Pod | None, node: Mapping[str, Any]) -> bool:
+    """``daemon_pod_fits`` for the template's pod (``daemon_pod``)."""
+    if pod is None:
+        return False
+    try:
         taints = parse_taints((node.get("spec") or {}).get("taints"), path="spec.taints")
     except (ManifestError, ValueError):
         return False
     labels = (node.get("metadata") or {}).get("labels") or {}
-    pod = replace(pod, tolerations=(*pod.tolerations, *_DAEMONSET_AUTO_TOLERATIONS))
     return daemon_pod_fits_node(pod, taints, labels)
 
 

@@ -53,7 +53,7 @@ def shape(topology: Topology) -> tuple[Any, ...]:
               for identity, g in topology.inverse.items()]
     creators = {identity: topology._creators[identity] for identity in topology.inverse}
     sources = {identity: topology._sources[identity] for identity in topology.inverse}
-    return groups, creators, sources, topology._hostname_set
+    return groups, creators, sources, topology._hostname_set, topology._hostnames
 
 
 def from_scratch(context: SchedulingContext) -> Topology:
@@ -67,7 +67,8 @@ changes = st.lists(
     st.one_of(
         st.tuples(st.just("bind"), st.sampled_from(NODES), st.sampled_from(["a", "b"]), RULES, st.booleans()),
         st.tuples(st.just("unbind"), st.integers(0, 30)),
-        st.tuples(st.just("node"), st.sampled_from(NODES), st.sampled_from(ZONES), st.booleans()),
+        st.tuples(st.just("node"), st.sampled_from(NODES), st.sampled_from(ZONES), st.booleans(),
+                  st.sampled_from(["", "", "-renamed"])),  # the node's hostname label: its name, or another
         st.tuples(st.just("drop"), st.sampled_from(NODES)),
         st.tuples(st.just("mark"), st.sampled_from(NODES)),
     ),
@@ -103,7 +104,8 @@ def test_updated_bases_equal_bases_built_from_scratch(moves: list[tuple[Any, ...
         elif kind == "node":
             # Not ready and unmanaged: not initialized (slot bases put such nodes last).
             state.upsert(node(move[1], zone=move[2], cpu="8", memory="16Gi", ready=move[3],
-                              nodepool_name="default" if move[3] else None))
+                              nodepool_name="default" if move[3] else None,
+                              labels={wk.HOSTNAME: move[1] + move[4]}))
         elif kind == "drop":
             state.remove({"kind": "Node", "metadata": {"name": move[1]}})
         else:

@@ -125,3 +125,59 @@ def test_room_index_lists_exactly_the_nodes_whose_room_holds_the_requests(
     assert [index.position(base) for base in bases] == list(range(len(bases)))  # type: ignore[arg-type]
     free = [b.remaining.get("cpu", 0) for b in index.by_free_cpu]
     assert free == sorted((room.get("cpu", 0) for room in rooms), reverse=True)
+
+
+class _Base:
+    """A slot base as the index reads it: a name and its room."""
+
+    def __init__(self, name: str, room: dict[str, int]) -> None:
+        self.name, self.remaining = name, room
+
+
+def _same_index(made: RoomIndex, fresh: RoomIndex, bases: list[Any]) -> None:
+    for cpu in (None, -1, 0, 1, 2, 3, 5, 8):
+        requests = {} if cpu is None else {"cpu": cpu}
+        assert made.with_cpu(requests) == fresh.with_cpu(requests)
+        assert [made.holds(i, {"cpu": 1, "memory": 2}) for i in range(len(bases))] == \
+            [fresh.holds(i, {"cpu": 1, "memory": 2}) for i in range(len(bases))]
+    assert made.by_free_cpu == fresh.by_free_cpu
+    assert [made.position(base) for base in bases] == list(range(len(bases)))
+
+
+_ROOM = st.dictionaries(st.sampled_from(["cpu", "memory"]), st.integers(-1, 8))
+
+
+@given(start=st.lists(_ROOM, min_size=1, max_size=10),
+       steps=st.lists(st.one_of(
+           st.tuples(st.just("room"), st.lists(st.tuples(st.integers(0, 99), _ROOM), max_size=4)),
+           st.tuples(st.just("rename"), st.integers(0, 99)),
+           st.tuples(st.just("drop"), st.integers(0, 99)),
+           st.tuples(st.just("add"), _ROOM),
+           st.tuples(st.just("move"), st.tuples(st.integers(0, 99), st.integers(0, 99))),
+       ), max_size=12))
+def test_room_index_after_a_change_equals_one_built_afresh(start: list[dict[str, int]], steps: list[Any]) -> None:
+    """Each version of the nodes indexed from the last (``RoomIndex.after``) answers as one built from scratch,
+    through random sequences of new rooms at the same places, renamed places, removed, added and moved nodes."""
+    bases = [_Base(f"n{i}", room) for i, room in enumerate(start)]
+    index = RoomIndex(bases)  # type: ignore[arg-type]
+    made = len(start)
+    for kind, change in steps:
+        bases = list(bases)
+        if kind == "room":
+            for where, room in change:
+                if bases:
+                    place = where % len(bases)
+                    bases[place] = _Base(bases[place].name, room)
+        elif kind == "rename" and bases:
+            place = change % len(bases)
+            bases[place] = _Base(f"n{made}", bases[place].remaining)
+            made += 1
+        elif kind == "drop" and bases:
+            del bases[change % len(bases)]
+        elif kind == "add":
+            bases.insert(len(change) % (len(bases) + 1), _Base(f"n{made}", change))
+            made += 1
+        elif kind == "move" and bases:
+            bases.insert(change[1] % len(bases), bases.pop(change[0] % len(bases)))
+        index = RoomIndex.after(index, bases)  # type: ignore[arg-type]
+        _same_index(index, RoomIndex(bases), bases)  # type: ignore[arg-type]

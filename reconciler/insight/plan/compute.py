@@ -48,6 +48,7 @@ from reconciler.insight.plan.stability import Blocker, run_to_stability
 from reconciler.insight.plan.timeline import SIMULATED_DRAIN, TimedCommand, Timeline, settled_at
 from reconciler.insight.snapshot import observed_region
 from reconciler.insight.sources import ProposedConfig, Snapshot
+from reconciler.kube.api import Manifest
 from reconciler.model.meta import format_time
 from reconciler.scheduling.context import nodeclass_problem
 from reconciler.sim.environment import SimOptions
@@ -233,6 +234,7 @@ async def compute_plan(
         await run_to_stability(current_sim, current_sim.now + horizon, {})
         settled_current = (_summary(current_sim), _churn(current_sim.records))
         baseline_disrupted = sorted({item["node"] for r in current_sim.records for item in r["disrupted"]})
+    del current_sim  # its summaries are taken: the proposed and floor simulations need the memory
 
     # Each disruption command gets the time the live controller would run it at (budgets pace them).
     timeline = Timeline(snapshot.clock + horizon)
@@ -247,6 +249,9 @@ async def compute_plan(
     sim = RecordingSimulation(snapshot.scenario(name=name, objects=applied.objects), frames=frames, options=options)
     await sim.load()
     start = sim.now
+    # The floor is priced (and its simulation dropped) before the proposed one grows: at 5,000 nodes the
+    # two simulations alive at once set the command's peak memory.
+    floor = await _floor(snapshot, name, applied.objects, start, quiet, report)
     unready = _unready_pools(sim)
     unsupported = findings_of(
         (o for o in applied.objects if o.get("kind") in ("NodePool", "EC2NodeClass", "NodeClaim", "NodeOverlay")),
@@ -272,15 +277,6 @@ async def compute_plan(
     horizon_reached = await run_to_stability(sim, start + horizon, blockers)
     sorted_blockers = sorted(blockers.values(), key=lambda b: (b.resolved, b.nodepool, b.node, b.code))
 
-    report("pricing a fresh provision of the proposed NodePools")
-    floor_sim = RecordingSimulation(
-        snapshot.scenario(name=name, objects=fresh_provision_objects(applied.objects, start)),
-        frames=False,
-        options=quiet,
-    )
-    await floor_sim.load()
-    await floor_sim.run_step("provision", {})
-
     drift, consolidation = _moves(sim.records, drifted_at_start)
     owners = {**replicaset_owners(snapshot.objects), **replicaset_owners(sim.cluster.manifests("ReplicaSet"))}
     return PlanResult(
@@ -293,7 +289,7 @@ async def compute_plan(
         overlay_gate=_overlay_gate(snapshot, [*snapshot.objects, *applied.objects]),
         current=current,
         proposed=_summary(sim),
-        floor=_summary(floor_sim),
+        floor=floor,
         settled_at=settled_at(sim.records, start),
         horizon_reached=horizon_reached,
         drift=drift,
@@ -325,6 +321,18 @@ async def compute_plan(
         workloads={key: f"{key.partition('/')[0]}/{workload_of(pod, key, owners)}"
                    for key, pod in {**pods_before, **_pods(sim)}.items()},
     )
+
+
+async def _floor(snapshot: Snapshot, name: str, objects: Sequence[Manifest], start: datetime,
+                 options: SimOptions, report: Callable[[str], None]) -> CostSummary:
+    """What a fresh provision of the proposed NodePools costs: every managed node's pods pending, one pass."""
+    report("pricing a fresh provision of the proposed NodePools")
+    floor_sim = RecordingSimulation(
+        snapshot.scenario(name=name, objects=fresh_provision_objects(objects, start)), frames=False, options=options
+    )
+    await floor_sim.load()
+    await floor_sim.run_step("provision", {})
+    return _summary(floor_sim)
 
 
 def _overlay_gate(snapshot: Snapshot, objects: Sequence[Mapping[str, Any]]) -> str:

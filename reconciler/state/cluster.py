@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from reconciler.model import labels as wk
 from reconciler.model.meta import ManifestError, object_key
@@ -27,6 +27,7 @@ from reconciler.state.node import StateNode, build_state_node
 from reconciler.state.views import node_counts
 
 Manifest = dict[str, Any]
+_Parsed = TypeVar("_Parsed", Node, NodeClaim)
 _JOURNAL_LENGTH = 64  # versions of the nodes whose changed names are kept (``node_changes_since``)
 
 # kind -> attribute holding the raw manifests of kinds kept as-is.
@@ -130,7 +131,8 @@ class ClusterState:
         if kind == "Pod":
             self._upsert_pod(key, dict(manifest))
         elif kind == "Node":
-            node, previous_node = Node.from_manifest(manifest), self.nodes.get(key)
+            previous_node = self.nodes.get(key)
+            node = Node.from_manifest(manifest, kept=self._kept(self.node_manifests, key, previous_node))
             self.nodes[key] = node
             self.node_manifests[key] = dict(manifest)
             # The same node again (its claim still found the same way): only its StateNode changes.
@@ -138,11 +140,7 @@ class ClusterState:
             self._invalidate(key, rematch=not same)
         elif kind == "NodeClaim":
             previous_claim = self.nodeclaims.get(key)
-            kept = self.nodeclaim_manifests.get(key) if self._spec_memo is not None else None
-            spec = manifest.get("spec")
-            # Never edited (immutable_manifests): a status write shares the spec; its parse is the same.
-            parsed = previous_claim if kept is not None and spec is not None and kept.get("spec") is spec else None
-            claim = NodeClaim.from_manifest(manifest, same_spec=parsed)
+            claim = NodeClaim.from_manifest(manifest, kept=self._kept(self.nodeclaim_manifests, key, previous_claim))
             if previous_claim is None:
                 self._claims_added += 1
                 self._claim_places[key] = self._claims_added
@@ -162,6 +160,15 @@ class ClusterState:
             if kind == "DaemonSet" and previous is not None and _template(previous) == _template(manifest):
                 return  # a status update: the pods it would run are unchanged
             self._after_raw_change(kind)
+
+    def _kept(
+        self, manifests: Mapping[str, Manifest], key: str, parsed: _Parsed | None
+    ) -> tuple[Manifest, _Parsed] | None:
+        """The manifest ``parsed`` was read from, for a new version to share the parse of what a write left alone:
+        only when manifests are never edited (immutable_manifests; then a value still the same object is
+        unchanged)."""
+        kept = manifests.get(key) if self._spec_memo is not None and parsed is not None else None
+        return (kept, parsed) if kept is not None and parsed is not None else None
 
     def remove(self, ref: Mapping[str, Any] | Any) -> None:
         """Forget an object, given its manifest or any ref with ``kind``, ``name`` and ``namespace``."""

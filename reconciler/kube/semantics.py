@@ -104,6 +104,7 @@ def check_grace_period(seconds: object) -> None:
 
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
+_LONG_LIST = 16  # shorter lists are copied faster by the plain loop
 
 
 def clone(value: Any) -> Any:
@@ -118,6 +119,9 @@ def clone(value: Any) -> Any:
         return copied
     if kind is list:
         copied_list = list(value)
+        # A long list of scalars (a NodeClaim's ~450 instance types) is checked by C-level loops.
+        if len(copied_list) > _LONG_LIST and _SCALARS.issuperset(map(type, copied_list)):
+            return copied_list
         for index, item in enumerate(copied_list):
             if type(item) not in _SCALARS:
                 copied_list[index] = clone(item)

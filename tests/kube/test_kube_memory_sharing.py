@@ -144,3 +144,21 @@ def test_clone_is_an_independent_deep_copy(value: Any) -> None:
         else:
             found.append(1)
     assert value == before
+
+
+scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=3)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(scalars, min_size=10, max_size=40), st.integers(0, 40), st.booleans())
+def test_clone_copies_the_containers_in_long_lists(values: list[Any], place: int, nested: bool) -> None:
+    """Long lists are checked for containers by C-level loops: one container anywhere is still copied."""
+    from reconciler.kube.semantics import clone
+
+    value = list(values)
+    if nested:
+        value.insert(min(place, len(value)), {"key": ["x"]})
+    copied = clone(value)
+    assert copied == value and copied is not value
+    for original, copy_ in zip(value, copied, strict=True):
+        assert copy_ is original if not isinstance(original, dict) else copy_ is not original

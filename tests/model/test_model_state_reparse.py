@@ -1,0 +1,174 @@
+"""A Node's or NodeClaim's parse kept across writes equals a fresh parse (issue 27).
+
+With ``immutable_manifests`` the state takes each value a write left alone (the same object in the in-memory API
+server's new version) from the last version's parse. Random write sequences through ``MemoryKube`` (merge patches
+of the object and of its status, whole replaces, deletions with finalizers) must leave every kept parse, and every
+StateNode built from them, equal to one parsed from scratch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_model_state import claim, node, pod
+
+from reconciler.kube.api import NODE, NODECLAIM, Kind, WatchEvent
+from reconciler.kube.memory import MemoryKube
+from reconciler.model.node import Node, NodeClaim
+from reconciler.state.cluster import ClusterState
+
+TIMES = ("2026-01-01T00:00:00Z", "2026-01-02T03:04:05Z", None)
+QUANTITIES = ({"cpu": "4", "memory": "8Gi", "pods": "58"}, {"cpu": "3800m", "memory": "7Gi"}, None)
+CONDITIONS = (
+    [{"type": "Launched", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+    [{"type": "Launched", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+     {"type": "Initialized", "status": "False", "reason": "NotReady", "message": "waiting"}],
+    [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-02T03:04:05Z"}],
+    [],
+)
+LABELS = ({"karpenter.sh/nodepool": "default"}, {"karpenter.sh/nodepool": "other", "failure-domain.beta.kubernetes.io/zone": "z2"}, None)
+TAINTS = ([{"key": "agent", "effect": "NoSchedule"}], [{"key": "gone", "value": "x", "effect": "NoExecute"}], None)
+
+# What one write changes: (section, key, values to choose from); a patch writes ``{section: {key: value}}``.
+FIELDS: dict[str, list[tuple[str, str, tuple[Any, ...]]]] = {
+    "Node": [
+        ("metadata", "labels", LABELS),
+        ("metadata", "annotations", ({"a": "1"}, {"a": "2", "b": "3"}, None)),
+        ("metadata", "finalizers", (["karpenter.sh/termination"], None)),
+        ("spec", "taints", TAINTS),
+        ("spec", "unschedulable", (True, None)),
+        ("status", "capacity", QUANTITIES),
+        ("status", "allocatable", QUANTITIES),
+        ("status", "conditions", CONDITIONS),
+    ],
+    "NodeClaim": [
+        ("metadata", "labels", LABELS),
+        ("metadata", "annotations", ({"karpenter.sh/nodepool-hash": "1"}, {"a": "2"}, None)),
+        ("metadata", "finalizers", (["karpenter.sh/termination"], None)),
+        ("spec", "taints", TAINTS),
+        ("spec", "expireAfter", ("720h", None)),
+        ("status", "providerID", ("aws:///i-0", "aws:///i-1", None)),
+        ("status", "nodeName", ("n0", "n1", None)),
+        ("status", "capacity", QUANTITIES),
+        ("status", "allocatable", QUANTITIES),
+        ("status", "conditions", CONDITIONS),
+        ("status", "lastPodEventTime", TIMES),
+        ("status", "imageID", ("ami-1", None)),
+    ],
+}
+KINDS = {"Node": NODE, "NodeClaim": NODECLAIM}
+NAMES = {"Node": ("n0", "n1"), "NodeClaim": ("c0", "c1")}
+
+write = st.one_of(
+    st.tuples(st.just("patch"), st.sampled_from(sorted(KINDS)), st.integers(0, 1), st.integers(0, 11),
+              st.integers(0, 3), st.booleans()),
+    st.tuples(st.just("replace"), st.sampled_from(sorted(KINDS)), st.integers(0, 1), st.integers(0, 11),
+              st.integers(0, 3), st.booleans()),
+    st.tuples(st.just("delete"), st.sampled_from(sorted(KINDS)), st.integers(0, 1)),
+    st.tuples(st.just("create"), st.sampled_from(sorted(KINDS)), st.integers(0, 1)),
+    st.tuples(st.just("pod"), st.integers(0, 2), st.sampled_from(("n0", "n1", "c0", ""))),
+)
+
+
+def initial(kind: str, name: str) -> dict[str, Any]:
+    if kind == "Node":
+        return node(name, f"aws:///i-{name[-1]}")
+    manifest = claim(name, f"aws:///i-{name[-1]}", initialized=True)
+    manifest["metadata"]["finalizers"] = ["karpenter.sh/termination"]
+    return manifest
+
+
+async def play(kube: MemoryKube, move: tuple[Any, ...]) -> None:
+    if move[0] == "pod":
+        await kube.create(pod(f"p{move[1]}-{kube.resource_version}", move[2]))
+        return
+    kind_name, name = move[1], NAMES[move[1]][move[2]]
+    kind = KINDS[kind_name]
+    stored = kube.peek(kind, name)
+    if move[0] == "create":
+        if stored is None:
+            await kube.create(initial(kind_name, name))
+        return
+    if stored is None:
+        return
+    if move[0] == "delete":
+        await kube.delete(kind, name)
+        return
+    fields = FIELDS[kind_name]
+    section, key, values = fields[move[3] % len(fields)]
+    value = values[move[4] % len(values)]
+    status_write = section == "status"
+    if move[0] == "patch":
+        # Half the status writes go to the main resource (ignored there, as on a real server).
+        subresource = "status" if status_write and move[5] else None
+        await kube.patch(kind, name, {section: {key: value}}, subresource=subresource)
+    else:
+        body = {**stored, section: {**(stored.get(section) or {}), key: value}}
+        if value is None:
+            del body[section][key]
+        await kube.replace(body, subresource="status" if status_write and move[5] else None)
+
+
+def assert_parses_fresh(state: ClusterState, kube: MemoryKube) -> None:
+    stored_nodes = {m["metadata"]["name"]: m for m in kube.objects(NODE)}
+    stored_claims = {m["metadata"]["name"]: m for m in kube.objects(NODECLAIM)}
+    assert state.node_manifests == stored_nodes and state.nodeclaim_manifests == stored_claims
+    assert state.nodes == {name: Node.from_manifest(m) for name, m in stored_nodes.items()}
+    assert state.nodeclaims == {name: NodeClaim.from_manifest(m) for name, m in stored_claims.items()}
+    rebuilt = ClusterState.from_manifests(kube.objects())
+    ours, theirs = state.state_nodes(), rebuilt.state_nodes()
+    assert [n.name for n in ours] == [n.name for n in theirs]
+    for kept, fresh in zip(ours, theirs, strict=True):
+        assert (kept.node, kept.nodeclaim, kept.labels, kept.taints, kept.capacity, kept.allocatable) == (
+            fresh.node, fresh.nodeclaim, fresh.labels, fresh.taints, fresh.capacity, fresh.allocatable)
+        assert (kept.initialized, kept.managed, kept.nodepool, sorted(kept.pods)) == (
+            fresh.initialized, fresh.managed, fresh.nodepool, sorted(fresh.pods))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(write, min_size=1, max_size=40))
+def test_kept_parses_equal_fresh_ones_after_random_writes(moves: list[tuple[Any, ...]]) -> None:
+    async def run() -> None:
+        kube = MemoryKube(seed=1)
+        state = ClusterState(immutable_manifests=True)
+
+        def observe(kind: Kind, event: WatchEvent) -> None:
+            (state.remove if event.type == "DELETED" else state.upsert)(event.object)
+
+        kube.subscribe(observe, copy=False)
+        for kind_name, names in NAMES.items():
+            for name in names:
+                await kube.create(initial(kind_name, name))
+        for move in moves:
+            await play(kube, move)
+            assert_parses_fresh(state, kube)
+
+    asyncio.run(run())
+
+
+def test_a_write_shares_the_parse_of_what_it_left_alone() -> None:
+    """The kept parse is really used: a status write keeps the labels' and spec's parses, a label write the
+    status's (so the test above compares kept values, not fresh ones)."""
+
+    async def run() -> None:
+        kube = MemoryKube(seed=1)
+        state = ClusterState(immutable_manifests=True)
+        kube.subscribe(lambda kind, event: state.upsert(event.object), copy=False)
+        await kube.create(initial("NodeClaim", "c0"))
+        await kube.create(initial("Node", "n0"))
+        await kube.patch(NODECLAIM, "c0", {"status": initial("NodeClaim", "c0")["status"]}, subresource="status")
+        await kube.patch(NODE, "n0", {"status": initial("Node", "n0")["status"]}, subresource="status")
+        claim_before, node_before = state.nodeclaims["c0"], state.nodes["n0"]
+        await kube.patch(NODECLAIM, "c0", {"status": {"lastPodEventTime": TIMES[1]}}, subresource="status")
+        await kube.patch(NODE, "n0", {"metadata": {"labels": {"extra": "1"}}})
+        claim_after, node_after = state.nodeclaims["c0"], state.nodes["n0"]
+        assert claim_after.last_pod_event_time is not None and "extra" in node_after.labels
+        assert claim_after.labels is claim_before.labels and claim_after.conditions is claim_before.conditions
+        assert claim_after.requirements is claim_before.requirements
+        assert node_after.conditions is node_before.conditions and node_after.taints is node_before.taints
+        assert node_after.capacity is node_before.capacity
+
+    asyncio.run(run())

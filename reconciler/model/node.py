@@ -31,16 +31,45 @@ class Condition:
 def parse_conditions(raw: Any, *, path: str) -> dict[str, Condition]:
     conditions: dict[str, Condition] = {}
     for i, item in enumerate(raw or []):
-        if not isinstance(item, Mapping) or not item.get("type"):
-            raise ManifestError(f"{path}[{i}].type: required")
-        conditions[str(item["type"])] = Condition(
-            str(item["type"]),
-            str(item.get("status") or "Unknown"),
-            str(item.get("reason") or ""),
-            str(item.get("message") or ""),
-            parse_time(item.get("lastTransitionTime"), path=f"{path}[{i}].lastTransitionTime"),
-        )
+        condition = _condition(item, path=f"{path}[{i}]")
+        conditions[condition.type] = condition
     return conditions
+
+
+def _condition(item: Any, *, path: str) -> Condition:
+    if not isinstance(item, Mapping) or not item.get("type"):
+        raise ManifestError(f"{path}.type: required")
+    return Condition(
+        str(item["type"]),
+        str(item.get("status") or "Unknown"),
+        str(item.get("reason") or ""),
+        str(item.get("message") or ""),
+        parse_time(item.get("lastTransitionTime"), path=f"{path}.lastTransitionTime"),
+    )
+
+
+def _reparsed_conditions(raw: Any, kept_raw: Any, kept: Mapping[str, Condition], *, path: str) -> dict[str, Condition]:
+    """``parse_conditions(raw)``, taking each condition written as it was in ``kept_raw`` (which ``kept`` was
+    parsed from) from ``kept``: a condition set rewrites the list, and its other conditions are copies."""
+    if type(raw) is not list or type(kept_raw) is not list or not all(map(_plain_condition, kept_raw)):
+        return parse_conditions(raw, path=path)
+    was = {item["type"]: item for item in kept_raw}  # the last of a type is the one ``kept`` holds
+    conditions: dict[str, Condition] = {}
+    for i, item in enumerate(raw):
+        if _plain_condition(item) and was.get(item["type"]) == item:
+            conditions[item["type"]] = kept[item["type"]]
+        else:
+            condition = _condition(item, path=f"{path}[{i}]")
+            conditions[condition.type] = condition
+    return conditions
+
+
+def _plain_condition(item: Any) -> bool:
+    """A condition whose values are all strings (equal ones then read the same) and that has a type."""
+    return type(item) is dict and bool(item.get("type")) and _STRINGS.issuperset(map(type, item.values()))
+
+
+_STRINGS = frozenset({str})
 
 
 @dataclass(slots=True, frozen=True)
@@ -104,8 +133,7 @@ class Node:
                 else parse_time(metadata.get("creationTimestamp"), path="metadata.creationTimestamp"),
                 deletion_timestamp=was.deletion_timestamp if shared.metadata("deletionTimestamp")
                 else parse_time(metadata.get("deletionTimestamp"), path="metadata.deletionTimestamp"),
-                conditions=was.conditions if shared.status("conditions")
-                else parse_conditions(status.get("conditions"), path="status.conditions"),
+                conditions=_conditions(status, shared, was, kept),
                 finalizers=tuple(str(f) for f in metadata.get("finalizers") or ()),
             )
         except (TaintError, QuantityError, ManifestError) as err:
@@ -115,6 +143,18 @@ class Node:
 
 
 _NO_NODE = Node(name="")
+
+
+def _conditions(
+    status: Mapping[str, Any], shared: _Shared, was: Node | NodeClaim, kept: tuple[Mapping[str, Any], Any] | None
+) -> dict[str, Condition] | Mapping[str, Condition]:
+    if shared.status("conditions"):
+        return was.conditions
+    raw = status.get("conditions")
+    if kept is None:
+        return parse_conditions(raw, path="status.conditions")
+    kept_raw = (kept[0].get("status") or {}).get("conditions")
+    return _reparsed_conditions(raw, kept_raw, was.conditions, path="status.conditions")
 
 
 class _Shared:
@@ -236,8 +276,7 @@ class NodeClaim:
                 else Resources.from_manifest(status.get("capacity"), path="status.capacity"),
                 allocatable=was.allocatable if shared.status("allocatable")
                 else Resources.from_manifest(status.get("allocatable"), path="status.allocatable"),
-                conditions=was.conditions if shared.status("conditions")
-                else parse_conditions(status.get("conditions"), path="status.conditions"),
+                conditions=_conditions(status, shared, was, kept),
                 creation_timestamp=was.creation_timestamp if shared.metadata("creationTimestamp")
                 else parse_time(metadata.get("creationTimestamp"), path="metadata.creationTimestamp"),
                 deletion_timestamp=was.deletion_timestamp if shared.metadata("deletionTimestamp")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from test_model_state import claim, node, pod
 
@@ -27,9 +27,20 @@ CONDITIONS = (
     [{"type": "Launched", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"},
      {"type": "Initialized", "status": "False", "reason": "NotReady", "message": "waiting"}],
     [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-02T03:04:05Z"}],
+    [{"type": "Launched", "status": "False", "reason": "Pending", "lastTransitionTime": "2026-01-02T03:04:05Z"},
+     {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-02T03:04:05Z"}],
+    [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-02T03:04:05Z"},
+     {"type": "Ready", "status": "False", "reason": "KubeletDown"}],
+    # Not all strings: equal values that read differently (1 == True, str(1) != str(True)).
+    [{"type": "Launched", "status": True}],
+    [{"type": "Launched", "status": 1}],
     [],
 )
-LABELS = ({"karpenter.sh/nodepool": "default"}, {"karpenter.sh/nodepool": "other", "failure-domain.beta.kubernetes.io/zone": "z2"}, None)
+LABELS = (
+    {"karpenter.sh/nodepool": "default"},
+    {"karpenter.sh/nodepool": "other", "failure-domain.beta.kubernetes.io/zone": "z2"},
+    None,
+)
 TAINTS = ([{"key": "agent", "effect": "NoSchedule"}], [{"key": "gone", "value": "x", "effect": "NoExecute"}], None)
 
 # What one write changes: (section, key, values to choose from); a patch writes ``{section: {key: value}}``.
@@ -62,15 +73,12 @@ FIELDS: dict[str, list[tuple[str, str, tuple[Any, ...]]]] = {
 KINDS = {"Node": NODE, "NodeClaim": NODECLAIM}
 NAMES = {"Node": ("n0", "n1"), "NodeClaim": ("c0", "c1")}
 
-write = st.one_of(
-    st.tuples(st.just("patch"), st.sampled_from(sorted(KINDS)), st.integers(0, 1), st.integers(0, 11),
-              st.integers(0, 3), st.booleans()),
-    st.tuples(st.just("replace"), st.sampled_from(sorted(KINDS)), st.integers(0, 1), st.integers(0, 11),
-              st.integers(0, 3), st.booleans()),
-    st.tuples(st.just("delete"), st.sampled_from(sorted(KINDS)), st.integers(0, 1)),
-    st.tuples(st.just("create"), st.sampled_from(sorted(KINDS)), st.integers(0, 1)),
-    st.tuples(st.just("pod"), st.integers(0, 2), st.sampled_from(("n0", "n1", "c0", ""))),
-)
+KEYS = sorted({key for fields in FIELDS.values() for _, key, _ in fields})
+OPERATIONS = ("patch", "patch", "patch", "replace", "replace", "delete", "create", "pod")
+# (operation, kind, which name, which key, which value, to the status subresource); conditions are written most
+# often (a condition set rewrites the list).
+write = st.tuples(st.sampled_from(OPERATIONS), st.sampled_from(sorted(KINDS)), st.integers(0, 1),
+                  st.sampled_from((*KEYS, "conditions", "conditions", "conditions")), st.integers(0, 8), st.booleans())
 
 
 def initial(kind: str, name: str) -> dict[str, Any]:
@@ -83,7 +91,7 @@ def initial(kind: str, name: str) -> dict[str, Any]:
 
 async def play(kube: MemoryKube, move: tuple[Any, ...]) -> None:
     if move[0] == "pod":
-        await kube.create(pod(f"p{move[1]}-{kube.resource_version}", move[2]))
+        await kube.create(pod(f"p{kube.resource_version}", ("n0", "n1", "c0", "")[move[4] % 4]))
         return
     kind_name, name = move[1], NAMES[move[1]][move[2]]
     kind = KINDS[kind_name]
@@ -97,9 +105,11 @@ async def play(kube: MemoryKube, move: tuple[Any, ...]) -> None:
     if move[0] == "delete":
         await kube.delete(kind, name)
         return
-    fields = FIELDS[kind_name]
-    section, key, values = fields[move[3] % len(fields)]
-    value = values[move[4] % len(values)]
+    found = [(section, values) for section, key, values in FIELDS[kind_name] if key == move[3]]
+    if not found:
+        return
+    [(section, values)] = found
+    key, value = move[3], values[move[4] % len(values)]
     status_write = section == "status"
     if move[0] == "patch":
         # Half the status writes go to the main resource (ignored there, as on a real server).
@@ -128,8 +138,10 @@ def assert_parses_fresh(state: ClusterState, kube: MemoryKube) -> None:
             fresh.initialized, fresh.managed, fresh.nodepool, sorted(fresh.pods))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(write, min_size=1, max_size=40))
+@example([("patch", "NodeClaim", 0, "conditions", 0, True), ("patch", "NodeClaim", 0, "conditions", 3, True)])
+@example([("patch", "Node", 0, "conditions", 6, True), ("patch", "Node", 0, "conditions", 7, True)])
 def test_kept_parses_equal_fresh_ones_after_random_writes(moves: list[tuple[Any, ...]]) -> None:
     async def run() -> None:
         kube = MemoryKube(seed=1)
@@ -145,6 +157,38 @@ def test_kept_parses_equal_fresh_ones_after_random_writes(moves: list[tuple[Any,
         for move in moves:
             await play(kube, move)
             assert_parses_fresh(state, kube)
+
+    asyncio.run(run())
+
+
+condition = st.fixed_dictionaries(
+    {"type": st.sampled_from(("Launched", "Ready", "Initialized"))},
+    optional={
+        # Equal values that read differently (1 == True == 1.0; their strings differ) must not be taken as kept.
+        "status": st.sampled_from(("True", "False", True, 1, 1.0)),
+        "reason": st.sampled_from(("", "Pending", "KubeletDown")),
+        "lastTransitionTime": st.sampled_from(TIMES),
+    },
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.lists(condition, max_size=4), st.booleans()), min_size=2, max_size=10))
+@example([([{"type": "Ready", "status": True}], False), ([{"type": "Ready", "status": 1}], False)])
+def test_kept_conditions_equal_fresh_ones_after_condition_writes(writes: list[tuple[list[Any], bool]]) -> None:
+    """Conditions rewritten as a list (duplicates of a type included) keep only the unchanged ones' parses."""
+
+    async def run() -> None:
+        kube = MemoryKube(seed=1)
+        state = ClusterState(immutable_manifests=True)
+        kube.subscribe(lambda kind, event: state.upsert(event.object), copy=False)
+        await kube.create(initial("NodeClaim", "c0"))
+        await kube.create(initial("Node", "n0"))
+        for conditions, on_node in writes:
+            kind, name = (NODE, "n0") if on_node else (NODECLAIM, "c0")
+            await kube.patch(kind, name, {"status": {"conditions": conditions}}, subresource="status")
+            assert state.nodes["n0"] == Node.from_manifest(kube.peek(NODE, "n0") or {})
+            assert state.nodeclaims["c0"] == NodeClaim.from_manifest(kube.peek(NODECLAIM, "c0") or {})
 
     asyncio.run(run())
 

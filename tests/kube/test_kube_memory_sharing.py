@@ -162,3 +162,24 @@ def test_clone_copies_the_containers_in_long_lists(values: list[Any], place: int
     assert copied == value and copied is not value
     for original, copy_ in zip(value, copied, strict=True):
         assert copy_ is original if not isinstance(original, dict) else copy_ is not original
+
+
+def test_an_unread_patch_writes_what_a_patch_writes() -> None:
+    """``patch_unread`` (the simulator's writes whose result nobody reads) stores, versions and announces the same
+    object as ``patch``, and hands nothing back."""
+
+    async def run() -> None:
+        kubes = [MemoryKube(seed=1), MemoryKube(seed=1)]
+        events: list[list[Any]] = [[], []]
+        for kube, seen in zip(kubes, events, strict=True):
+            kube.subscribe(lambda kind, event, seen=seen: seen.append((event.type, event.object)))
+            await kube.create(pod("a", None))
+        writes = [({"spec": {"nodeName": "n1"}}, None), ({"status": {"phase": "Running"}}, "status"),
+                  ({"metadata": {"labels": {"app": "b"}}}, None), ({"status": {"phase": "Running"}}, "status")]
+        for patch, subresource in writes:
+            returned = await kubes[0].patch(POD, "a", patch, "default", subresource=subresource)
+            assert await kubes[1].patch_unread(POD, "a", patch, "default", subresource=subresource) is None
+            assert kubes[1].peek(POD, "a") == returned
+        assert events[0] == events[1] and kubes[0].resource_version == kubes[1].resource_version
+
+    asyncio.run(run())

@@ -27,7 +27,7 @@ from reconciler.state.node import StateNode, build_state_node
 from reconciler.state.views import node_counts
 
 Manifest = dict[str, Any]
-_Parsed = TypeVar("_Parsed", Node, NodeClaim)
+_Parsed = TypeVar("_Parsed", Node, NodeClaim, Pod)
 _JOURNAL_LENGTH = 64  # versions of the nodes whose changed names are kept (``node_changes_since``)
 
 # kind -> attribute holding the raw manifests of kinds kept as-is.
@@ -210,7 +210,10 @@ class ClusterState:
             self._invalidate(None)
 
     def _upsert_pod(self, key: str, manifest: Manifest) -> None:
-        pod = Pod.from_manifest(manifest, runtime_class_overhead=self._runtime_overheads(), memo=self._spec_memo)
+        kept = self._kept(self.pod_manifests, key, self.pods.get(key))
+        pod = Pod.from_manifest(
+            manifest, runtime_class_overhead=self._runtime_overheads(), memo=self._spec_memo, kept=kept
+        )
         if not pod.priority and pod.priority_class_name in self.priority_classes:
             pod = replace(pod, priority=int(self.priority_classes[pod.priority_class_name].get("value") or 0))
         self._remove_pod(key)

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from test_model_state import claim, node, pod
 
-from reconciler.kube.api import NODE, NODECLAIM, Kind, WatchEvent
+from reconciler.kube.api import NODE, NODECLAIM, POD, Kind, WatchEvent
 from reconciler.kube.memory import MemoryKube
 from reconciler.model.node import Node, NodeClaim
 from reconciler.state.cluster import ClusterState
@@ -214,5 +214,57 @@ def test_a_write_shares_the_parse_of_what_it_left_alone() -> None:
         assert claim_after.requirements is claim_before.requirements
         assert node_after.conditions is node_before.conditions and node_after.taints is node_before.taints
         assert node_after.capacity is node_before.capacity
+
+    asyncio.run(run())
+
+
+POD_FIELDS: list[tuple[str, str, tuple[Any, ...]]] = [
+    ("metadata", "labels", ({"app": "a"}, {"app": "b", "tier": "web"}, None)),
+    ("metadata", "annotations", ({"karpenter.sh/do-not-disrupt": "true"}, {"a": "1"}, None)),
+    ("metadata", "ownerReferences", (
+        [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "u1", "controller": True}],
+        [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "u2", "controller": True}],
+        None,
+    )),
+    ("spec", "nodeName", ("n0", "n1", None)),
+    ("status", "phase", ("Running", "Succeeded", None)),
+    ("status", "startTime", TIMES),
+    ("status", "conditions", ([{"type": "Ready", "status": "True"}],
+                              [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}], None)),
+]
+pod_write = st.tuples(st.sampled_from(("patch", "patch", "patch", "create", "delete", "terminate")), st.integers(0, 2),
+                      st.integers(0, len(POD_FIELDS) - 1), st.integers(0, 2), st.booleans())
+
+
+async def play_pod(kube: MemoryKube, move: tuple[Any, ...]) -> None:
+    operation, name = move[0], f"p{move[1]}"
+    stored = kube.peek(POD, name, "default")
+    if operation == "create":
+        if stored is None:
+            await kube.create(pod(name, "", owner="ReplicaSet" if move[4] else None, labels={"app": "a"}))
+        return
+    if stored is None:
+        return
+    if operation in ("delete", "terminate"):  # at once, or gracefully (a deletionTimestamp first)
+        await kube.delete(POD, name, "default", grace_period_seconds=30 if operation == "terminate" else None)
+        return
+    section, key, values = POD_FIELDS[move[2]]
+    subresource = "status" if section == "status" and move[4] else None
+    await kube.patch(POD, name, {section: {key: values[move[3]]}}, "default", subresource=subresource)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(pod_write, min_size=1, max_size=30))
+def test_kept_pod_parses_equal_fresh_ones_after_random_writes(moves: list[tuple[Any, ...]]) -> None:
+    async def run() -> None:
+        kube = MemoryKube(seed=1)
+        state = ClusterState(immutable_manifests=True)
+        kube.subscribe(lambda kind, event: (state.remove if event.type == "DELETED" else state.upsert)(event.object),
+                       copy=False)
+        for index in range(3):
+            await kube.create(pod(f"p{index}", "", labels={"app": "a"}))
+        for move in moves:
+            await play_pod(kube, move)
+            assert state.pods == ClusterState.from_manifests(kube.objects(POD)).pods
 
     asyncio.run(run())

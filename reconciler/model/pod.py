@@ -235,8 +235,9 @@ class SpecFactsMemo:
         self._limit = limit
 
     def facts(self, spec: Mapping[str, Any], name: str, overhead: Resources) -> dict[str, Any]:
-        keys = tuple(key for key in spec if key != "nodeName")
-        held = tuple(spec[key] for key in keys)
+        values = dict(spec)  # (C-level copies: this runs on every write of every pod)
+        values.pop("nodeName", None)
+        keys, held = tuple(values), tuple(values.values())
         memo_key = (name, overhead, keys, tuple(map(id, held)))
         entry = self._entries.get(memo_key)
         if entry is not None:

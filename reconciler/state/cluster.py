@@ -100,6 +100,7 @@ class ClusterState:
         self._claims_added = 0
         self._journal: list[tuple[int, frozenset[str]]] = []
         self._daemon_pods: list[Pod] | None = None
+        self._overheads: dict[str, Resources] | None = None  # (``_runtime_overheads``)
         # Rebuilding every StateNode after each write would throw away their memoized scheduling
         # views; a node whose inputs are unchanged keeps its StateNode (see ``_state_node``).
         self._pod_versions: dict[str, int] = {}
@@ -203,6 +204,7 @@ class ClusterState:
         if kind == "DaemonSet":
             self._daemon_pods = None
         elif kind in ("RuntimeClass", "PriorityClass"):
+            self._overheads = None
             for key, manifest in list(self.pod_manifests.items()):
                 self._upsert_pod(key, manifest)
         elif kind in ("PersistentVolume", "PersistentVolumeClaim", "StorageClass", "CSINode"):
@@ -260,6 +262,12 @@ class ClusterState:
             self._invalidate(name)
 
     def _runtime_overheads(self) -> dict[str, Resources]:
+        """RuntimeClass name -> its pod overhead (read again only after a RuntimeClass changed)."""
+        if self._overheads is None:
+            self._overheads = self._read_overheads()
+        return self._overheads
+
+    def _read_overheads(self) -> dict[str, Resources]:
         overheads = {}
         for name, manifest in self.runtime_classes.items():
             fixed = (manifest.get("overhead") or {}).get("podFixed")

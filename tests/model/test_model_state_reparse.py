@@ -18,6 +18,7 @@ from test_model_state import claim, node, pod
 from reconciler.kube.api import NODE, NODECLAIM, POD, Kind, WatchEvent
 from reconciler.kube.memory import MemoryKube
 from reconciler.model.node import Node, NodeClaim
+from reconciler.model.resources import Resources
 from reconciler.state.cluster import ClusterState
 
 TIMES = ("2026-01-01T00:00:00Z", "2026-01-02T03:04:05Z", None)
@@ -268,3 +269,28 @@ def test_kept_pod_parses_equal_fresh_ones_after_random_writes(moves: list[tuple[
             assert state.pods == ClusterState.from_manifests(kube.objects(POD)).pods
 
     asyncio.run(run())
+
+
+def test_pods_are_read_again_with_each_runtime_class_overhead() -> None:
+    """The RuntimeClass overheads are kept between pod writes and read again when a RuntimeClass changes."""
+
+    def runtime_class(cpu: str) -> dict[str, Any]:
+        return {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "kata"},
+                "handler": "kata", "overhead": {"podFixed": {"cpu": cpu}}}
+
+    kata = pod("kata")
+    kata["spec"]["runtimeClassName"] = "kata"
+    state = ClusterState(immutable_manifests=True)
+    written: list[dict[str, Any]] = []
+    for change in (kata, runtime_class("250m"), {**kata, "status": {"phase": "Running"}}, runtime_class("500m"),
+                   {"kind": "remove"}, {**kata, "status": {"phase": "Failed"}}):
+        if change["kind"] == "remove":
+            state.remove(runtime_class("500m"))
+            written = [m for m in written if m["kind"] != "RuntimeClass"]
+        else:
+            state.upsert(change)
+            written.append(change)
+        # From scratch: the RuntimeClasses first, so no pod was ever read with other overheads.
+        fresh = ClusterState.from_manifests(sorted(written, key=lambda m: m["kind"] != "RuntimeClass"))
+        assert state.pods == fresh.pods
+    assert state.pods["default/kata"].requests == Resources.of(cpu="100m")

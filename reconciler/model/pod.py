@@ -260,9 +260,14 @@ def _parse(
     memo: SpecFactsMemo | None = None,
     kept: tuple[Mapping[str, Any], Pod] | None = None,
 ) -> Pod:
-    if kept is not None:
-        old_metadata, was = kept[0].get("metadata") or {}, kept[1]
-        old_start = (kept[0].get("status") or {}).get("startTime")
+    old_metadata = (kept[0].get("metadata") or {}) if kept is not None else None
+    was: Any = kept[1] if kept is not None else None  # read only where ``shared`` says so
+
+    def shared(key: str) -> bool:
+        """Whether the metadata's ``key`` is the very value ``kept`` had (read without error then, so the first
+        problem a manifest reports is still the same one)."""
+        return old_metadata is not None and metadata.get(key) is old_metadata.get(key)
+
     runtime_class = str(spec.get("runtimeClassName") or "")
     overhead = Resources.from_manifest(spec.get("overhead"), path="spec.overhead")
     if not overhead and runtime_class in runtime_overheads:
@@ -270,29 +275,23 @@ def _parse(
     condition = _unschedulable_condition(status)
     # In the order the fields were always read, so a manifest with several problems reports the same first one.
     uid = str(metadata.get("uid") or f"{namespace}/{name}")
-    # (A value shared with ``kept`` was read without error before, so the first problem is still the same one.)
-    raw_labels, raw_annotations = metadata.get("labels"), metadata.get("annotations")
-    raw_created, raw_deleted = metadata.get("creationTimestamp"), metadata.get("deletionTimestamp")
-    labels = (
-        was.labels if kept is not None and raw_labels is old_metadata.get("labels")
-        else str_map(raw_labels, path="metadata.labels")
-    )
+    labels = was.labels if shared("labels") else str_map(metadata.get("labels"), path="metadata.labels")
     annotations = (
-        was.annotations if kept is not None and raw_annotations is old_metadata.get("annotations")
-        else str_map(raw_annotations, path="metadata.annotations")
+        was.annotations if shared("annotations")
+        else str_map(metadata.get("annotations"), path="metadata.annotations")
     )
     node_name = str(spec.get("nodeName") or "")
     nominated_node_name = str(status.get("nominatedNodeName") or "")
     phase = str(status.get("phase") or "Pending")
     creation_timestamp = (
-        was.creation_timestamp if kept is not None and raw_created is old_metadata.get("creationTimestamp")
-        else parse_time(raw_created, path="metadata.creationTimestamp")
+        was.creation_timestamp if shared("creationTimestamp")
+        else parse_time(metadata.get("creationTimestamp"), path="metadata.creationTimestamp")
     )
     deletion_timestamp = (
-        was.deletion_timestamp if kept is not None and raw_deleted is old_metadata.get("deletionTimestamp")
-        else parse_time(raw_deleted, path="metadata.deletionTimestamp")
+        was.deletion_timestamp if shared("deletionTimestamp")
+        else parse_time(metadata.get("deletionTimestamp"), path="metadata.deletionTimestamp")
     )
-    same_owners = kept is not None and metadata.get("ownerReferences") is old_metadata.get("ownerReferences")
+    same_owners = shared("ownerReferences")
     owner = was.owner if same_owners else controller_owner(metadata)
     facts = memo.facts(spec, name, overhead) if memo is not None else _spec_facts(spec, name, overhead)
     start = status.get("startTime")
@@ -310,7 +309,10 @@ def _parse(
         owner=owner,
         unschedulable_condition=condition,
         # Unreadable counts as absent (do-not-disrupt durations then protect for ever: fail safe).
-        start_time=was.start_time if kept is not None and start is old_start else parse_time_or_none(start),
+        start_time=(
+            was.start_time if kept is not None and start is (kept[0].get("status") or {}).get("startTime")
+            else parse_time_or_none(start)
+        ),
         ready=_ready_condition(status),
         daemonset_owned=was.daemonset_owned if same_owners else owned_by_daemonset(metadata),
         **facts,

@@ -82,6 +82,17 @@ write = st.tuples(st.sampled_from(OPERATIONS), st.sampled_from(sorted(KINDS)), s
                   st.sampled_from((*KEYS, "conditions", "conditions", "conditions")), st.integers(0, 8), st.booleans())
 
 
+async def watched() -> tuple[MemoryKube, ClusterState]:
+    """An in-memory API server holding NodeClaim c0 and Node n0, and a state fed by its every write."""
+    kube = MemoryKube(seed=1)
+    state = ClusterState(immutable_manifests=True)
+    kube.subscribe(lambda kind, event: (state.remove if event.type == "DELETED" else state.upsert)(event.object),
+                   copy=False)
+    await kube.create(initial("NodeClaim", "c0"))
+    await kube.create(initial("Node", "n0"))
+    return kube, state
+
+
 def initial(kind: str, name: str) -> dict[str, Any]:
     if kind == "Node":
         return node(name, f"aws:///i-{name[-1]}")
@@ -180,11 +191,7 @@ def test_kept_conditions_equal_fresh_ones_after_condition_writes(writes: list[tu
     """Conditions rewritten as a list (duplicates of a type included) keep only the unchanged ones' parses."""
 
     async def run() -> None:
-        kube = MemoryKube(seed=1)
-        state = ClusterState(immutable_manifests=True)
-        kube.subscribe(lambda kind, event: state.upsert(event.object), copy=False)
-        await kube.create(initial("NodeClaim", "c0"))
-        await kube.create(initial("Node", "n0"))
+        kube, state = await watched()
         for conditions, on_node in writes:
             kind, name = (NODE, "n0") if on_node else (NODECLAIM, "c0")
             await kube.patch(kind, name, {"status": {"conditions": conditions}}, subresource="status")
@@ -199,11 +206,7 @@ def test_a_write_shares_the_parse_of_what_it_left_alone() -> None:
     status's (so the test above compares kept values, not fresh ones)."""
 
     async def run() -> None:
-        kube = MemoryKube(seed=1)
-        state = ClusterState(immutable_manifests=True)
-        kube.subscribe(lambda kind, event: state.upsert(event.object), copy=False)
-        await kube.create(initial("NodeClaim", "c0"))
-        await kube.create(initial("Node", "n0"))
+        kube, state = await watched()
         await kube.patch(NODECLAIM, "c0", {"status": initial("NodeClaim", "c0")["status"]}, subresource="status")
         await kube.patch(NODE, "n0", {"status": initial("Node", "n0")["status"]}, subresource="status")
         claim_before, node_before = state.nodeclaims["c0"], state.nodes["n0"]

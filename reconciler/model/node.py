@@ -65,11 +65,12 @@ def _reparsed_conditions(raw: Any, kept_raw: Any, kept: Mapping[str, Condition],
 
 
 def _plain_condition(item: Any) -> bool:
-    """A condition whose values are all strings (equal ones then read the same) and that has a type."""
-    return type(item) is dict and bool(item.get("type")) and _STRINGS.issuperset(map(type, item.values()))
+    """A condition with a type whose values are all strings, integers (observedGeneration) or null: equal values
+    of these types read the same (unlike 1 == 1.0 == True, whose strings differ)."""
+    return type(item) is dict and bool(item.get("type")) and _PLAIN.issuperset(map(type, item.values()))
 
 
-_STRINGS = frozenset({str})
+_PLAIN = frozenset({str, int, type(None)})
 
 
 @dataclass(slots=True, frozen=True)

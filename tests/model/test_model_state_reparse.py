@@ -178,6 +178,7 @@ condition = st.fixed_dictionaries(
     optional={
         # Equal values that read differently (1 == True == 1.0; their strings differ) must not be taken as kept.
         "status": st.sampled_from(("True", "False", True, 1, 1.0)),
+        "observedGeneration": st.sampled_from((1, 2, 1.0, True, None)),
         "reason": st.sampled_from(("", "Pending", "KubeletDown")),
         "lastTransitionTime": st.sampled_from(TIMES),
     },
@@ -187,6 +188,7 @@ condition = st.fixed_dictionaries(
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(st.lists(condition, max_size=4), st.booleans()), min_size=2, max_size=10))
 @example([([{"type": "Ready", "status": True}], False), ([{"type": "Ready", "status": 1}], False)])
+@example([([{"type": "Ready", "status": 1}], False), ([{"type": "Ready", "status": 1.0}], False)])
 def test_kept_conditions_equal_fresh_ones_after_condition_writes(writes: list[tuple[list[Any], bool]]) -> None:
     """Conditions rewritten as a list (duplicates of a type included) keep only the unchanged ones' parses."""
 

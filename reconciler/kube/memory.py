@@ -297,6 +297,23 @@ class MemoryKube:
         namespace: str | None = None,
         subresource: str | None = None,
     ) -> Manifest:
+        return clone(self._patch(kind, name, patch, namespace, subresource))
+
+    async def patch_unread(
+        self,
+        kind: Kind,
+        name: str,
+        patch: Mapping[str, Any],
+        namespace: str | None = None,
+        subresource: str | None = None,
+    ) -> None:
+        """``patch`` for a caller that does not read the result (the simulator's own writes): no copy is made."""
+        self._patch(kind, name, patch, namespace, subresource)
+
+    def _patch(
+        self, kind: Kind, name: str, patch: Mapping[str, Any], namespace: str | None, subresource: str | None
+    ) -> Manifest:
+        """The stored object after the patch (not a copy)."""
         self._finish_graceful_deletions()
         kind = self._remember(kind)
         self._maybe_fail("patch", kind)
@@ -308,7 +325,7 @@ class MemoryKube:
         precondition = (patch.get("metadata") or {}).get("resourceVersion")
         self._check_precondition(kind, current, precondition)
         merged = merge_patch(current, patch)
-        return clone(self._update(kind, current, merged, status_only=subresource == "status"))
+        return self._update(kind, current, merged, status_only=subresource == "status")
 
     async def delete(
         self,

@@ -31,16 +31,46 @@ class Condition:
 def parse_conditions(raw: Any, *, path: str) -> dict[str, Condition]:
     conditions: dict[str, Condition] = {}
     for i, item in enumerate(raw or []):
-        if not isinstance(item, Mapping) or not item.get("type"):
-            raise ManifestError(f"{path}[{i}].type: required")
-        conditions[str(item["type"])] = Condition(
-            str(item["type"]),
-            str(item.get("status") or "Unknown"),
-            str(item.get("reason") or ""),
-            str(item.get("message") or ""),
-            parse_time(item.get("lastTransitionTime"), path=f"{path}[{i}].lastTransitionTime"),
-        )
+        condition = _condition(item, path=f"{path}[{i}]")
+        conditions[condition.type] = condition
     return conditions
+
+
+def _condition(item: Any, *, path: str) -> Condition:
+    if not isinstance(item, Mapping) or not item.get("type"):
+        raise ManifestError(f"{path}.type: required")
+    return Condition(
+        str(item["type"]),
+        str(item.get("status") or "Unknown"),
+        str(item.get("reason") or ""),
+        str(item.get("message") or ""),
+        parse_time(item.get("lastTransitionTime"), path=f"{path}.lastTransitionTime"),
+    )
+
+
+def _reparsed_conditions(raw: Any, kept_raw: Any, kept: Mapping[str, Condition], *, path: str) -> dict[str, Condition]:
+    """``parse_conditions(raw)``, taking each condition written as it was in ``kept_raw`` (which ``kept`` was
+    parsed from) from ``kept``: a condition set rewrites the list, and its other conditions are copies."""
+    if type(raw) is not list or type(kept_raw) is not list or not all(map(_plain_condition, kept_raw)):
+        return parse_conditions(raw, path=path)
+    was = {item["type"]: item for item in kept_raw}  # the last of a type is the one ``kept`` holds
+    conditions: dict[str, Condition] = {}
+    for i, item in enumerate(raw):
+        if _plain_condition(item) and was.get(item["type"]) == item:
+            conditions[item["type"]] = kept[item["type"]]
+        else:
+            condition = _condition(item, path=f"{path}[{i}]")
+            conditions[condition.type] = condition
+    return conditions
+
+
+def _plain_condition(item: Any) -> bool:
+    """A condition with a type whose values are all strings, integers (observedGeneration) or null: equal values
+    of these types read the same (unlike 1 == 1.0 == True, whose strings differ)."""
+    return type(item) is dict and bool(item.get("type")) and _PLAIN.issuperset(map(type, item.values()))
+
+
+_PLAIN = frozenset({str, int, type(None)})
 
 
 @dataclass(slots=True, frozen=True)
@@ -69,36 +99,89 @@ class Node:
         return ready is None or ready.is_true
 
     @classmethod
-    def from_manifest(cls, manifest: Mapping[str, Any]) -> Node:
+    def from_manifest(cls, manifest: Mapping[str, Any], *, kept: tuple[Mapping[str, Any], Node] | None = None) -> Node:
+        """``kept``: an earlier manifest of this Node, never edited since, and its parse: each value this manifest
+        shares with it (the same object: the in-memory API server's writes share what they leave alone) is taken
+        from that parse instead of being read again."""
         metadata = manifest.get("metadata") or {}
         spec = manifest.get("spec") or {}
         status = manifest.get("status") or {}
         name = str(metadata.get("name") or "")
+        shared = _Shared(metadata, spec, status, kept[0] if kept is not None else None)
+        was = kept[1] if kept is not None else _NO_NODE  # read only where ``shared`` says so
         try:
-            capacity = Resources.from_manifest(status.get("capacity"), path="status.capacity")
-            allocatable_raw = status.get("allocatable")
-            allocatable = (
-                capacity if allocatable_raw is None
-                else Resources.from_manifest(allocatable_raw, path="status.allocatable")
-            )
+            if shared.status("capacity") and shared.status("allocatable"):
+                capacity, allocatable = was.capacity, was.allocatable
+            else:
+                capacity = Resources.from_manifest(status.get("capacity"), path="status.capacity")
+                allocatable_raw = status.get("allocatable")
+                allocatable = (
+                    capacity if allocatable_raw is None
+                    else Resources.from_manifest(allocatable_raw, path="status.allocatable")
+                )
             return cls(
                 name=name,
-                labels=_normalized(str_map(metadata.get("labels"), path="metadata.labels")),
-                annotations=str_map(metadata.get("annotations"), path="metadata.annotations"),
-                taints=parse_taints(spec.get("taints"), path="spec.taints"),
+                labels=was.labels if shared.metadata("labels")
+                else _normalized(str_map(metadata.get("labels"), path="metadata.labels")),
+                annotations=was.annotations if shared.metadata("annotations")
+                else str_map(metadata.get("annotations"), path="metadata.annotations"),
+                taints=was.taints if shared.spec("taints") else parse_taints(spec.get("taints"), path="spec.taints"),
                 capacity=capacity,
                 allocatable=allocatable,
                 provider_id=str(spec.get("providerID") or ""),
                 unschedulable=bool(spec.get("unschedulable")),
-                creation_timestamp=parse_time(metadata.get("creationTimestamp"), path="metadata.creationTimestamp"),
-                deletion_timestamp=parse_time(metadata.get("deletionTimestamp"), path="metadata.deletionTimestamp"),
-                conditions=parse_conditions(status.get("conditions"), path="status.conditions"),
+                creation_timestamp=was.creation_timestamp if shared.metadata("creationTimestamp")
+                else parse_time(metadata.get("creationTimestamp"), path="metadata.creationTimestamp"),
+                deletion_timestamp=was.deletion_timestamp if shared.metadata("deletionTimestamp")
+                else parse_time(metadata.get("deletionTimestamp"), path="metadata.deletionTimestamp"),
+                conditions=_conditions(status, shared, was, kept),
                 finalizers=tuple(str(f) for f in metadata.get("finalizers") or ()),
             )
         except (TaintError, QuantityError, ManifestError) as err:
             raise ManifestError(f"Node {name}: {err}") from None
         except ValueError as err:
             raise ManifestError(f"Node {name}: {err}") from None
+
+
+_NO_NODE = Node(name="")
+
+
+def _conditions(
+    status: Mapping[str, Any], shared: _Shared, was: Node | NodeClaim, kept: tuple[Mapping[str, Any], Any] | None
+) -> dict[str, Condition] | Mapping[str, Condition]:
+    if shared.status("conditions"):
+        return was.conditions
+    raw = status.get("conditions")
+    if kept is None:
+        return parse_conditions(raw, path="status.conditions")
+    kept_raw = (kept[0].get("status") or {}).get("conditions")
+    return _reparsed_conditions(raw, kept_raw, was.conditions, path="status.conditions")
+
+
+class _Shared:
+    """Which values of a manifest's metadata, spec and status are the very objects of an earlier manifest's
+    (nothing is shared when there is none)."""
+
+    __slots__ = ("_new", "_old")
+
+    def __init__(
+        self, metadata: Mapping[str, Any], spec: Mapping[str, Any], status: Mapping[str, Any],
+        old: Mapping[str, Any] | None,
+    ) -> None:
+        self._new = (metadata, spec, status)
+        self._old = (
+            None if old is None
+            else (old.get("metadata") or {}, old.get("spec") or {}, old.get("status") or {})
+        )
+
+    def metadata(self, key: str) -> bool:
+        return self._old is not None and self._new[0].get(key) is self._old[0].get(key)
+
+    def spec(self, key: str) -> bool:
+        return self._old is not None and self._new[1].get(key) is self._old[1].get(key)
+
+    def status(self, key: str) -> bool:
+        return self._old is not None and self._new[2].get(key) is self._old[2].get(key)
 
 
 def _normalized(labels: dict[str, str]) -> dict[str, str]:
@@ -152,18 +235,23 @@ class NodeClaim:
         return self.condition_true("Initialized")
 
     @classmethod
-    def from_manifest(cls, manifest: Mapping[str, Any], *, same_spec: NodeClaim | None = None) -> NodeClaim:
-        """``same_spec``: a NodeClaim parsed from a manifest whose ``spec`` is this one's, never edited since (a
-        status write): its spec fields (~450 instance-type values in the requirements) are taken as they are."""
+    def from_manifest(
+        cls, manifest: Mapping[str, Any], *, kept: tuple[Mapping[str, Any], NodeClaim] | None = None
+    ) -> NodeClaim:
+        """``kept``: an earlier manifest of this NodeClaim, never edited since, and its parse: each value this
+        manifest shares with it (the same object: a status write shares the spec, whose requirements hold ~450
+        instance-type values) is taken from that parse instead of being read again."""
         metadata = manifest.get("metadata") or {}
         spec = manifest.get("spec") or {}
         status = manifest.get("status") or {}
         name = str(metadata.get("name") or "")
+        shared = _Shared(metadata, spec, status, kept[0] if kept is not None else None)
+        was = kept[1] if kept is not None else _NO_CLAIM  # read only where ``shared`` says so
         try:
-            if same_spec is not None:
-                requirements, requests = same_spec.requirements, same_spec.requests
-                taints, startup_taints = same_spec.taints, same_spec.startup_taints
-                node_class_ref = same_spec.node_class_ref
+            if kept is not None and manifest.get("spec") is kept[0].get("spec"):
+                requirements, requests = was.requirements, was.requests
+                taints, startup_taints = was.taints, was.startup_taints
+                node_class_ref = was.node_class_ref
             else:
                 requirements = Requirements.from_manifest(spec.get("requirements"), path="spec.requirements")
                 taints = parse_taints(spec.get("taints"), path="spec.taints")
@@ -174,8 +262,10 @@ class NodeClaim:
                 node_class_ref = str_map(spec.get("nodeClassRef"), path="spec.nodeClassRef")
             return cls(
                 name=name,
-                labels=_normalized(str_map(metadata.get("labels"), path="metadata.labels")),
-                annotations=str_map(metadata.get("annotations"), path="metadata.annotations"),
+                labels=was.labels if shared.metadata("labels")
+                else _normalized(str_map(metadata.get("labels"), path="metadata.labels")),
+                annotations=was.annotations if shared.metadata("annotations")
+                else str_map(metadata.get("annotations"), path="metadata.annotations"),
                 requirements=requirements,
                 taints=taints,
                 startup_taints=startup_taints,
@@ -183,12 +273,17 @@ class NodeClaim:
                 node_class_ref=node_class_ref,
                 provider_id=str(status.get("providerID") or ""),
                 node_name=str(status.get("nodeName") or ""),
-                capacity=Resources.from_manifest(status.get("capacity"), path="status.capacity"),
-                allocatable=Resources.from_manifest(status.get("allocatable"), path="status.allocatable"),
-                conditions=parse_conditions(status.get("conditions"), path="status.conditions"),
-                creation_timestamp=parse_time(metadata.get("creationTimestamp"), path="metadata.creationTimestamp"),
-                deletion_timestamp=parse_time(metadata.get("deletionTimestamp"), path="metadata.deletionTimestamp"),
-                last_pod_event_time=parse_time(status.get("lastPodEventTime"), path="status.lastPodEventTime"),
+                capacity=was.capacity if shared.status("capacity")
+                else Resources.from_manifest(status.get("capacity"), path="status.capacity"),
+                allocatable=was.allocatable if shared.status("allocatable")
+                else Resources.from_manifest(status.get("allocatable"), path="status.allocatable"),
+                conditions=_conditions(status, shared, was, kept),
+                creation_timestamp=was.creation_timestamp if shared.metadata("creationTimestamp")
+                else parse_time(metadata.get("creationTimestamp"), path="metadata.creationTimestamp"),
+                deletion_timestamp=was.deletion_timestamp if shared.metadata("deletionTimestamp")
+                else parse_time(metadata.get("deletionTimestamp"), path="metadata.deletionTimestamp"),
+                last_pod_event_time=was.last_pod_event_time if shared.status("lastPodEventTime")
+                else parse_time(status.get("lastPodEventTime"), path="status.lastPodEventTime"),
                 expire_after=spec.get("expireAfter"),
                 termination_grace_period=spec.get("terminationGracePeriod"),
                 image_id=str(status.get("imageID") or ""),
@@ -197,3 +292,6 @@ class NodeClaim:
             raise ManifestError(f"NodeClaim {name}: {err}") from None
         except ValueError as err:
             raise ManifestError(f"NodeClaim {name}: {err}") from None
+
+
+_NO_CLAIM = NodeClaim(name="")

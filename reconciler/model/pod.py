@@ -200,11 +200,13 @@ class Pod:
     @classmethod
     def from_manifest(
         cls, manifest: Mapping[str, Any], *, runtime_class_overhead: Mapping[str, Resources] | None = None,
-        memo: SpecFactsMemo | None = None,
+        memo: SpecFactsMemo | None = None, kept: tuple[Mapping[str, Any], Pod] | None = None,
     ) -> Pod:
         """Parse a v1 Pod. ``runtime_class_overhead`` maps RuntimeClass name -> overhead.podFixed, used when
         the pod's ``spec.overhead`` was not filled in by admission. ``memo``: reuse what an earlier version of
-        the pod's spec yielded (for manifests never edited in place, see ``SpecFactsMemo``)."""
+        the pod's spec yielded (for manifests never edited in place, see ``SpecFactsMemo``). ``kept``: an earlier
+        manifest of the pod, never edited since, and its parse: the metadata values (and start time) this
+        manifest shares with it, the same objects, are taken from that parse."""
         metadata = manifest.get("metadata") or {}
         spec = manifest.get("spec") or {}
         status = manifest.get("status") or {}
@@ -212,7 +214,7 @@ class Pod:
         namespace = str(metadata.get("namespace") or "default")
         where = f"Pod {namespace}/{name}"
         try:
-            return _parse(cls, metadata, spec, status, name, namespace, runtime_class_overhead or {}, memo)
+            return _parse(cls, metadata, spec, status, name, namespace, runtime_class_overhead or {}, memo, kept)
         except (RequirementError, SelectorError, TaintError, QuantityError, ManifestError) as err:
             raise ManifestError(f"{where}: {err}") from None
         except ValueError as err:
@@ -233,8 +235,9 @@ class SpecFactsMemo:
         self._limit = limit
 
     def facts(self, spec: Mapping[str, Any], name: str, overhead: Resources) -> dict[str, Any]:
-        keys = tuple(key for key in spec if key != "nodeName")
-        held = tuple(spec[key] for key in keys)
+        values = dict(spec)  # (C-level copies: this runs on every write of every pod)
+        values.pop("nodeName", None)
+        keys, held = tuple(values), tuple(values.values())
         memo_key = (name, overhead, keys, tuple(map(id, held)))
         entry = self._entries.get(memo_key)
         if entry is not None:
@@ -255,7 +258,16 @@ def _parse(
     namespace: str,
     runtime_overheads: Mapping[str, Resources],
     memo: SpecFactsMemo | None = None,
+    kept: tuple[Mapping[str, Any], Pod] | None = None,
 ) -> Pod:
+    old_metadata = (kept[0].get("metadata") or {}) if kept is not None else None
+    was: Any = kept[1] if kept is not None else None  # read only where ``shared`` says so
+
+    def shared(key: str) -> bool:
+        """Whether the metadata's ``key`` is the very value ``kept`` had (read without error then, so the first
+        problem a manifest reports is still the same one)."""
+        return old_metadata is not None and metadata.get(key) is old_metadata.get(key)
+
     runtime_class = str(spec.get("runtimeClassName") or "")
     overhead = Resources.from_manifest(spec.get("overhead"), path="spec.overhead")
     if not overhead and runtime_class in runtime_overheads:
@@ -263,15 +275,26 @@ def _parse(
     condition = _unschedulable_condition(status)
     # In the order the fields were always read, so a manifest with several problems reports the same first one.
     uid = str(metadata.get("uid") or f"{namespace}/{name}")
-    labels = str_map(metadata.get("labels"), path="metadata.labels")
-    annotations = str_map(metadata.get("annotations"), path="metadata.annotations")
+    labels = was.labels if shared("labels") else str_map(metadata.get("labels"), path="metadata.labels")
+    annotations = (
+        was.annotations if shared("annotations")
+        else str_map(metadata.get("annotations"), path="metadata.annotations")
+    )
     node_name = str(spec.get("nodeName") or "")
     nominated_node_name = str(status.get("nominatedNodeName") or "")
     phase = str(status.get("phase") or "Pending")
-    creation_timestamp = parse_time(metadata.get("creationTimestamp"), path="metadata.creationTimestamp")
-    deletion_timestamp = parse_time(metadata.get("deletionTimestamp"), path="metadata.deletionTimestamp")
-    owner = controller_owner(metadata)
+    creation_timestamp = (
+        was.creation_timestamp if shared("creationTimestamp")
+        else parse_time(metadata.get("creationTimestamp"), path="metadata.creationTimestamp")
+    )
+    deletion_timestamp = (
+        was.deletion_timestamp if shared("deletionTimestamp")
+        else parse_time(metadata.get("deletionTimestamp"), path="metadata.deletionTimestamp")
+    )
+    same_owners = shared("ownerReferences")
+    owner = was.owner if same_owners else controller_owner(metadata)
     facts = memo.facts(spec, name, overhead) if memo is not None else _spec_facts(spec, name, overhead)
+    start = status.get("startTime")
     return cls(
         namespace=namespace,
         name=name,
@@ -286,9 +309,12 @@ def _parse(
         owner=owner,
         unschedulable_condition=condition,
         # Unreadable counts as absent (do-not-disrupt durations then protect for ever: fail safe).
-        start_time=parse_time_or_none(status.get("startTime")),
+        start_time=(
+            was.start_time if kept is not None and start is (kept[0].get("status") or {}).get("startTime")
+            else parse_time_or_none(start)
+        ),
         ready=_ready_condition(status),
-        daemonset_owned=owned_by_daemonset(metadata),
+        daemonset_owned=was.daemonset_owned if same_owners else owned_by_daemonset(metadata),
         **facts,
     )
 

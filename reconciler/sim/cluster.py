@@ -287,9 +287,9 @@ class SimulatedCluster:
                 continue
             if (pod.get("spec") or {}).get("nodeName"):
                 continue
-            await self.env.kube.patch(POD, name, {"spec": {"nodeName": node_name}}, namespace)
-            await self.env.kube.patch(POD, name, {"status": running_status(self.env.now)}, namespace,
-                                      subresource="status")
+            await self.env.kube.patch_unread(POD, name, {"spec": {"nodeName": node_name}}, namespace)
+            await self.env.kube.patch_unread(POD, name, {"status": running_status(self.env.now)}, namespace,
+                                             subresource="status")
             record["bound"][key] = node_name
             self.reasons.pop(key, None)
         await self.stamp_pod_events()
@@ -316,8 +316,8 @@ class SimulatedCluster:
             return None if claim is None or claim.deletion_timestamp is not None else claim.name
 
         for stamp in self.pod_events.due(self.env.now, live_claim):
-            await self.env.kube.patch(NODECLAIM, stamp.nodeclaim,
-                                      {"status": {"lastPodEventTime": format_time(stamp.at)}}, subresource="status")
+            stamped = {"status": {"lastPodEventTime": format_time(stamp.at)}}
+            await self.env.kube.patch_unread(NODECLAIM, stamp.nodeclaim, stamped, subresource="status")
             self.pod_events.written(stamp)
 
     async def settle(self, record: dict[str, Any]) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from reconciler.model import labels as wk
 from reconciler.model.meta import ManifestError, object_key
@@ -27,6 +27,7 @@ from reconciler.state.node import StateNode, build_state_node
 from reconciler.state.views import node_counts
 
 Manifest = dict[str, Any]
+_Parsed = TypeVar("_Parsed", Node, NodeClaim, Pod)
 _JOURNAL_LENGTH = 64  # versions of the nodes whose changed names are kept (``node_changes_since``)
 
 # kind -> attribute holding the raw manifests of kinds kept as-is.
@@ -99,6 +100,7 @@ class ClusterState:
         self._claims_added = 0
         self._journal: list[tuple[int, frozenset[str]]] = []
         self._daemon_pods: list[Pod] | None = None
+        self._overheads: dict[str, Resources] | None = None  # (``_runtime_overheads``)
         # Rebuilding every StateNode after each write would throw away their memoized scheduling
         # views; a node whose inputs are unchanged keeps its StateNode (see ``_state_node``).
         self._pod_versions: dict[str, int] = {}
@@ -130,7 +132,8 @@ class ClusterState:
         if kind == "Pod":
             self._upsert_pod(key, dict(manifest))
         elif kind == "Node":
-            node, previous_node = Node.from_manifest(manifest), self.nodes.get(key)
+            previous_node = self.nodes.get(key)
+            node = Node.from_manifest(manifest, kept=self._kept(self.node_manifests, key, previous_node))
             self.nodes[key] = node
             self.node_manifests[key] = dict(manifest)
             # The same node again (its claim still found the same way): only its StateNode changes.
@@ -138,11 +141,7 @@ class ClusterState:
             self._invalidate(key, rematch=not same)
         elif kind == "NodeClaim":
             previous_claim = self.nodeclaims.get(key)
-            kept = self.nodeclaim_manifests.get(key) if self._spec_memo is not None else None
-            spec = manifest.get("spec")
-            # Never edited (immutable_manifests): a status write shares the spec; its parse is the same.
-            parsed = previous_claim if kept is not None and spec is not None and kept.get("spec") is spec else None
-            claim = NodeClaim.from_manifest(manifest, same_spec=parsed)
+            claim = NodeClaim.from_manifest(manifest, kept=self._kept(self.nodeclaim_manifests, key, previous_claim))
             if previous_claim is None:
                 self._claims_added += 1
                 self._claim_places[key] = self._claims_added
@@ -162,6 +161,15 @@ class ClusterState:
             if kind == "DaemonSet" and previous is not None and _template(previous) == _template(manifest):
                 return  # a status update: the pods it would run are unchanged
             self._after_raw_change(kind)
+
+    def _kept(
+        self, manifests: Mapping[str, Manifest], key: str, parsed: _Parsed | None
+    ) -> tuple[Manifest, _Parsed] | None:
+        """The manifest ``parsed`` was read from, for a new version to share the parse of what a write left alone:
+        only when manifests are never edited (immutable_manifests; then a value still the same object is
+        unchanged)."""
+        kept = manifests.get(key) if self._spec_memo is not None and parsed is not None else None
+        return (kept, parsed) if kept is not None and parsed is not None else None
 
     def remove(self, ref: Mapping[str, Any] | Any) -> None:
         """Forget an object, given its manifest or any ref with ``kind``, ``name`` and ``namespace``."""
@@ -196,6 +204,7 @@ class ClusterState:
         if kind == "DaemonSet":
             self._daemon_pods = None
         elif kind in ("RuntimeClass", "PriorityClass"):
+            self._overheads = None
             for key, manifest in list(self.pod_manifests.items()):
                 self._upsert_pod(key, manifest)
         elif kind in ("PersistentVolume", "PersistentVolumeClaim", "StorageClass", "CSINode"):
@@ -203,7 +212,10 @@ class ClusterState:
             self._invalidate(None)
 
     def _upsert_pod(self, key: str, manifest: Manifest) -> None:
-        pod = Pod.from_manifest(manifest, runtime_class_overhead=self._runtime_overheads(), memo=self._spec_memo)
+        kept = self._kept(self.pod_manifests, key, self.pods.get(key))
+        pod = Pod.from_manifest(
+            manifest, runtime_class_overhead=self._runtime_overheads(), memo=self._spec_memo, kept=kept
+        )
         if not pod.priority and pod.priority_class_name in self.priority_classes:
             pod = replace(pod, priority=int(self.priority_classes[pod.priority_class_name].get("value") or 0))
         self._remove_pod(key)
@@ -250,6 +262,12 @@ class ClusterState:
             self._invalidate(name)
 
     def _runtime_overheads(self) -> dict[str, Resources]:
+        """RuntimeClass name -> its pod overhead (read again only after a RuntimeClass changed)."""
+        if self._overheads is None:
+            self._overheads = self._read_overheads()
+        return self._overheads
+
+    def _read_overheads(self) -> dict[str, Resources]:
         overheads = {}
         for name, manifest in self.runtime_classes.items():
             fixed = (manifest.get("overhead") or {}).get("podFixed")

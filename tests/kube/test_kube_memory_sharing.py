@@ -144,3 +144,42 @@ def test_clone_is_an_independent_deep_copy(value: Any) -> None:
         else:
             found.append(1)
     assert value == before
+
+
+scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=3)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(scalars, min_size=10, max_size=40), st.integers(0, 40), st.booleans())
+def test_clone_copies_the_containers_in_long_lists(values: list[Any], place: int, nested: bool) -> None:
+    """Long lists are checked for containers by C-level loops: one container anywhere is still copied."""
+    from reconciler.kube.semantics import clone
+
+    value = list(values)
+    if nested:
+        value.insert(min(place, len(value)), {"key": ["x"]})
+    copied = clone(value)
+    assert copied == value and copied is not value
+    for original, copy_ in zip(value, copied, strict=True):
+        assert copy_ is original if not isinstance(original, dict) else copy_ is not original
+
+
+def test_an_unread_patch_writes_what_a_patch_writes() -> None:
+    """``patch_unread`` (the simulator's writes whose result nobody reads) stores, versions and announces the same
+    object as ``patch``, and hands nothing back."""
+
+    async def run() -> None:
+        kubes = [MemoryKube(seed=1), MemoryKube(seed=1)]
+        events: list[list[Any]] = [[], []]
+        for kube, seen in zip(kubes, events, strict=True):
+            kube.subscribe(lambda kind, event, seen=seen: seen.append((event.type, event.object)))
+            await kube.create(pod("a", None))
+        writes = [({"spec": {"nodeName": "n1"}}, None), ({"status": {"phase": "Running"}}, "status"),
+                  ({"metadata": {"labels": {"app": "b"}}}, None), ({"status": {"phase": "Running"}}, "status")]
+        for patch, subresource in writes:
+            returned = await kubes[0].patch(POD, "a", patch, "default", subresource=subresource)
+            assert await kubes[1].patch_unread(POD, "a", patch, "default", subresource=subresource) is None
+            assert kubes[1].peek(POD, "a") == returned
+        assert events[0] == events[1] and kubes[0].resource_version == kubes[1].resource_version
+
+    asyncio.run(run())

@@ -24,7 +24,7 @@ not end with more of a limited resource than its limit or than it had, whichever
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from reconciler.model import labels as wk
@@ -138,16 +138,20 @@ def exchange(nodes: Sequence[StateNode], templates: Mapping[str, ClaimTemplate],
     for part in parts:
         pools.setdefault(part.template.name, []).append(part)
     ceilings = {pool: _ceilings(group) for pool, group in pools.items()}
-    moves: dict[str, tuple[str, str]] = {}
+    for pool, group in pools.items():
+        _repack(group, ceilings[pool])
     sweeps = 0
     for sweeps in range(1, max_sweeps + 1):  # noqa: B007 - the count is reported
         improved = False
         for source in sorted(parts, key=_cost_per_use, reverse=True):
             pool = source.template.name
-            if source.movable and source.index != REMOVED and _relieve(source, pools[pool], ceilings[pool], moves):
+            if source.movable and source.index != REMOVED and _relieve(source, pools[pool], ceilings[pool]):
                 improved = True
         if not improved:
             break
+    origin = {key: part.state.name for part in parts for key in part.own_movable}
+    moves = {key: (origin[key], part.state.name) for part in parts for key in sorted(part.movable)
+             if key not in part.own_movable}
     outcomes = [_outcome(part) for part in parts]
     return ExchangeResult(outcomes, moves, left_alone, sum(o.new_price for o in outcomes), original, sweeps)
 
@@ -265,9 +269,71 @@ def _current(part: _Node) -> int:
 
 # -- the search --------------------------------------------------------------------------------------------------
 
+Snapshot = list[tuple[dict[str, int], dict[str, Pod], dict[str, Requirements], int, float]]
 
-def _relieve(source: _Node, peers: Sequence[_Node], ceilings: Mapping[str, int],
-             moves: dict[str, tuple[str, str]]) -> bool:
+
+def _snapshot(group: Sequence[_Node]) -> Snapshot:
+    return [(dict(n.load), dict(n.movable), dict(n.needs), n.index, n.price) for n in group]
+
+
+def _restore(group: Sequence[_Node], snapshot: Snapshot) -> None:
+    for node, (load, movable, needs, index, price) in zip(group, snapshot, strict=True):
+        node.load, node.movable, node.needs, node.index, node.price = dict(load), dict(movable), dict(needs), index, price
+
+
+def _by_cpu(pod: Pod) -> tuple[int, int, str]:
+    requests = pod.scheduling_requests
+    return -requests.amount("cpu"), -requests.amount("memory"), pod.key
+
+
+def _by_memory(pod: Pod) -> tuple[int, int, str]:
+    requests = pod.scheduling_requests
+    return -requests.amount("memory"), -requests.amount("cpu"), pod.key
+
+
+def _repack(group: Sequence[_Node], ceilings: Mapping[str, int]) -> None:
+    """Every movable pod of the pool taken off and put back, largest first (by CPU, then by memory), each where
+    the price grows least (best fit among the nodes it fits as they are); the cheaper packing is kept when it
+    costs strictly less than the pool does now."""
+    before = _snapshot(group)
+    current = sum(n.price for n in group)
+    best: tuple[float, Snapshot] | None = None
+    for order in (_by_cpu, _by_memory):
+        packed = _pack(group, order)
+        if packed is not None and packed < current - PRICE_EPSILON and _within(group, ceilings) and (
+                best is None or packed < best[0]):
+            best = (packed, _snapshot(group))
+        _restore(group, before)
+    if best is not None:
+        _restore(group, best[1])
+
+
+def _pack(group: Sequence[_Node], order: Callable[[Pod], tuple[int, int, str]]) -> float | None:
+    """The pool's movable pods put back in ``order``; the total price, or None when a pod found no node."""
+    pods: list[tuple[Pod, Requirements | None]] = []
+    for node in group:
+        for key, pod in node.movable.items():
+            pods.append((pod, node.needs.get(key)))
+            _add(node.load, pod.scheduling_requests, -1)
+        node.movable, node.needs = {}, {}
+        found = node.cheapest(node.load, ())
+        if found is None:
+            return None
+        node.index, node.price = found
+    for pod, needs in sorted(pods, key=lambda item: order(item[0])):
+        found = _best_target(pod, needs, None, group, {}, float("inf"))
+        if found is None:
+            return None
+        target, load, index, price = found
+        target.load, target.index, target.price = load, index, price
+        target.movable[pod.key] = pod
+        if needs is not None:
+            target.needs[pod.key] = needs
+    return sum(n.price for n in group)
+
+
+
+def _relieve(source: _Node, peers: Sequence[_Node], ceilings: Mapping[str, int]) -> bool:
     """Move some of ``source``'s movable pods to ``peers`` when that lowers the total cost; True if it did."""
     fixed_load = dict(source.load)
     for pod in source.movable.values():
@@ -298,10 +364,10 @@ def _relieve(source: _Node, peers: Sequence[_Node], ceilings: Mapping[str, int],
             best_delta, best_count = shrunk[1] - source.price + growth, len(tried)
     if not best_count:
         return False
-    return _commit(source, tried[:best_count], peers, ceilings, moves)
+    return _commit(source, tried[:best_count], peers, ceilings)
 
 
-def _best_target(pod: Pod, needs: Requirements | None, source: _Node, peers: Sequence[_Node],
+def _best_target(pod: Pod, needs: Requirements | None, source: _Node | None, peers: Sequence[_Node],
                  tentative: Mapping[int, tuple[dict[str, int], int, float]],
                  limit: float) -> tuple[_Node, dict[str, int], int, float] | None:
     """The peer whose price grows least (by less than ``limit``) when it takes ``pod``, best fit among those
@@ -309,10 +375,10 @@ def _best_target(pod: Pod, needs: Requirements | None, source: _Node, peers: Seq
     requests = pod.scheduling_requests
     best: tuple[float, float, _Node, dict[str, int], int, float] | None = None
     for peer in peers:
-        if peer is source or peer.index == REMOVED:
+        if peer is source:
             continue
         load, index, price = tentative.get(id(peer), (peer.load, peer.index, peer.price))
-        room = peer.options[index].room
+        room = peer.options[index].room if index != REMOVED else {}
         if any(value > room.get(name, 0) - load.get(name, 0) for name, value in requests.items()):
             if limit <= PRICE_EPSILON or (best is not None and best[0] == 0.0):
                 continue
@@ -345,7 +411,7 @@ def _with(peer: _Node, needs: Requirements | None) -> list[Requirements]:
 
 
 def _commit(source: _Node, chosen: Sequence[tuple[Pod, _Node]], peers: Sequence[_Node],
-            ceilings: Mapping[str, int], moves: dict[str, tuple[str, str]]) -> bool:
+            ceilings: Mapping[str, int]) -> bool:
     """Apply the moves (each target re-priced upwards, the source downwards); undone when the pool would pass
     a ceiling of its limits or the total would not drop."""
     touched = {id(source): source, **{id(target): target for _, target in chosen}}
@@ -369,10 +435,6 @@ def _commit(source: _Node, chosen: Sequence[tuple[Pod, _Node]], peers: Sequence[
             source.index, source.price = found
             if (sum(n.price for n in touched.values()) < before - PRICE_EPSILON
                     and _within(peers, ceilings)):
-                for pod, target in chosen:
-                    origin = moves.pop(pod.key, (source.state.name, ""))[0]
-                    if origin != target.state.name:
-                        moves[pod.key] = (origin, target.state.name)
                 return True
     for key, node in touched.items():
         node.load, node.movable, node.needs, node.index, node.price = saved[key]

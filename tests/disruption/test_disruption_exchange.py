@@ -106,6 +106,17 @@ def test_a_moved_pods_node_affinity_keeps_the_node_it_lands_on_in_its_family() -
     assert outcome(result, "a") == ("medium", ("default/fixed-a", "default/mover"))
 
 
+def test_a_node_keeps_a_type_its_staying_pods_affinity_allows() -> None:
+    family_m = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["m"]}]}]}}}
+    fussy = pod("fixed-b", node="b", cpu="500m", labels=WEB, extra_spec={"affinity": {**APART["affinity"],
+                                                                                    **family_m}})
+    state = cluster(nodepool(), node_of("a", MEDIUM), node_of("b", MEDIUM), constrained("fixed-a", "a", "3"), fussy)
+    result = run(state)
+    assert outcome(result, "b") == ("medium", ("default/fixed-b",))
+    assert outcome(result, "a") == ("medium", ("default/fixed-a",))
+
+
 def test_a_node_left_with_nothing_is_removed_and_nothing_cheaper_leaves_the_cluster_as_it_is() -> None:
     state = cluster(nodepool(), node_of("a", SMALL), node_of("b", MEDIUM), constrained("fixed-b", "b", "2500m"),
                     pod("mover", node="a", cpu="1"))

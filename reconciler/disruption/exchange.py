@@ -278,7 +278,8 @@ def _snapshot(group: Sequence[_Node]) -> Snapshot:
 
 def _restore(group: Sequence[_Node], snapshot: Snapshot) -> None:
     for node, (load, movable, needs, index, price) in zip(group, snapshot, strict=True):
-        node.load, node.movable, node.needs, node.index, node.price = dict(load), dict(movable), dict(needs), index, price
+        node.load, node.movable, node.needs = dict(load), dict(movable), dict(needs)
+        node.index, node.price = index, price
 
 
 def _by_cpu(pod: Pod) -> tuple[int, int, str]:
@@ -370,8 +371,8 @@ def _relieve(source: _Node, peers: Sequence[_Node], ceilings: Mapping[str, int])
 def _best_target(pod: Pod, needs: Requirements | None, source: _Node | None, peers: Sequence[_Node],
                  tentative: Mapping[int, tuple[dict[str, int], int, float]],
                  limit: float) -> tuple[_Node, dict[str, int], int, float] | None:
-    """The peer whose price grows least (by less than ``limit``) when it takes ``pod``, best fit among those
-    that grow by nothing; its load, option and price with the pod."""
+    """The peer whose price grows least (by less than ``limit``) when it takes ``pod``, and among those the
+    tightest fit (least share of its CPU and memory left unused); its load, option and price with the pod."""
     requests = pod.scheduling_requests
     best: tuple[float, float, _Node, dict[str, int], int, float] | None = None
     for peer in peers:
@@ -379,27 +380,27 @@ def _best_target(pod: Pod, needs: Requirements | None, source: _Node | None, pee
             continue
         load, index, price = tentative.get(id(peer), (peer.load, peer.index, peer.price))
         room = peer.options[index].room if index != REMOVED else {}
-        if any(value > room.get(name, 0) - load.get(name, 0) for name, value in requests.items()):
-            if limit <= PRICE_EPSILON or (best is not None and best[0] == 0.0):
+        after = dict(load)
+        _add(after, requests)
+        if any(value > room.get(name, 0) for name, value in after.items() if value > 0):
+            ceiling = price + limit if best is None else min(price + limit, price + best[0] + PRICE_EPSILON)
+            if best is not None and best[0] == 0.0:
                 continue
-            after = dict(load)
-            _add(after, requests)
-            grown = peer.cheapest(after, _with(peer, needs), start=index + 1,
-                                  below=min(price + limit, price + best[0] if best else float("inf")))
+            grown = peer.cheapest(after, _with(peer, needs), start=index + 1, below=ceiling)
             if grown is None or untolerated(peer.state.taints, pod.tolerations):
                 continue
-            best = (grown[1] - price, 0.0, peer, after, grown[0], grown[1])
+            index, grown_price = grown
+        elif (needs is not None and not peer.allows(index, needs)) or untolerated(peer.state.taints,
+                                                                                   pod.tolerations):
             continue
-        if needs is not None and not peer.allows(index, needs):
-            continue
-        if untolerated(peer.state.taints, pod.tolerations):
-            continue
-        left = sum((room.get(n, 0) - load.get(n, 0) - requests.amount(n)) / max(room.get(n, 0), 1)
-                   for n in ("cpu", "memory"))
-        if best is None or best[0] > 0.0 or left < best[1]:
-            after = dict(load)
-            _add(after, requests)
-            best = (0.0, left, peer, after, index, price)
+        else:
+            grown_price = price
+        option = peer.options[index]
+        unused = sum(1 - after.get(n, 0) / option.room[n] for n in ("cpu", "memory")
+                                    if option.room.get(n, 0) > 0)
+        candidate = (grown_price - price, unused, peer, after, index, grown_price)
+        if best is None or candidate[:2] < best[:2]:
+            best = candidate
     return None if best is None else best[2:]  # type: ignore[return-value]
 
 

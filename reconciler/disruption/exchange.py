@@ -322,10 +322,10 @@ def _pack(group: Sequence[_Node], order: Callable[[Pod], tuple[int, int, str]]) 
             return None
         node.index, node.price = found
     for pod, needs in sorted(pods, key=lambda item: order(item[0])):
-        found = _best_target(pod, needs, None, group, {}, float("inf"))
-        if found is None:
+        placed = _best_target(pod, needs, None, group, {}, float("inf"))
+        if placed is None:
             return None
-        target, load, index, price = found
+        target, load, index, price = placed
         target.load, target.index, target.price = load, index, price
         target.movable[pod.key] = pod
         if needs is not None:

@@ -20,7 +20,9 @@ each resource for all requests, and at least as many nodes as the largest group
 of hostname anti-affine pods), the ratio after / bound, passes, and wall time
 per pass (mean / max) and for the whole run; the reference for the end state (the
 remaining pods provisioned from scratch onto an empty cluster, and those claims
-repacked, each against the bound); then, end to end for the size
+repacked, each against the bound); the many-to-many exchange over the stable cluster
+(``reconciler/disruption/exchange.py``: nodes, $/h, ratio, pods moved, CPU seconds, checked by
+``exchange_problems``); then, end to end for the size
 (scale-up, deletion, bound and every pass), wall time, CPU time (user + system,
 ``resource.getrusage``) and the process's peak RSS so far.
 """

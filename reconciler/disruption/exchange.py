@@ -6,10 +6,11 @@ are, moves only the pods the launch-batch repack may move (``provisioning/repack
 topology spread does not pin a pod it counts, see ``counted_selectors(spread=False)``) between nodes of the same
 NodePool, and prices each node at the cheapest instance type that holds what it keeps.
 
-A local search: the nodes that cost most per used resource first, each one's movable pods (largest first) offered
-to the other nodes (to the one whose price grows least; best fit among those with free room), and the moves kept
-up to the point where the total cost is lowest, when that is strictly lower than before. Sweeps repeat until one
-changes nothing (or ``max_sweeps``).
+The search: first every movable pod of a pool is taken off and put back, largest first, where the price grows
+least (tightest fit among equals), kept when that packing is strictly cheaper; then sweeps of a local search: the
+nodes that cost most per used resource first, each one's movable pods (largest first) offered to the other nodes
+the same way, and the moves kept up to the point where the total cost is lowest, when that is strictly lower than
+before. Sweeps repeat until one changes nothing (or ``max_sweeps``).
 
 A node's types: its NodePool's (the template's catalogue), with an available offering in the node's zone and
 capacity type, the node's current value of every label a topology key of any pod names, meeting every pod's node

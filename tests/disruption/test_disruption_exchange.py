@@ -14,7 +14,17 @@ from reconciler.disruption.exchange import ExchangeResult, exchange
 from reconciler.scheduling import SchedulingContext
 from reconciler.settings import Settings
 from reconciler.state.cluster import ClusterState
-from tests.disruption.disruption_factories import LARGE, MEDIUM, SMALL, TYPES, cluster, node_of, nodepool, pod
+from tests.disruption.disruption_factories import (
+    LARGE,
+    MEDIUM,
+    SMALL,
+    TYPES,
+    cluster,
+    instance_type,
+    node_of,
+    nodepool,
+    pod,
+)
 
 WEB = {"app": "web"}
 APART = {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
@@ -127,6 +137,28 @@ def test_a_node_left_with_nothing_is_removed_and_nothing_cheaper_leaves_the_clus
                    constrained("fixed-b", "b", "1900m"), pod("mover", node="a", cpu="100m"))
     kept = run(full)
     assert kept.moves == {} and kept.cost == kept.original_cost
+
+
+def test_a_do_not_disrupt_pod_keeps_its_node_as_it_is() -> None:
+    state = cluster(nodepool(), node_of("a", MEDIUM), node_of("b", MEDIUM),
+                    pod("fixed-a", node="a", cpu="1", labels=WEB, extra_spec=APART,
+                        annotations={"karpenter.sh/do-not-disrupt": "true"}),
+                    constrained("fixed-b", "b", "2500m"), pod("mover", node="a", cpu="1500m"))
+    result = run(state)
+    assert result.moves == {}
+    assert outcome(result, "a") == ("medium", ("default/fixed-a", "default/mover"))
+
+
+def test_a_pool_with_limits_never_ends_over_its_limit_and_what_it_had() -> None:
+    cheap_large = instance_type("xlarge", 8, 16, 0.11, family="x")
+    types = [SMALL, MEDIUM, cheap_large]
+    objects = [node_of("a", MEDIUM), node_of("b", MEDIUM), constrained("fixed-a", "a", "1"),
+               constrained("fixed-b", "b", "3"), pod("mover", node="a", cpu="1500m")]
+    unlimited = run(cluster(nodepool(), *objects), types)
+    assert unlimited.moves == {"default/mover": ("a", "b")}  # b grows to xlarge (+0.01), a shrinks (-0.05)
+    limited = nodepool()
+    limited["spec"]["limits"] = {"cpu": "9"}  # 8 CPUs now; 10 after that move
+    assert run(cluster(limited, *objects), types).moves == {}
 
 
 def _tainted(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:

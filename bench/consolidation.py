@@ -20,7 +20,9 @@ each resource for all requests, and at least as many nodes as the largest group
 of hostname anti-affine pods), the ratio after / bound, passes, and wall time
 per pass (mean / max) and for the whole run; the reference for the end state (the
 remaining pods provisioned from scratch onto an empty cluster, and those claims
-repacked, each against the bound); then, end to end for the size
+repacked, each against the bound); the many-to-many exchange over the stable cluster
+(``reconciler/disruption/exchange.py``: nodes, $/h, ratio, pods moved, CPU seconds, checked by
+``exchange_problems``); then, end to end for the size
 (scale-up, deletion, bound and every pass), wall time, CPU time (user + system,
 ``resource.getrusage``) and the process's peak RSS so far.
 """
@@ -46,6 +48,8 @@ from reconciler.cloud.types import InstanceType, Offering
 from reconciler.disruption.decide import decide
 from reconciler.disruption.types import Command
 from reconciler.model import labels as wk
+from reconciler.model.requirements import Requirements
+from reconciler.model.taints import untolerated
 from reconciler.scheduling import SchedulingContext
 from reconciler.scheduling.results import ScheduledClaim
 from reconciler.scheduling.scheduler import Scheduler
@@ -201,6 +205,76 @@ def fresh_schedule(state: ClusterState, types: list[InstanceType], settings: Set
             "repacked_nodes": len(repacked.claims), "repacked_cost": cost - repacked.savings}
 
 
+def exchange_row(state: ClusterState, types: list[InstanceType], settings: Settings,
+                 prices: dict[str, float]) -> dict[str, Any]:
+    """The many-to-many exchange (``reconciler/disruption/exchange.py``) over the stable cluster, its CPU
+    seconds, and what an independent check of it found wrong (``exchange_problems``)."""
+    from reconciler.disruption.exchange import exchange
+
+    started = _cpu_seconds()
+    context = SchedulingContext.build(state, {"default": types}, settings)
+    result = exchange(state.state_nodes(), {t.name: t for t in context.templates})
+    cpu = _cpu_seconds() - started
+    return {"nodes": sum(1 for n in result.nodes if n.new_instance_type is not None) + len(result.left_alone),
+            "cost": result.cost + sum(prices[name] for name in result.left_alone), "cpu": cpu,
+            "moves": len(result.moves), "sweeps": result.sweeps,
+            "problems": exchange_problems(state, result, types, prices)}
+
+
+def exchange_problems(state: ClusterState, result: Any, types: list[InstanceType],
+                      prices: dict[str, float]) -> list[str]:
+    """Checked from the cluster and the catalogue, not from the exchange's own views: every pod on exactly one
+    node, each node's pods fit its new type's allocatable and are the ones it had or moved plain pods of its own
+    NodePool, each new price is that type's offering in the node's zone and capacity type, and the total is no
+    costlier than before."""
+    problems: list[str] = []
+    by_name = {t.name: t for t in types}
+    nodes = state.state_nodes_by_name()
+    seen: Counter[str] = Counter()
+    for name in result.left_alone:
+        seen.update(k for k, p in nodes[name].pods.items() if not p.is_daemonset_pod)
+    for outcome in result.nodes:
+        seen.update(outcome.pods)
+        node = nodes[outcome.name]
+        if abs(outcome.price - prices[outcome.name]) > 1e-9:
+            problems.append(f"{outcome.name}: priced {outcome.price} before, costs {prices[outcome.name]}")
+        if outcome.new_instance_type is None:
+            if outcome.pods or outcome.new_price:
+                problems.append(f"{outcome.name}: removed but holds {len(outcome.pods)} pods")
+            continue
+        itype = by_name[outcome.new_instance_type]
+        offers = [o.price for o in itype.offerings if o.available and o.zone == node.zone
+                  and o.capacity_type == node.capacity_type]
+        if not offers or abs(min(offers) - outcome.new_price) > 1e-9:
+            problems.append(f"{outcome.name}: {itype.name} has no offering at {outcome.new_price} in its zone")
+        old_type = by_name[node.instance_type]
+        labels = {k: v for k, v in node.labels.items() if k not in old_type.labels} | dict(itype.labels)
+        as_requirements = Requirements.from_labels(labels)
+        load: dict[str, int] = {}
+        for key in outcome.pods:
+            pod = state.pods[key]
+            for name, value in pod.scheduling_requests.items():
+                load[name] = load.get(name, 0) + value
+            origin = nodes[pod.node_name]
+            if origin.name != outcome.name and (
+                    origin.nodepool != node.nodepool or pod.topology_spread or pod.affinity_required
+                    or pod.anti_affinity_required or untolerated(node.taints, pod.tolerations)):
+                problems.append(f"{key}: a constrained pod, another pool's or an intolerant one moved to "
+                                f"{outcome.name}")
+            if any(labels.get(k) != v for k, v in pod.node_selector.items()) or (pod.required_terms and not any(
+                    as_requirements.is_compatible(term.requirements) for term in pod.required_terms)):
+                problems.append(f"{key}: its node selector or affinity refuses {outcome.name} as {itype.name}")
+        if any(value > itype.allocatable.amount(name) for name, value in load.items()):
+            problems.append(f"{outcome.name}: its pods do not fit {itype.name}")
+    expected = Counter(k for k, p in state.pods.items() if p.node_name and not p.is_daemonset_pod)
+    if seen != expected:
+        problems.append(f"pods placed differently from once each: {len(seen)} placed, {len(expected)} expected, "
+                        f"{sum((seen - expected).values())} extra, {sum((expected - seen).values())} missing")
+    if result.cost > result.original_cost + 1e-9:
+        problems.append(f"costlier: {result.cost:.4f} > {result.original_cost:.4f} $/h")
+    return problems
+
+
 def delete_pods(state: ClusterState, fraction: float, seed: int) -> int:
     rng = random.Random(seed)
     keys = sorted(state.pods)
@@ -283,6 +357,7 @@ def run(nodes: int, *, max_passes: int, seed: int, verbose: bool = False) -> dic
         now += timedelta(seconds=30)
     after_cost = sum(prices.values())
     fresh = fresh_schedule(state, types, settings)
+    exchanged = exchange_row(state, types, settings, prices)
     return {
         "nodes": start_nodes,
         "scaled_cost": start_cost,
@@ -302,6 +377,7 @@ def run(nodes: int, *, max_passes: int, seed: int, verbose: bool = False) -> dic
         "simulations": sum(simulations),
         "commands": commands,
         "fresh": fresh,
+        "exchange": exchanged,
     }
 
 
@@ -346,6 +422,13 @@ def main(argv: list[str] | None = None) -> int:
             f"    the remaining pods scheduled from scratch: {fresh['nodes']} nodes {fresh['cost']:.2f} $/h "
             f"({fresh['cost'] / row['bound']:.2f}x LP); repacked: {fresh['repacked_nodes']} nodes "
             f"{fresh['repacked_cost']:.2f} $/h ({fresh['repacked_cost'] / row['bound']:.2f}x LP)"
+        )
+        exchanged = row["exchange"]
+        print(
+            f"    consolidation + exchange: {exchanged['nodes']} nodes {exchanged['cost']:.2f} $/h "
+            f"({exchanged['cost'] / row['bound']:.3f}x LP; consolidation alone {row['ratio']:.3f}x), "
+            f"{exchanged['moves']} pods moved in {exchanged['sweeps']} sweeps, CPU {exchanged['cpu']:.1f} s"
+            + "".join(f"\n    exchange problem: {problem}" for problem in exchanged["problems"][:5])
         )
         print(f"    end to end: wall {wall:.1f} s, CPU {cpu:.1f} s, peak RSS {_peak_rss_mb():.0f} MB", flush=True)
     return 0

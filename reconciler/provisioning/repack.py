@@ -80,12 +80,17 @@ def repack(claims: Sequence[ScheduledClaim], templates: Mapping[str, ClaimTempla
 # -- what may move -----------------------------------------------------------------------------------------------
 
 
-def counted_selectors(pods: Iterable[Pod]) -> list[tuple[str, object]]:
-    """Every topology / affinity selector in the batch, with the namespaces it looks in (None: any)."""
+def counted_selectors(pods: Iterable[Pod], *, spread: bool = True) -> list[tuple[str, object]]:
+    """Every topology / affinity selector in the batch, with the namespaces it looks in (None: any).
+
+    ``spread=False`` leaves out topology spread selectors: for pods already running (the exchange over a
+    settled cluster) another pod's spread constraint is checked only when that pod schedules, so moving a pod
+    it counts makes no placement invalid; pod (anti-)affinity is kept, as required anti-affinity is symmetric."""
     selectors: list[tuple[str, object]] = []
     for pod in pods:
-        for constraint in pod.topology_spread:
-            selectors.append((pod.namespace, constraint.selector))
+        if spread:
+            for constraint in pod.topology_spread:
+                selectors.append((pod.namespace, constraint.selector))
         terms = [*pod.affinity_required, *pod.anti_affinity_required,
                  *(w.term for w in pod.affinity_preferred), *(w.term for w in pod.anti_affinity_preferred)]
         for term in terms:

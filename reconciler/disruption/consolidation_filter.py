@@ -21,6 +21,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import compress
 from typing import Any
 
 from reconciler.disruption.candidates import consolidation_order, explain
@@ -120,7 +121,8 @@ def _judged(candidate: Candidate, clock: PassClock) -> tuple[_Kept | None, datet
 @dataclass(slots=True)
 class _KeptFilter:
     view: KeptPerNode[_Kept]  # by node name: the candidates chosen or waiting on their consolidateAfter
-    inputs: dict[int, Candidate]  # the candidates last filtered by id: held, so no new candidate reuses an id
+    ids: set[int]  # of the candidates last filtered
+    inputs: dict[int, Candidate]  # those candidates by id: held, so no new candidate reuses an id in ``ids``
     order: list[Candidate]  # the chosen, in consolidation order
     keys: list[tuple[float, str]]  # their order keys (bisect)
 
@@ -134,14 +136,19 @@ def kept_filter(
     The changed names are those of the candidates gone or new by identity (``kept_assessment`` keeps a node's
     Candidate while its verdict holds); the due ones, those whose consolidateAfter ran out."""
     kept: _KeptFilter | None = carried.pop(_KEY, None)  # put back once up to date
-    inputs = dict(zip(map(id, candidates), candidates, strict=True))
+    ids = set(map(id, candidates))
     if kept is None or now < kept.view.now:
         view = KeptPerNode.afresh({c.name: c for c in candidates}, _judged, now)
         order = consolidation_order([c for c, code in view.values.values() if not code])
-        kept = _KeptFilter(view, inputs, order, [c.order_key for c in order])
+        kept = _KeptFilter(view, ids, dict(zip(map(id, candidates), candidates, strict=True)), order,
+                           [c.order_key for c in order])
     else:
-        came = {c.name: c for c in map(inputs.__getitem__, inputs.keys() - kept.inputs.keys())}
-        changed = {kept.inputs[gone].name for gone in kept.inputs.keys() - inputs.keys()}.union(came)
+        inputs = kept.inputs
+        new_ids = ids - kept.ids
+        came = {c.name: c for c in compress(candidates, map(new_ids.__contains__, map(id, candidates)))} \
+            if new_ids else {}
+        changed = {inputs.pop(gone).name for gone in kept.ids - ids}.union(came)
+        inputs.update(zip(map(id, came.values()), came.values(), strict=True))
         values = kept.view.values
 
         def current(name: str) -> Candidate | None:
@@ -157,7 +164,7 @@ def kept_filter(
                 index = bisect_left(kept.keys, after[0].order_key)
                 kept.order.insert(index, after[0])
                 kept.keys.insert(index, after[0].order_key)
-        kept.inputs = inputs
+        kept.ids = ids
     carried[_KEY] = kept
     listed = list(candidates)
 

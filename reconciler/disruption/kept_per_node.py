@@ -155,7 +155,10 @@ class KeptPerNode(Generic[V]):
                 wakes.set(name, moment)
             rejudged.append((name, before))
         if added and order is not None:  # a name new to ``values`` goes where ``order`` has it
-            self.values = {name: values[name] for name in order if name in values}
+            if len(order) == len(values):  # the same names (``values`` has none ``order`` has not)
+                self.values = {name: values[name] for name in order}
+            else:
+                self.values = {name: values[name] for name in order if name in values}
         if rejudged:
             self.answer = None
         return rejudged

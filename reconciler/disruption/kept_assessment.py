@@ -39,8 +39,8 @@ def kept_assess(state: ClusterState, catalog: Catalog, pdbs: PdbLimits, now: dat
         return found, found[0].until
 
     view = kept_node_view(state, _KEY, verdict, now, inputs=catalog_inputs(state, catalog),
-                          fingerprint=pdbs.fingerprint, ordered=True)
-    if view.answer is None:
-        view.answer = collect(view.values.values())
+                          fingerprint=pdbs.fingerprint)
+    if view.answer is None:  # in ``state_nodes`` order
+        view.answer = collect(map(view.values.get, state.state_nodes_by_name()))
     assessment: Assessment = view.answer
     return assessment

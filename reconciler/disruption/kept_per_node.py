@@ -22,7 +22,7 @@ derived from the values. No ClusterState, and no StateNode besides what its valu
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
@@ -129,16 +129,14 @@ class KeptPerNode(Generic[V]):
         return cls(now, clock, values, Wakes(moments))
 
     def refresh(
-        self, changed: Iterable[str], current: Callable[[str], T | None], judge: Judge[T, V], now: datetime,
-        order: Collection[str] | None = None,
+        self, changed: Iterable[str], current: Callable[[str], T | None], judge: Judge[T, V], now: datetime
     ) -> list[tuple[str, V | None]]:
         """Judge again at ``now`` the ``changed`` names and those due by ``now``, each as ``current(name)``
-        (None: gone); with ``order``, keep the values in that order. The names judged again, each with the
-        value it had before."""
+        (None: gone). The names judged again, each with the value it had before (``values`` is in no
+        particular order: a caller that needs one reads it through its own, e.g. ``state_nodes``)."""
         self.now = self.clock.now = now
         values, wakes, clock = self.values, self.wakes, self.clock
         rejudged: list[tuple[str, V | None]] = []
-        added = False
         for name in wakes.due(now).union(changed):
             item = current(name)
             before = values.get(name)
@@ -150,15 +148,9 @@ class KeptPerNode(Generic[V]):
                 if value is None:
                     values.pop(name, None)
                 else:
-                    added = added or before is None
                     values[name] = value
                 wakes.set(name, moment)
             rejudged.append((name, before))
-        if added and order is not None:  # a name new to ``values`` goes where ``order`` has it
-            if len(order) == len(values):  # the same names (``values`` has none ``order`` has not)
-                self.values = {name: values[name] for name in order}
-            else:
-                self.values = {name: values[name] for name in order if name in values}
         if rejudged:
             self.answer = None
         return rejudged
@@ -179,11 +171,11 @@ class NodeVersions(Protocol):
 
 def kept_node_view(
     state: NodeVersions, key: str, judge: Judge[StateNode, V], now: datetime, *,
-    inputs: tuple[Any, ...] = (), fingerprint: Hashable = None, ordered: bool = False,
+    inputs: tuple[Any, ...] = (), fingerprint: Hashable = None,
 ) -> KeptPerNode[V]:
     """The view ``key`` of ``state.carried`` judging every StateNode with ``judge``, brought up to date at ``now``
     (see the module); ``inputs`` (by identity) and ``fingerprint`` (by value): what else ``judge`` reads besides
-    the node and the clock. With ``ordered``, the values are in ``state_nodes`` order."""
+    the node and the clock."""
     generation = state.nodes_generation
     kept: KeptPerNode[V] | None = state.carried.pop(key, None)  # put back once up to date
     changes = None
@@ -194,8 +186,7 @@ def kept_node_view(
     elif not changes and kept.wakes.quiet(now):
         kept.now = kept.clock.now = now
     else:
-        nodes = state.state_nodes_by_name()
-        kept.refresh(changes, nodes.get, judge, now, nodes if ordered else None)
+        kept.refresh(changes, state.state_nodes_by_name().get, judge, now)
     kept.generation, kept.inputs, kept.fingerprint = generation, inputs, fingerprint
     state.carried[key] = kept
     return kept

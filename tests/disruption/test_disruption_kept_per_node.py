@@ -20,10 +20,13 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from reconciler.disruption.budgets import REASON_DRIFTED
+from reconciler.disruption.candidates import Catalog, assess
 from reconciler.disruption.drift_method import drift
+from reconciler.disruption.kept_assessment import kept_assess
 from reconciler.disruption.kept_per_node import _SLACK, Wakes, kept_node_view
 from reconciler.disruption.pass_context import PassContext
 from reconciler.disruption.types import PassClock
+from reconciler.model.pdb import PdbLimits
 from reconciler.settings import DEFAULT_FEATURE_GATES, Settings
 
 NAMES = ("a", "b", "c", "d", "e")
@@ -209,3 +212,19 @@ def test_a_kept_candidate_carries_no_drift_from_an_earlier_pass() -> None:
     assert drift(later, [candidate], later.allowances(REASON_DRIFTED)).eligible == 0
     assert later.drifted(candidate)
     assert drift(later, [candidate], later.allowances(REASON_DRIFTED)).eligible == 1
+
+
+def test_the_kept_assessment_lists_nodes_in_state_nodes_order_after_one_comes_back() -> None:
+    """The view's values are in no order; the assessment is in ``state_nodes`` order, as ``assess`` has it."""
+    state = cluster(nodepool(), *(node_of(name, SMALL, created=NOW - timedelta(hours=2)) for name in ("a", "b", "c")))
+    catalog = Catalog.of({"default": [SMALL]})
+    pdbs = PdbLimits.from_manifests([], [])
+    assert [c.name for c in kept_assess(state, catalog, pdbs, NOW).candidates] == ["a", "b", "c"]
+    state.remove({"kind": "Node", "metadata": {"name": "a"}})
+    state.remove({"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": "a-claim"}})
+    assert [c.name for c in kept_assess(state, catalog, pdbs, NOW).candidates] == ["b", "c"]
+    for manifest in node_of("a", SMALL, created=NOW - timedelta(hours=2)):
+        state.upsert(manifest)
+    names = [c.name for c in kept_assess(state, catalog, pdbs, NOW).candidates]
+    assert names == [n.name for n in state.state_nodes()]
+    assert names == [c.name for c in assess(state, catalog, pdbs, NOW).candidates]

@@ -64,7 +64,7 @@ class Wakes:
     def moments(self) -> Mapping[str, datetime]:
         return self._moments
 
-    def set(self, name: str, moment: datetime | None) -> None:
+    def schedule(self, name: str, moment: datetime | None) -> None:
         """``name``'s next moment from now on (None: none)."""
         moments = self._moments
         if moment is None:
@@ -142,14 +142,14 @@ class KeptPerNode(Generic[V]):
             before = values.get(name)
             if item is None:
                 values.pop(name, None)
-                wakes.set(name, None)
+                wakes.schedule(name, None)
             else:
                 value, moment = judge(item, clock)
                 if value is None:
                     values.pop(name, None)
                 else:
                     values[name] = value
-                wakes.set(name, moment)
+                wakes.schedule(name, moment)
             rejudged.append((name, before))
         if rejudged:
             self.answer = None

@@ -186,10 +186,10 @@ def test_the_heap_of_moments_stays_bounded_however_often_a_node_is_judged_again(
 
 def test_wakes_report_a_name_once_at_its_current_moment() -> None:
     wakes = Wakes()
-    wakes.set("n", NOW + timedelta(seconds=10))
-    wakes.set("n", NOW + timedelta(seconds=20))  # the 10 s entry is stale now
-    wakes.set("m", NOW + timedelta(seconds=10))
-    wakes.set("m", None)
+    wakes.schedule("n", NOW + timedelta(seconds=10))
+    wakes.schedule("n", NOW + timedelta(seconds=20))  # the 10 s entry is stale now
+    wakes.schedule("m", NOW + timedelta(seconds=10))
+    wakes.schedule("m", None)
     assert wakes.quiet(NOW + timedelta(seconds=15))
     assert wakes.due(NOW + timedelta(seconds=15)) == set()
     assert wakes.due(NOW + timedelta(seconds=20)) == {"n"}

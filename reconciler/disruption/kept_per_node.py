@@ -25,10 +25,11 @@ import heapq
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
 from reconciler.disruption.types import PassClock
 from reconciler.state.node import StateNode
+from reconciler.state.views import ClusterState as NodeVersions  # what it reads of ``ClusterState``
 
 T = TypeVar("T")
 V = TypeVar("V")
@@ -154,19 +155,6 @@ class KeptPerNode(Generic[V]):
         if rejudged:
             self.answer = None
         return rejudged
-
-
-class NodeVersions(Protocol):
-    """What ``kept_node_view`` reads of ``reconciler.state.cluster.ClusterState``."""
-
-    carried: dict[str, Any]
-
-    @property
-    def nodes_generation(self) -> int: ...
-
-    def node_changes_since(self, generation: int) -> frozenset[str] | None: ...
-
-    def state_nodes_by_name(self) -> Mapping[str, StateNode]: ...
 
 
 def kept_node_view(

@@ -6,26 +6,29 @@ ConsolidateAfter's depends on the candidate alone and, once found, holds for eve
 (``_kept_blocker``); ConsolidateAfter's holds until the node's consolidateAfter runs out (``quiet_until``), and
 its message names the time left.
 
-``kept_filter`` keeps the chosen candidates in consolidation order across passes: a pass re-asks only the
-candidates that are new objects (``kept_assessment`` keeps a node's Candidate while its verdict holds) and those
-whose consolidateAfter ran out since (a heap of moments), and finds the ones gone by identity, so after a
-single-node command a pass costs set operations over the candidates plus work per changed node instead of a
-Python walk and a sort of all of them. The refusals, needed only to explain a pass, are listed when read. Pure.
+``kept_filter`` keeps the chosen candidates in consolidation order across passes, as a ``kept_per_node`` view
+by node name: a pass re-asks only the candidates that are new objects (``kept_assessment`` keeps a node's
+Candidate while its verdict holds) and those whose consolidateAfter ran out since (its moments), and finds the
+ones gone by identity, so after a single-node command a pass costs set operations over the candidates plus work
+per changed node instead of a Python walk and a sort of all of them. The refusals, needed only to explain a
+pass, are listed when read. Held between passes: the candidates chosen or waiting by name, the last candidates
+by id, the chosen order and its keys, and the moments. Pure.
 """
 
 from __future__ import annotations
 
-import heapq
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import compress
 from typing import Any
 
 from reconciler.disruption.candidates import consolidation_order, explain
+from reconciler.disruption.kept_per_node import KeptPerNode
 from reconciler.disruption.outcome import MethodOutcome
 from reconciler.disruption.policy import WHEN_EMPTY, consolidation_wait, describe_wait, quiet_until, settings_of
-from reconciler.disruption.types import Candidate
+from reconciler.disruption.types import Candidate, PassClock
 
 _KEY = "disruption.kept_consolidation_filter"
 _WAITING = "ConsolidateAfter"
@@ -98,51 +101,70 @@ def _blocker(candidate: Candidate, now: datetime) -> tuple[str, str]:
     return "", ""
 
 
+# A candidate consolidation keeps from pass to pass: chosen ("") or waiting on its consolidateAfter.
+_Kept = tuple[Candidate, str]
+
+
+def _judged(candidate: Candidate, clock: PassClock) -> tuple[_Kept | None, datetime | None]:
+    """Consolidation's verdict on a candidate (``consolidatable``) as a ``kept_per_node`` judgement: chosen, or
+    waiting until its consolidateAfter runs out; nothing kept for the others (a verdict that holds for good)."""
+    if candidate.is_empty or candidate.nodepool.is_static:
+        return None, None  # not consolidation's (``consolidatable``)
+    now = clock.now
+    code = _verdict(candidate, now)[0]
+    if code == _WAITING:
+        until = quiet_until(candidate.node, settings_of(candidate.nodepool).consolidate_after or 0.0)
+        return (candidate, code), until or now
+    return ((candidate, code), None) if not code else (None, None)
+
+
 @dataclass(slots=True)
 class _KeptFilter:
-    now: datetime
-    inputs: list[Candidate]  # the candidates last filtered: held, so no new candidate reuses an id in ``ids``
-    ids: set[int]
+    view: KeptPerNode[_Kept]  # by node name: the candidates chosen or waiting on their consolidateAfter
+    ids: set[int]  # of the candidates last filtered
+    inputs: dict[int, Candidate]  # those candidates by id: held, so no new candidate reuses an id in ``ids``
     order: list[Candidate]  # the chosen, in consolidation order
     keys: list[tuple[float, str]]  # their order keys (bisect)
-    chosen: dict[int, Candidate]
-    waiting: dict[int, Candidate]  # turned away by consolidateAfter: asked again when it runs out
-    wakes: list[tuple[datetime, int]]  # heap: (when consolidateAfter runs out, id) of the waiting
 
 
 def kept_filter(
     carried: dict[str, Any], candidates: Sequence[Candidate], now: datetime
 ) -> tuple[list[Candidate], Callable[[], list[Refusal]]]:
     """``consolidation_order(consolidatable(candidates, now, ...))`` (a new list), kept in ``carried`` (a
-    ``ClusterState.carried``) from pass to pass, and a function listing the refusals in ``candidates`` order."""
-    kept: _KeptFilter | None = carried.get(_KEY)
+    ``ClusterState.carried``) from pass to pass, and a function listing the refusals in ``candidates`` order.
+
+    The changed names are those of the candidates gone or new by identity (``kept_assessment`` keeps a node's
+    Candidate while its verdict holds); the due ones, those whose consolidateAfter ran out."""
+    kept: _KeptFilter | None = carried.pop(_KEY, None)  # put back once up to date
     ids = set(map(id, candidates))
-    if kept is None or now < kept.now:
-        kept = _afresh(candidates, now)
+    if kept is None or now < kept.view.now:
+        view = KeptPerNode.afresh({c.name: c for c in candidates}, _judged, now)
+        order = consolidation_order([c for c, code in view.values.values() if not code])
+        kept = _KeptFilter(view, ids, dict(zip(map(id, candidates), candidates, strict=True)), order,
+                           [c.order_key for c in order])
     else:
-        for gone in kept.ids - ids:
-            found = kept.chosen.pop(gone, None)
-            if found is not None:
-                _drop(kept, found)
-            kept.waiting.pop(gone, None)
-        came = ids - kept.ids
-        asked = [c for c in candidates if id(c) in came] if came else []
-        while kept.wakes and kept.wakes[0][0] <= now:
-            found = kept.waiting.pop(heapq.heappop(kept.wakes)[1], None)
-            if found is not None:
-                asked.append(found)
-        for candidate in asked:
-            if candidate.is_empty or candidate.nodepool.is_static:
-                continue  # not consolidation's (``consolidatable``)
-            code = _verdict(candidate, now)[0]
-            if code == _WAITING:
-                _wait(kept, candidate)
-            elif not code:
-                kept.chosen[id(candidate)] = candidate
-                index = bisect_left(kept.keys, candidate.order_key)
-                kept.order.insert(index, candidate)
-                kept.keys.insert(index, candidate.order_key)
-        kept.now, kept.inputs, kept.ids = now, list(candidates), ids
+        inputs = kept.inputs
+        new_ids = ids - kept.ids
+        came = {c.name: c for c in compress(candidates, map(new_ids.__contains__, map(id, candidates)))} \
+            if new_ids else {}
+        changed = {inputs.pop(gone).name for gone in kept.ids - ids}.union(came)
+        inputs.update(zip(map(id, came.values()), came.values(), strict=True))
+        values = kept.view.values
+
+        def current(name: str) -> Candidate | None:
+            if name in changed:
+                return came.get(name)
+            return values[name][0]  # due: waiting, unchanged
+
+        for name, before in kept.view.refresh(changed, current, _judged, now):
+            if before is not None and not before[1]:
+                _drop(kept, before[0])
+            after = values.get(name)
+            if after is not None and not after[1]:
+                index = bisect_left(kept.keys, after[0].order_key)
+                kept.order.insert(index, after[0])
+                kept.keys.insert(index, after[0].order_key)
+        kept.ids = ids
     carried[_KEY] = kept
     listed = list(candidates)
 
@@ -152,24 +174,6 @@ def kept_filter(
         return refused
 
     return list(kept.order), refusals
-
-
-def _afresh(candidates: Sequence[Candidate], now: datetime) -> _KeptFilter:
-    refused: list[Refusal] = []
-    order = consolidation_order(consolidatable(candidates, now, MethodOutcome(""), refused))
-    kept = _KeptFilter(now, list(candidates), set(map(id, candidates)), order, [c.order_key for c in order],
-                       {id(c): c for c in order}, {}, [])
-    for candidate, code, _ in refused:
-        if code == _WAITING:
-            _wait(kept, candidate)
-    return kept
-
-
-def _wait(kept: _KeptFilter, candidate: Candidate) -> None:
-    """Keep a candidate consolidateAfter turned away until the moment it runs out (its verdict until then)."""
-    until = quiet_until(candidate.node, settings_of(candidate.nodepool).consolidate_after or 0.0)
-    kept.waiting[id(candidate)] = candidate
-    heapq.heappush(kept.wakes, (until or kept.now, id(candidate)))
 
 
 def _drop(kept: _KeptFilter, candidate: Candidate) -> None:

@@ -15,16 +15,19 @@ from reconciler.disruption.budgets import REASON_DRIFTED, BudgetAllowance
 from reconciler.disruption.candidates import explain
 from reconciler.disruption.consolidation import first_failure
 from reconciler.disruption.outcome import MethodOutcome
-from reconciler.disruption.pass_context import PassContext
+from reconciler.disruption.pass_context import Drift, PassContext
 from reconciler.disruption.simulation import SimulationBudgetExceeded
 from reconciler.disruption.types import DRIFT, Candidate, Command
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def drift_order(candidates: Sequence[Candidate]) -> list[Candidate]:
-    """Empty nodes first (their replacement moves nothing), then oldest drift, then name."""
-    return sorted(candidates, key=lambda c: (not c.is_empty, c.drift_since or _EPOCH, c.name))
+def drift_order(run: PassContext, candidates: Sequence[Candidate], *, static: bool) -> list[tuple[Candidate, Drift]]:
+    """The candidates of static (or other) NodePools this pass found drifted (``PassContext.drifted``), with
+    their drift: empty nodes first (their replacement moves nothing), then oldest drift, then name."""
+    found = [(c, drift) for c in candidates
+             if c.nodepool.is_static == static and (drift := run.drift_of(c)) is not None]
+    return sorted(found, key=lambda pair: (not pair[0].is_empty, pair[1].since or _EPOCH, pair[0].name))
 
 
 def drift(
@@ -32,14 +35,15 @@ def drift(
 ) -> MethodOutcome:
     outcome = MethodOutcome(DRIFT)
     simulator, builder = run.simulator, run.builder
-    ordered = drift_order([c for c in candidates if c.drift is not None and not c.nodepool.is_static])
+    ordered = [candidate for candidate, _ in drift_order(run, candidates, static=False)]
     outcome.eligible = len(ordered)
     for index, candidate in enumerate(ordered):
         allowance = allowances.get(candidate.pool)
         if allowance is None or allowance.remaining <= 0:
             outcome.budget_constrained = True
             message = allowance.explain() if allowance else f"no budget known for NodePool {candidate.pool}"
-            detail = candidate.drift[1] if candidate.drift else ""
+            drifted = run.drift_of(candidate)
+            detail = drifted.detail if drifted else ""
             outcome.explain(explain(candidate.node, "Budget", f"drifted ({detail}); {message}", DRIFT))
             continue
         try:

@@ -8,6 +8,7 @@ so trying a later method costs no more than it would on its own.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -65,6 +66,8 @@ class PassContext:
         # listing those refused.
         self.consolidation_filtered: tuple[list[Candidate], list[Candidate], Callable[[], list[Any]]] | None = None
         self._chosen: dict[tuple[int, Callable[..., bool]], tuple[list[Candidate], list[Candidate]]] = {}
+        # What ``drifted`` found this pass, by node name: kept candidates carry nothing from an earlier pass.
+        self._drift: dict[str, Drift] = {}
 
     def chosen(
         self, candidates: list[Candidate], should_disrupt: Callable[[PassContext, Candidate], bool]
@@ -134,7 +137,8 @@ class PassContext:
         return drifted_names(self.state, self.catalog, self.now)
 
     def drifted(self, candidate: Candidate) -> bool:
-        """Whether the candidate drifted; fills in its drift reason and since when (drift's filter)."""
+        """Whether the candidate drifted; its drift reason and since when are ``drift_of`` for this pass (drift's
+        filter)."""
         claim = candidate.node.nodeclaim
         if claim is None:
             return False
@@ -142,10 +146,26 @@ class PassContext:
         if found is None:
             return False
         condition = claim.conditions.get("Drifted")
-        candidate.drift = found
-        candidate.drift_since = (
+        since = (
             condition.last_transition_time
             if condition is not None and condition.is_true and condition.last_transition_time
             else claim.creation_timestamp
         )
+        self._drift[candidate.name] = Drift(found, since)
         return True
+
+    def drift_of(self, candidate: Candidate) -> Drift | None:
+        """The drift ``drifted`` found for this candidate this pass, or None (not asked, or not drifted)."""
+        return self._drift.get(candidate.name)
+
+
+@dataclass(slots=True, frozen=True)
+class Drift:
+    """Why a candidate drifted (reason, detail) and since when: found once per pass (``PassContext.drifted``)."""
+
+    reason: tuple[str, str]
+    since: datetime | None
+
+    @property
+    def detail(self) -> str:
+        return self.reason[1]

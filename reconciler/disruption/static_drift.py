@@ -29,11 +29,11 @@ def static_drift(
     run: PassContext, candidates: Sequence[Candidate], allowances: Mapping[str, BudgetAllowance]
 ) -> MethodOutcome:
     outcome = MethodOutcome(STATIC_DRIFT)
-    ordered = drift_order([c for c in candidates if c.drift is not None and c.nodepool.is_static])
+    ordered = drift_order(run, candidates, static=True)
     outcome.eligible = len(ordered)
-    for index, candidate in enumerate(ordered):
+    for index, (candidate, drifted) in enumerate(ordered):
         pool = candidate.nodepool
-        detail = candidate.drift[1] if candidate.drift else ""
+        detail = drifted.detail
         allowance = allowances.get(candidate.pool)
         if allowance is None or allowance.remaining <= 0:
             outcome.budget_constrained = True
@@ -58,7 +58,7 @@ def static_drift(
             continue
         outcome.command = run.builder.named(
             Command(REASON_DRIFTED, STATIC_DRIFT, [candidate], [run.builder.replacement(claim)]))
-        for rest in ordered[index + 1:]:
+        for rest, _ in ordered[index + 1:]:
             outcome.explain(explain(rest.node, "NotEvaluated", "drift replaces one node per pass", STATIC_DRIFT))
         return outcome
     return outcome

@@ -56,8 +56,7 @@ class Candidate:
     eviction_cost: float  # eviction costs of all pods
     lifetime: tuple[float, datetime] | None  # (expireAfter seconds, created), see ``provisioning.lifetime``
     clock: PassClock  # the latest pass's clock (``assessed_at``)
-    drift: tuple[str, str] | None = None  # (reason, detail) when drifted
-    drift_since: datetime | None = None
+    # No per-pass findings here (a Candidate is kept from pass to pass): drift's are ``PassContext.drift_of``.
     # Read for every candidate several times a pass: plain attributes, set once from the node and its pods.
     name: str = field(init=False)
     # Karpenter treats "reschedule cost <= 1" as empty, which counts nodes whose pods all have

@@ -34,13 +34,7 @@ from reconciler.cloud.types import InstanceType
 from reconciler.disruption.budgets import REASON_UNDERUTILIZED, BudgetAllowance
 from reconciler.disruption.candidates import Catalog, budget_allowances, build_candidates, explain
 from reconciler.disruption.consolidation import ConsolidationRefusal, compute_consolidation
-from reconciler.disruption.consolidation_filter import (  # noqa: F401 (``_blocker``, ``_kept_blocker``: tests)
-    Refusal,
-    _blocker,
-    _kept_blocker,
-    consolidatable,
-    kept_filter,
-)
+from reconciler.disruption.consolidation_filter import Refusal, consolidatable, kept_filter
 from reconciler.disruption.outcome import MethodOutcome, ValidationResult
 from reconciler.disruption.pass_context import PassContext
 from reconciler.disruption.simulation import SimulationBudgetExceeded, Simulator

@@ -3,7 +3,7 @@
 ``assess`` keeps each node's eligibility, pod blocker, moving pods and price on its StateNode and reuses them
 while the node, its NodePool, its instance type and the PDBs are unchanged and the clock has not crossed a
 do-not-disrupt duration or a nomination; ``node_drift`` does the same for the drift reason (bounded by the
-instance-type check's age), and consolidation its verdict (``underutilized._kept_blocker``: all but
+instance-type check's age), and consolidation its verdict (``consolidation_filter._kept_blocker``: all but
 consolidateAfter's, which moves with the clock). These properties drive one cluster state through random
 clock moves and changes and compare, after every step, the kept answers with ones computed afresh.
 """
@@ -18,8 +18,9 @@ from disruption_factories import LARGE, MEDIUM, NOW, SMALL, TYPES, cluster, inst
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconciler.disruption import candidates, underutilized
+from reconciler.disruption import candidates
 from reconciler.disruption.candidates import Assessment, Catalog, assess, assess_node_afresh, node_drift
+from reconciler.disruption.consolidation_filter import _blocker, _kept_blocker
 from reconciler.disruption.drift_detection import drift_reason
 from reconciler.model.nodepool import NodePool
 from reconciler.model.pdb import PdbLimits
@@ -145,7 +146,7 @@ def test_kept_assessments_equal_fresh_ones_as_the_clock_and_the_cluster_move(
         assert_named_assessment_is_the_full_ones_part(state, catalog, pdbs, now, full)
         for candidate in full.candidates:  # consolidation's verdict, kept on the node from pass to pass
             if not candidate.is_empty:
-                assert underutilized._kept_blocker(candidate, now) == underutilized._blocker(candidate, now)
+                assert _kept_blocker(candidate, now) == _blocker(candidate, now)
         for node in state.state_nodes():
             pool = state.nodepools.get(node.nodepool)
             if pool is None or node.nodeclaim is None:

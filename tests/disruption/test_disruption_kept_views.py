@@ -20,14 +20,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_disruption_assessment_memo import GUARDS, afresh, apply_pod_move, pdbs_of, starting_cluster, summary
 
-from reconciler.disruption import underutilized
+from reconciler.disruption import consolidation_filter, underutilized
 from reconciler.disruption.candidates import Catalog, consolidation_order
-from reconciler.disruption.consolidation_filter import kept_filter
+from reconciler.disruption.consolidation_filter import Refusal, consolidatable, kept_filter
 from reconciler.disruption.drift_detection import drift_reason
 from reconciler.disruption.kept_assessment import kept_assess
 from reconciler.disruption.kept_drift import drifted_names
 from reconciler.disruption.outcome import MethodOutcome
-from reconciler.disruption.underutilized import Refusal, consolidatable
 from reconciler.state.cluster import ClusterState
 
 NODES = ("n0", "n1", "n2", "n3")
@@ -89,7 +88,7 @@ def test_kept_views_equal_fresh_ones_as_the_clock_and_the_cluster_move(
         ordered, refusals = kept_filter(state.carried, [c for c in kept.for_class(eventual=False)[0]
                                                         if not c.is_empty], now)
         graceful = [c for c in fresh.for_class(eventual=False)[0] if not c.is_empty]
-        verdicts = [(c, *underutilized._blocker(c, now)) for c in graceful if not c.nodepool.is_static]
+        verdicts = [(c, *consolidation_filter._blocker(c, now)) for c in graceful if not c.nodepool.is_static]
         assert [c.name for c in ordered] == [c.name for c in consolidation_order([c for c, code, _ in verdicts
                                                                                   if not code])]
         assert [(c.name, code, message) for c, code, message in refusals()] == [
@@ -100,7 +99,7 @@ def test_kept_views_equal_fresh_ones_as_the_clock_and_the_cluster_move(
             if not candidate.is_empty:
                 refused: list[Refusal] = []
                 consolidatable([candidate], now, MethodOutcome(""), refused)
-                assert (refused[0][1:] if refused else ("", "")) == underutilized._blocker(candidate, now)
+                assert (refused[0][1:] if refused else ("", "")) == consolidation_filter._blocker(candidate, now)
 
     check()
     for serial, move in enumerate(moves):

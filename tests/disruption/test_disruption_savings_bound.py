@@ -11,11 +11,11 @@ from hypothesis import strategies as st
 from reconciler.disruption.budgets import REASON_UNDERUTILIZED
 from reconciler.disruption.candidates import Catalog, assess
 from reconciler.disruption.consolidation import ConsolidationRefusal, ReplacementBuilder, compute_consolidation
+from reconciler.disruption.consolidation_filter import consolidatable
 from reconciler.disruption.decide import default_namer
 from reconciler.disruption.outcome import MethodOutcome
 from reconciler.disruption.simulation import Simulator
 from reconciler.disruption.types import MULTI_NODE, SINGLE_NODE, Candidate
-from reconciler.disruption.underutilized import consolidatable
 from reconciler.model.pdb import PdbLimits
 from reconciler.settings import Settings
 from reconciler.state.cluster import ClusterState

@@ -67,8 +67,8 @@ def node_values(
             else:
                 reordered = reordered or node_name not in values
                 values[node_name] = compute(node)
-        if reordered:  # a new name goes where ``state_nodes`` has it
-            values = {node_name: values[node_name] for node_name in nodes}
+        if reordered:  # a new name goes where ``state_nodes`` has it (C-level: every name is in ``values``)
+            values = dict(zip(nodes, map(values.__getitem__, nodes), strict=True))
     found = NodeValues(generation, inputs, values, changes)
     state.carried[name] = found
     return found
@@ -100,8 +100,9 @@ def node_counts(
         if kept is None or changes is None:
             kept = _Tally(generation, inputs, {}, {})
             changes = frozenset(nodes)
-        else:
-            kept = _Tally(generation, inputs, dict(kept.keys), dict(kept.totals))
+        else:  # brought up to date in place: only ``carried`` holds a tally (copying its keys was O(nodes))
+            kept.generation = generation
+        state.carried.pop(name, None)  # put back once up to date: a ``keys_of`` that raises leaves no half tally
         totals = kept.totals
         for node_name in changes:
             for key in kept.keys.pop(node_name, ()):

@@ -233,7 +233,7 @@ def _counted_pods(state: ClusterState) -> tuple[dict[str, list[CountedPod]], Seq
     """Every active pod bound to a known node, as topology counts it (shared by the runs on one state), in
     ``bound_pods`` order, by node and all together, and their namespaces. Each node's part is kept across
     versions of the nodes while its StateNode is the same, so an unchanged node's list is the same object."""
-    per_node = node_values(state, "scheduling.counted_pods", _kept_counted_pods).values
+    per_node = node_values(state, "scheduling.counted_pods", _kept_counted_pods, ordered=False).values
     by_node = _counted_by_node(state, per_node)
     counted = JoinedPods(by_node)
     # A node without bound pods counts none, so every StateNode's namespaces are those of ``by_node``'s nodes:

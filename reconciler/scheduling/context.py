@@ -75,7 +75,9 @@ class SchedulingContext:
                 # Each node's SlotBase (None while marked) is kept across versions for the nodes that stay.
                 view = node_values(self.state, "scheduling.slot_bases", lambda node: _slot_base(node, daemon_pods),
                                    daemon_pods)
-                bases = [slot for slot in view.values.values() if slot is not None]
+                bases = list(filter(None, view.values.values()))  # C-level: a SlotBase is never falsy
+                if not node_counts(self.state, "scheduling.uninitialized_slots", _uninitialized_slot):
+                    return bases  # mostly every node is initialized: the order is the view's (no Python walk)
                 return [slot for slot in bases if slot.state.initialized] + \
                     [slot for slot in bases if not slot.state.initialized]
 
@@ -214,6 +216,11 @@ def _same_input(seen: Any, given: Any) -> bool:
     if isinstance(seen, tuple) and isinstance(given, tuple):
         return len(seen) == len(given) and all(map(is_, seen, given))
     return seen is given
+
+
+def _uninitialized_slot(node: StateNode) -> tuple[str, ...]:
+    """Counts the nodes with a SlotBase (not marked) that are not initialized."""
+    return () if node.marked_for_deletion or node.initialized else ("uninitialized",)
 
 
 def _slot_base(node: StateNode, daemon_pods: tuple[Pod, ...]) -> SlotBase | None:

@@ -96,7 +96,7 @@ class Simulator:
         now = self.now
         pools = self.state.nodepools
         view = node_values(self.state, "disruption.consolidate_after_ends",
-                           lambda node: _consolidate_after_ends(node, pools), tuple(pools.values()))
+                           lambda node: _consolidate_after_ends(node, pools), tuple(pools.values()), ordered=False)
         return {name for name, until in view.values.items() if until is not None and now < until}
 
     def exhausted(self) -> bool:

@@ -25,6 +25,15 @@ from reconciler.model.taints import TaintError, Toleration, parse_tolerations
 
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 ONE_POD = Resources({PODS: 1000})
+_SCHEDULING_REQUESTS: dict[tuple[tuple[str, int], ...], Resources] = {}  # per pod shape (``_shared_requests``)
+
+
+def _shared_requests(requests: Resources) -> Resources:
+    """The one ``Resources`` object with ``requests``' items in their order (the order is kept: messages that
+    name resources read it); started afresh past 4,096 shapes, a bounded memo."""
+    if len(_SCHEDULING_REQUESTS) >= 4096:
+        _SCHEDULING_REQUESTS.clear()
+    return _SCHEDULING_REQUESTS.setdefault(tuple(requests.items()), requests)
 
 
 @dataclass(slots=True, frozen=True)
@@ -144,6 +153,9 @@ class Pod:
         found = self._scheduling_requests
         if found is None:
             found = self.requests + ONE_POD
+            # One object per shape: a workload's pods share it, so maps keyed by requests (the savings bound's,
+            # per candidate pod) find it by identity instead of comparing equal values (Resources are immutable).
+            found = _shared_requests(found)
             object.__setattr__(self, "_scheduling_requests", found)  # a memo on a frozen value
         return found
 

@@ -75,7 +75,9 @@ class SchedulingContext:
                 # Each node's SlotBase (None while marked) is kept across versions for the nodes that stay.
                 view = node_values(self.state, "scheduling.slot_bases", lambda node: _slot_base(node, daemon_pods),
                                    daemon_pods)
-                bases = [slot for slot in view.values.values() if slot is not None]
+                bases = list(filter(None, view.values.values()))  # C-level: a SlotBase is never falsy
+                if not node_counts(self.state, "scheduling.uninitialized_slots", _uninitialized_slot):
+                    return bases  # mostly every node is initialized: the order is the view's (no Python walk)
                 return [slot for slot in bases if slot.state.initialized] + \
                     [slot for slot in bases if not slot.state.initialized]
 
@@ -216,6 +218,11 @@ def _same_input(seen: Any, given: Any) -> bool:
     return seen is given
 
 
+def _uninitialized_slot(node: StateNode) -> tuple[str, ...]:
+    """Counts the nodes with a SlotBase (not marked) that are not initialized."""
+    return () if node.marked_for_deletion or node.initialized else ("uninitialized",)
+
+
 def _slot_base(node: StateNode, daemon_pods: tuple[Pod, ...]) -> SlotBase | None:
     """The node's SlotBase (None when it is marked for deletion), kept on its StateNode for the same DaemonSet
     pods (by identity)."""
@@ -233,7 +240,7 @@ def _counted_pods(state: ClusterState) -> tuple[dict[str, list[CountedPod]], Seq
     """Every active pod bound to a known node, as topology counts it (shared by the runs on one state), in
     ``bound_pods`` order, by node and all together, and their namespaces. Each node's part is kept across
     versions of the nodes while its StateNode is the same, so an unchanged node's list is the same object."""
-    per_node = node_values(state, "scheduling.counted_pods", _kept_counted_pods).values
+    per_node = node_values(state, "scheduling.counted_pods", _kept_counted_pods, ordered=False).values
     by_node = _counted_by_node(state, per_node)
     counted = JoinedPods(by_node)
     # A node without bound pods counts none, so every StateNode's namespaces are those of ``by_node``'s nodes:

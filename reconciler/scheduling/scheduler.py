@@ -257,15 +257,16 @@ class Scheduler:
                           blockers: dict[TopologyGroup, tuple]) -> str | None:
         """``_existing`` from ``start`` on, asking only the bases with room for the pod's requests and those
         this run placed pods on (whose room is less than their base's, and whose refusal may say otherwise).
-        The bases passed over are recorded on the class, so a later try that lists refusals can say what each
-        would have answered (``_skipped_for_room``)."""
+        A base this run placed pods on is asked whatever its room says; any other base without room for every
+        request is passed over. The bases passed over are recorded on the class, so a later try that lists
+        refusals can say what each would have answered (``_skipped_for_room``)."""
         if self._room is None:
             self._room = self.context.room_index()
             self._placed_positions = sorted(map(self._room.position, self._placed))
-        bases, excluded, refuse_moved, placed = self._bases, self._excluded, self._pending_only, self._placed
+        bases, excluded, refuse_moved = self._bases, self._excluded, self._pending_only
         room, requests = self._room, cls.requests
-        with_cpu = room.with_cpu(requests)
-        candidates: Iterable[int] = with_cpu[bisect_left(with_cpu, start):]
+        with_room = room.with_room(requests)
+        candidates: Iterable[int] = with_room[bisect_left(with_room, start):]
         placed_positions = self._placed_positions[bisect_left(self._placed_positions, start):]
         if placed_positions:
             candidates = merge(candidates, placed_positions)
@@ -280,8 +281,6 @@ class Scheduler:
                 continue
             if base in rejected:
                 continue  # refused a pod of this class before (checked first: a set lookup)
-            if base not in placed and not room.holds(position, requests):
-                continue  # its room lacks another resource
             if blockers and _refused(blockers, base):
                 continue
             if refuse_moved and not pending and base.name in refuse_moved:

@@ -19,6 +19,7 @@ from reconciler.model.requirements import Requirement, Requirements
 from reconciler.model.selectors import LabelExpression
 from reconciler.model.taints import Taint
 from reconciler.scheduling.domain_costs import DomainCosts
+from reconciler.scheduling.layered_map import LayeredMap, derived
 from reconciler.scheduling.podinfo import IGNORE, SchedulingPod
 from reconciler.scheduling.topology_counts import BaseCounts, Change, CountedPod, NodeDomains, PodsByNamespace
 from reconciler.scheduling.topology_group import (
@@ -106,8 +107,10 @@ class Topology:
         # Inverse group -> (pod key, node name) of the pod whose tolerations chose those domains, and them.
         self._creators: dict[tuple, tuple[str, str]] = {}
         self._creator_tolerations: dict[tuple, tuple] = {}
-        self._inverse_of: dict[str, list[tuple]] = {}  # counted pod key -> the inverse groups it owns
-        self._contributions: dict[str, list[tuple[tuple, str]]] = {}  # pod key -> (inverse group, domain)
+        # Counted pod key -> the inverse groups it owns; pod key -> (inverse group, domain). A base topology's are
+        # LayeredMaps once ``updated`` (never edited once another version shares them), a fork's are dicts.
+        self._inverse_of: dict[str, list[tuple]] | LayeredMap[str, list[tuple]] = {}
+        self._contributions: dict[str, list[tuple[tuple, str]]] | LayeredMap[str, list[tuple[tuple, str]]] = {}
         for counted in counted_pods:
             if counted.pod.anti_affinity_required:
                 self._add_inverse(counted.pod, counted.node_labels, counted.node_name)
@@ -138,8 +141,9 @@ class Topology:
                                                              *change.nodes(node_domains))
         new._inverse_identity = dict(self._inverse_identity)
         new._sources, new._creators = dict(self._sources), dict(self._creators)
-        new._creator_tolerations, new._contributions = dict(self._creator_tolerations), dict(self._contributions)
-        new._inverse_of = dict(self._inverse_of)
+        new._creator_tolerations = dict(self._creator_tolerations)
+        # One entry per running anti-affinity pod, a few of them changed: shared with this version, not copied.
+        new._contributions, new._inverse_of = derived(self._contributions), derived(self._inverse_of)
         new.inverse = {identity: group.fork(set(group.owners)) for identity, group in self.inverse.items()}
         touched: dict[tuple, set[str]] = {}
         lost: set[tuple] = set()  # groups whose creator left

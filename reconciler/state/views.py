@@ -45,10 +45,12 @@ class NodeValues(Generic[T]):
 
 
 def node_values(
-    state: ClusterState, name: str, compute: Callable[[StateNode], T], inputs: tuple[Any, ...] = ()
+    state: ClusterState, name: str, compute: Callable[[StateNode], T], inputs: tuple[Any, ...] = (), *,
+    ordered: bool = True,
 ) -> NodeValues[T]:
     """The view ``name`` at the current version of the nodes; ``inputs`` (compared by identity, item by item):
-    what else ``compute`` reads, all of it recomputed when they change."""
+    what else ``compute`` reads, all of it recomputed when they change. ``ordered=False``: a view only looked up
+    by name, whose new names go last (putting them in ``state_nodes`` order copied every entry)."""
     generation = state.nodes_generation
     kept: NodeValues[T] | None = state.carried.get(name)
     if kept is not None and kept.generation == generation and _same(kept.inputs, inputs):
@@ -67,8 +69,8 @@ def node_values(
             else:
                 reordered = reordered or node_name not in values
                 values[node_name] = compute(node)
-        if reordered:  # a new name goes where ``state_nodes`` has it
-            values = {node_name: values[node_name] for node_name in nodes}
+        if reordered and ordered:  # a new name goes where ``state_nodes`` has it (C-level: every name is in ``values``)
+            values = dict(zip(nodes, map(values.__getitem__, nodes), strict=True))
     found = NodeValues(generation, inputs, values, changes)
     state.carried[name] = found
     return found
@@ -100,8 +102,9 @@ def node_counts(
         if kept is None or changes is None:
             kept = _Tally(generation, inputs, {}, {})
             changes = frozenset(nodes)
-        else:
-            kept = _Tally(generation, inputs, dict(kept.keys), dict(kept.totals))
+        else:  # brought up to date in place: only ``carried`` holds a tally (copying its keys was O(nodes))
+            kept.generation = generation
+        state.carried.pop(name, None)  # put back once up to date: a ``keys_of`` that raises leaves no half tally
         totals = kept.totals
         for node_name in changes:
             for key in kept.keys.pop(node_name, ()):

@@ -167,6 +167,8 @@ def test_views_kept_across_versions_equal_views_computed_afresh(moves: list[tupl
         nodes = state.state_nodes()
         pods = node_values(state, "test.pods", lambda n: sorted(n.pods)).values
         assert pods == {n.name: sorted(n.pods) for n in nodes} and list(pods) == [n.name for n in nodes]
+        unordered = node_values(state, "test.unordered", lambda n: sorted(n.pods), ordered=False).values
+        assert unordered == {n.name: sorted(n.pods) for n in nodes}
         counts: dict[Any, int] = {}
         for n in nodes:
             for key in _budget_keys(n):

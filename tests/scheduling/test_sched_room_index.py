@@ -122,6 +122,10 @@ def test_room_index_lists_exactly_the_nodes_whose_room_holds_the_requests(
     assert index.with_cpu(requests) == [i for i, room in enumerate(rooms) if cpu is None or cpu <= room.get("cpu", 0)]
     expected = [i for i, room in enumerate(rooms) if all(v <= room.get(k, 0) for k, v in requests.items())]
     assert [i for i in index.with_cpu(requests) if index.holds(i, requests)] == expected
+    assert index.with_room(requests) == expected
+    assert index.with_room(requests) == expected  # the kept answer too
+    reversed_order = dict(reversed(list(requests.items())))
+    assert index.with_room(reversed_order) == expected
     assert [index.position(base) for base in bases] == list(range(len(bases)))  # type: ignore[arg-type]
     free = [b.remaining.get("cpu", 0) for b in index.by_free_cpu]
     assert free == sorted((room.get("cpu", 0) for room in rooms), reverse=True)
@@ -138,6 +142,7 @@ def _same_index(made: RoomIndex, fresh: RoomIndex, bases: list[Any]) -> None:
     for cpu in (None, -1, 0, 1, 2, 3, 5, 8):
         requests = {} if cpu is None else {"cpu": cpu}
         assert made.with_cpu(requests) == fresh.with_cpu(requests)
+        assert made.with_room({**requests, "memory": 2}) == fresh.with_room({**requests, "memory": 2})
         assert [made.holds(i, {"cpu": 1, "memory": 2}) for i in range(len(bases))] == \
             [fresh.holds(i, {"cpu": 1, "memory": 2}) for i in range(len(bases))]
     assert made.by_free_cpu == fresh.by_free_cpu

@@ -46,6 +46,12 @@ if TYPE_CHECKING:
     from reconciler.cloud.aws.preset import PresetShaper
     from reconciler.cloud.overlay import OverlayBook
 
+_KEPT_CHOICES = 512  # launch choices kept per catalogue list before starting again
+
+
+def _listed(values: Sequence[str] | None) -> tuple[str, ...] | None:
+    return None if values is None else tuple(values)
+
 
 class SimulatedUnavailableOfferings:
     """The simulated cloud's unavailable-offerings cache, in the AWS cache's shape (what interruption marks).
@@ -94,6 +100,8 @@ class SimulatedCloud:
         self._clock = clock
         self._shaper = shaper
         self._version = 0  # bumped whenever an offering's availability changes
+        # The catalogue list ``_choose`` last chose from, and its choices by request (see ``_choose``).
+        self._choices: tuple[Sequence[InstanceType] | None, dict[tuple[Any, ...], Any]] = (None, {})
         self._shaped: dict[str, tuple[int, list[InstanceType]]] = {}  # NodeClass shape key -> its types
         self._listed: tuple[int, list[InstanceType]] = (-1, [])
         self._instances: dict[str, Instance] = {}
@@ -378,6 +386,26 @@ class SimulatedCloud:
     # -- internals -------------------------------------------------------------------------
     def _choose(
         self, request: LaunchRequest, catalog: Sequence[InstanceType]  # ``list`` here would be the method
+    ) -> tuple[InstanceType, Offering] | None:
+        """The offering a launch takes. Kept per catalogue list (the same object while no offering changed, and
+        its types never edited) and per what the request's offerings are judged by, when the catalogue's prices
+        are the launch's (no NodeOverlay prices): a plan's launches ask the same options over and over, and each
+        walk judged every option's every offering."""
+        if self.price_overlays is not None and request.price_overlaid and request.nodepool:
+            return self._choose_afresh(request, catalog)
+        kept_catalog, kept = self._choices
+        if kept_catalog is not catalog or len(kept) >= _KEPT_CHOICES:
+            kept = {}
+            self._choices = (catalog, kept)
+        key = (tuple(request.instance_types), _listed(request.capacity_types), _listed(request.zones),
+               request.excluded_zones, request.excluded_capacity_types, _listed(request.zone_ids),
+               request.excluded_zone_ids, _listed(request.reservation_ids), request.excluded_reservation_ids)
+        if key not in kept:
+            kept[key] = self._choose_afresh(request, catalog)
+        return kept[key]
+
+    def _choose_afresh(
+        self, request: LaunchRequest, catalog: Sequence[InstanceType]
     ) -> tuple[InstanceType, Offering] | None:
         types = {t.name: t for t in catalog}
         allowed: dict[str, tuple[int, InstanceType, list[Offering]]] = {}

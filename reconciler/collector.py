@@ -27,7 +27,7 @@ def free_dropped() -> None:
     """A full collection, for a one-shot command that has just dropped a large object graph it is done with (a
     whole simulation). Such a graph holds reference cycles (controllers and the API server they share, StateNodes
     and the views memoized on them), so dropping the last reference frees nothing: only a full collection does,
-    and the thresholds above make those rare (none at all in a 5,000-node ``plan``). Until then the dropped graph
+    and the thresholds above make those rare (none at all in a 2,000-node ``plan``). Until then the dropped graph
     stays in memory under everything the command builds afterwards."""
     gc.collect()
 

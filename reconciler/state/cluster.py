@@ -331,6 +331,11 @@ class ClusterState:
             if self._rematch:
                 dirty |= self._rematch_some(self._rematch)
             result, changed = self._rebuild_state_nodes(previous, dirty)
+        if previous is not None:
+            for name in changed:  # the versions replaced or dropped: their memos' cycles would keep them alive
+                old = previous.get(name)
+                if old is not None and result.get(name) is not old:
+                    old.forget_memos()
         self._last_nodes, self._dirty, self._rematch = result, set(), set()
         self._generation += 1
         self._journal.append((self._generation, changed))

@@ -111,6 +111,13 @@ class StateNode:
     def memo_set(self, name: str, value: Any) -> None:
         self._memo[name] = value
 
+    def forget_memos(self) -> None:
+        """Drop the memos: for a StateNode its ClusterState has replaced. Some hold the node itself (its slot base,
+        its assessment's Candidate), and such a cycle would keep the old version, memos and all, in memory until a
+        full collection (rare in the one-shot commands). Memos are caches: a holder that still reads one recomputes
+        it."""
+        self._memo.clear()
+
     # -- scheduling views ----------------------------------------------------------------------
     def requirements(self) -> Requirements:
         """The node's labels as requirements, hostname included (it may be missing on in-flight claims)."""

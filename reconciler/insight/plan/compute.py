@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from reconciler.api.support_check import Finding, findings_of
+from reconciler.collector import free_dropped
 from reconciler.disruption.budgets import UNLIMITED, BudgetError, allowance, parse_budgets
 from reconciler.disruption.drift_detection import drift_reason
 from reconciler.insight.catalog import narrowed_catalog
@@ -235,6 +236,7 @@ async def compute_plan(
         settled_current = (_summary(current_sim), _churn(current_sim.records))
         baseline_disrupted = sorted({item["node"] for r in current_sim.records for item in r["disrupted"]})
     del current_sim  # its summaries are taken: the proposed and floor simulations need the memory
+    free_dropped()  # a simulation is a graph of cycles: dropping it frees nothing until a full collection
 
     # Each disruption command gets the time the live controller would run it at (budgets pace them).
     timeline = Timeline(snapshot.clock + horizon)
@@ -252,6 +254,7 @@ async def compute_plan(
     # The floor is priced (and its simulation dropped) before the proposed one grows: at 5,000 nodes the
     # two simulations alive at once set the command's peak memory.
     floor = await _floor(snapshot, name, applied.objects, start, quiet, report)
+    free_dropped()  # the floor simulation, dropped by ``_floor``
     unready = _unready_pools(sim)
     unsupported = findings_of(
         (o for o in applied.objects if o.get("kind") in ("NodePool", "EC2NodeClass", "NodeClaim", "NodeOverlay")),

@@ -15,7 +15,7 @@ nodes instead of sorting every node again.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import compress, islice, repeat
 from operator import attrgetter, is_not, itemgetter, le, lt, methodcaller, neg
 from typing import cast
@@ -121,8 +121,7 @@ class RoomIndex:
 
     def holds(self, position: int, requests: Mapping[str, int]) -> bool:
         """Whether the base's room holds every request (``value <= room.get(name, 0)``)."""
-        room = self._rooms[position]
-        return all(value <= room.get(name, 0) for name, value in requests.items())
+        return _holds(self._rooms[position], requests.items())
 
     def position(self, base: SlotBase) -> int:
         if self._positions is None:
@@ -136,7 +135,7 @@ class RoomIndex:
         return [bases[i] for _, i in self._keys]
 
 
-def _holds(room: Mapping[str, int], requests: _Requests) -> bool:
+def _holds(room: Mapping[str, int], requests: Iterable[tuple[str, int]]) -> bool:
     return all(value <= room.get(name, 0) for name, value in requests)
 
 
